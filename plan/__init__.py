@@ -1,0 +1,1 @@
+"""Logical and physical plans: PipelineGraph, chaining, ExecutionGraph and cycles."""

@@ -1,0 +1,1 @@
+"""Runtime: dispatcher, task runners, tasks, channels and the executors."""

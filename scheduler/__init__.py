@@ -1,0 +1,1 @@
+"""Scheduler: cycle state machines, events and window bookkeeping; no I/O."""

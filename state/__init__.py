@@ -1,0 +1,1 @@
+"""State: key groups, keyed state and state backends."""
