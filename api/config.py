@@ -1,0 +1,276 @@
+"""Configuration schema, loading (TOML file, environment, overrides) and validation."""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+import types
+from collections.abc import Mapping
+
+import attrs
+
+ENVIRONMENT_TYPES: tuple[str, ...] = ("local",)
+STATE_BACKENDS: tuple[str, ...] = ("memory",)
+ENV_PREFIX = "GYREFLOW_"
+_BOOL_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
+class ConfigError(ValueError):
+    """A configuration value is unknown, malformed or out of range."""
+
+
+@attrs.frozen
+class ConfigKey:
+    """One setting: its dotted ``section.key`` name, type, default and accepted values.
+
+    >>> KEYS["state.backend"].choices
+    ('memory',)
+    """
+
+    name: str
+    type: type
+    default: object
+    doc: str
+    choices: tuple[str, ...] | None = None
+    minimum: int | float | None = None
+
+    @property
+    def section(self) -> str:
+        return self.name.partition(".")[0]
+
+    @property
+    def key(self) -> str:
+        return self.name.partition(".")[2]
+
+    def validate(self, value: object, subject: str) -> object:
+        """Return ``value`` as this key's type, or raise ConfigError led by ``subject``.
+
+        ``subject`` names the value's origin, e.g. ``[state] path = 1 in conf/x.toml``.
+
+        >>> KEYS["state.max_parallelism"].validate(64, "override state.max_parallelism = 64")
+        64
+        """
+        expected = self.type
+        is_bool = isinstance(value, bool)
+        if expected is float and isinstance(value, int) and not is_bool:
+            value = float(value)
+        if not isinstance(value, expected) or (is_bool and expected is not bool):
+            msg = f"{subject} must be of type {expected.__name__} (got {type(value).__name__})"
+            raise ConfigError(msg)
+        if self.choices is not None and value not in self.choices:
+            msg = f"{subject} is not a valid choice; valid choices: {', '.join(self.choices)}"
+            raise ConfigError(msg)
+        if self.minimum is not None and not value >= self.minimum:
+            msg = f"{subject} is below the minimum; {self.name} must be at least {self.minimum}"
+            raise ConfigError(msg)
+        return value
+
+    def parse(self, text: str, subject: str) -> object:
+        """Parse a string (e.g. an environment variable) to this key's type, then validate it.
+
+        >>> KEYS["progress.enabled"].parse("No", "GYREFLOW_PROGRESS__ENABLED=No")
+        False
+        """
+        try:
+            if self.type is bool:
+                value: object = _BOOL_WORDS[text.strip().lower()]
+            elif self.type is str:
+                value = text
+            else:
+                value = self.type(text.strip())
+        except (KeyError, ValueError):
+            hint = " (true/false, 1/0 or yes/no)" if self.type is bool else ""
+            msg = f"{subject} cannot be parsed as {self.type.__name__}{hint}"
+            raise ConfigError(msg) from None
+        return self.validate(value, subject)
+
+
+SCHEMA: tuple[ConfigKey, ...] = (
+    ConfigKey("environment.type", str, "local", "Which executor runs pipelines.",
+              choices=ENVIRONMENT_TYPES),
+    ConfigKey("environment.parallelism", int, 1, "Default parallelism of operators.", minimum=1),
+    ConfigKey("scheduler.max_flying_windows", int, 2, "Windows in flight at once.", minimum=1),
+    ConfigKey("runtime.batch_size", int, 1024, "Records per message between tasks.", minimum=1),
+    ConfigKey("state.backend", str, "memory", "Where keyed state is stored.",
+              choices=STATE_BACKENDS),
+    ConfigKey("state.max_parallelism", int, 128, "Number of key groups.", minimum=1),
+    ConfigKey("state.path", str, ".gyreflow/state", "Where on-disk state lives."),
+    ConfigKey("state.url", str, "",
+              "SQLAlchemy URL for the jdbc backend (empty = SQLite file under state.path)."),
+    ConfigKey("state.snapshot_every", int, 1, "Snapshot state every this many windows.", minimum=1),
+    ConfigKey("state.retained_snapshots", int, 2, "Number of recent snapshots kept.", minimum=1),
+    ConfigKey("progress.enabled", bool, True, "Show a progress display while running."),
+)
+KEYS: dict[str, ConfigKey] = {spec.name: spec for spec in SCHEMA}
+_SECTIONS = {s.section: [k.key for k in SCHEMA if k.section == s.section] for s in SCHEMA}
+
+
+def _toml_value(value: object) -> str:
+    """Render a scalar as a TOML value (strings JSON-escaped, which TOML basic strings accept)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+    return repr(value)
+
+
+def _check_section(section: str, where: str) -> None:
+    if section not in _SECTIONS:
+        msg = f"unknown section [{section}] {where}; valid sections: {', '.join(_SECTIONS)}"
+        raise ConfigError(msg)
+
+
+def _lookup(section: str, key: str, where: str) -> ConfigKey:
+    """Find the schema entry for ``[section] key``; ``where`` is e.g. ``"in conf/x.toml"``."""
+    _check_section(section, where)
+    spec = KEYS.get(f"{section}.{key}")
+    if spec is None:
+        valid = ", ".join(_SECTIONS[section])
+        msg = f"unknown key [{section}] {key} {where}; valid keys of [{section}]: {valid}"
+        raise ConfigError(msg)
+    return spec
+
+
+def _read_file(path: str | os.PathLike) -> dict[str, object]:
+    shown = os.fsdecode(path)
+    try:
+        with open(path, "rb") as handle:
+            document = tomllib.load(handle)
+    except FileNotFoundError:
+        msg = f"config file {shown} does not exist; fix the path or omit it to use the defaults"
+        raise ConfigError(msg) from None
+    except OSError as error:
+        msg = f"cannot read config file {shown}: {error.strerror or error}"
+        raise ConfigError(msg) from error
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        msg = f"invalid TOML in config file {shown}: {error}"
+        raise ConfigError(msg) from error
+    values: dict[str, object] = {}
+    for section, table in document.items():
+        _check_section(section, f"in {shown}")
+        if not isinstance(table, dict):
+            msg = f"{section} in {shown} must be a table: write [{section}] then key = value lines"
+            raise ConfigError(msg)
+        for key, value in table.items():
+            spec = _lookup(section, key, f"in {shown}")
+            subject = f"[{section}] {key} = {_toml_value(value)} in {shown}"
+            values[spec.name] = spec.validate(value, subject)
+    return values
+
+
+def _read_environ(environ: Mapping[str, str]) -> dict[str, object]:
+    values: dict[str, object] = {}
+    for variable in sorted(environ):
+        rest = variable[len(ENV_PREFIX):]
+        if not variable.startswith(ENV_PREFIX) or "__" not in rest:
+            continue
+        section, _, key = rest.lower().partition("__")
+        spec = _lookup(section, key, f"from environment variable {variable}")
+        text = environ[variable]
+        values[spec.name] = spec.parse(text, f"environment variable {variable}={text}")
+    return values
+
+
+def _read_overrides(overrides: Mapping[str, object]) -> dict[str, object]:
+    values: dict[str, object] = {}
+    for name, value in overrides.items():
+        section, _, key = name.partition(".")
+        spec = _lookup(section, key, f"in override {name!r}")
+        values[spec.name] = spec.validate(value, f"override {name} = {_toml_value(value)}")
+    return values
+
+
+@attrs.frozen
+class Config:
+    """A complete, validated set of settings; immutable, hashable and picklable.
+
+    >>> config = Config.load(overrides={"environment.parallelism": 4}, environ={})
+    >>> config["environment.parallelism"], config.get("state.backend")
+    (4, 'memory')
+    """
+
+    _items: tuple[tuple[str, object], ...]
+
+    @property
+    def values(self) -> Mapping[str, object]:
+        """All settings by dotted name, as a read-only mapping."""
+        return types.MappingProxyType(dict(self._items))
+
+    @classmethod
+    def _from(cls, values: Mapping[str, object]) -> Config:
+        return cls(tuple((spec.name, values[spec.name]) for spec in SCHEMA))
+
+    @classmethod
+    def defaults(cls) -> Config:
+        """Every key at its schema default.
+
+        >>> Config.defaults()["runtime.batch_size"]
+        1024
+        """
+        return cls._from({spec.name: spec.default for spec in SCHEMA})
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike | None = None,
+        overrides: Mapping[str, object] | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> Config:
+        """Defaults, then the TOML file at ``path``, then ``GYREFLOW_<SECTION>__<KEY>``
+        variables from ``environ`` (default ``os.environ``), then ``overrides``.
+
+        >>> Config.load(environ={"GYREFLOW_STATE__MAX_PARALLELISM": "64"})["state.max_parallelism"]
+        64
+        """
+        values = dict(cls.defaults()._items)
+        if path is not None:
+            values.update(_read_file(path))
+        values.update(_read_environ(os.environ if environ is None else environ))
+        values.update(_read_overrides(overrides or {}))
+        return cls._from(values)
+
+    def with_overrides(self, overrides: Mapping[str, object]) -> Config:
+        """A copy with the given dotted names replaced (validated).
+
+        >>> Config.defaults().with_overrides({"progress.enabled": False})["progress.enabled"]
+        False
+        """
+        return self._from({**dict(self._items), **_read_overrides(overrides)})
+
+    def __getitem__(self, name: str) -> object:
+        for item_name, value in self._items:
+            if item_name == name:
+                return value
+        msg = f"unknown config key {name!r}; valid keys: {', '.join(KEYS)}"
+        raise KeyError(msg)
+
+    def get(self, name: str, default: object = None) -> object:
+        """``config[name]``, or ``default`` if ``name`` is not a config key."""
+        return self.values.get(name, default)
+
+    def as_toml(self) -> str:
+        """All values as a TOML document that ``Config.load`` reads back to an equal Config."""
+        lines: list[str] = []
+        for section, keys in _SECTIONS.items():
+            lines.append(f"[{section}]")
+            lines.extend(f"{key} = {_toml_value(self[f'{section}.{key}'])}" for key in keys)
+            lines.append("")
+        return "\n".join(lines)
+
+
+def schema_markdown() -> str:
+    """A Markdown table of every config key, for the README and docs."""
+    rows = ["| key | type | default | choices / range | meaning |", "|---|---|---|---|---|"]
+    for spec in SCHEMA:
+        if spec.choices is not None:
+            allowed = ", ".join(f"`{choice}`" for choice in spec.choices)
+        elif spec.minimum is not None:
+            allowed = f"≥ {spec.minimum}"
+        else:
+            allowed = ""
+        cells = [f"`{spec.name}`", spec.type.__name__, f"`{_toml_value(spec.default)}`"]
+        rows.append(f"| {' | '.join(cells)} | {allowed} | {spec.doc} |")
+    return "\n".join(rows) + "\n"

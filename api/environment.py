@@ -1,0 +1,92 @@
+"""Environments: where pipelines run (in this process, and later on Spark), built from code or config."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from gyreflow.api.config import ENVIRONMENT_TYPES, Config, ConfigError
+from gyreflow.api.session import current_settings
+from gyreflow.plan.execution import build_execution_graph
+from gyreflow.plan.graph import PipelineGraph
+from gyreflow.runtime.local_executor import JobListener, LocalExecutor
+from gyreflow.runtime.metrics import TaskResult
+from gyreflow.state.backends import backend_from_config
+
+
+class Environment:
+    """Where pipelines run. Build one with ``Environment.local()`` or ``Environment.from_config()``.
+
+    >>> env = Environment.local(parallelism=2, progress=False)
+    >>> env.config["environment.parallelism"], env.type_name
+    (2, 'local')
+    """
+
+    type_name = "abstract"
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.state_backend = backend_from_config(config)
+
+    @staticmethod
+    def local(parallelism: int | None = None, *, progress: bool | None = None,
+              config: Mapping[str, object] | None = None) -> LocalEnvironment:
+        """An in-process environment; ``config`` overrides dotted keys (``{"runtime.batch_size": 64}``).
+
+        Under ``gyreflow run --config FILE`` the file's values are the starting point.
+        """
+        overrides = dict(config or {})
+        overrides["environment.type"] = "local"
+        if parallelism is not None:
+            overrides["environment.parallelism"] = parallelism
+        if progress is not None:
+            overrides["progress.enabled"] = progress
+        return LocalEnvironment(Config.load(current_settings().config_path, overrides))
+
+    @staticmethod
+    def from_config(path: str | os.PathLike | None = None,
+                    overrides: Mapping[str, object] | None = None) -> Environment:
+        """The environment a TOML config file describes (plus ``GYREFLOW_SECTION__KEY`` variables).
+
+        Without ``path``, the file given to ``gyreflow run --config`` is used, else the defaults.
+        """
+        settings = current_settings()
+        merged = dict(overrides or {})
+        if settings.environment is not None:
+            merged.setdefault("environment.type", settings.environment)
+        config = Config.load(path if path is not None else settings.config_path, merged)
+        return create_environment(config)
+
+    def pipeline(self, name: str):
+        """Start a new pipeline named ``name``."""
+        from gyreflow.api.pipeline import Pipeline
+
+        return Pipeline(self, name)
+
+    def run_task(self, name: str, graph: PipelineGraph, listener: JobListener | None) -> TaskResult:
+        """Run one pipeline task's graph; subclasses choose the executor."""
+        raise NotImplementedError
+
+
+class LocalEnvironment(Environment):
+    """Runs every task in this process with the cooperative local executor."""
+
+    type_name = "local"
+
+    def run_task(self, name: str, graph: PipelineGraph, listener: JobListener | None) -> TaskResult:
+        """Run ``graph`` in this process."""
+        executor = LocalExecutor(self.config, self.state_backend, listener)
+        return executor.run(name, build_execution_graph(graph))
+
+
+_ENVIRONMENTS = {"local": LocalEnvironment}
+
+
+def create_environment(config: Config) -> Environment:
+    """Instantiate the environment class that ``environment.type`` names."""
+    kind = config["environment.type"]
+    cls = _ENVIRONMENTS.get(kind)
+    if cls is None:
+        msg = f"environment.type {kind!r} is not available; valid choices: {', '.join(ENVIRONMENT_TYPES)}"
+        raise ConfigError(msg)
+    return cls(config)

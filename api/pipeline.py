@@ -1,0 +1,166 @@
+"""Pipelines: named groups of pipeline tasks, each a function that builds a stream graph."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator, Mapping
+
+import attrs
+
+from gyreflow.api.session import current_settings
+from gyreflow.api.sources import GeneratorSource, as_source
+from gyreflow.api.stream import GraphBuilder, Stream
+from gyreflow.api.windows import AllWindow, Window
+from gyreflow.plan.execution import ExecutionGraph, build_execution_graph
+from gyreflow.plan.graph import PipelineGraph
+from gyreflow.plan.operators import SourceSpec
+from gyreflow.runtime.metrics import TaskResult
+
+
+class PipelineTaskContext:
+    """Handed to a pipeline task's function: open sources here, then chain stream operations."""
+
+    def __init__(self, builder: GraphBuilder, config) -> None:
+        self.builder = builder
+        self.config = config
+
+    def source(self, source, window: Window | None = None, *, name: str | None = None,
+               parallelism: int | None = None) -> Stream:
+        """Read ``source`` (a Source or any iterable) cut into ``window`` (default: ``AllWindow()``)."""
+        source = as_source(source)
+        window = window if window is not None else AllWindow()
+        if not isinstance(window, Window):
+            msg = (f"window must be SizeTumblingWindow, TimeTumblingWindow or AllWindow, "
+                   f"got {type(window).__name__}")
+            raise TypeError(msg)
+        if parallelism is None and isinstance(source, GeneratorSource) and not source.splittable:
+            parallelism = 1
+        node = self.builder.add(SourceSpec(source, window), [], parallelism, name)
+        return Stream(self.builder, node)
+
+
+@attrs.frozen
+class PipelineTask:
+    """One job of a pipeline: ``fn(ctx)`` builds its streams."""
+
+    name: str
+    fn: Callable[[PipelineTaskContext], object]
+
+    def build(self, config) -> PipelineGraph:
+        """Run the task's function and return the graph it built."""
+        builder = GraphBuilder(config["environment.parallelism"])
+        self.fn(PipelineTaskContext(builder, config))
+        return builder.build()
+
+
+class PipelineResult(Mapping):
+    """The results of a pipeline's tasks, by task name."""
+
+    def __init__(self, tasks: dict[str, TaskResult]) -> None:
+        self.tasks = tasks
+
+    def __getitem__(self, name: str) -> TaskResult:
+        try:
+            return self.tasks[name]
+        except KeyError:
+            msg = f"no pipeline task named {name!r}; tasks: {sorted(self.tasks)}"
+            raise KeyError(msg) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.tasks)
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+    def output(self, name: str = "collect") -> list:
+        """Records collected under ``name`` by whichever task collected them, in window order."""
+        for task in self.tasks.values():
+            if name in task.collected:
+                return task.output(name)
+        msg = f"no task collected output named {name!r}"
+        raise KeyError(msg)
+
+    def by_window(self, name: str = "collect") -> dict[int, list]:
+        """Records collected under ``name``, by window id."""
+        for task in self.tasks.values():
+            if name in task.collected:
+                return task.by_window(name)
+        msg = f"no task collected output named {name!r}"
+        raise KeyError(msg)
+
+
+class Pipeline:
+    """A named set of pipeline tasks run in order by ``execute()``.
+
+    >>> from gyreflow.api import Environment, SizeTumblingWindow
+    >>> pipeline = Environment.local(progress=False).pipeline("count")
+    >>> @pipeline.task
+    ... def count(ctx):
+    ...     words = ctx.source(["a b", "b c", "b"], SizeTumblingWindow(2)).flat_map(str.split)
+    ...     words.map(lambda w: (w, 1)).key_by(lambda kv: kv[0]).reduce(
+    ...         lambda a, b: (a[0], a[1] + b[1])).collect("counts")
+    >>> pipeline.execute()["count"].by_window("counts")
+    {1: [('a', 1), ('b', 2), ('c', 1)], 2: [('b', 3)]}
+    """
+
+    def __init__(self, env, name: str) -> None:
+        self.env = env
+        self.name = name
+        self.tasks: list[PipelineTask] = []
+
+    def task(self, fn: Callable | None = None, *, name: str | None = None):
+        """Register a pipeline task (usable as ``@pipeline.task`` or ``@pipeline.task(name=...)``)."""
+
+        def register(function: Callable) -> Callable:
+            task_name = name or function.__name__
+            if any(t.name == task_name for t in self.tasks):
+                msg = f"pipeline {self.name!r} already has a task named {task_name!r}"
+                raise ValueError(msg)
+            self.tasks.append(PipelineTask(task_name, function))
+            return function
+
+        return register(fn) if fn is not None else register
+
+    def plans(self) -> list[tuple[str, PipelineGraph, ExecutionGraph]]:
+        """Build every task's logical and physical plan."""
+        plans = []
+        for task in self.tasks:
+            graph = task.build(self.env.config)
+            plans.append((task.name, graph, build_execution_graph(graph)))
+        return plans
+
+    def explain(self, format: str = "text") -> str:  # noqa: A002 - the CLI flag's name
+        """Describe every task's PipelineGraph and ExecutionGraph as text, DOT or Mermaid."""
+        from gyreflow.plan.explain import explain
+
+        return "\n".join(explain(f"{self.name}/{name}", graph, execution, format)
+                         for name, graph, execution in self.plans())
+
+    def execute(self, progress: bool | None = None) -> PipelineResult:
+        """Run every task in order and return their results (blocks until the input ends)."""
+        if not self.tasks:
+            msg = f"pipeline {self.name!r} has no tasks: add one with @pipeline.task"
+            raise ValueError(msg)
+        settings = current_settings()
+        if settings.explain_format is not None:
+            sys.stdout.write(self.explain(settings.explain_format) + "\n")
+            return PipelineResult({})
+        listener = None
+        if _show_progress(progress, self.env.config, settings):
+            from gyreflow.api.progress import ProgressListener
+
+            listener = ProgressListener(self.name)
+        results = {}
+        for task in self.tasks:
+            graph = task.build(self.env.config)
+            results[task.name] = self.env.run_task(f"{self.name}/{task.name}", graph, listener)
+        settings.summaries.append((self.name, results))
+        return PipelineResult(results)
+
+
+def _show_progress(requested: bool | None, config, settings) -> bool:
+    if requested is not None:
+        return requested
+    if settings.quiet or not config["progress.enabled"]:
+        return False
+    return settings.show_progress or sys.stderr.isatty()

@@ -1,0 +1,40 @@
+"""Run settings that the ``gyreflow`` command line hands to the pipelines a script defines."""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+
+import attrs
+
+
+@attrs.frozen
+class RunSettings:
+    """How ``gyreflow run``/``explain`` wants pipelines run: the config file and the display."""
+
+    config_path: str | None = None
+    environment: str | None = None
+    quiet: bool = False
+    show_progress: bool = False
+    explain_format: str | None = None
+    summaries: list = attrs.field(factory=list, eq=False)
+
+
+_current: contextvars.ContextVar[RunSettings] = contextvars.ContextVar(
+    "gyreflow_run_settings", default=RunSettings()
+)
+
+
+def current_settings() -> RunSettings:
+    """The settings in force (defaults outside ``gyreflow run``)."""
+    return _current.get()
+
+
+@contextlib.contextmanager
+def using_settings(settings: RunSettings):
+    """Apply ``settings`` to the pipelines run inside the block."""
+    token = _current.set(settings)
+    try:
+        yield settings
+    finally:
+        _current.reset(token)

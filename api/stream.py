@@ -1,0 +1,191 @@
+"""Streams: the operations users chain, recorded into a PipelineGraph by a GraphBuilder."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+
+from gyreflow.plan import operators as specs
+from gyreflow.plan.graph import Partitioning, PipelineEdge, PipelineGraph, PipelineVertex
+
+
+@attrs.define
+class _Draft:
+    id: int
+    spec: specs.OperatorSpec
+    name: str | None
+    parallelism: int | None
+    inputs: list[tuple[int, Partitioning, Callable | None]]
+
+
+class GraphBuilder:
+    """Collects operators while a pipeline task's function runs, then builds the PipelineGraph."""
+
+    def __init__(self, default_parallelism: int) -> None:
+        self.default_parallelism = default_parallelism
+        self.drafts: list[_Draft] = []
+
+    def add(self, spec: specs.OperatorSpec, inputs: list[Stream], parallelism: int | None = None,
+            name: str | None = None) -> int:
+        """Record an operator fed by ``inputs`` and return its id."""
+        draft = _Draft(len(self.drafts), spec, name, parallelism,
+                       [(s.node, s.partitioning, s.key_fn) for s in inputs])
+        self.drafts.append(draft)
+        return draft.id
+
+    def build(self) -> PipelineGraph:
+        """Build the graph of every operator that feeds a sink or collect (walking back from them)."""
+        sinks = [d.id for d in self.drafts if d.spec.kind is specs.OperatorKind.SINK]
+        if not sinks:
+            msg = "the pipeline task defines no sink: end at least one stream with .sink() or .collect()"
+            raise ValueError(msg)
+        keep: set[int] = set()
+        stack = list(sinks)
+        while stack:
+            node = stack.pop()
+            if node not in keep:
+                keep.add(node)
+                stack.extend(i for i, _, _ in self.drafts[node].inputs)
+        vertices = {}
+        for d in self.drafts:
+            if d.id in keep:
+                name = d.name or f"{d.spec.op}-{d.id}"
+                parallelism = d.parallelism or self.default_parallelism
+                vertices[d.id] = PipelineVertex(d.id, name, d.spec, parallelism)
+        edges = []
+        for d in self.drafts:
+            if d.id not in keep:
+                continue
+            for ordinal, (source, partitioning, key_fn) in enumerate(d.inputs):
+                if partitioning is Partitioning.FORWARD and (
+                    vertices[source].parallelism != vertices[d.id].parallelism
+                ):
+                    partitioning = Partitioning.REBALANCE
+                edges.append(PipelineEdge(source, d.id, partitioning, ordinal, key_fn))
+        return PipelineGraph(tuple(vertices.values()), tuple(edges))
+
+
+class Stream:
+    """A stream of records inside a pipeline task; every operation returns a new stream.
+
+    >>> from gyreflow.api import Environment
+    >>> env = Environment.local(progress=False)
+    >>> p = env.pipeline("demo")
+    >>> @p.task
+    ... def double(ctx):
+    ...     ctx.source([1, 2, 3]).map(lambda x: 2 * x).collect("out")
+    >>> p.execute()["double"].output("out")
+    [2, 4, 6]
+    """
+
+    partitioning = Partitioning.FORWARD
+    key_fn: Callable | None = None
+
+    def __init__(self, builder: GraphBuilder, node: int) -> None:
+        self.builder = builder
+        self.node = node
+
+    # Configuration of the operator that produced this stream --------------------------------
+
+    def with_parallelism(self, parallelism: int) -> Stream:
+        """Run the operator that produced this stream with ``parallelism`` tasks."""
+        if not isinstance(parallelism, int) or parallelism < 1:
+            msg = f"parallelism must be a positive int, got {parallelism!r}"
+            raise ValueError(msg)
+        self.builder.drafts[self.node].parallelism = parallelism
+        return self
+
+    def with_name(self, name: str) -> Stream:
+        """Name the operator that produced this stream (shown in explain, metrics and errors)."""
+        self.builder.drafts[self.node].name = name
+        return self
+
+    # Operations ------------------------------------------------------------------------------
+
+    def _then(self, spec: specs.OperatorSpec, inputs: list[Stream] | None = None,
+              parallelism: int | None = None) -> Stream:
+        return Stream(self.builder, self.builder.add(spec, inputs or [self], parallelism))
+
+    def map(self, fn: Callable) -> Stream:
+        """Emit ``fn(record)`` for each record."""
+        return self._then(specs.MapSpec(_callable(fn, "map")))
+
+    def flat_map(self, fn: Callable) -> Stream:
+        """Emit every item of the iterable ``fn(record)`` for each record."""
+        return self._then(specs.FlatMapSpec(_callable(fn, "flat_map")))
+
+    def filter(self, fn: Callable) -> Stream:
+        """Keep the records for which ``fn(record)`` is true."""
+        return self._then(specs.FilterSpec(_callable(fn, "filter")))
+
+    def key_by(self, key_fn: Callable) -> KeyedStream:
+        """Partition by ``key_fn(record)``: records with equal keys meet in the same task."""
+        return KeyedStream(self.builder, self.node, _callable(key_fn, "key_by"))
+
+    def broadcast(self) -> Stream:
+        """Send every record to every task of the next operator."""
+        return _Broadcast(self.builder, self.node)
+
+    def union(self, *others: Stream) -> Stream:
+        """Merge this stream with ``others`` (records keep no order across inputs)."""
+        if not others:
+            msg = "union needs at least one other stream"
+            raise ValueError(msg)
+        for other in others:
+            if other.builder is not self.builder:
+                msg = "union of streams from different pipeline tasks"
+                raise ValueError(msg)
+        return self._then(specs.UnionSpec(), [self, *others])
+
+    def sink(self, sink) -> Stream:
+        """Write every record to ``sink`` (a ``gyreflow.api.sinks.Sink``)."""
+        return self._then(specs.SinkSpec(sink), parallelism=getattr(sink, "default_parallelism", None))
+
+    def collect(self, name: str = "collect") -> Stream:
+        """Return every record from ``execute()`` under ``name``, by window."""
+        return self._then(specs.CollectSpec(name))
+
+
+class _Broadcast(Stream):
+    partitioning = Partitioning.BROADCAST
+
+
+class KeyedStream(Stream):
+    """A stream partitioned by key; keyed operations keep their state per key across windows."""
+
+    partitioning = Partitioning.KEY
+
+    def __init__(self, builder: GraphBuilder, node: int, key_fn: Callable) -> None:
+        super().__init__(builder, node)
+        self.key_fn = key_fn
+
+    def reduce(self, fn: Callable) -> Stream:
+        """Fold records of a key with ``fn(accumulated, record)``; emits each key's new value at the
+        end of every window in which the key was updated."""
+        return self._then(specs.ReduceSpec(self.key_fn, _callable(fn, "reduce")))
+
+    def aggregate(self, function) -> Stream:
+        """Aggregate records per key with an ``AggregateFunction``; emits ``(key, result)`` for
+        each key updated in a window."""
+        for method in ("init", "add", "merge", "result"):
+            if not callable(getattr(function, method, None)):
+                msg = f"aggregate needs an AggregateFunction with init/add/merge/result; missing {method}"
+                raise TypeError(msg)
+        return self._then(specs.AggregateSpec(self.key_fn, function))
+
+    def join(self, other: KeyedStream, fn: Callable | None = None) -> Stream:
+        """Inner join with ``other`` per window: emits ``fn(left, right)`` for every pair of records
+        with equal keys in the same window (``(key, left, right)`` when ``fn`` is None)."""
+        if not isinstance(other, KeyedStream):
+            msg = "join needs a keyed stream on both sides: call .key_by(...) on the other stream"
+            raise TypeError(msg)
+        spec = specs.JoinSpec(self.key_fn, other.key_fn, fn)
+        return self._then(spec, [self, other])
+
+
+def _callable(fn: Callable, operation: str) -> Callable:
+    if not callable(fn):
+        msg = f"{operation} needs a function, got {type(fn).__name__}"
+        raise TypeError(msg)
+    return fn

@@ -1,0 +1,50 @@
+"""Windows: how a source's input is cut into numbered windows (ids 1, 2, 3, ...)."""
+
+from __future__ import annotations
+
+import attrs
+
+
+@attrs.frozen
+class Window:
+    """Base of the window kinds; a source task cuts its own input into windows."""
+
+    def describe(self) -> str:
+        """A short text for ``explain``."""
+        return type(self).__name__
+
+
+@attrs.frozen
+class SizeTumblingWindow(Window):
+    """``size`` records per source task per window (the last window may be shorter).
+
+    >>> SizeTumblingWindow(3).window_of(7)   # the 8th record of a source task
+    3
+    """
+
+    size: int = attrs.field(validator=attrs.validators.ge(1))
+
+    def window_of(self, position: int) -> int:
+        """The window id of the record at 0-based ``position`` in a source task's input."""
+        return position // self.size + 1
+
+    def describe(self) -> str:
+        return f"SizeTumblingWindow({self.size})"
+
+
+@attrs.frozen
+class TimeTumblingWindow(Window):
+    """Processing-time windows of ``seconds``: a window ends when its time is up (checked per batch)."""
+
+    seconds: float = attrs.field(validator=attrs.validators.gt(0))
+
+    def describe(self) -> str:
+        return f"TimeTumblingWindow({self.seconds}s)"
+
+
+@attrs.frozen
+class AllWindow(Window):
+    """The whole bounded input is one window: a batch job."""
+
+    def describe(self) -> str:
+        return "AllWindow()"

@@ -1,0 +1,122 @@
+"""Operator specifications: what each vertex of a plan computes, as immutable values.
+
+The plan only describes operators; ``gyreflow.runtime.operators`` turns each spec into a running operator.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+
+import attrs
+
+
+class OperatorKind(enum.Enum):
+    """GeaFlow's operator families."""
+
+    SOURCE = "source"
+    ONE_INPUT = "one-input"
+    TWO_INPUT = "two-input"
+    ITERATION = "iteration"
+    SINK = "sink"
+
+
+@attrs.frozen(eq=False)
+class OperatorSpec:
+    """Base of every operator spec; ``op`` is the short operator name shown by ``explain``."""
+
+    op = "operator"
+    kind = OperatorKind.ONE_INPUT
+    keyed = False
+
+
+@attrs.frozen(eq=False)
+class SourceSpec(OperatorSpec):
+    """Read records from ``source``, cut into windows by ``window``."""
+
+    source: object
+    window: object
+    op = "source"
+    kind = OperatorKind.SOURCE
+
+
+@attrs.frozen(eq=False)
+class MapSpec(OperatorSpec):
+    """Emit ``fn(record)`` for every record."""
+
+    fn: Callable
+    op = "map"
+
+
+@attrs.frozen(eq=False)
+class FlatMapSpec(OperatorSpec):
+    """Emit every item of ``fn(record)``."""
+
+    fn: Callable
+    op = "flat_map"
+
+
+@attrs.frozen(eq=False)
+class FilterSpec(OperatorSpec):
+    """Keep the records for which ``fn(record)`` is true."""
+
+    fn: Callable
+    op = "filter"
+
+
+@attrs.frozen(eq=False)
+class ReduceSpec(OperatorSpec):
+    """Fold records with equal ``key_fn(record)`` with ``fn``; state persists across windows."""
+
+    key_fn: Callable
+    fn: Callable
+    op = "reduce"
+    keyed = True
+
+
+@attrs.frozen(eq=False)
+class AggregateSpec(OperatorSpec):
+    """Aggregate records per key with an ``AggregateFunction``; emits ``(key, result)`` per updated key."""
+
+    key_fn: Callable
+    function: object
+    op = "aggregate"
+    keyed = True
+
+
+@attrs.frozen(eq=False)
+class UnionSpec(OperatorSpec):
+    """Merge any number of inputs into one stream."""
+
+    op = "union"
+    kind = OperatorKind.TWO_INPUT
+
+
+@attrs.frozen(eq=False)
+class JoinSpec(OperatorSpec):
+    """Inner join of two keyed inputs within each window: emits ``fn(left, right)`` per matching pair."""
+
+    left_key: Callable
+    right_key: Callable
+    fn: Callable | None = None
+    op = "join"
+    kind = OperatorKind.TWO_INPUT
+    keyed = True
+
+
+@attrs.frozen(eq=False)
+class SinkSpec(OperatorSpec):
+    """Hand every record to ``sink`` (a ``gyreflow.api.sinks.Sink``)."""
+
+    sink: object
+    op = "sink"
+    kind = OperatorKind.SINK
+
+
+@attrs.frozen(eq=False)
+class CollectSpec(OperatorSpec):
+    """Return every record to the caller of ``execute()`` under ``name``."""
+
+    name: str
+    op = "collect"
+    kind = OperatorKind.SINK

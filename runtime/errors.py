@@ -1,0 +1,73 @@
+"""Errors raised while running a pipeline, naming the operator, window, task and record."""
+
+from __future__ import annotations
+
+import traceback
+
+
+class RecordError(Exception):
+    """Internal: a user function raised on ``record`` inside operator ``operator``."""
+
+    def __init__(self, operator: str, record: object, cause: BaseException, located: bool = True):
+        super().__init__(operator, record)
+        self.operator = operator
+        self.record = record
+        self.cause = cause
+        self.located = located
+
+
+class UserFunctionError(RuntimeError):
+    """A user function raised: the job stopped; completed windows stay completed.
+
+    Attributes name the operator, window, task and record; ``original_traceback`` is the user's
+    traceback as text.
+    """
+
+    def __init__(self, operator: str, window: int, task: str, record: object, cause: BaseException,
+                 located: bool = True) -> None:
+        self.operator = operator
+        self.window = window
+        self.task = task
+        self.record = record
+        self.cause = cause
+        self.original_traceback = "".join(traceback.format_exception(cause))
+        shown = repr(record)
+        if len(shown) > 200:
+            shown = shown[:200] + "..."
+        where = f"record {shown}" if located else "a record it could not single out"
+        msg = (
+            f"operator {operator!r} failed in window {window} on task {task!r} while processing "
+            f"{where}: {type(cause).__name__}: {cause}\n\nOriginal traceback:\n"
+            f"{self.original_traceback}"
+        )
+        super().__init__(msg)
+
+    def __reduce__(self):
+        return (_rebuild_user_error, (self.operator, self.window, self.task, self.record,
+                                      self.original_traceback, str(self.cause),
+                                      type(self.cause).__name__))
+
+
+class RemoteError(Exception):
+    """The text of an exception raised in another process."""
+
+
+def _rebuild_user_error(operator, window, task, record, tb, cause_text, cause_type):
+    cause = RemoteError(f"{cause_type}: {cause_text}")
+    error = UserFunctionError(operator, window, task, record, cause)
+    error.original_traceback = tb
+    return error
+
+
+def locate_failure(operator: str, batch: list, probe, cause: BaseException) -> RecordError:
+    """Find the first record of ``batch`` on which ``probe`` raises.
+
+    Operators run whole batches through comprehensions for speed; only on failure do they replay the
+    batch one record at a time to name the culprit (pure functions are assumed, as everywhere).
+    """
+    for record in batch:
+        try:
+            probe(record)
+        except Exception as exc:  # noqa: BLE001 - any user exception is reported
+            return RecordError(operator, record, exc)
+    return RecordError(operator, None, cause, located=False)

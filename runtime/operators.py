@@ -1,0 +1,308 @@
+"""Running operators: each processes whole batches and is built from a plan's operator spec."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from gyreflow.plan import operators as specs
+from gyreflow.runtime.errors import RecordError, locate_failure
+
+_MISSING = object()
+
+
+def _discard(batch: list) -> None:
+    """The output of a chain whose last operator emits nothing."""
+
+
+class Operator:
+    """Base of running operators: ``process`` a batch, ``finish`` a window, ``close`` at the end."""
+
+    emits_on_finish = False
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.out: Callable[[list], None] = _discard
+        self.records_in = 0
+        self.records_out = 0
+        self.ctx = None
+
+    def open(self, ctx) -> None:
+        """Prepare to run inside the task described by ``ctx`` (an ``OperatorContext``)."""
+        self.ctx = ctx
+
+    def process(self, batch: list) -> None:
+        """Handle one batch of records."""
+        raise NotImplementedError
+
+    def process_input(self, ordinal: int, batch: list) -> None:
+        """Handle one batch arriving on input ``ordinal`` (two-input operators override this)."""
+        self.process(batch)
+
+    def finish(self, window: int) -> None:
+        """Every record of ``window`` was processed: emit what the window produced."""
+
+    def close(self) -> None:
+        """Release what ``open`` acquired."""
+
+    def _emit(self, batch: list) -> None:
+        if batch:
+            self.records_out += len(batch)
+            self.out(batch)
+
+
+class MapOperator(Operator):
+    def __init__(self, name: str, fn: Callable) -> None:
+        super().__init__(name)
+        self.fn = fn
+
+    def process(self, batch: list) -> None:
+        self.records_in += len(batch)
+        fn = self.fn
+        try:
+            result = [fn(x) for x in batch]
+        except Exception as exc:  # noqa: BLE001
+            raise locate_failure(self.name, batch, fn, exc) from exc
+        self._emit(result)
+
+
+class FlatMapOperator(Operator):
+    def __init__(self, name: str, fn: Callable) -> None:
+        super().__init__(name)
+        self.fn = fn
+
+    def process(self, batch: list) -> None:
+        self.records_in += len(batch)
+        fn = self.fn
+        try:
+            result = [y for x in batch for y in fn(x)]
+        except Exception as exc:  # noqa: BLE001
+            raise locate_failure(self.name, batch, lambda x: list(fn(x)), exc) from exc
+        self._emit(result)
+
+
+class FilterOperator(Operator):
+    def __init__(self, name: str, fn: Callable) -> None:
+        super().__init__(name)
+        self.fn = fn
+
+    def process(self, batch: list) -> None:
+        self.records_in += len(batch)
+        fn = self.fn
+        try:
+            result = [x for x in batch if fn(x)]
+        except Exception as exc:  # noqa: BLE001
+            raise locate_failure(self.name, batch, fn, exc) from exc
+        self._emit(result)
+
+
+class ReduceOperator(Operator):
+    """Keyed fold whose state lives across windows; emits each key updated in a window at its end."""
+
+    emits_on_finish = True
+
+    def __init__(self, name: str, key_fn: Callable, fn: Callable) -> None:
+        super().__init__(name)
+        self.key_fn = key_fn
+        self.fn = fn
+        self.updated: dict = {}
+
+    def open(self, ctx) -> None:
+        super().open(ctx)
+        self.table = ctx.state.table(self.name)
+
+    def process(self, batch: list) -> None:
+        self.records_in += len(batch)
+        key_fn, fn, updated, values = self.key_fn, self.fn, self.updated, self.table.data
+        record = None
+        try:
+            for record in batch:
+                key = key_fn(record)
+                old = updated.get(key, _MISSING)
+                if old is _MISSING:
+                    old = values.get(key, _MISSING)
+                updated[key] = record if old is _MISSING else fn(old, record)
+        except Exception as exc:  # noqa: BLE001
+            raise RecordError(self.name, record, exc) from exc
+
+    def finish(self, window: int) -> None:
+        updated, self.updated = self.updated, {}
+        if updated:
+            self.table.data.update(updated)
+            self.table.mark_changed(updated)
+            self._emit(list(updated.values()))
+
+
+class AggregateOperator(Operator):
+    """Keyed aggregation: per window a fresh accumulator per key, merged into the stored one at the end.
+
+    Emits ``(key, result)`` for every key updated in the window.
+    """
+
+    emits_on_finish = True
+
+    def __init__(self, name: str, key_fn: Callable, function) -> None:
+        super().__init__(name)
+        self.key_fn = key_fn
+        self.function = function
+        self.partial: dict = {}
+
+    def open(self, ctx) -> None:
+        super().open(ctx)
+        self.table = ctx.state.table(self.name)
+
+    def process(self, batch: list) -> None:
+        self.records_in += len(batch)
+        key_fn, partial = self.key_fn, self.partial
+        init, add = self.function.init, self.function.add
+        record = None
+        try:
+            for record in batch:
+                key = key_fn(record)
+                acc = partial.get(key, _MISSING)
+                partial[key] = add(init() if acc is _MISSING else acc, record)
+        except Exception as exc:  # noqa: BLE001
+            raise RecordError(self.name, record, exc) from exc
+
+    def finish(self, window: int) -> None:
+        partial, self.partial = self.partial, {}
+        if not partial:
+            return
+        stored = self.table.data
+        merge, result = self.function.merge, self.function.result
+        out = []
+        key = None
+        try:
+            for key, acc in partial.items():
+                old = stored.get(key, _MISSING)
+                merged = acc if old is _MISSING else merge(old, acc)
+                stored[key] = merged
+                out.append((key, result(merged)))
+        except Exception as exc:  # noqa: BLE001
+            raise RecordError(self.name, key, exc) from exc
+        self.table.mark_changed(partial)
+        self._emit(out)
+
+
+class UnionOperator(Operator):
+    def process(self, batch: list) -> None:
+        self.records_in += len(batch)
+        self._emit(batch)
+
+
+class JoinOperator(Operator):
+    """Inner join of two keyed inputs within one window."""
+
+    emits_on_finish = True
+
+    def __init__(self, name: str, left_key: Callable, right_key: Callable, fn: Callable | None):
+        super().__init__(name)
+        self.keys = (left_key, right_key)
+        self.fn = fn
+        self.sides: tuple[dict, dict] = ({}, {})
+
+    def process(self, batch: list) -> None:
+        self.process_input(0, batch)
+
+    def process_input(self, ordinal: int, batch: list) -> None:
+        self.records_in += len(batch)
+        key_fn, side = self.keys[ordinal], self.sides[ordinal]
+        record = None
+        try:
+            for record in batch:
+                key = key_fn(record)
+                bucket = side.get(key)
+                if bucket is None:
+                    side[key] = [record]
+                else:
+                    bucket.append(record)
+        except Exception as exc:  # noqa: BLE001
+            raise RecordError(self.name, record, exc) from exc
+
+    def finish(self, window: int) -> None:
+        left, right = self.sides
+        self.sides = ({}, {})
+        fn = self.fn
+        out = []
+        pair = None
+        try:
+            for key, lefts in left.items():
+                rights = right.get(key)
+                if rights is None:
+                    continue
+                for lrec in lefts:
+                    for rrec in rights:
+                        pair = (lrec, rrec)
+                        out.append((key, lrec, rrec) if fn is None else fn(lrec, rrec))
+        except Exception as exc:  # noqa: BLE001
+            raise RecordError(self.name, pair, exc) from exc
+        self._emit(out)
+
+
+class SinkOperator(Operator):
+    """Hands batches to a sink writer; the writer stages each window and publishes it at its end."""
+
+    def __init__(self, name: str, sink) -> None:
+        super().__init__(name)
+        self.sink = sink
+        self.writer = None
+
+    def open(self, ctx) -> None:
+        super().open(ctx)
+        self.writer = self.sink.create_writer(ctx.task_index, ctx.parallelism)
+
+    def process(self, batch: list) -> None:
+        self.records_in += len(batch)
+        try:
+            self.writer.write(self.ctx.window, batch)
+        except Exception as exc:  # noqa: BLE001
+            raise locate_failure(self.name, batch, lambda _r: None, exc) from exc
+
+    def finish(self, window: int) -> None:
+        self.writer.finish_window(window)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+
+class CollectOperator(Operator):
+    """Stages records per window; the task hands them to the scheduler with its Done event."""
+
+    def __init__(self, name: str, result_name: str) -> None:
+        super().__init__(name)
+        self.result_name = result_name
+        self.buffer: list = []
+
+    def process(self, batch: list) -> None:
+        self.records_in += len(batch)
+        self.buffer.extend(batch)
+
+    def take(self) -> list:
+        """Return and forget the records staged for the current window."""
+        staged, self.buffer = self.buffer, []
+        return staged
+
+
+def build_operator(name: str, spec: specs.OperatorSpec) -> Operator:
+    """Create the running operator for ``spec``."""
+    if isinstance(spec, specs.MapSpec):
+        return MapOperator(name, spec.fn)
+    if isinstance(spec, specs.FlatMapSpec):
+        return FlatMapOperator(name, spec.fn)
+    if isinstance(spec, specs.FilterSpec):
+        return FilterOperator(name, spec.fn)
+    if isinstance(spec, specs.ReduceSpec):
+        return ReduceOperator(name, spec.key_fn, spec.fn)
+    if isinstance(spec, specs.AggregateSpec):
+        return AggregateOperator(name, spec.key_fn, spec.function)
+    if isinstance(spec, specs.UnionSpec):
+        return UnionOperator(name)
+    if isinstance(spec, specs.JoinSpec):
+        return JoinOperator(name, spec.left_key, spec.right_key, spec.fn)
+    if isinstance(spec, specs.SinkSpec):
+        return SinkOperator(name, spec.sink)
+    if isinstance(spec, specs.CollectSpec):
+        return CollectOperator(name, spec.name)
+    msg = f"no running operator for {type(spec).__name__}"
+    raise TypeError(msg)

@@ -1,0 +1,241 @@
+"""Task: one parallel instance of an operator chain, driven by command events."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+
+import attrs
+
+from gyreflow.plan.execution import ExecutionTask, ExecutionVertex
+from gyreflow.runtime.emitter import EmitterService
+from gyreflow.runtime.fetch import FetchService, Worker
+from gyreflow.runtime.operators import CollectOperator, Operator, build_operator
+from gyreflow.scheduler.events import Done, EventKind, OperatorMetrics, TaskEvent
+from gyreflow.state.keygroups import key_group_range
+
+
+@attrs.define(eq=False)
+class OperatorContext:
+    """What a running operator may know about its task."""
+
+    task_name: str
+    task_index: int
+    parallelism: int
+    state: object
+    window: int = 1
+
+
+class Task:
+    """Runs a chain for one task: reads its source (head tasks) or aligns its inputs, finishes
+    windows, reports Done events through ``report``."""
+
+    def __init__(
+        self,
+        spec: ExecutionTask,
+        vertex: ExecutionVertex,
+        cycle: int,
+        input_ordinals: list[int],
+        emitter: EmitterService,
+        state_backend,
+        batch_size: int,
+        report: Callable[[object], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.spec = spec
+        self.vertex = vertex
+        self.cycle = cycle
+        self.name = spec.name
+        self.emitter = emitter
+        self.state_backend = state_backend
+        self.batch_size = batch_size
+        self.report = report
+        self.clock = clock
+        self.operators: list[Operator] = []
+        self.collectors: list[CollectOperator] = []
+        self.ctx: OperatorContext | None = None
+        self.head: Operator | None = None
+        self.source_reader = None
+        self.window_spec = None
+        self.worker = Worker(input_ordinals, self._process_input, self._finish_window,
+                             self._end_of_input)
+        self.fetch = FetchService(self.worker)
+        self.launches: deque[int] = deque()
+        self.reading: _WindowRead | None = None
+        self.exhausted = False
+        self.lookahead: list = []
+        self.window_started = clock()
+
+    # Lifecycle ----------------------------------------------------------------------------
+
+    def create(self) -> None:
+        """Build the operators, open state and, for a head task, its source reader."""
+        max_parallelism = self.state_backend.max_parallelism
+        groups = key_group_range(self.spec.index, self.spec.parallelism, max_parallelism)
+        state = self.state_backend.create_keyed_store(groups)
+        self.ctx = OperatorContext(self.name, self.spec.index, self.spec.parallelism, state)
+        chain = self.vertex.chain
+        if self.vertex.is_source:
+            source_spec = chain[0].spec
+            self.window_spec = source_spec.window
+            self.source_reader = source_spec.source.create_reader(
+                self.spec.index, self.spec.parallelism)
+            chain = chain[1:]
+        self.operators = [build_operator(v.name, v.spec) for v in chain]
+        self.collectors = [op for op in self.operators if isinstance(op, CollectOperator)]
+        for upstream, downstream in zip(self.operators, self.operators[1:], strict=False):
+            upstream.out = downstream.process
+        if self.operators:
+            self.operators[-1].out = self.emitter.emit
+            self.head = self.operators[0]
+        for op in self.operators:
+            op.open(self.ctx)
+        self.source_records = 0
+
+    def destroy(self) -> None:
+        """Close operators and the source reader."""
+        for op in self.operators:
+            op.close()
+        if self.source_reader is not None:
+            self.source_reader.close()
+            self.source_reader = None
+
+    # Events -------------------------------------------------------------------------------
+
+    def on_event(self, event: TaskEvent) -> None:
+        """Carry out one command event from the scheduler."""
+        kind = event.kind
+        if kind is EventKind.CREATE_TASK:
+            self.create()
+        elif kind is EventKind.INIT_CYCLE:
+            self.ctx.window = event.window + 1
+            self.window_started = self.clock()
+            self._ack(event)
+        elif kind is EventKind.LAUNCH_SOURCE:
+            self.launches.append(event.window)
+        elif kind is EventKind.CLEAN_CYCLE:
+            self.launches.clear()  # windows launched past the end of the input were cancelled
+            self._ack(event)
+        elif kind is EventKind.DESTROY_TASK:
+            self.destroy()
+        else:
+            msg = f"task {self.name!r} cannot handle {kind.value}"
+            raise NotImplementedError(msg)
+
+    def _ack(self, event: TaskEvent) -> None:
+        self.report(Done(self.cycle, self.spec.id, event.window, event.kind))
+
+    # Sources ------------------------------------------------------------------------------
+
+    def has_source_work(self) -> bool:
+        """Whether a launched window still has records to read."""
+        return self.reading is not None or bool(self.launches)
+
+    def read_step(self) -> None:
+        """Read one batch of the current window (or start the next launched one)."""
+        if self.reading is None:
+            window = self.launches.popleft()
+            if self.exhausted:
+                self.report(Done(self.cycle, self.spec.id, window, EventKind.LAUNCH_SOURCE,
+                                 exhausted=True))
+                return
+            self.ctx.window = window
+            self.window_started = self.clock()
+            self.reading = _WindowRead.start(window, self.window_spec, self.clock)
+        read = self.reading
+        budget = read.budget(self.batch_size)
+        batch = self._take(budget)
+        if batch:
+            read.count += len(batch)
+            self.source_records += len(batch)
+            if self.head is not None:
+                self.head.process(batch)
+            else:
+                self.emitter.emit(batch)
+        # Readers return a short batch only at the end of their input; a full window peeks one
+        # record ahead so that the last window is known to be last (no empty trailing window).
+        ended = len(batch) < budget
+        full = read.full(self.clock)
+        if full and not ended:
+            ended = not self._peek()
+        if ended or full:
+            self.reading = None
+            self.exhausted = ended
+            self._finish_window(read.window)
+            self.report(Done(self.cycle, self.spec.id, read.window, EventKind.LAUNCH_SOURCE,
+                             exhausted=ended))
+            if ended:
+                self._end_of_input()
+
+    def _take(self, count: int) -> list:
+        if self.lookahead:
+            batch, self.lookahead = self.lookahead, []
+            if count > len(batch):
+                batch.extend(self.source_reader.read(count - len(batch)))
+            return batch
+        return self.source_reader.read(count)
+
+    def _peek(self) -> bool:
+        self.lookahead = self.source_reader.read(1)
+        return bool(self.lookahead)
+
+    # Windows ------------------------------------------------------------------------------
+
+    def _process_input(self, ordinal: int, batch: list) -> None:
+        head = self.head
+        if head is not None:
+            head.process_input(ordinal, batch)
+        else:
+            self.emitter.emit(batch)
+
+    def _finish_window(self, window: int) -> None:
+        self.ctx.window = window
+        for op in self.operators:
+            op.finish(window)
+        metrics = []
+        if self.source_reader is not None:
+            metrics.append((self.vertex.head.name, OperatorMetrics(0, self.source_records)))
+            self.source_records = 0
+        for op in self.operators:
+            metrics.append((op.name, OperatorMetrics(op.records_in, op.records_out)))
+            op.records_in = op.records_out = 0
+        collected = tuple((op.result_name, tuple(op.take())) for op in self.collectors)
+        self.emitter.barrier(window)
+        now = self.clock()
+        self.report(Done(self.cycle, self.spec.id, window, EventKind.EXECUTE_COMPUTE,
+                         metrics=tuple(metrics), collected=collected,
+                         seconds=now - self.window_started))
+        self.window_started = now
+        self.ctx.window = window + 1
+
+    def _end_of_input(self) -> None:
+        self.emitter.end_of_input()
+        self.report(Done(self.cycle, self.spec.id, self.ctx.window - 1, EventKind.EXECUTE_COMPUTE,
+                         exhausted=True))
+
+
+@attrs.define
+class _WindowRead:
+    """Progress of reading one window from a source."""
+
+    window: int
+    size: int | None
+    deadline: float | None
+    count: int = 0
+
+    @classmethod
+    def start(cls, window: int, spec, clock) -> _WindowRead:
+        size = getattr(spec, "size", None)
+        seconds = getattr(spec, "seconds", None)
+        return cls(window, size, None if seconds is None else clock() + seconds)
+
+    def budget(self, batch_size: int) -> int:
+        if self.size is None:
+            return batch_size
+        return min(batch_size, self.size - self.count)
+
+    def full(self, clock) -> bool:
+        if self.size is not None and self.count >= self.size:
+            return True
+        return self.deadline is not None and clock() >= self.deadline

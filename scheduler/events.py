@@ -1,0 +1,145 @@
+"""Events between the scheduler and tasks, and the instructions the scheduler hands the runtime.
+
+Every event names its cycle, window and task.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+
+class EventKind(enum.Enum):
+    """The command events of GeaFlow's cycle scheduler, plus Done."""
+
+    CREATE_TASK = "CreateTask"
+    INIT_CYCLE = "InitCycle"
+    LAUNCH_SOURCE = "LaunchSource"
+    EXECUTE_COMPUTE = "ExecuteCompute"
+    INIT_ITERATION = "InitIteration"
+    EXECUTE_FIRST_ITERATION = "ExecuteFirstIteration"
+    FINISH_ITERATION = "FinishIteration"
+    ROLLBACK = "Rollback"
+    CLEAN_CYCLE = "CleanCycle"
+    DESTROY_TASK = "DestroyTask"
+    DONE = "Done"
+
+
+@attrs.frozen
+class TaskEvent:
+    """A command from the scheduler to one task."""
+
+    kind: EventKind
+    cycle: int
+    task: int
+    window: int = 0
+    iteration: int = 0
+
+
+def CreateTask(cycle: int, task: int, window: int = 0) -> TaskEvent:  # noqa: N802 - event names
+    """Create the task's operators and open its state."""
+    return TaskEvent(EventKind.CREATE_TASK, cycle, task, window)
+
+
+def InitCycle(cycle: int, task: int, window: int = 0) -> TaskEvent:  # noqa: N802
+    """Wire the task's input and output channels for a cycle."""
+    return TaskEvent(EventKind.INIT_CYCLE, cycle, task, window)
+
+
+def LaunchSource(cycle: int, task: int, window: int) -> TaskEvent:  # noqa: N802
+    """Read window ``window`` from a head task's source."""
+    return TaskEvent(EventKind.LAUNCH_SOURCE, cycle, task, window)
+
+
+def ExecuteCompute(cycle: int, task: int, window: int, iteration: int = 0) -> TaskEvent:  # noqa: N802
+    """Run one round of a non-source head task."""
+    return TaskEvent(EventKind.EXECUTE_COMPUTE, cycle, task, window, iteration)
+
+
+def Rollback(cycle: int, task: int, window: int) -> TaskEvent:  # noqa: N802
+    """Restore the task's state to the snapshot of window ``window``."""
+    return TaskEvent(EventKind.ROLLBACK, cycle, task, window)
+
+
+def CleanCycle(cycle: int, task: int, window: int = 0) -> TaskEvent:  # noqa: N802
+    """Flush and close everything the cycle opened."""
+    return TaskEvent(EventKind.CLEAN_CYCLE, cycle, task, window)
+
+
+def DestroyTask(cycle: int, task: int, window: int = 0) -> TaskEvent:  # noqa: N802
+    """Release the task."""
+    return TaskEvent(EventKind.DESTROY_TASK, cycle, task, window)
+
+
+@attrs.frozen
+class OperatorMetrics:
+    """Records into and out of one operator in one window of one task."""
+
+    records_in: int = 0
+    records_out: int = 0
+
+
+@attrs.frozen
+class Done:
+    """A task reports that it finished ``phase`` for ``window``.
+
+    ``phase`` is EXECUTE_COMPUTE when a task finished a window (with its metrics and collected
+    output), LAUNCH_SOURCE when a head finished reading a window (``exhausted`` when its input ended
+    there), and the event's own kind for lifecycle commands. ``exhausted`` on an EXECUTE_COMPUTE Done
+    means the task's input ended after this window: it reports no later window.
+    """
+
+    cycle: int
+    task: int
+    window: int
+    phase: EventKind
+    iteration: int = 0
+    exhausted: bool = False
+    metrics: tuple[tuple[str, OperatorMetrics], ...] = ()
+    collected: tuple[tuple[str, tuple], ...] = ()
+    seconds: float = 0.0
+
+
+@attrs.frozen
+class TaskFailed:
+    """A task failed while handling an event; ``error`` explains where and why."""
+
+    cycle: int
+    task: int
+    window: int
+    error: BaseException
+
+
+# Instructions: what the scheduler asks the runtime to do.
+
+
+@attrs.frozen
+class SendEvents:
+    """Deliver these events to their tasks, in order."""
+
+    events: tuple[TaskEvent, ...]
+
+
+@attrs.frozen
+class WindowCompleted:
+    """Every tail of ``cycle`` reported ``window``: the window is complete."""
+
+    cycle: int
+    window: int
+    dones: tuple[Done, ...]
+
+
+@attrs.frozen
+class CycleFinished:
+    """The cycle reached END."""
+
+    cycle: int
+    last_window: int
+
+
+@attrs.frozen
+class JobFailed:
+    """Stop the job: ``error`` explains why."""
+
+    error: BaseException

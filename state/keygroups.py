@@ -1,0 +1,120 @@
+"""Key groups: a process-independent hash of keys and the key-group-to-task assignment."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+DEFAULT_MAX_PARALLELISM = 128
+
+_INT64 = struct.Struct("<q")
+_FLOAT = struct.Struct("<d")
+
+
+def stable_hash(key: object) -> int:
+    """Return a 32-bit hash of ``key`` that is identical in every process, machine and run.
+
+    Python's ``hash()`` of ``str`` and ``bytes`` is randomised per process, so it can never decide where
+    a key lives. Supported keys: ``str``, ``bytes``, ``int``, ``float``, ``bool``, ``None`` and tuples of
+    these (nested tuples too).
+
+    >>> stable_hash("word") == stable_hash("word")
+    True
+    >>> stable_hash(("a", 1)) != stable_hash(("a", 2))
+    True
+    """
+    return zlib.crc32(_encode(key))
+
+
+def _encode(key: object) -> bytes:
+    # A type tag keeps 1, 1.0, "1" and b"1" apart.
+    if isinstance(key, str):
+        return b"s" + key.encode("utf-8", "surrogatepass")
+    if isinstance(key, bool):
+        return b"b1" if key else b"b0"
+    if isinstance(key, int):
+        if -(2**63) <= key < 2**63:
+            return b"i" + _INT64.pack(key)
+        return b"I" + str(key).encode()
+    if isinstance(key, bytes):
+        return b"y" + key
+    if isinstance(key, float):
+        return b"f" + _FLOAT.pack(key)
+    if key is None:
+        return b"n"
+    if isinstance(key, tuple):
+        parts = [_encode(item) for item in key]
+        return b"t" + b"".join(_INT64.pack(len(p)) + p for p in parts)
+    msg = (
+        f"cannot partition by key {key!r} of type {type(key).__name__}: keys must be str, bytes, "
+        "int, float, bool, None or tuples of these (change the key_by function to return one)"
+    )
+    raise TypeError(msg)
+
+
+def key_group_of(key: object, max_parallelism: int = DEFAULT_MAX_PARALLELISM) -> int:
+    """Return the key group of ``key``: ``stable_hash(key) % max_parallelism``.
+
+    >>> 0 <= key_group_of("word", 128) < 128
+    True
+    """
+    return stable_hash(key) % max_parallelism
+
+
+def task_of_key_group(key_group: int, parallelism: int, max_parallelism: int) -> int:
+    """Return the index of the task that owns ``key_group`` when an operator runs ``parallelism`` tasks.
+
+    >>> [task_of_key_group(g, 2, 4) for g in range(4)]
+    [0, 0, 1, 1]
+    """
+    return key_group * parallelism // max_parallelism
+
+
+def key_group_range(task_index: int, parallelism: int, max_parallelism: int) -> range:
+    """Return the key groups owned by task ``task_index`` (the inverse of ``task_of_key_group``).
+
+    >>> key_group_range(1, 2, 4)
+    range(2, 4)
+    """
+    start = -(-task_index * max_parallelism // parallelism)
+    stop = -(-(task_index + 1) * max_parallelism // parallelism)
+    return range(start, stop)
+
+
+class KeyGroupCache:
+    """Memoise ``key -> task index`` for one (parallelism, max_parallelism) pair.
+
+    Hashing costs more than a dict lookup; real key sets repeat, so a bounded cache pays off.
+    """
+
+    __slots__ = ("_cache", "_limit", "max_parallelism", "parallelism")
+
+    def __init__(self, parallelism: int, max_parallelism: int, limit: int = 1 << 20) -> None:
+        if parallelism > max_parallelism:
+            msg = (
+                f"parallelism {parallelism} exceeds state.max_parallelism {max_parallelism}: "
+                "raise state.max_parallelism or lower the parallelism"
+            )
+            raise ValueError(msg)
+        self.parallelism = parallelism
+        self.max_parallelism = max_parallelism
+        self._limit = limit
+        self._cache: dict[object, int] = {}
+
+    def task_of(self, key: object) -> int:
+        """Return the index of the task that owns ``key``."""
+        try:
+            return self._cache[key]
+        except KeyError:
+            pass
+        except TypeError:  # unhashable keys still get a clear error from stable_hash
+            return task_of_key_group(
+                key_group_of(key, self.max_parallelism), self.parallelism, self.max_parallelism
+            )
+        task = task_of_key_group(
+            stable_hash(key) % self.max_parallelism, self.parallelism, self.max_parallelism
+        )
+        if len(self._cache) >= self._limit:
+            self._cache.clear()
+        self._cache[key] = task
+        return task
