@@ -48,15 +48,14 @@ def _by_key(delivers: list[Deliver], key_fn: Callable, max_parallelism: int, ope
     def route(batch: list) -> None:
         parts: list[list] = [[] for _ in range(parallelism)]
         appends = [part.append for part in parts]
-        get = cache.get
         record = None
         try:
             for record in batch:
                 key = key_fn(record)
-                task = get(key)
-                if task is None:
-                    task = task_of(key)
-                appends[task](record)
+                try:
+                    appends[cache[key]](record)
+                except KeyError:
+                    appends[task_of(key)](record)
         except TypeError as exc:
             if "unhashable" in str(exc):
                 task_of(key_fn(record))  # raises stable_hash's clear error about the key type
