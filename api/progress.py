@@ -54,7 +54,7 @@ def summary_tables(name: str, results: dict[str, TaskResult], max_windows: int =
         table.add_column("window", justify="right")
         table.add_column("seconds", justify="right")
         for op in operators:
-            table.add_column(f"{op}\nin / out", justify="right")
+            table.add_column(f"{op}\nin → out", justify="right")
         shown = windows if len(windows) <= max_windows else (
             windows[: max_windows // 2] + [None] + windows[-max_windows // 2:])
         for w in shown:
@@ -64,13 +64,19 @@ def summary_tables(name: str, results: dict[str, TaskResult], max_windows: int =
             cells = []
             for op in operators:
                 m = w.operators.get(op)
-                cells.append("" if m is None else f"{m.records_in:,} / {m.records_out:,}")
+                cells.append("" if m is None else _cell(m.records_in, m.records_out))
             table.add_row(str(w.window), f"{w.seconds:.3f}", *cells)
         totals = []
         for op in operators:
             ins = sum(w.operators[op].records_in for w in windows if op in w.operators)
             outs = sum(w.operators[op].records_out for w in windows if op in w.operators)
-            totals.append(f"{ins:,} / {outs:,}")
+            totals.append(_cell(ins, outs))
         table.add_row("total", f"{sum(w.seconds for w in windows):.3f}", *totals, style="bold")
         tables.append(table)
     return tables
+
+
+def _cell(records_in: int, records_out: int) -> str:
+    if records_in == 0:
+        return f"{records_out:,}"  # a source: records read
+    return f"{records_in:,} → {records_out:,}"

@@ -1,0 +1,101 @@
+"""The ``gyreflow`` command line: run a pipeline script, explain its plans, show the configuration."""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+
+import click
+from rich.console import Console
+
+from gyreflow.api.config import ENVIRONMENT_TYPES, Config, ConfigError, schema_markdown
+from gyreflow.api.session import RunSettings, using_settings
+from gyreflow.plan.explain import FORMATS
+from gyreflow.runtime.errors import UserFunctionError
+
+
+def _run_script(script: str, args: tuple[str, ...], settings: RunSettings) -> None:
+    if not os.path.isfile(script):
+        raise click.BadParameter(f"no such script: {script}", param_hint="SCRIPT")
+    if settings.config_path is not None:
+        Config.load(settings.config_path)  # bad config fails here, before any data moves
+    saved_argv, saved_path = sys.argv, list(sys.path)
+    sys.argv = [script, *args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    try:
+        with using_settings(settings):
+            runpy.run_path(script, run_name="__main__")
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+
+
+def _fail(console: Console, message: str, code: int) -> None:
+    console.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+    sys.exit(code)
+
+
+@click.group()
+@click.version_option(package_name="gyreflow")
+def main() -> None:
+    """gyreflow: stream, batch and graph pipelines under one cycle scheduler."""
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.argument("script", type=click.Path(dir_okay=False))
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="TOML config file (see conf/default.toml).")
+@click.option("--env", "environment", type=click.Choice(ENVIRONMENT_TYPES),
+              help="Environment for pipelines built with Environment.from_config().")
+@click.option("--quiet", "-q", is_flag=True, help="No progress display and no summary.")
+def run(script: str, script_args: tuple[str, ...], config_path: str | None,
+        environment: str | None, quiet: bool) -> None:
+    """Run the pipelines SCRIPT defines; arguments after -- go to the script."""
+    console = Console(stderr=True)
+    settings = RunSettings(config_path=config_path, environment=environment, quiet=quiet,
+                           show_progress=not quiet)
+    try:
+        _run_script(script, script_args, settings)
+    except ConfigError as exc:
+        _fail(console, f"configuration: {exc}", 2)
+    except UserFunctionError as exc:
+        _fail(console, str(exc), 1)
+    if not quiet:
+        from gyreflow.api.progress import summary_tables
+
+        for name, results in settings.summaries:
+            for table in summary_tables(name, results):
+                console.print(table)
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.argument("script", type=click.Path(dir_okay=False))
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
+@click.option("--config", "config_path", type=click.Path(dir_okay=False))
+def explain(script: str, script_args: tuple[str, ...], fmt: str, config_path: str | None) -> None:
+    """Print the PipelineGraph and ExecutionGraph of the pipelines SCRIPT defines, without running."""
+    settings = RunSettings(config_path=config_path, quiet=True, explain_format=fmt)
+    try:
+        _run_script(script, script_args, settings)
+    except ConfigError as exc:
+        _fail(Console(stderr=True), f"configuration: {exc}", 2)
+
+
+@main.command("config")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False))
+@click.option("--schema", is_flag=True, help="Print every key as a Markdown table.")
+def show_config(config_path: str | None, schema: bool) -> None:
+    """Print the effective configuration (file + GYREFLOW_* variables) as TOML."""
+    if schema:
+        click.echo(schema_markdown())
+        return
+    try:
+        click.echo(Config.load(config_path).as_toml())
+    except ConfigError as exc:
+        _fail(Console(stderr=True), f"configuration: {exc}", 2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""Explain: print a PipelineGraph and its ExecutionGraph as text, Graphviz DOT or Mermaid."""
+
+from __future__ import annotations
+
+from gyreflow.plan.execution import ExecutionGraph, ExecutionVertexGroup
+from gyreflow.plan.graph import PipelineGraph, PipelineVertex
+
+FORMATS = ("text", "dot", "mermaid")
+
+
+def explain(title: str, graph: PipelineGraph, execution: ExecutionGraph, format: str = "text") -> str:  # noqa: A002
+    """Describe both plans of one pipeline task in ``format`` (one of ``FORMATS``)."""
+    if format == "text":
+        return _text(title, graph, execution)
+    if format == "dot":
+        return _dot(title, graph, execution)
+    if format == "mermaid":
+        return _mermaid(title, graph, execution)
+    msg = f"unknown explain format {format!r}; valid choices: {', '.join(FORMATS)}"
+    raise ValueError(msg)
+
+
+def _detail(v: PipelineVertex) -> str:
+    spec = v.spec
+    parts = []
+    source = getattr(spec, "source", None)
+    if source is not None:
+        parts.append(source.describe())
+        parts.append(spec.window.describe())
+    sink = getattr(spec, "sink", None)
+    if sink is not None:
+        parts.append(sink.describe())
+    name = getattr(spec, "name", None)
+    if name is not None:
+        parts.append(f"as {name!r}")
+    return " ".join(parts)
+
+
+def _text(title: str, graph: PipelineGraph, execution: ExecutionGraph) -> str:
+    lines = [f"== {title} ==", f"PipelineGraph: {len(graph.vertices)} vertices, {len(graph.edges)} edges"]
+    for v in graph.topological_order():
+        detail = _detail(v)
+        lines.append(f"  {v.name:<16} {v.spec.op:<10} {v.kind.value:<10} p={v.parallelism}"
+                     + (f"  {detail}" if detail else ""))
+    for e in graph.edges:
+        src, dst = graph.vertex(e.source).name, graph.vertex(e.target).name
+        lines.append(f"  {src} -> {dst}  [{e.partitioning.value}, input {e.ordinal}]")
+    lines.append(f"ExecutionGraph: {len(execution.vertices)} chained vertices, "
+                 f"{len(execution.edges)} edges, {len(execution.tasks())} tasks")
+    cycles = {c.id: c for c in execution.cycles()}
+    tasks = {t.id: t for t in execution.tasks()}
+
+    def walk(group: ExecutionVertexGroup, depth: int) -> None:
+        pad = "  " * depth
+        line = f"{pad}group {group.id} ({group.kind.value})"
+        cycle = cycles.get(group.id)
+        if cycle is not None:
+            heads = sorted({tasks[t].vertex_id for t in cycle.heads})
+            tails = sorted({tasks[t].vertex_id for t in cycle.tails})
+            line += f": cycle {cycle.id}, heads {heads}, tails {tails}"
+        lines.append(line)
+        if group.children:
+            for child in group.children:
+                walk(child, depth + 1)
+        else:
+            for vid in group.vertex_ids:
+                ev = execution.vertex(vid)
+                lines.append(f"{pad}  vertex {vid}: {ev.name}  p={ev.parallelism}")
+
+    walk(execution.root, 1)
+    for e in execution.edges:
+        lines.append(f"  vertex {e.source} -> vertex {e.target}  [{e.partitioning.value}]")
+    return "\n".join(lines)
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _dot(title: str, graph: PipelineGraph, execution: ExecutionGraph) -> str:
+    lines = [f"digraph {_quote(title)} {{", "  rankdir=LR;", "  node [shape=box];"]
+    for ev in execution.vertices:
+        lines.append(f"  subgraph cluster_v{ev.id} {{")
+        lines.append(f"    label={_quote(f'vertex {ev.id} (p={ev.parallelism})')}; style=dashed;")
+        for v in ev.chain:
+            label = f"{v.name}\\n{v.spec.op} p={v.parallelism}"
+            lines.append(f"    n{v.id} [label=\"{label}\"];")
+        lines.append("  }")
+    for e in graph.edges:
+        style = "" if e.partitioning.value == "forward" else ", style=bold"
+        lines.append(f"  n{e.source} -> n{e.target} [label={_quote(e.partitioning.value)}{style}];")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def _mermaid(title: str, graph: PipelineGraph, execution: ExecutionGraph) -> str:
+    lines = ["flowchart LR", f"  %% {title}"]
+    for ev in execution.vertices:
+        lines.append(f"  subgraph v{ev.id}[\"vertex {ev.id} (p={ev.parallelism})\"]")
+        for v in ev.chain:
+            lines.append(f"    n{v.id}[\"{v.name}<br/>{v.spec.op}\"]")
+        lines.append("  end")
+    for e in graph.edges:
+        lines.append(f"  n{e.source} -->|{e.partitioning.value}| n{e.target}")
+    return "\n".join(lines)
