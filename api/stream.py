@@ -119,8 +119,11 @@ class Stream:
         """Keep the records for which ``fn(record)`` is true."""
         return self._then(specs.FilterSpec(_callable(fn, "filter")))
 
-    def key_by(self, key_fn: Callable) -> KeyedStream:
-        """Partition by ``key_fn(record)``: records with equal keys meet in the same task."""
+    def key_by(self, key_fn: Callable | None = None) -> KeyedStream:
+        """Partition by ``key_fn(record)`` (the record itself when omitted): records with equal keys
+        meet in the same task."""
+        if key_fn is None:
+            return KeyedStream(self.builder, self.node, specs.identity)
         return KeyedStream(self.builder, self.node, _callable(key_fn, "key_by"))
 
     def broadcast(self) -> Stream:
@@ -164,6 +167,21 @@ class KeyedStream(Stream):
         """Fold records of a key with ``fn(accumulated, record)``; emits each key's new value at the
         end of every window in which the key was updated."""
         return self._then(specs.ReduceSpec(self.key_fn, _callable(fn, "reduce")))
+
+    def count(self) -> Stream:
+        """Count records per key across windows; emits ``(key, count so far)`` for each key seen in a
+        window, at the window's end. Faster than the equivalent ``map`` + ``reduce``: the counting
+        loop runs in C.
+
+        >>> from gyreflow.api import Environment, SizeTumblingWindow
+        >>> p = Environment.local(progress=False).pipeline("count")
+        >>> @p.task
+        ... def words(ctx):
+        ...     ctx.source(["a", "b", "a", "a"], SizeTumblingWindow(2)).key_by().count().collect()
+        >>> p.execute().by_window()
+        {1: [('a', 1), ('b', 1)], 2: [('a', 3)]}
+        """
+        return self._then(specs.CountSpec(self.key_fn))
 
     def aggregate(self, function) -> Stream:
         """Aggregate records per key with an ``AggregateFunction``; emits ``(key, result)`` for

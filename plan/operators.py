@@ -11,6 +11,11 @@ from collections.abc import Callable
 import attrs
 
 
+def identity(record: object) -> object:
+    """The key function of ``key_by()`` without arguments: the record is its own key."""
+    return record
+
+
 class OperatorKind(enum.Enum):
     """GeaFlow's operator families."""
 
@@ -81,6 +86,15 @@ class AggregateSpec(OperatorSpec):
     key_fn: Callable
     function: object
     op = "aggregate"
+    keyed = True
+
+
+@attrs.frozen(eq=False)
+class CountSpec(OperatorSpec):
+    """Count records per key across windows; emits ``(key, count)`` per key updated in a window."""
+
+    key_fn: Callable
+    op = "count"
     keyed = True
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gyreflow.plan.graph import Partitioning
+from gyreflow.plan.operators import identity
 from gyreflow.runtime.channels import END_OF_INPUT, Barrier
 from gyreflow.runtime.errors import RecordError
 from gyreflow.state.keygroups import key_group_of, task_of_key_group
@@ -45,20 +46,23 @@ def _by_key(delivers: list[Deliver], key_fn: Callable, max_parallelism: int, ope
             cache[key] = task
         return task
 
+    if key_fn is identity:
+        key_fn = None
+
     def route(batch: list) -> None:
         parts: list[list] = [[] for _ in range(parallelism)]
         appends = [part.append for part in parts]
         record = None
         try:
             for record in batch:
-                key = key_fn(record)
+                key = record if key_fn is None else key_fn(record)
                 try:
                     appends[cache[key]](record)
                 except KeyError:
                     appends[task_of(key)](record)
         except TypeError as exc:
             if "unhashable" in str(exc):
-                task_of(key_fn(record))  # raises stable_hash's clear error about the key type
+                task_of(record if key_fn is None else key_fn(record))  # raises stable_hash's clear error about the key type
             raise RecordError(f"key_by of {operator}", record, exc) from exc
         except Exception as exc:  # noqa: BLE001 - a user key function failed
             raise RecordError(f"key_by of {operator}", record, exc) from exc

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 
 from gyreflow.plan import operators as specs
@@ -191,6 +192,43 @@ class AggregateOperator(Operator):
         self._emit(out)
 
 
+class CountOperator(Operator):
+    """Keyed count whose totals live across windows; counting runs inside ``Counter.update`` (C)."""
+
+    emits_on_finish = True
+
+    def __init__(self, name: str, key_fn: Callable) -> None:
+        super().__init__(name)
+        self.key_fn = None if key_fn is specs.identity else key_fn
+        self.partial: Counter = Counter()
+
+    def open(self, ctx) -> None:
+        super().open(ctx)
+        self.table = ctx.state.table(self.name)
+
+    def process(self, batch: list) -> None:
+        self.records_in += len(batch)
+        key_fn = self.key_fn
+        try:
+            self.partial.update(batch if key_fn is None else map(key_fn, batch))
+        except Exception as exc:  # noqa: BLE001
+            raise locate_failure(self.name, batch, lambda r: Counter([key_fn(r)] if key_fn else [r]),
+                                 exc) from exc
+
+    def finish(self, window: int) -> None:
+        partial, self.partial = self.partial, Counter()
+        if not partial:
+            return
+        totals = self.table.data
+        get = totals.get
+        out = []
+        for key, n in partial.items():
+            total = totals[key] = get(key, 0) + n
+            out.append((key, total))
+        self.table.mark_changed(partial)
+        self._emit(out)
+
+
 class UnionOperator(Operator):
     def process(self, batch: list) -> None:
         self.records_in += len(batch)
@@ -304,6 +342,8 @@ def build_operator(name: str, spec: specs.OperatorSpec) -> Operator:
         return ReduceOperator(name, spec.key_fn, spec.fn)
     if isinstance(spec, specs.AggregateSpec):
         return AggregateOperator(name, spec.key_fn, spec.function)
+    if isinstance(spec, specs.CountSpec):
+        return CountOperator(name, spec.key_fn)
     if isinstance(spec, specs.UnionSpec):
         return UnionOperator(name)
     if isinstance(spec, specs.JoinSpec):

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The test command: installs gyreflow with its test dependencies, checks Java 17, runs the suite.
+# Extra arguments go to pytest (e.g. scripts/test.sh -k windows).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+
+echo "== installing gyreflow and test dependencies"
+"$PYTHON" -m pip install --quiet --disable-pip-version-check -e ".[test]"
+
+echo "== checking Java 17 (needed by the Spark environment)"
+if ! java -version 2>&1 | grep -qE 'version "17'; then
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+  fi
+  java -version 2>&1 | grep -qE 'version "17' || {
+    echo "Java 17 is required: install openjdk-17 and put java on PATH" >&2
+    exit 1
+  }
+fi
+
+echo "== running the tests"
+"$PYTHON" -m pytest -q "$@"

@@ -1,0 +1,217 @@
+"""Snapshot storage contract: versioned keyed-state rows, task records, job meta, and their checksums.
+
+Every backend stores the same three things under a job name:
+
+- state rows ``(table, key group, key) -> value`` written at a version (a window id); a row with no
+  value is a deletion. Restoring version ``c`` takes, per key, the row with the largest version <= c.
+- task records ``(kind, name, task index) -> bytes`` (source offsets), versioned the same way.
+- the job meta (last completed window, retained versions, plan fingerprint), replaced atomically.
+
+Values carry a CRC-32 so that a damaged row is reported with its location instead of being loaded.
+"""
+
+from __future__ import annotations
+
+import pickle
+import struct
+import zlib
+from collections.abc import Iterator, Sequence
+
+import attrs
+
+_HEADER = struct.Struct(">BI")  # flag, crc32
+_VALUE, _DELETED = 0, 1
+
+
+class SnapshotCorruptedError(RuntimeError):
+    """A stored snapshot failed its checksum or is truncated; the message says where."""
+
+
+class StateExistsError(RuntimeError):
+    """A job's state exists and neither resume nor fresh was asked for."""
+
+
+class IncompatiblePlanError(RuntimeError):
+    """The stored plan fingerprint differs from the plan being resumed."""
+
+
+class BackendUnavailableError(RuntimeError):
+    """The configured backend cannot be opened (path not writable, database unreachable)."""
+
+
+def encode_value(payload: bytes | None) -> bytes:
+    """Frame ``payload`` (None for a deletion) with a flag and its CRC-32."""
+    if payload is None:
+        return _HEADER.pack(_DELETED, 0)
+    return _HEADER.pack(_VALUE, zlib.crc32(payload)) + payload
+
+
+def decode_value(blob: bytes, where: str) -> bytes | None:
+    """Check and unframe a value written by ``encode_value``; None means deleted."""
+    if blob is None or len(blob) < _HEADER.size:
+        msg = f"snapshot row truncated at {where}"
+        raise SnapshotCorruptedError(msg)
+    flag, crc = _HEADER.unpack_from(blob)
+    if flag == _DELETED and len(blob) == _HEADER.size:
+        return None
+    payload = bytes(blob[_HEADER.size:])
+    if flag != _VALUE or zlib.crc32(payload) != crc:
+        msg = f"snapshot row failed its checksum at {where}"
+        raise SnapshotCorruptedError(msg)
+    return payload
+
+
+def dumps(value: object) -> bytes:
+    """Serialise a key, value or offset for storage."""
+    return pickle.dumps(value, protocol=5)
+
+
+def loads(data: bytes) -> object:
+    """Inverse of ``dumps``."""
+    return pickle.loads(data)
+
+
+@attrs.frozen
+class StateRow:
+    """One changed key of one state table; ``value`` None records a deletion."""
+
+    table: str
+    key_group: int
+    key: bytes
+    value: bytes | None
+
+
+@attrs.frozen
+class TaskRecord:
+    """A small per-task value such as a source offset."""
+
+    kind: str
+    name: str
+    index: int
+    value: bytes
+
+
+@attrs.frozen
+class TaskSnapshot:
+    """What one task writes for one version: changed rows and its records.
+
+    ``key_groups`` is the writing task's key-group range (backends that split storage by range use it).
+    """
+
+    job: str
+    version: int
+    key_groups: range
+    rows: tuple[StateRow, ...] = ()
+    records: tuple[TaskRecord, ...] = ()
+
+
+@attrs.frozen
+class JobMeta:
+    """The committed progress of a job."""
+
+    job: str
+    fingerprint: str
+    last_completed: int
+    retained: tuple[int, ...]
+    parallelism: dict[str, int] = attrs.field(factory=dict)
+
+    def to_bytes(self) -> bytes:
+        """Serialise with a checksum."""
+        return encode_value(dumps(attrs.asdict(self, recurse=False)))
+
+    @classmethod
+    def from_bytes(cls, blob: bytes, where: str) -> JobMeta:
+        """Parse bytes written by ``to_bytes``."""
+        payload = decode_value(blob, where)
+        if payload is None:
+            msg = f"job meta deleted at {where}"
+            raise SnapshotCorruptedError(msg)
+        fields = loads(payload)
+        fields["retained"] = tuple(fields["retained"])
+        return cls(**fields)
+
+
+class SnapshotStore:
+    """A live connection to a backend's snapshot storage, opened where it is used; never pickled."""
+
+    backend_name = "abstract"
+
+    def location(self) -> str:
+        """Where the data lives, for messages."""
+        raise NotImplementedError
+
+    def write(self, snapshot: TaskSnapshot) -> None:
+        """Durably store one task's snapshot (rows and records) under its version."""
+        raise NotImplementedError
+
+    def read_rows(self, job: str, table: str, key_groups: range,
+                  version: int) -> Iterator[tuple[bytes, bytes]]:
+        """Yield ``(key, value)`` of ``table`` in ``key_groups`` as of ``version`` (deletions applied)."""
+        raise NotImplementedError
+
+    def read_record(self, job: str, kind: str, name: str, index: int,
+                    version: int) -> tuple[int, bytes] | None:
+        """The latest ``(version, value)`` of a task record at or before ``version``."""
+        raise NotImplementedError
+
+    def read_meta(self, job: str) -> JobMeta | None:
+        """The job's committed meta, or None if the job has no state."""
+        raise NotImplementedError
+
+    def commit(self, meta: JobMeta) -> None:
+        """Replace the job's meta in one atomic step."""
+        raise NotImplementedError
+
+    def discard_after(self, job: str, version: int) -> None:
+        """Delete every row and record written after ``version`` (work of uncompleted windows)."""
+        raise NotImplementedError
+
+    def prune(self, job: str, crossing: Sequence[int], horizon: int) -> None:
+        """Drop what no retained version needs.
+
+        ``horizon`` is the oldest retained version; ``crossing`` are the versions that reached it
+        since the last prune. A row older than a row of the same key in ``crossing`` is superseded for
+        every retained version, so only keys written at ``crossing`` versions are visited: the cost
+        follows the change, not the state size. Records older than the horizon's latest are dropped.
+        """
+        raise NotImplementedError
+
+    def delete_job(self, job: str) -> None:
+        """Forget everything stored for ``job``."""
+        raise NotImplementedError
+
+    def jobs(self) -> list[str]:
+        """Names of the jobs with a committed meta."""
+        raise NotImplementedError
+
+    def sizes(self, job: str) -> dict[str, int]:
+        """Stored bytes per state table and for records (for ``gyreflow snapshots``)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release connections and files."""
+
+
+def latest_rows(rows: Iterator[tuple[bytes, int, bytes]], version: int,
+                where) -> Iterator[tuple[bytes, bytes]]:
+    """From ``(key, version, framed value)`` sorted by key then version, yield each key's latest
+    value at or before ``version``; ``where(key, version)`` names a row for error messages."""
+    current_key = None
+    current_blob = None
+    current_version = -1
+    for key, row_version, blob in rows:
+        if row_version > version:
+            continue
+        if key != current_key:
+            if current_key is not None:
+                payload = decode_value(current_blob, where(current_key, current_version))
+                if payload is not None:
+                    yield current_key, payload
+            current_key = key
+        current_blob = blob
+        current_version = row_version
+    if current_key is not None:
+        payload = decode_value(current_blob, where(current_key, current_version))
+        if payload is not None:
+            yield current_key, payload
+

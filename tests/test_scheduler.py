@@ -1,0 +1,697 @@
+"""State-machine tests of the cycle scheduler: feed events, compare the instructions exactly.
+
+Cycles are built by hand, so every expectation below is derived from the cycle's shape (its tasks,
+heads and tails) and the event sequence, never from the scheduler's earlier output.
+"""
+
+from __future__ import annotations
+
+import pytest
+from gyreflow.plan.execution import (
+    ExecutionCycle,
+    ExecutionTask,
+    ExecutionVertexGroup,
+    GroupKind,
+)
+from gyreflow.scheduler.context import WindowContext
+from gyreflow.scheduler.cycle import CycleScheduler, CycleState, JobScheduler, SchedulingError
+from gyreflow.scheduler.events import (
+    CleanCycle,
+    CreateTask,
+    CycleFinished,
+    DestroyTask,
+    Done,
+    EventKind,
+    InitCycle,
+    JobFailed,
+    LaunchSource,
+    Rollback,
+    SendEvents,
+    TaskFailed,
+    WindowCompleted,
+)
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+CYCLE = 7  # an id different from every task id, so that mixing them up shows
+HEADS = (0, 1)  # vertex 0 ("src", parallelism 2)
+MIDDLE = (2,)  # vertex 1 ("mid", parallelism 1)
+TAILS = (3, 4)  # vertex 2 ("sink", parallelism 2)
+ALL = HEADS + MIDDLE + TAILS
+
+
+def make_cycle(
+    heads: tuple[int, ...] = HEADS,
+    middle: tuple[int, ...] = MIDDLE,
+    tails: tuple[int, ...] = TAILS,
+    cycle_id: int = CYCLE,
+) -> ExecutionCycle:
+    """A three-vertex cycle: heads -> middle -> tails (any layer may be shared or empty)."""
+    layers = [("src", heads), ("mid", middle), ("sink", tails)]
+    tasks = []
+    seen: set[int] = set()
+    for vertex_id, (name, ids) in enumerate(layers):
+        for index, task_id in enumerate(ids):
+            if task_id in seen:
+                continue
+            seen.add(task_id)
+            tasks.append(
+                ExecutionTask(task_id, vertex_id, index, len(ids), f"{name}[{index + 1}/{len(ids)}]")
+            )
+    group = ExecutionVertexGroup(cycle_id, GroupKind.WINDOW, tuple(range(len(layers))))
+    return ExecutionCycle(cycle_id, group, tuple(tasks), heads=heads, tails=tails)
+
+
+def done(task: int, window: int, exhausted: bool = False, cycle: int = CYCLE) -> Done:
+    """A task finished ``window`` (or, with ``exhausted``, its input ended after it)."""
+    return Done(cycle, task, window, EventKind.EXECUTE_COMPUTE, exhausted=exhausted)
+
+
+def source_done(task: int, window: int, exhausted: bool = False, cycle: int = CYCLE) -> Done:
+    """A head finished reading ``window``."""
+    return Done(cycle, task, window, EventKind.LAUNCH_SOURCE, exhausted=exhausted)
+
+
+def ack(task: int, kind: EventKind, window: int = 0, cycle: int = CYCLE) -> Done:
+    """A task acknowledges a lifecycle command."""
+    return Done(cycle, task, window, kind)
+
+
+def launches(windows, heads=HEADS, cycle: int = CYCLE) -> SendEvents:
+    """LaunchSource of every window in ``windows`` to every head, window by window."""
+    return SendEvents(tuple(LaunchSource(cycle, h, w) for w in windows for h in heads))
+
+
+def feed(sched: CycleScheduler, events) -> list:
+    """Handle ``events`` in order; return every instruction they produced, concatenated."""
+    out = []
+    for event in events:
+        out.extend(sched.handle(event))
+    return out
+
+
+def to_execute(max_flying: int = 1, cycle: ExecutionCycle | None = None) -> CycleScheduler:
+    """A scheduler started and initialised: it has just launched its first windows."""
+    cycle = cycle or make_cycle()
+    sched = CycleScheduler(cycle, max_flying_windows=max_flying)
+    sched.start()
+    feed(sched, [ack(t.id, EventKind.INIT_CYCLE) for t in cycle.tasks])
+    assert sched.state is CycleState.EXECUTE_COMPUTE
+    return sched
+
+
+def complete(sched: CycleScheduler, window: int, tails=TAILS) -> list:
+    """Every tail reports ``window``."""
+    return feed(sched, [done(t, window) for t in tails])
+
+
+def completed_windows(instructions) -> list[int]:
+    return [i.window for i in instructions if isinstance(i, WindowCompleted)]
+
+
+def launched_windows(instructions) -> list[int]:
+    return [
+        e.window
+        for i in instructions
+        if isinstance(i, SendEvents)
+        for e in i.events
+        if e.kind is EventKind.LAUNCH_SOURCE
+    ]
+
+
+# --- START -> INIT -> EXECUTE_COMPUTE -------------------------------------------------------------
+
+
+def test_new_scheduler_is_in_start():
+    sched = CycleScheduler(make_cycle())
+    assert sched.state is CycleState.START
+    assert sched.task_ids == ALL
+
+
+def test_start_creates_every_task_then_inits_the_cycle():
+    sched = CycleScheduler(make_cycle(), max_flying_windows=2)
+    out = sched.start()
+    assert out == [
+        SendEvents(
+            (
+                CreateTask(CYCLE, 0),
+                CreateTask(CYCLE, 1),
+                CreateTask(CYCLE, 2),
+                CreateTask(CYCLE, 3),
+                CreateTask(CYCLE, 4),
+            )
+        ),
+        SendEvents(
+            (
+                InitCycle(CYCLE, 0, 0),
+                InitCycle(CYCLE, 1, 0),
+                InitCycle(CYCLE, 2, 0),
+                InitCycle(CYCLE, 3, 0),
+                InitCycle(CYCLE, 4, 0),
+            )
+        ),
+    ]
+    assert sched.state is CycleState.INIT
+
+
+def test_event_helpers_build_the_documented_events():
+    assert CreateTask(3, 5).kind is EventKind.CREATE_TASK
+    assert (CreateTask(3, 5).cycle, CreateTask(3, 5).task, CreateTask(3, 5).window) == (3, 5, 0)
+    assert InitCycle(3, 5, 2).kind is EventKind.INIT_CYCLE and InitCycle(3, 5, 2).window == 2
+    assert LaunchSource(3, 5, 9).kind is EventKind.LAUNCH_SOURCE
+    assert LaunchSource(3, 5, 9).window == 9
+    assert Rollback(3, 5, 4).kind is EventKind.ROLLBACK and Rollback(3, 5, 4).window == 4
+    assert CleanCycle(3, 5).kind is EventKind.CLEAN_CYCLE
+    assert DestroyTask(3, 5).kind is EventKind.DESTROY_TASK
+    # Events are values: equal when every field is equal.
+    assert LaunchSource(3, 5, 9) == LaunchSource(3, 5, 9)
+    assert LaunchSource(3, 5, 9) != LaunchSource(3, 5, 8)
+    assert LaunchSource(3, 5, 9) != LaunchSource(3, 4, 9)
+
+
+@pytest.mark.parametrize("max_flying", [1, 2, 3, 5])
+def test_init_waits_for_every_ack_then_launches_max_flying_windows(max_flying):
+    sched = CycleScheduler(make_cycle(), max_flying_windows=max_flying)
+    sched.start()
+    # Acks in an arbitrary order: nothing happens until the last one.
+    for task in (3, 0, 4, 2):
+        assert sched.handle(ack(task, EventKind.INIT_CYCLE)) == []
+        assert sched.state is CycleState.INIT
+    out = sched.handle(ack(1, EventKind.INIT_CYCLE))
+    assert out == [launches(range(1, max_flying + 1))]
+    assert sched.state is CycleState.EXECUTE_COMPUTE
+
+
+def test_duplicate_init_ack_does_not_count_for_another_task():
+    sched = CycleScheduler(make_cycle())
+    sched.start()
+    for task in (0, 0, 1, 1, 2, 3):
+        assert sched.handle(ack(task, EventKind.INIT_CYCLE)) == []
+    assert sched.state is CycleState.INIT
+    assert sched.handle(ack(4, EventKind.INIT_CYCLE)) == [launches([1])]
+
+
+def test_launches_go_to_heads_only():
+    cycle = make_cycle(heads=(0, 1, 5), middle=(), tails=(3,))
+    sched = to_execute(max_flying=2, cycle=cycle)
+    assert sched.context.in_flight == {1, 2}
+    out = complete(sched, 1, tails=(3,))
+    assert out == [
+        WindowCompleted(CYCLE, 1, (done(3, 1),)),
+        SendEvents((LaunchSource(CYCLE, 0, 3), LaunchSource(CYCLE, 1, 3), LaunchSource(CYCLE, 5, 3))),
+    ]
+
+
+# --- window completion -----------------------------------------------------------------------------
+
+
+def test_window_completes_only_when_every_tail_reported():
+    sched = to_execute(max_flying=2)
+    # Heads and the middle task report window 1: the tails have not.
+    assert feed(sched, [done(0, 1), done(1, 1), done(2, 1)]) == []
+    assert sched.handle(done(3, 1)) == []
+    assert sched.context.last_finished == 0
+    out = sched.handle(done(4, 1))
+    assert out == [
+        WindowCompleted(CYCLE, 1, (done(0, 1), done(1, 1), done(2, 1), done(3, 1), done(4, 1))),
+        launches([3]),
+    ]
+    assert sched.state is CycleState.EXECUTE_COMPUTE
+    assert sched.context.last_finished == 1
+    assert sched.context.in_flight == {2, 3}
+
+
+def test_same_tail_reporting_twice_does_not_complete_a_window():
+    sched = to_execute(max_flying=1)
+    assert feed(sched, [done(3, 1), done(3, 1)]) == []
+    assert sched.context.last_finished == 0
+    assert completed_windows(sched.handle(done(4, 1))) == [1]
+
+
+def test_each_completion_launches_the_next_window():
+    sched = to_execute(max_flying=1)
+    for window in range(1, 6):
+        out = complete(sched, window)
+        assert out == [
+            WindowCompleted(CYCLE, window, (done(3, window), done(4, window))),
+            launches([window + 1]),
+        ]
+        assert sched.context.in_flight == {window + 1}
+
+
+def test_windows_complete_in_order_even_when_later_window_reports_first():
+    sched = to_execute(max_flying=2)
+    # Both tails report window 2 before window 1: window 2 must wait.
+    assert complete(sched, 2) == []
+    assert sched.context.last_finished == 0
+    assert sched.handle(done(4, 1)) == []
+    out = sched.handle(done(3, 1))
+    assert out == [
+        WindowCompleted(CYCLE, 1, (done(4, 1), done(3, 1))),
+        WindowCompleted(CYCLE, 2, (done(3, 2), done(4, 2))),
+        launches([3, 4]),
+    ]
+    assert sched.context.last_finished == 2
+    assert sched.context.in_flight == {3, 4}
+
+
+def test_dones_of_other_cycles_windows_are_kept_apart():
+    sched = to_execute(max_flying=3)
+    out = feed(sched, [done(3, 3), done(3, 1), done(4, 3), done(4, 2), done(3, 2)])
+    assert out == []  # window 1 still misses tail 4
+    out = sched.handle(done(4, 1))
+    assert out == [
+        WindowCompleted(CYCLE, 1, (done(3, 1), done(4, 1))),
+        WindowCompleted(CYCLE, 2, (done(4, 2), done(3, 2))),
+        WindowCompleted(CYCLE, 3, (done(3, 3), done(4, 3))),
+        launches([4, 5, 6]),
+    ]
+
+
+# --- end of input ----------------------------------------------------------------------------------
+
+
+def test_source_exhaustion_needs_every_head():
+    sched = to_execute(max_flying=2)
+    assert sched.handle(source_done(0, 1, exhausted=True)) == []
+    assert sched.context.terminate is None
+    assert sched.handle(source_done(1, 1)) == []
+    assert sched.context.terminate is None
+    # Head 1 ends at window 2: the last window is the latest end among the heads.
+    assert sched.handle(source_done(1, 2, exhausted=True)) == []
+    assert sched.context.terminate == 2
+    assert sched.state is CycleState.EXECUTE_COMPUTE
+
+
+def test_head_ending_early_then_reporting_later_launches_keeps_its_first_end():
+    sched = to_execute(max_flying=2)
+    feed(sched, [source_done(0, 1, exhausted=True), source_done(0, 2, exhausted=True)])
+    assert complete(sched, 1) == [WindowCompleted(CYCLE, 1, (done(3, 1), done(4, 1))), launches([3])]
+    assert sched.handle(source_done(1, 3, exhausted=True)) == []
+    assert sched.context.terminate == 3  # max(1, 3), not overwritten by head 0's later report
+
+
+def test_full_lifecycle_with_exhaustion_and_cancelled_launches():
+    sched = to_execute(max_flying=2)  # windows 1 and 2 launched
+    out = complete(sched, 1)
+    assert out == [WindowCompleted(CYCLE, 1, (done(3, 1), done(4, 1))), launches([3])]
+    assert sched.context.in_flight == {2, 3}
+
+    # Both heads end their input in window 2: window 3 was launched but is cancelled.
+    assert feed(sched, [source_done(0, 2, exhausted=True), source_done(1, 2, exhausted=True)]) == []
+    assert sched.context.terminate == 2
+    assert sched.context.in_flight == {2}
+    # The heads report the cancelled window 3 as exhausted as well: ignored.
+    assert feed(sched, [source_done(0, 3, exhausted=True), source_done(1, 3, exhausted=True)]) == []
+    assert sched.state is CycleState.EXECUTE_COMPUTE
+
+    # The last window completes: no launch beyond it, the cycle is cleaned.
+    assert sched.handle(done(3, 2)) == []
+    out = sched.handle(done(4, 2))
+    assert out == [
+        WindowCompleted(CYCLE, 2, (done(3, 2), done(4, 2))),
+        SendEvents(tuple(CleanCycle(CYCLE, t, 2) for t in ALL)),
+    ]
+    assert launched_windows(out) == []
+    assert sched.state is CycleState.CLEAN_CYCLE
+
+    # A late LaunchSource Done of the cancelled window is still ignored after CLEAN_CYCLE began.
+    assert sched.handle(source_done(1, 3, exhausted=True)) == []
+
+    for task in (4, 0, 3, 2):
+        assert sched.handle(ack(task, EventKind.CLEAN_CYCLE, 2)) == []
+        assert sched.state is CycleState.CLEAN_CYCLE
+    out = sched.handle(ack(1, EventKind.CLEAN_CYCLE, 2))
+    assert out == [
+        SendEvents(tuple(DestroyTask(CYCLE, t, 2) for t in ALL)),
+        CycleFinished(CYCLE, 2),
+    ]
+    assert sched.state is CycleState.END
+    # Destroy acks in END are accepted and change nothing.
+    assert feed(sched, [ack(t, EventKind.DESTROY_TASK, 2) for t in ALL]) == []
+    assert sched.state is CycleState.END
+
+
+def test_exhaustion_after_a_window_was_completed_cancels_the_launched_next_window():
+    # Head and tail in one task: its compute Done for window 1 arrives before its source Done.
+    cycle = make_cycle(heads=(0,), middle=(), tails=(0,))
+    sched = to_execute(max_flying=1, cycle=cycle)
+    out = sched.handle(done(0, 1))
+    assert out == [WindowCompleted(CYCLE, 1, (done(0, 1),)), launches([2], heads=(0,))]
+    out = sched.handle(source_done(0, 1, exhausted=True))
+    assert out == [SendEvents((CleanCycle(CYCLE, 0, 1),))]
+    assert sched.state is CycleState.CLEAN_CYCLE
+    assert sched.context.terminate == 1
+    assert sched.context.in_flight == set()
+    # The cancelled window 2 is reported later by the exhausted head: ignored.
+    assert sched.handle(source_done(0, 2, exhausted=True)) == []
+    # The task's own end-of-input report trails the last window: ignored too.
+    assert sched.handle(done(0, 1, exhausted=True)) == []
+    out = sched.handle(ack(0, EventKind.CLEAN_CYCLE, 1))
+    assert out == [SendEvents((DestroyTask(CYCLE, 0, 1),)), CycleFinished(CYCLE, 1)]
+    assert sched.state is CycleState.END
+
+
+def test_exhaustion_in_the_first_window_with_one_window_in_flight():
+    sched = to_execute(max_flying=1)
+    feed(sched, [source_done(0, 1, exhausted=True), source_done(1, 1, exhausted=True)])
+    out = complete(sched, 1)
+    assert out == [
+        WindowCompleted(CYCLE, 1, (done(3, 1), done(4, 1))),
+        SendEvents(tuple(CleanCycle(CYCLE, t, 1) for t in ALL)),
+    ]
+
+
+def test_late_report_of_a_head_that_ended_early_is_accepted_after_the_last_window():
+    # Head 0's input ends in window 1, head 1's in window 2: the last window is 2. Head 0 still
+    # receives LaunchSource(2) and answers it with an exhausted Done; nothing orders that answer
+    # before the tails' Dones for window 2, so it may arrive once the cycle is cleaning up. Like
+    # the trailing end-of-input Done of a tail, it changes nothing and must not be an error.
+    sched = to_execute(max_flying=2)
+    feed(sched, [source_done(0, 1, exhausted=True), source_done(1, 1)])
+    complete(sched, 1)  # launches window 3
+    assert sched.handle(source_done(1, 2, exhausted=True)) == []
+    assert sched.context.terminate == 2
+    out = complete(sched, 2)
+    assert out[-1] == SendEvents(tuple(CleanCycle(CYCLE, t, 2) for t in ALL))
+    assert sched.state is CycleState.CLEAN_CYCLE
+    assert sched.handle(source_done(0, 2, exhausted=True)) == []
+    assert sched.state is CycleState.CLEAN_CYCLE
+
+
+def test_non_exhausted_source_dones_change_nothing():
+    sched = to_execute(max_flying=2)
+    assert feed(sched, [source_done(0, 1), source_done(1, 1), source_done(0, 2)]) == []
+    assert sched.context.terminate is None
+    assert sched.context.in_flight == {1, 2}
+
+
+def test_tail_that_reported_end_of_input_counts_for_later_windows():
+    sched = to_execute(max_flying=1)
+    complete(sched, 1)
+    # Tail 3's input ended after window 1: it reports no later window.
+    assert sched.handle(done(3, 1, exhausted=True)) == []
+    out = sched.handle(done(4, 2))
+    assert out == [WindowCompleted(CYCLE, 2, (done(4, 2),)), launches([3])]
+    out = sched.handle(done(4, 3))
+    assert out == [WindowCompleted(CYCLE, 3, (done(4, 3),)), launches([4])]
+
+
+def test_tail_end_of_input_does_not_stand_in_for_its_own_last_window():
+    sched = to_execute(max_flying=2)
+    # Tail 3 says its input ended after window 1 before window 1 completed.
+    assert sched.handle(done(3, 1, exhausted=True)) == []
+    assert sched.handle(done(4, 1)) == []  # tail 3 has not reported window 1 itself
+    assert sched.handle(done(4, 2)) == []  # window 2 waits for window 1
+    out = sched.handle(done(3, 1))
+    assert out == [
+        WindowCompleted(CYCLE, 1, (done(4, 1), done(3, 1))),
+        WindowCompleted(CYCLE, 2, (done(4, 2),)),
+        launches([3, 4]),
+    ]
+
+
+def test_all_tails_ended_and_sources_exhausted_ends_the_cycle():
+    sched = to_execute(max_flying=1)
+    complete(sched, 1)  # launches window 2
+    feed(sched, [done(3, 1, exhausted=True), source_done(0, 2, exhausted=True)])
+    out = sched.handle(done(4, 2))
+    assert out == [WindowCompleted(CYCLE, 2, (done(4, 2),)), launches([3])]
+    out = sched.handle(source_done(1, 3, exhausted=True))
+    assert sched.context.terminate == 3
+    assert out == []  # tail 4 has not reported window 3
+    out = sched.handle(done(4, 3, exhausted=False))
+    assert out == [
+        WindowCompleted(CYCLE, 3, (done(4, 3),)),
+        SendEvents(tuple(CleanCycle(CYCLE, t, 3) for t in ALL)),
+    ]
+
+
+# --- failures and invalid events -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("phase", ["init", "execute", "clean"])
+def test_task_failed_becomes_job_failed(phase):
+    sched = CycleScheduler(make_cycle())
+    sched.start()
+    if phase != "init":
+        feed(sched, [ack(t, EventKind.INIT_CYCLE) for t in ALL])
+    if phase == "clean":
+        feed(sched, [source_done(0, 1, exhausted=True), source_done(1, 1, exhausted=True)])
+        complete(sched, 1)
+        assert sched.state is CycleState.CLEAN_CYCLE
+    state = sched.state
+    error = ZeroDivisionError("boom")
+    assert sched.handle(TaskFailed(CYCLE, 2, 1, error)) == [JobFailed(error)]
+    assert sched.state is state
+
+
+def test_event_not_allowed_in_init_raises_with_history():
+    sched = CycleScheduler(make_cycle())
+    sched.start()
+    first = ack(0, EventKind.INIT_CYCLE)
+    sched.handle(first)
+    with pytest.raises(SchedulingError) as info:
+        sched.handle(done(3, 1))
+    message = str(info.value)
+    assert f"cycle {CYCLE}" in message
+    assert "state INIT" in message
+    assert "recent history" in message
+    assert str(first) in message  # the earlier event, with the state it arrived in
+    assert f"INIT: {first}" in message
+    assert str(done(3, 1)) in message
+
+
+@pytest.mark.parametrize(
+    ("setup", "event", "state"),
+    [
+        ("init", source_done(0, 1), "INIT"),
+        ("init", ack(0, EventKind.CLEAN_CYCLE), "INIT"),
+        ("init", ack(0, EventKind.ROLLBACK), "INIT"),
+        ("execute", ack(0, EventKind.INIT_CYCLE), "EXECUTE_COMPUTE"),
+        ("execute", ack(0, EventKind.CLEAN_CYCLE), "EXECUTE_COMPUTE"),
+        ("execute", ack(0, EventKind.DESTROY_TASK), "EXECUTE_COMPUTE"),
+        ("clean", done(3, 2), "CLEAN_CYCLE"),
+        ("clean", ack(0, EventKind.INIT_CYCLE), "CLEAN_CYCLE"),
+        ("end", ack(0, EventKind.CLEAN_CYCLE, 1), "END"),
+        ("end", done(3, 2), "END"),
+    ],
+)
+def test_events_not_allowed_in_the_current_state_raise(setup, event, state):
+    sched = CycleScheduler(make_cycle())
+    sched.start()
+    if setup != "init":
+        feed(sched, [ack(t, EventKind.INIT_CYCLE) for t in ALL])
+    if setup in ("clean", "end"):
+        feed(sched, [source_done(0, 1, exhausted=True), source_done(1, 1, exhausted=True)])
+        complete(sched, 1)
+    if setup == "end":
+        feed(sched, [ack(t, EventKind.CLEAN_CYCLE, 1) for t in ALL])
+    assert sched.state.name == state
+    with pytest.raises(SchedulingError, match=f"in state {state} cannot handle"):
+        sched.handle(event)
+
+
+def test_history_in_error_is_limited_to_recent_events():
+    sched = to_execute(max_flying=1)
+    for window in range(1, 13):
+        complete(sched, window)
+    with pytest.raises(SchedulingError) as info:
+        sched.handle(ack(0, EventKind.INIT_CYCLE))
+    message = str(info.value)
+    history = message.split("recent history:\n", 1)[1].splitlines()
+    assert len(history) == 10
+    assert history[-1] == f"  EXECUTE_COMPUTE: {ack(0, EventKind.INIT_CYCLE)}"
+    assert history[0] == f"  EXECUTE_COMPUTE: {done(4, 8)}"
+    assert str(done(3, 1)) not in message
+
+
+# --- ROLLBACK --------------------------------------------------------------------------------------
+
+
+def test_rollback_path_resumes_after_the_completed_window():
+    sched = CycleScheduler(make_cycle(), max_flying_windows=2, resume_from=3)
+    out = sched.start()
+    assert out == [
+        SendEvents(tuple(CreateTask(CYCLE, t) for t in ALL)),
+        SendEvents(tuple(Rollback(CYCLE, t, 3) for t in ALL)),
+    ]
+    assert sched.state is CycleState.ROLLBACK
+    # InitCycle acks are not allowed while rolling back.
+    with pytest.raises(SchedulingError):
+        sched.handle(ack(0, EventKind.INIT_CYCLE, 3))
+    for task in (0, 1, 2, 3):
+        assert sched.handle(ack(task, EventKind.ROLLBACK, 3)) == []
+        assert sched.state is CycleState.ROLLBACK
+    out = sched.handle(ack(4, EventKind.ROLLBACK, 3))
+    assert out == [SendEvents(tuple(InitCycle(CYCLE, t, 3) for t in ALL))]
+    assert sched.state is CycleState.INIT
+    out = feed(sched, [ack(t, EventKind.INIT_CYCLE, 3) for t in ALL])
+    assert out == [launches([4, 5])]
+    assert sched.state is CycleState.EXECUTE_COMPUTE
+    assert sched.context.last_finished == 3
+    # The first window after the resume point completes first.
+    out = complete(sched, 4)
+    assert out == [WindowCompleted(CYCLE, 4, (done(3, 4), done(4, 4))), launches([6])]
+
+
+def test_no_rollback_without_resume_point():
+    sched = CycleScheduler(make_cycle(), resume_from=0)
+    out = sched.start()
+    kinds = [e.kind for i in out for e in i.events]
+    assert EventKind.ROLLBACK not in kinds
+    assert sched.state is CycleState.INIT
+
+
+# --- JobScheduler ----------------------------------------------------------------------------------
+
+
+def test_job_scheduler_routes_events_by_cycle_and_finishes_when_every_cycle_ends():
+    one = make_cycle(heads=(0,), middle=(), tails=(0,), cycle_id=1)
+    two = make_cycle(heads=(1,), middle=(), tails=(2,), cycle_id=2)
+    job = JobScheduler([one, two], max_flying_windows=1)
+    out = job.start()
+    assert out == [
+        SendEvents((CreateTask(1, 0),)),
+        SendEvents((InitCycle(1, 0, 0),)),
+        SendEvents((CreateTask(2, 1), CreateTask(2, 2))),
+        SendEvents((InitCycle(2, 1, 0), InitCycle(2, 2, 0))),
+    ]
+    assert job.handle(ack(0, EventKind.INIT_CYCLE, cycle=1)) == [
+        SendEvents((LaunchSource(1, 0, 1),))
+    ]
+    assert job.cycles[2].state is CycleState.INIT
+    for event in (
+        source_done(0, 1, exhausted=True, cycle=1),
+        done(0, 1, cycle=1),
+        ack(0, EventKind.CLEAN_CYCLE, 1, cycle=1),
+    ):
+        job.handle(event)
+    assert job.cycles[1].state is CycleState.END
+    assert not job.finished
+    feed_job = [
+        ack(1, EventKind.INIT_CYCLE, cycle=2),
+        ack(2, EventKind.INIT_CYCLE, cycle=2),
+        source_done(1, 1, exhausted=True, cycle=2),
+        done(1, 1, cycle=2),
+    ]
+    for event in feed_job:
+        job.handle(event)
+    assert job.handle(done(2, 1, cycle=2)) == [
+        WindowCompleted(2, 1, (done(1, 1, cycle=2), done(2, 1, cycle=2))),
+        SendEvents((CleanCycle(2, 1, 1), CleanCycle(2, 2, 1))),
+    ]
+    job.handle(ack(1, EventKind.CLEAN_CYCLE, 1, cycle=2))
+    assert not job.finished
+    assert job.handle(ack(2, EventKind.CLEAN_CYCLE, 1, cycle=2)) == [
+        SendEvents((DestroyTask(2, 1, 1), DestroyTask(2, 2, 1))),
+        CycleFinished(2, 1),
+    ]
+    assert job.finished
+
+
+# --- WindowContext ---------------------------------------------------------------------------------
+
+
+def test_window_context_launches_up_to_max_flying():
+    ctx = WindowContext(max_flying_windows=3)
+    assert ctx.windows_to_launch() == [1, 2, 3]
+    assert ctx.windows_to_launch() == []
+    assert ctx.in_flight == {1, 2, 3}
+    ctx.finish(1)
+    ctx.finish(2)
+    assert ctx.windows_to_launch() == [4, 5]
+    assert ctx.in_flight == {3, 4, 5}
+    assert ctx.last_finished == 2
+    assert not ctx.all_finished()
+
+
+def test_window_context_rejects_out_of_order_completion():
+    ctx = WindowContext(max_flying_windows=2)
+    ctx.windows_to_launch()
+    with pytest.raises(ValueError, match="window 2 completed out of order"):
+        ctx.finish(2)
+    ctx.finish(1)
+    with pytest.raises(ValueError, match=r"last completed: 1"):
+        ctx.finish(1)
+
+
+def test_window_context_terminate_cancels_later_windows():
+    ctx = WindowContext(max_flying_windows=4)
+    assert ctx.windows_to_launch() == [1, 2, 3, 4]
+    ctx.terminate_at(2)
+    assert ctx.in_flight == {1, 2}
+    assert ctx.windows_to_launch() == []
+    ctx.finish(1)
+    assert not ctx.all_finished()
+    assert ctx.windows_to_launch() == []
+    ctx.finish(2)
+    assert ctx.all_finished()
+
+
+def test_window_context_terminate_before_launch_limits_launches():
+    ctx = WindowContext(max_flying_windows=5)
+    ctx.terminate_at(2)
+    assert ctx.windows_to_launch() == [1, 2]
+    assert not ctx.all_finished()
+
+
+def test_window_context_not_finished_without_terminate():
+    ctx = WindowContext(max_flying_windows=1)
+    for window in range(1, 4):
+        assert ctx.windows_to_launch() == [window]
+        ctx.finish(window)
+        assert not ctx.all_finished()
+
+
+def test_window_context_resume_after():
+    ctx = WindowContext(max_flying_windows=2)
+    ctx.windows_to_launch()
+    ctx.resume_after(5)
+    assert ctx.in_flight == set()
+    assert ctx.last_finished == 5
+    assert ctx.windows_to_launch() == [6, 7]
+    ctx.finish(6)
+    assert ctx.last_finished == 6
+
+
+# --- property: completion order under random interleavings -----------------------------------------
+
+
+@st.composite
+def interleavings(draw):
+    windows = draw(st.integers(min_value=1, max_value=6))
+    tails = draw(st.integers(min_value=1, max_value=4))
+    # Each tail appears ``windows`` times; its k-th appearance is its Done for window k.
+    order = draw(st.permutations([t for t in range(tails) for _ in range(windows)]))
+    return windows, tails, order
+
+
+@settings(max_examples=150, deadline=None)
+@given(interleavings())
+def test_completed_windows_are_the_fully_reported_prefix(case):
+    windows, tails, order = case
+    tail_ids = tuple(100 + t for t in range(tails))
+    cycle = make_cycle(heads=(0,), middle=(), tails=tail_ids)
+    sched = to_execute(max_flying=windows, cycle=cycle)
+
+    reported = dict.fromkeys(tail_ids, 0)
+    completed: list[int] = []
+    launched: list[int] = []
+    for t in order:
+        tail = tail_ids[t]
+        reported[tail] += 1
+        out = sched.handle(done(tail, reported[tail]))
+        completed.extend(completed_windows(out))
+        launched.extend(launched_windows(out))
+        # Oracle: window w is complete when every tail reported it, i.e. w <= min(reported).
+        k = min(reported.values())
+        assert completed == list(range(1, k + 1))
+        # Every completion frees a slot for the next window, launched in order.
+        assert launched == list(range(windows + 1, windows + k + 1))
+        assert sched.state is CycleState.EXECUTE_COMPUTE
+
+    # The source ends at the last window: every later launch is cancelled and the cycle cleans up.
+    out = sched.handle(source_done(0, windows, exhausted=True))
+    assert out == [SendEvents(tuple(CleanCycle(CYCLE, t.id, windows) for t in cycle.tasks))]
+    assert sched.state is CycleState.CLEAN_CYCLE

@@ -1,0 +1,505 @@
+"""Stream operators (map, flat_map, filter, reduce, aggregate, join, union, broadcast) against
+plain-Python oracles computed from the definitions, over several windows."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from gyreflow.api import AggregateFunction, AllWindow, SizeTumblingWindow
+
+# --- helpers: running a pipeline and the oracles ----------------------------------------------
+
+
+def run(env, build, name: str = "job"):
+    """Run a single pipeline task built by ``build(ctx)`` and return its TaskResult."""
+    pipeline = env.pipeline("operators")
+    pipeline.task(build, name=name)
+    return pipeline.execute()[name]
+
+
+def chunks(items: list, size: int) -> list[list]:
+    """The windows of ONE source task by definition: consecutive chunks of ``size`` records,
+    no empty trailing window, and one empty window for an empty input."""
+    out = [items[i:i + size] for i in range(0, len(items), size)]
+    return out or [[]]
+
+
+def as_multisets(by_window: dict[int, list]) -> dict[int, Counter]:
+    return {window: Counter(records) for window, records in by_window.items()}
+
+
+def expect(per_window: list[list]) -> dict[int, Counter]:
+    """Oracle windows (a list, window 1 first) as ``{window id: Counter}``."""
+    return {index + 1: Counter(records) for index, records in enumerate(per_window)}
+
+
+LINES = [
+    "the quick brown fox", "jumps over the lazy dog", "", "the dog barks",
+    "a fox is quick", "the end", "über café naïve", "dog dog dog", "x",
+    "quick quick", "brown", "lazy fox jumps",
+]
+
+PARALLELISM = [1, 4]
+BATCH = [1, 3, 1024]
+
+
+# --- map / flat_map / filter ------------------------------------------------------------------
+
+
+def test_map_single_task_preserves_order_per_window(make_env):
+    data = list(range(17))
+    result = run(make_env(1, **{"runtime.batch_size": 4}),
+                 lambda ctx: ctx.source(data, SizeTumblingWindow(5)).map(lambda x: x * x + 1)
+                 .collect("out"))
+    expected = {i + 1: [x * x + 1 for x in chunk] for i, chunk in enumerate(chunks(data, 5))}
+    assert result.by_window("out") == expected
+    assert result.output("out") == [x * x + 1 for x in data]
+
+
+@pytest.mark.parametrize("parallelism", PARALLELISM)
+@pytest.mark.parametrize("batch_size", BATCH)
+def test_flat_map_filter_map_chain(make_env, parallelism, batch_size):
+    def build(ctx):
+        (ctx.source(LINES, SizeTumblingWindow(4), parallelism=1)
+         .flat_map(str.split)
+         .filter(lambda w: len(w) > 2)
+         .map(str.upper)
+         .collect("words"))
+
+    result = run(make_env(parallelism, **{"runtime.batch_size": batch_size}), build)
+    oracle = []
+    for chunk in chunks(LINES, 4):
+        words = []
+        for line in chunk:
+            for word in line.split():
+                if len(word) > 2:
+                    words.append(word.upper())
+        oracle.append(words)
+    assert as_multisets(result.by_window("words")) == expect(oracle)
+
+
+@pytest.mark.parametrize("parallelism", PARALLELISM)
+def test_flat_map_with_empty_and_generator_outputs(make_env, parallelism):
+    data = list(range(23))
+
+    def explode(x):
+        # 0..3 copies: some records produce nothing at all.
+        yield from ((x, i) for i in range(x % 4))
+
+    result = run(make_env(parallelism, **{"runtime.batch_size": 2}),
+                 lambda ctx: ctx.source(data, SizeTumblingWindow(6), parallelism=1)
+                 .flat_map(explode).collect("out"))
+    oracle = [[(x, i) for x in chunk for i in range(x % 4)] for chunk in chunks(data, 6)]
+    assert as_multisets(result.by_window("out")) == expect(oracle)
+
+
+@pytest.mark.parametrize("parallelism", PARALLELISM)
+def test_filter_that_empties_a_window_keeps_the_window(make_env, parallelism):
+    data = [1, 3, 5, 2, 4, 6, 7, 9, 11, 8]  # window 3 (7, 9, 11) has no even record
+    result = run(make_env(parallelism),
+                 lambda ctx: ctx.source(data, SizeTumblingWindow(3), parallelism=1)
+                 .filter(lambda x: x % 2 == 0).collect("out"))
+    oracle = [[x for x in chunk if x % 2 == 0] for chunk in chunks(data, 3)]
+    assert oracle[2] == [] and len(oracle) == 4
+    assert as_multisets(result.by_window("out")) == expect(oracle)
+
+
+def test_operators_with_different_parallelism_rebalance_every_record(make_env):
+    data = list(range(60))
+
+    def build(ctx):
+        (ctx.source(data, SizeTumblingWindow(7), parallelism=1)
+         .map(lambda x: x * 3).with_parallelism(2)
+         .filter(lambda x: x % 2 == 1).with_parallelism(3)
+         .map(lambda x: x - 1).with_parallelism(5)
+         .collect("out"))
+
+    result = run(make_env(1, **{"runtime.batch_size": 2}), build)
+    oracle = [[x * 3 - 1 for x in chunk if (x * 3) % 2 == 1] for chunk in chunks(data, 7)]
+    assert as_multisets(result.by_window("out")) == expect(oracle)
+
+
+# --- reduce ------------------------------------------------------------------------------------
+
+
+def reduce_oracle(windows: list[list], key_fn, fn) -> list[list]:
+    """Running state per key across windows; each window emits its updated keys' new values."""
+    state: dict = {}
+    out = []
+    for chunk in windows:
+        updated = {}
+        for record in chunk:
+            key = key_fn(record)
+            state[key] = fn(state[key], record) if key in state else record
+            updated[key] = state[key]
+        out.append(list(updated.values()))
+    return out
+
+
+@pytest.mark.parametrize("parallelism", PARALLELISM)
+@pytest.mark.parametrize("batch_size", BATCH)
+def test_word_count_reduce_is_cumulative_across_windows(make_env, parallelism, batch_size):
+    def build(ctx):
+        (ctx.source(LINES, SizeTumblingWindow(3), parallelism=1)
+         .flat_map(str.split)
+         .map(lambda w: (w, 1))
+         .key_by(lambda kv: kv[0])
+         .reduce(lambda a, b: (a[0], a[1] + b[1]))
+         .collect("counts"))
+
+    result = run(make_env(parallelism, **{"runtime.batch_size": batch_size}), build)
+    running: Counter = Counter()
+    oracle = []
+    for chunk in chunks(LINES, 3):
+        window_words = Counter(w for line in chunk for w in line.split())
+        running.update(window_words)
+        oracle.append([(w, running[w]) for w in window_words])
+    assert as_multisets(result.by_window("counts")) == expect(oracle)
+
+
+@pytest.mark.parametrize("parallelism", PARALLELISM)
+def test_reduce_emits_the_reduced_record(make_env, parallelism):
+    # (key, value, tag) records; keep the record with the largest value per key.
+    data = [(f"k{i % 5}", (i * 37) % 23, i) for i in range(40)]
+
+    def keep_max(a, b):
+        return a if a[1] >= b[1] else b
+
+    result = run(make_env(parallelism, **{"runtime.batch_size": 3}),
+                 lambda ctx: ctx.source(data, SizeTumblingWindow(9), parallelism=1)
+                 .key_by(lambda r: r[0]).reduce(keep_max).collect("out"))
+    oracle = reduce_oracle(chunks(data, 9), lambda r: r[0], keep_max)
+    assert as_multisets(result.by_window("out")) == expect(oracle)
+
+
+def test_reduce_first_record_of_a_key_is_emitted_unchanged(make_env):
+    calls = []
+
+    def concat(a, b):
+        calls.append((a, b))
+        return a + b
+
+    data = ["a1", "b1", "a2"]
+    result = run(make_env(1), lambda ctx: ctx.source(data, SizeTumblingWindow(2))
+                 .key_by(lambda s: s[0]).reduce(concat).collect("out"))
+    # window 1: a1, b1 are first of their keys; window 2: a1 + a2.
+    assert as_multisets(result.by_window("out")) == expect([["a1", "b1"], ["a1a2"]])
+    assert calls == [("a1", "a2")]
+
+
+@pytest.mark.parametrize("parallelism", PARALLELISM)
+def test_reduce_only_emits_keys_updated_in_the_window(make_env, parallelism):
+    data = ["x", "y", "x", "x", "z", "z", "x", "x", "x"]
+    result = run(make_env(parallelism),
+                 lambda ctx: ctx.source(data, SizeTumblingWindow(3), parallelism=1)
+                 .map(lambda k: (k, 1)).key_by(lambda kv: kv[0])
+                 .reduce(lambda a, b: (a[0], a[1] + b[1])).collect("out"))
+    # windows: [x y x] [x z z] [x x x]
+    assert as_multisets(result.by_window("out")) == expect(
+        [[("x", 2), ("y", 1)], [("x", 3), ("z", 2)], [("x", 6)]])
+
+
+# --- aggregate ---------------------------------------------------------------------------------
+
+
+class Stats(AggregateFunction):
+    """(count, sum, min, max) of integer values: exact, associative."""
+
+    def init(self):
+        return (0, 0, None, None)
+
+    def add(self, acc, record):
+        value = record[1]
+        count, total, low, high = acc
+        return (count + 1, total + value,
+                value if low is None else min(low, value),
+                value if high is None else max(high, value))
+
+    def merge(self, left, right):
+        if left[0] == 0:
+            return right
+        if right[0] == 0:
+            return left
+        return (left[0] + right[0], left[1] + right[1], min(left[2], right[2]),
+                max(left[3], right[3]))
+
+    def result(self, acc):
+        return acc
+
+
+@pytest.mark.parametrize("parallelism", PARALLELISM)
+@pytest.mark.parametrize("batch_size", BATCH)
+def test_aggregate_is_cumulative_and_emits_key_result_pairs(make_env, parallelism, batch_size):
+    data = [(i % 7 * 11 % 5, (i * 13) % 17 - 8) for i in range(50)]
+
+    result = run(make_env(parallelism, **{"runtime.batch_size": batch_size}),
+                 lambda ctx: ctx.source(data, SizeTumblingWindow(8), parallelism=1)
+                 .key_by(lambda r: r[0]).aggregate(Stats()).collect("out"))
+    # Oracle: per key, the statistics of every value seen so far, emitted in windows touching it.
+    seen: dict = {}
+    oracle = []
+    for chunk in chunks(data, 8):
+        touched = []
+        for key, value in chunk:
+            seen.setdefault(key, []).append(value)
+            if key not in touched:
+                touched.append(key)
+        oracle.append([(k, (len(seen[k]), sum(seen[k]), min(seen[k]), max(seen[k])))
+                       for k in touched])
+    assert as_multisets(result.by_window("out")) == expect(oracle)
+
+
+class DistinctWords(AggregateFunction):
+    def init(self):
+        return frozenset()
+
+    def add(self, acc, record):
+        return acc | {record}
+
+    def merge(self, left, right):
+        return left | right
+
+    def result(self, acc):
+        return len(acc)
+
+
+@pytest.mark.parametrize("parallelism", PARALLELISM)
+def test_aggregate_result_is_applied_to_the_merged_accumulator(make_env, parallelism):
+    words = [w for line in LINES for w in line.split()]
+
+    result = run(make_env(parallelism, **{"runtime.batch_size": 2}),
+                 lambda ctx: ctx.source(words, SizeTumblingWindow(6), parallelism=1)
+                 .key_by(lambda w: w[0]).aggregate(DistinctWords()).collect("out"))
+    distinct: dict = {}
+    oracle = []
+    for chunk in chunks(words, 6):
+        touched = set()
+        for w in chunk:
+            distinct.setdefault(w[0], set()).add(w)
+            touched.add(w[0])
+        oracle.append([(k, len(distinct[k])) for k in touched])
+    assert as_multisets(result.by_window("out")) == expect(oracle)
+
+
+# --- join --------------------------------------------------------------------------------------
+
+
+def join_oracle(left_windows, right_windows, left_key, right_key, fn=None) -> list[list]:
+    """Nested loops per window over the left and right records of that window."""
+    out = []
+    for index in range(max(len(left_windows), len(right_windows))):
+        lefts = left_windows[index] if index < len(left_windows) else []
+        rights = right_windows[index] if index < len(right_windows) else []
+        pairs = []
+        for lrec in lefts:
+            for rrec in rights:
+                if left_key(lrec) == right_key(rrec):
+                    pairs.append((left_key(lrec), lrec, rrec) if fn is None else fn(lrec, rrec))
+        out.append(pairs)
+    return out
+
+
+@pytest.mark.parametrize("parallelism", [1, 3])
+@pytest.mark.parametrize("batch_size", BATCH)
+def test_join_default_emits_key_left_right_per_window(make_env, parallelism, batch_size):
+    left = [(f"u{i % 4}", f"order{i}") for i in range(20)]
+    right = [(f"u{(i * 3) % 5}", f"click{i}") for i in range(15)]
+
+    def build(ctx):
+        lstream = ctx.source(left, SizeTumblingWindow(4), parallelism=1)
+        rstream = ctx.source(right, SizeTumblingWindow(3), parallelism=1)
+        lstream.key_by(lambda r: r[0]).join(rstream.key_by(lambda r: r[0])).collect("out")
+
+    result = run(make_env(parallelism, **{"runtime.batch_size": batch_size}), build)
+    oracle = join_oracle(chunks(left, 4), chunks(right, 3), lambda r: r[0], lambda r: r[0])
+    assert len(oracle) == 5
+    assert as_multisets(result.by_window("out")) == expect(oracle)
+
+
+@pytest.mark.parametrize("parallelism", [1, 3])
+def test_join_with_function_and_different_key_functions(make_env, parallelism):
+    left = list(range(30))  # key: x % 6
+    right = [f"r{i}" for i in range(30)]  # key: int(suffix) % 6 for multiples of 2 only
+
+    def right_key(s):
+        return int(s[1:]) % 6
+
+    def build(ctx):
+        lstream = ctx.source(left, SizeTumblingWindow(10), parallelism=1).key_by(lambda x: x % 6)
+        rstream = (ctx.source(right, SizeTumblingWindow(10), parallelism=1)
+                   .filter(lambda s: int(s[1:]) % 2 == 0).key_by(right_key))
+        lstream.join(rstream, lambda lrec, rrec: f"{lrec}+{rrec}").collect("out")
+
+    result = run(make_env(parallelism, **{"runtime.batch_size": 4}), build)
+    rights = [[s for s in chunk if int(s[1:]) % 2 == 0] for chunk in chunks(right, 10)]
+    oracle = join_oracle(chunks(left, 10), rights, lambda x: x % 6, right_key,
+                         lambda lrec, rrec: f"{lrec}+{rrec}")
+    assert as_multisets(result.by_window("out")) == expect(oracle)
+
+
+@pytest.mark.parametrize("parallelism", [1, 2])
+def test_join_never_matches_across_windows(make_env, parallelism):
+    left = ["a", "b", "c", "d"]
+    right = ["c", "d", "a", "b"]  # every key meets its partner one window apart
+
+    def build(ctx):
+        (ctx.source(left, SizeTumblingWindow(2), parallelism=1).key_by(lambda s: s)
+         .join(ctx.source(right, SizeTumblingWindow(2), parallelism=1).key_by(lambda s: s))
+         .collect("out"))
+
+    result = run(make_env(parallelism), build)
+    assert result.by_window("out") == {1: [], 2: []}
+
+
+@pytest.mark.parametrize("parallelism", [1, 4])
+def test_join_duplicate_keys_give_the_cartesian_product(make_env, parallelism):
+    left = [("k", i) for i in range(4)] + [("j", 9)]
+    right = [("k", c) for c in "xyz"] + [("m", "w")]
+
+    def build(ctx):
+        (ctx.source(left, parallelism=1).key_by(lambda r: r[0])
+         .join(ctx.source(right, parallelism=1).key_by(lambda r: r[0]),
+               lambda lrec, rrec: (lrec[1], rrec[1]))
+         .collect("out"))
+
+    result = run(make_env(parallelism), build)
+    assert Counter(result.output("out")) == Counter((i, c) for i in range(4) for c in "xyz")
+    assert list(result.by_window("out")) == [1]
+
+
+# --- union and broadcast -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("parallelism", PARALLELISM)
+@pytest.mark.parametrize("batch_size", [1, 1024])
+def test_union_of_three_sources_per_window(make_env, parallelism, batch_size):
+    a = list(range(0, 12))
+    b = [f"b{i}" for i in range(12)]
+    c = [(i,) for i in range(12)]
+
+    def build(ctx):
+        sa = ctx.source(a, SizeTumblingWindow(4), parallelism=1)
+        sb = ctx.source(b, SizeTumblingWindow(4), parallelism=1)
+        sc = ctx.source(c, SizeTumblingWindow(4), parallelism=1)
+        sa.union(sb, sc).collect("out")
+
+    result = run(make_env(parallelism, **{"runtime.batch_size": batch_size}), build)
+    oracle = [x + y + z for x, y, z in zip(chunks(a, 4), chunks(b, 4), chunks(c, 4), strict=True)]
+    assert as_multisets(result.by_window("out")) == expect(oracle)
+
+
+def test_union_of_a_stream_with_itself_doubles_it(make_env):
+    data = list(range(9))
+
+    def build(ctx):
+        stream = ctx.source(data, SizeTumblingWindow(4)).map(lambda x: x + 100)
+        stream.union(stream).collect("out")
+
+    result = run(make_env(1), build)
+    oracle = [[x + 100 for x in chunk] * 2 for chunk in chunks(data, 4)]
+    assert as_multisets(result.by_window("out")) == expect(oracle)
+
+
+@pytest.mark.parametrize("parallelism", PARALLELISM)
+def test_union_then_keyed_reduce(make_env, parallelism):
+    left = [f"w{i % 3}" for i in range(12)]
+    right = [f"w{i % 5}" for i in range(12)]
+
+    def build(ctx):
+        sl = ctx.source(left, SizeTumblingWindow(3), parallelism=1)
+        sr = ctx.source(right, SizeTumblingWindow(3), parallelism=1)
+        (sl.union(sr).map(lambda w: (w, 1)).key_by(lambda kv: kv[0])
+         .reduce(lambda x, y: (x[0], x[1] + y[1])).collect("out"))
+
+    result = run(make_env(parallelism, **{"runtime.batch_size": 2}), build)
+    merged = [x + y for x, y in zip(chunks(left, 3), chunks(right, 3), strict=True)]
+    running: Counter = Counter()
+    oracle = []
+    for chunk in merged:
+        running.update(chunk)
+        oracle.append([(w, running[w]) for w in set(chunk)])
+    assert as_multisets(result.by_window("out")) == expect(oracle)
+
+
+@pytest.mark.parametrize("parallelism", [1, 2])
+def test_broadcast_sends_every_record_to_every_task(make_env, parallelism):
+    data = list(range(11))
+
+    def build(ctx):
+        (ctx.source(data, SizeTumblingWindow(4), parallelism=1).broadcast()
+         .map(lambda x: ("seen", x)).with_parallelism(3).collect("out"))
+
+    result = run(make_env(parallelism, **{"runtime.batch_size": 3}), build)
+    oracle = [[("seen", x) for x in chunk for _ in range(3)] for chunk in chunks(data, 4)]
+    assert as_multisets(result.by_window("out")) == expect(oracle)
+
+
+def test_broadcast_from_parallel_source(make_env):
+    data = list(range(8))  # 2 source tasks, 4 records each: one window per task
+
+    def build(ctx):
+        (ctx.source(data, AllWindow(), parallelism=2).broadcast()
+         .map(lambda x: -x).with_parallelism(4).collect("out"))
+
+    result = run(make_env(1), build)
+    assert result.by_window("out").keys() == {1}
+    assert Counter(result.output("out")) == Counter(-x for x in data for _ in range(4))
+
+
+def test_broadcast_to_single_task_is_plain(make_env):
+    data = ["a", "b", "c"]
+    result = run(make_env(1), lambda ctx: ctx.source(data).broadcast().map(str.upper)
+                 .collect("out"))
+    assert result.output("out") == ["A", "B", "C"]
+
+
+# --- collecting results ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("parallelism", PARALLELISM)
+def test_two_collects_and_output_in_window_order(make_env, parallelism):
+    data = list(range(25))
+
+    def build(ctx):
+        stream = ctx.source(data, SizeTumblingWindow(6), parallelism=1)
+        stream.filter(lambda x: x % 3 == 0).collect("threes")
+        stream.map(lambda x: -x).collect("negated")
+
+    env = make_env(parallelism, **{"runtime.batch_size": 2})
+    pipeline = env.pipeline("collects")
+    pipeline.task(build, name="job")
+    result = pipeline.execute()
+    windows = chunks(data, 6)
+    assert as_multisets(result.by_window("threes")) == expect(
+        [[x for x in c if x % 3 == 0] for c in windows])
+    assert as_multisets(result["job"].by_window("negated")) == expect(
+        [[-x for x in c] for c in windows])
+    flat = result.output("negated")
+    window_of = {-x: i // 6 + 1 for i, x in enumerate(data)}
+    assert Counter(flat) == Counter(-x for x in data)
+    order = [window_of[r] for r in flat]
+    assert order == sorted(order)
+
+
+def test_pipeline_tasks_run_in_order_and_are_independent(make_env):
+    env = make_env(2)
+    pipeline = env.pipeline("two")
+
+    @pipeline.task
+    def first(ctx):
+        ctx.source(range(10), parallelism=1).map(lambda x: x * 2).collect("doubled")
+
+    @pipeline.task(name="second")
+    def _second(ctx):
+        ctx.source(["a", "b"], parallelism=1).map(str.upper).collect("upper")
+
+    result = pipeline.execute()
+    assert list(result) == ["first", "second"]
+    assert Counter(result["first"].output("doubled")) == Counter(range(0, 20, 2))
+    assert Counter(result.output("upper")) == Counter(["A", "B"])
+    with pytest.raises(KeyError, match="doubled"):
+        result["second"].output("doubled")
+    with pytest.raises(KeyError, match="nope"):
+        result["nope"]
