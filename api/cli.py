@@ -8,11 +8,18 @@ import sys
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from gyreflow.api.config import ENVIRONMENT_TYPES, Config, ConfigError, schema_markdown
 from gyreflow.api.session import RunSettings, using_settings
 from gyreflow.plan.explain import FORMATS
 from gyreflow.runtime.errors import UserFunctionError
+from gyreflow.state.snapshot import (
+    BackendUnavailableError,
+    IncompatiblePlanError,
+    SnapshotCorruptedError,
+    StateExistsError,
+)
 
 
 def _run_script(script: str, args: tuple[str, ...], settings: RunSettings) -> None:
@@ -31,7 +38,8 @@ def _run_script(script: str, args: tuple[str, ...], settings: RunSettings) -> No
 
 
 def _fail(console: Console, message: str, code: int) -> None:
-    console.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+    # Messages quote user data (records, TOML sections): never read them as markup.
+    console.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
     sys.exit(code)
 
 
@@ -49,18 +57,36 @@ def main() -> None:
 @click.option("--env", "environment", type=click.Choice(ENVIRONMENT_TYPES),
               help="Environment for pipelines built with Environment.from_config().")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display and no summary.")
+@click.option("--resume", is_flag=True, help="Continue after the last completed window.")
+@click.option("--fresh", is_flag=True, help="Discard stored state and start over.")
+@click.option("--from-window", type=int, default=None,
+              help="With --resume: continue after this retained snapshot instead of the last.")
 def run(script: str, script_args: tuple[str, ...], config_path: str | None,
-        environment: str | None, quiet: bool) -> None:
+        environment: str | None, quiet: bool, resume: bool, fresh: bool,
+        from_window: int | None) -> None:
     """Run the pipelines SCRIPT defines; arguments after -- go to the script."""
     console = Console(stderr=True)
+    if resume and fresh:
+        _fail(console, "choose one of --resume and --fresh", 2)
+    if from_window is not None and not resume:
+        _fail(console, "--from-window needs --resume", 2)
     settings = RunSettings(config_path=config_path, environment=environment, quiet=quiet,
-                           show_progress=not quiet)
+                           show_progress=not quiet, resume=resume, fresh=fresh,
+                           from_window=from_window)
     try:
         _run_script(script, script_args, settings)
     except ConfigError as exc:
         _fail(console, f"configuration: {exc}", 2)
     except UserFunctionError as exc:
-        _fail(console, str(exc), 1)
+        _fail(console, f"{exc}\nCompleted windows are kept: fix the function and run again "
+                       "with --resume.", 1)
+    except (StateExistsError, IncompatiblePlanError, BackendUnavailableError,
+            SnapshotCorruptedError) as exc:
+        hint = ""
+        if isinstance(exc, SnapshotCorruptedError):
+            hint = ("\nTo resume from an earlier retained snapshot, run with --resume "
+                    "--from-window N (see gyreflow snapshots).")
+        _fail(console, f"{exc}{hint}", 3)
     if not quiet:
         from gyreflow.api.progress import summary_tables
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 import attrs
 
 ENVIRONMENT_TYPES: tuple[str, ...] = ("local",)
-STATE_BACKENDS: tuple[str, ...] = ("memory",)
+STATE_BACKENDS: tuple[str, ...] = ("memory", "rocksdb", "jdbc")
 ENV_PREFIX = "GYREFLOW_"
 _BOOL_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
@@ -92,7 +92,8 @@ SCHEMA: tuple[ConfigKey, ...] = (
     ConfigKey("environment.parallelism", int, 1, "Default parallelism of operators.", minimum=1),
     ConfigKey("scheduler.max_flying_windows", int, 2, "Windows in flight at once.", minimum=1),
     ConfigKey("runtime.batch_size", int, 1024, "Records per message between tasks.", minimum=1),
-    ConfigKey("state.backend", str, "memory", "Where keyed state is stored.",
+    ConfigKey("state.backend", str, "memory",
+              "Where window snapshots go: memory, rocksdb (under state.path) or jdbc (state.url).",
               choices=STATE_BACKENDS),
     ConfigKey("state.max_parallelism", int, 128, "Number of key groups.", minimum=1),
     ConfigKey("state.path", str, ".gyreflow/state", "Where on-disk state lives."),

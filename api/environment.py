@@ -9,6 +9,7 @@ from gyreflow.api.config import ENVIRONMENT_TYPES, Config, ConfigError
 from gyreflow.api.session import current_settings
 from gyreflow.plan.execution import build_execution_graph
 from gyreflow.plan.graph import PipelineGraph
+from gyreflow.runtime.checkpoint import RecoveryOptions
 from gyreflow.runtime.local_executor import JobListener, LocalExecutor
 from gyreflow.runtime.metrics import TaskResult
 from gyreflow.state.backends import backend_from_config
@@ -63,7 +64,8 @@ class Environment:
 
         return Pipeline(self, name)
 
-    def run_task(self, name: str, graph: PipelineGraph, listener: JobListener | None) -> TaskResult:
+    def run_task(self, name: str, graph: PipelineGraph, listener: JobListener | None,
+                 recovery: RecoveryOptions | None = None) -> TaskResult:
         """Run one pipeline task's graph; subclasses choose the executor."""
         raise NotImplementedError
 
@@ -73,10 +75,11 @@ class LocalEnvironment(Environment):
 
     type_name = "local"
 
-    def run_task(self, name: str, graph: PipelineGraph, listener: JobListener | None) -> TaskResult:
+    def run_task(self, name: str, graph: PipelineGraph, listener: JobListener | None,
+                 recovery: RecoveryOptions | None = None) -> TaskResult:
         """Run ``graph`` in this process."""
         executor = LocalExecutor(self.config, self.state_backend, listener)
-        return executor.run(name, build_execution_graph(graph))
+        return executor.run(name, build_execution_graph(graph), recovery)
 
 
 _ENVIRONMENTS = {"local": LocalEnvironment}

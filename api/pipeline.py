@@ -14,6 +14,7 @@ from gyreflow.api.windows import AllWindow, Window
 from gyreflow.plan.execution import ExecutionGraph, build_execution_graph
 from gyreflow.plan.graph import PipelineGraph
 from gyreflow.plan.operators import SourceSpec
+from gyreflow.runtime.checkpoint import RecoveryOptions
 from gyreflow.runtime.metrics import TaskResult
 
 
@@ -136,8 +137,15 @@ class Pipeline:
         return "\n".join(explain(f"{self.name}/{name}", graph, execution, format)
                          for name, graph, execution in self.plans())
 
-    def execute(self, progress: bool | None = None) -> PipelineResult:
-        """Run every task in order and return their results (blocks until the input ends)."""
+    def execute(self, progress: bool | None = None, *, resume: bool | None = None,
+                fresh: bool | None = None, from_window: int | None = None) -> PipelineResult:
+        """Run every task in order and return their results (blocks until the input ends).
+
+        With ``resume=True`` each task continues after its last completed window (or after
+        ``from_window``, a retained snapshot); ``fresh=True`` discards stored state first. Without
+        either, stored state from an earlier run is an error that says which window would resume.
+        Under ``gyreflow run --resume/--fresh/--from-window`` those flags are the defaults.
+        """
         if not self.tasks:
             msg = f"pipeline {self.name!r} has no tasks: add one with @pipeline.task"
             raise ValueError(msg)
@@ -150,10 +158,19 @@ class Pipeline:
             from gyreflow.api.progress import ProgressListener
 
             listener = ProgressListener(self.name)
+        recovery = RecoveryOptions(
+            resume=settings.resume if resume is None else resume,
+            fresh=settings.fresh if fresh is None else fresh,
+            from_window=settings.from_window if from_window is None else from_window,
+        )
+        if recovery.resume and recovery.fresh:
+            msg = "choose one of resume and fresh, not both"
+            raise ValueError(msg)
         results = {}
         for task in self.tasks:
             graph = task.build(self.env.config)
-            results[task.name] = self.env.run_task(f"{self.name}/{task.name}", graph, listener)
+            results[task.name] = self.env.run_task(f"{self.name}/{task.name}", graph, listener,
+                                                   recovery)
         settings.summaries.append((self.name, results))
         return PipelineResult(results)
 

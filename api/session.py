@@ -17,6 +17,9 @@ class RunSettings:
     quiet: bool = False
     show_progress: bool = False
     explain_format: str | None = None
+    resume: bool = False
+    fresh: bool = False
+    from_window: int | None = None
     summaries: list = attrs.field(factory=list, eq=False)
 
 

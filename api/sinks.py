@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
 
@@ -11,14 +12,27 @@ import attrs
 
 
 class SinkWriter:
-    """Writes one sink task's records; one instance per task, opened where the task runs."""
+    """Writes one sink task's records; one instance per task, opened where the task runs.
+
+    Exactly-once output is two-phase: ``finish_window`` makes a window's output durable but not yet
+    visible (staged); ``publish`` makes the staged windows up to a completed window visible, and must
+    be idempotent; after a crash, ``recover`` publishes what was staged up to the last completed
+    window and drops the rest, which the resumed job produces again. A writer that makes output
+    visible in ``write`` (like ``PrintSink``) is at-least-once: replayed windows appear again.
+    """
 
     def write(self, window: int, records: list) -> None:
         """Stage ``records`` of ``window``."""
         raise NotImplementedError
 
     def finish_window(self, window: int) -> None:
-        """Every record of ``window`` was written: make the window's output visible."""
+        """Every record of ``window`` was written: make the staged output durable."""
+
+    def publish(self, window: int) -> None:
+        """Windows up to ``window`` are completed: make their staged output visible."""
+
+    def recover(self, window: int) -> None:
+        """Resuming after completed window ``window``: publish staged windows up to it, drop later."""
 
     def close(self) -> None:
         """Release files and connections."""
@@ -70,6 +84,7 @@ class _FileWriter(SinkWriter):
         self.sink = sink
         self.suffix = "" if parallelism == 1 else f"-part-{task_index + 1:04d}"
         self.open_files: dict[int, object] = {}
+        self.staged: set[int] = set()
         os.makedirs(sink.directory, exist_ok=True)
 
     def final_path(self, window: int) -> str:
@@ -98,7 +113,34 @@ class _FileWriter(SinkWriter):
         os.fsync(handle.fileno())
         handle.close()
         del self.open_files[window]
-        os.replace(self.staging_path(window), self.final_path(window))
+        self.staged.add(window)
+
+    def publish(self, window: int) -> None:
+        for staged in sorted(w for w in self.staged if w <= window):
+            os.replace(self.staging_path(staged), self.final_path(staged))
+            self.staged.discard(staged)
+
+    def recover(self, window: int) -> None:
+        pattern = re.compile(
+            rf"^\.{re.escape(self.sink.prefix)}-(\d{{6}}){re.escape(self.suffix)}"
+            rf"{re.escape(self.sink.extension)}\.staged$")
+        for name in os.listdir(self.sink.directory):
+            match = pattern.match(name)
+            if match is None:
+                continue
+            staged = int(match.group(1))
+            if staged <= window:
+                os.replace(self.staging_path(staged), self.final_path(staged))
+            else:
+                os.unlink(self.staging_path(staged))
+        for name in os.listdir(self.sink.directory):  # published files of uncompleted windows
+            if self._window_of_final(name) is not None and self._window_of_final(name) > window:
+                os.unlink(os.path.join(self.sink.directory, name))
+
+    def _window_of_final(self, name: str) -> int | None:
+        match = re.match(rf"^{re.escape(self.sink.prefix)}-(\d{{6}}){re.escape(self.suffix)}"
+                         rf"{re.escape(self.sink.extension)}$", name)
+        return None if match is None else int(match.group(1))
 
     def close(self) -> None:
         for window, handle in list(self.open_files.items()):

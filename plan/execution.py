@@ -137,16 +137,21 @@ class ExecutionGraph:
         return cycles
 
     def fingerprint(self) -> str:
-        """A digest of the plan's shape: operators, names, parallelism and edges.
+        """A digest of the plan's shape: operators, their names and kinds, and the edges.
 
-        Stored with snapshots so that resuming with an incompatible plan is refused.
+        Stored with snapshots so that resuming with an incompatible plan is refused. Parallelism is
+        left out (state is kept per key group, so a job may resume with other parallelism), and so is
+        the forward/rebalance distinction, which only follows from parallelism.
         """
         parts = []
         for v in self.pipeline.topological_order():
             parts.append(f"v:{v.name}:{v.spec.op}:{v.kind.value}")
         for e in self.pipeline.edges:
             src, dst = self.pipeline.vertex(e.source).name, self.pipeline.vertex(e.target).name
-            parts.append(f"e:{src}:{dst}:{e.partitioning.value}:{e.ordinal}")
+            partitioning = e.partitioning
+            if partitioning is Partitioning.REBALANCE:
+                partitioning = Partitioning.FORWARD
+            parts.append(f"e:{src}:{dst}:{partitioning.value}:{e.ordinal}")
         return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 

@@ -83,8 +83,8 @@ def _dot(title: str, graph: PipelineGraph, execution: ExecutionGraph) -> str:
         lines.append(f"  subgraph cluster_v{ev.id} {{")
         lines.append(f"    label={_quote(f'vertex {ev.id} (p={ev.parallelism})')}; style=dashed;")
         for v in ev.chain:
-            label = f"{v.name}\\n{v.spec.op} p={v.parallelism}"
-            lines.append(f"    n{v.id} [label=\"{label}\"];")
+            label = _quote(f"{v.name}\n{v.spec.op} p={v.parallelism}").replace("\n", "\\n")
+            lines.append(f"    n{v.id} [label={label}];")
         lines.append("  }")
     for e in graph.edges:
         style = "" if e.partitioning.value == "forward" else ", style=bold"
@@ -98,8 +98,13 @@ def _mermaid(title: str, graph: PipelineGraph, execution: ExecutionGraph) -> str
     for ev in execution.vertices:
         lines.append(f"  subgraph v{ev.id}[\"vertex {ev.id} (p={ev.parallelism})\"]")
         for v in ev.chain:
-            lines.append(f"    n{v.id}[\"{v.name}<br/>{v.spec.op}\"]")
+            lines.append(f"    n{v.id}[\"{_mermaid_text(v.name)}<br/>{v.spec.op}\"]")
         lines.append("  end")
     for e in graph.edges:
         lines.append(f"  n{e.source} -->|{e.partitioning.value}| n{e.target}")
     return "\n".join(lines)
+
+
+def _mermaid_text(text: str) -> str:
+    """Escape text for a quoted Mermaid label (entity codes for quotes and angle brackets)."""
+    return text.replace("&", "#amp;").replace('"', "#quot;").replace("<", "#lt;").replace(">", "#gt;")

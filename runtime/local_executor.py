@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import queue
 import time
 from collections import deque
 from collections.abc import Callable
 
+import attrs
+
 from gyreflow.plan.execution import ExecutionGraph
 from gyreflow.plan.graph import Partitioning
+from gyreflow.runtime.checkpoint import (
+    CheckpointCoordinator,
+    RecoveryOptions,
+    SnapshotWriter,
+)
 from gyreflow.runtime.emitter import EmitterService, OutputEdge
 from gyreflow.runtime.metrics import TaskResult, WindowMetrics
-from gyreflow.runtime.task import Task
+from gyreflow.runtime.task import Task, TaskCheckpoints
 from gyreflow.runtime.task_runner import Dispatcher, TaskRunner
 from gyreflow.scheduler.cycle import JobScheduler
 from gyreflow.scheduler.events import (
@@ -19,6 +27,7 @@ from gyreflow.scheduler.events import (
     JobFailed,
     SendEvents,
     WindowCompleted,
+    WindowFinished,
 )
 
 
@@ -29,15 +38,21 @@ class JobListener:
         """The job is about to start."""
 
     def on_window(self, metrics: WindowMetrics) -> None:
-        """A window completed."""
+        """A window finished."""
 
     def on_finish(self, result: TaskResult) -> None:
         """The job finished."""
 
 
+@attrs.frozen
+class _WriterFailed:
+    error: BaseException
+
+
 class LocalExecutor:
     """Runs every task in this process, cooperatively: each TaskRunner handles one queued item per
-    turn, so results do not depend on thread timing and nothing is pickled."""
+    turn, so results do not depend on thread timing and nothing is pickled. Snapshots are written by
+    a background thread while the next windows compute."""
 
     def __init__(self, config, state_backend, listener: JobListener | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -46,100 +61,142 @@ class LocalExecutor:
         self.listener = listener or JobListener()
         self.clock = clock
 
-    def run(self, name: str, graph: ExecutionGraph) -> TaskResult:
+    def run(self, name: str, graph: ExecutionGraph,
+            recovery: RecoveryOptions | None = None) -> TaskResult:
         """Run ``graph`` to the end of its input and return its result."""
-        outbox: deque = deque()
-        runners = self._build_runners(graph, outbox.append)
-        dispatcher = Dispatcher(runners)
-        scheduler = JobScheduler(graph.cycles(), self.config["scheduler.max_flying_windows"])
-        result = TaskResult(name)
-        sources = tuple(v.name for v in graph.pipeline.sources())
-        launched: dict[tuple[int, int], float] = {}
-        started = self.clock()
-        self.listener.on_start(name, graph)
-        pending = deque(scheduler.start())
-        runner_list = list(runners.values())
+        backend = self.state_backend
+        store = backend.open_store()  # an unreachable backend fails here, before any data moves
+        reports: queue.SimpleQueue = queue.SimpleQueue()
+        writer = SnapshotWriter(store, lambda exc: reports.put(_WriterFailed(exc)))
+        coordinator = CheckpointCoordinator(name, graph, store, backend, writer)
+        runners: dict[int, TaskRunner] = {}
         try:
-            while True:
-                while pending:
-                    instruction = pending.popleft()
-                    if isinstance(instruction, SendEvents):
-                        for event in instruction.events:
-                            if event.kind is EventKind.LAUNCH_SOURCE:
-                                launched.setdefault((event.cycle, event.window), self.clock())
-                            dispatcher.dispatch(event)
-                    elif isinstance(instruction, WindowCompleted):
-                        key = (instruction.cycle, instruction.window)
-                        seconds = self.clock() - launched.pop(key, started)
-                        metrics = WindowMetrics.from_dones(name, instruction.cycle,
-                                                           instruction.window, seconds,
-                                                           instruction.dones, sources)
-                        result.windows.append(metrics)
-                        result.add_collected(instruction.window, instruction.dones)
-                        self.listener.on_window(metrics)
-                    elif isinstance(instruction, JobFailed):
-                        raise instruction.error
-                    elif isinstance(instruction, CycleFinished):
-                        pass
-                if outbox:
-                    pending.extend(scheduler.handle(outbox.popleft()))
-                    continue
-                if scheduler.finished and not any(r.has_work() for r in runner_list):
-                    break
-                progressed = False
-                for runner in runner_list:
-                    if runner.step():
-                        progressed = True
-                if not progressed and not outbox:
-                    msg = f"job {name!r} stalled: no task has work and the scheduler waits"
-                    raise RuntimeError(msg)
+            resume_from = coordinator.prepare(recovery or RecoveryOptions())
+            checkpoints = TaskCheckpoints(name, store, writer, backend.snapshot_every,
+                                          frozenset(coordinator.rescaled))
+            runners = self._build_runners(graph, reports.put, checkpoints)
+            return self._drive(name, graph, runners, reports, coordinator, resume_from)
         finally:
-            for runner in runner_list:
-                if runner.task.ctx is not None and runner.task.operators is not None:
+            for runner in runners.values():
+                if runner.task.ctx is not None:
                     try:
                         runner.task.destroy()
                     except Exception:  # noqa: BLE001, S110 - best effort on the way out
                         pass
+            writer.close()
+            if backend.name != "memory":
+                store.close()
+
+    def _drive(self, name, graph, runners, reports, coordinator, resume_from) -> TaskResult:
+        dispatcher = Dispatcher(runners)
+        scheduler = JobScheduler(graph.cycles(), self.config["scheduler.max_flying_windows"],
+                                 resume_from, self.state_backend.snapshot_every)
+        result = TaskResult(name)
+        sources = tuple(v.name for v in graph.pipeline.sources())
+        launched: dict[tuple[int, int], float] = {}
+        completed = {cycle: resume_from for cycle in scheduler.cycles}
+        committed = resume_from
+        sink_tasks = [r.task for r in runners.values() if any(
+            v.spec.kind.value == "sink" for v in r.task.vertex.chain)]
+        started = self.clock()
+        self.listener.on_start(name, graph)
+        pending = deque(scheduler.start())
+        runner_list = list(runners.values())
+        while True:
+            while pending:
+                instruction = pending.popleft()
+                if isinstance(instruction, SendEvents):
+                    for event in instruction.events:
+                        if event.kind is EventKind.LAUNCH_SOURCE:
+                            launched.setdefault((event.cycle, event.window), self.clock())
+                        dispatcher.dispatch(event)
+                elif isinstance(instruction, WindowFinished):
+                    key = (instruction.cycle, instruction.window)
+                    seconds = self.clock() - launched.pop(key, started)
+                    metrics = WindowMetrics.from_dones(name, instruction.cycle, instruction.window,
+                                                       seconds, instruction.dones, sources)
+                    result.windows.append(metrics)
+                    result.add_collected(instruction.window, instruction.dones)
+                    self.listener.on_window(metrics)
+                elif isinstance(instruction, WindowCompleted):
+                    completed[instruction.cycle] = instruction.window
+                    lowest = min(completed.values())
+                    if lowest > committed:
+                        committed = lowest
+                        coordinator.commit(committed)
+                        for task in sink_tasks:
+                            task.publish(committed)
+                elif isinstance(instruction, JobFailed):
+                    raise instruction.error
+                elif isinstance(instruction, CycleFinished):
+                    pass
+            report = _poll(reports)
+            if report is not None:
+                pending.extend(self._handle_report(scheduler, report))
+                continue
+            if scheduler.finished and not any(r.has_work() for r in runner_list):
+                break
+            progressed = False
+            for runner in runner_list:
+                if runner.step():
+                    progressed = True
+            if not progressed:
+                # Only snapshot writes are outstanding: wait for the writer to report.
+                try:
+                    report = reports.get(timeout=60)
+                except queue.Empty:
+                    msg = f"job {name!r} stalled: no task has work and no snapshot completed in 60 s"
+                    raise RuntimeError(msg) from None
+                pending.extend(self._handle_report(scheduler, report))
         result.seconds = self.clock() - started
+        result.last_completed = committed
         self.listener.on_finish(result)
         return result
 
-    def _build_runners(self, graph: ExecutionGraph, report) -> dict[int, TaskRunner]:
+    @staticmethod
+    def _handle_report(scheduler: JobScheduler, report) -> list:
+        if isinstance(report, _WriterFailed):
+            error = report.error
+            msg = f"writing a snapshot failed: {type(error).__name__}: {error}"
+            raise RuntimeError(msg) from error
+        return scheduler.handle(report)
+
+    def _build_runners(self, graph: ExecutionGraph, report,
+                       checkpoints: TaskCheckpoints) -> dict[int, TaskRunner]:
         tasks = graph.tasks()
         by_vertex: dict[int, list] = {}
         for t in tasks:
             by_vertex.setdefault(t.vertex_id, []).append(t)
         cycle_of = {t.id: c.id for c in graph.cycles() for t in c.tasks}
-        # Input channels of each task: (ordinal, source task id), in a fixed order.
-        inputs: dict[int, list[tuple[int, int]]] = {t.id: [] for t in tasks}
-        links: list[tuple[object, object, object, int]] = []
+        inputs: dict[int, list[int]] = {t.id: [] for t in tasks}
+        links = []
         for edge in graph.edges:
             for s in by_vertex[edge.source]:
                 targets = by_vertex[edge.target]
                 if edge.partitioning is Partitioning.FORWARD:
                     targets = [targets[s.index]]
                 for t in targets:
-                    inputs[t.id].append((edge.ordinal, s.id))
+                    inputs[t.id].append(edge.ordinal)
                     links.append((edge, s, t, len(inputs[t.id]) - 1))
         runners: dict[int, TaskRunner] = {}
-        outputs: dict[int, dict[int, list]] = {t.id: {} for t in tasks}
         batch_size = self.config["runtime.batch_size"]
-        # Build tasks first with empty emitters, then wire delivers once runners exist.
-        emitters: dict[int, list[OutputEdge]] = {t.id: [] for t in tasks}
         for t in tasks:
-            vertex = graph.vertex(t.vertex_id)
-            ordinals = [ordinal for ordinal, _ in inputs[t.id]]
-            task = Task(t, vertex, cycle_of[t.id], ordinals, None, self.state_backend, batch_size,
-                        report, self.clock)
+            task = Task(t, graph.vertex(t.vertex_id), cycle_of[t.id], inputs[t.id], None,
+                        self.state_backend, batch_size, report, self.clock, checkpoints)
             runners[t.id] = TaskRunner(task, report)
+        delivers: dict[tuple[int, int], list] = {}
         for edge, s, t, channel in links:
-            outputs[s.id].setdefault(id(edge), []).append(runners[t.id].deliverer(channel))
+            delivers.setdefault((s.id, id(edge)), []).append(runners[t.id].deliverer(channel))
         for t in tasks:
-            for edge in graph.outputs(t.vertex_id):
-                delivers = outputs[t.id].get(id(edge), [])
-                target_name = graph.vertex(edge.target).head.name
-                emitters[t.id].append(OutputEdge(edge.partitioning, delivers, edge.key_fn,
-                                                 target_name, t.index))
-            runners[t.id].task.emitter = EmitterService(emitters[t.id],
-                                                        self.state_backend.max_parallelism)
+            edges = [OutputEdge(edge.partitioning, delivers.get((t.id, id(edge)), []), edge.key_fn,
+                                graph.vertex(edge.target).head.name, t.index)
+                     for edge in graph.outputs(t.vertex_id)]
+            runners[t.id].task.emitter = EmitterService(edges, self.state_backend.max_parallelism)
         return runners
+
+
+def _poll(reports: queue.SimpleQueue):
+    try:
+        return reports.get_nowait()
+    except queue.Empty:
+        return None

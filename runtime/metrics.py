@@ -46,6 +46,7 @@ class TaskResult:
     windows: list[WindowMetrics] = attrs.field(factory=list)
     collected: dict[str, dict[int, list]] = attrs.field(factory=dict)
     seconds: float = 0.0
+    last_completed: int = 0
 
     def add_collected(self, window: int, dones: tuple[Done, ...]) -> None:
         """Add the records the tasks of ``window`` collected."""

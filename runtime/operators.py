@@ -306,6 +306,15 @@ class SinkOperator(Operator):
     def finish(self, window: int) -> None:
         self.writer.finish_window(window)
 
+    def publish(self, window: int) -> None:
+        """Windows up to ``window`` are completed: make their staged output visible."""
+        self.writer.publish(window)
+
+    def recover(self, window: int) -> None:
+        """Resuming after the completed window ``window``: publish what was staged up to it and
+        drop what was staged after it."""
+        self.writer.recover(window)
+
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()

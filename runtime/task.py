@@ -11,9 +11,10 @@ import attrs
 from gyreflow.plan.execution import ExecutionTask, ExecutionVertex
 from gyreflow.runtime.emitter import EmitterService
 from gyreflow.runtime.fetch import FetchService, Worker
-from gyreflow.runtime.operators import CollectOperator, Operator, build_operator
+from gyreflow.runtime.operators import CollectOperator, Operator, SinkOperator, build_operator
 from gyreflow.scheduler.events import Done, EventKind, OperatorMetrics, TaskEvent
-from gyreflow.state.keygroups import key_group_range
+from gyreflow.state.keygroups import key_group_of, key_group_range
+from gyreflow.state.snapshot import StateRow, TaskRecord, TaskSnapshot, dumps, loads
 
 
 @attrs.define(eq=False)
@@ -42,6 +43,7 @@ class Task:
         batch_size: int,
         report: Callable[[object], None],
         clock: Callable[[], float] = time.monotonic,
+        checkpoints: TaskCheckpoints | None = None,
     ) -> None:
         self.spec = spec
         self.vertex = vertex
@@ -66,6 +68,11 @@ class Task:
         self.exhausted = False
         self.lookahead: list = []
         self.window_started = clock()
+        self.checkpoints = checkpoints
+        self.source_offset: object = None
+        self.exhausted_at = 0
+        self.last_snapshot = 0
+        self.sinks: list = []
 
     # Lifecycle ----------------------------------------------------------------------------
 
@@ -84,6 +91,7 @@ class Task:
             chain = chain[1:]
         self.operators = [build_operator(v.name, v.spec) for v in chain]
         self.collectors = [op for op in self.operators if isinstance(op, CollectOperator)]
+        self.sinks = [op for op in self.operators if isinstance(op, SinkOperator)]
         for upstream, downstream in zip(self.operators, self.operators[1:], strict=False):
             upstream.out = downstream.process
         if self.operators:
@@ -93,13 +101,21 @@ class Task:
             op.open(self.ctx)
         self.source_records = 0
 
-    def destroy(self) -> None:
-        """Close operators and the source reader."""
+    def release(self) -> None:
+        """DestroyTask: close the source reader and every operator but the sinks, which stay open
+        until the executor's last publish (another cycle may complete the job's last window later)."""
         for op in self.operators:
-            op.close()
+            if not isinstance(op, SinkOperator):
+                op.close()
         if self.source_reader is not None:
             self.source_reader.close()
             self.source_reader = None
+
+    def destroy(self) -> None:
+        """Close everything, sinks included."""
+        self.release()
+        for op in self.sinks:
+            op.close()
 
     # Events -------------------------------------------------------------------------------
 
@@ -108,17 +124,23 @@ class Task:
         kind = event.kind
         if kind is EventKind.CREATE_TASK:
             self.create()
+        elif kind is EventKind.ROLLBACK:
+            self.rollback(event.window)
+            self._ack(event)
         elif kind is EventKind.INIT_CYCLE:
             self.ctx.window = event.window + 1
+            self.last_snapshot = event.window
             self.window_started = self.clock()
             self._ack(event)
+            if self.exhausted:  # restored past the end of its input: tell downstream at once
+                self._end_of_input()
         elif kind is EventKind.LAUNCH_SOURCE:
             self.launches.append(event.window)
         elif kind is EventKind.CLEAN_CYCLE:
             self.launches.clear()  # windows launched past the end of the input were cancelled
             self._ack(event)
         elif kind is EventKind.DESTROY_TASK:
-            self.destroy()
+            self.release()
         else:
             msg = f"task {self.name!r} cannot handle {kind.value}"
             raise NotImplementedError(msg)
@@ -137,8 +159,8 @@ class Task:
         if self.reading is None:
             window = self.launches.popleft()
             if self.exhausted:
-                self.report(Done(self.cycle, self.spec.id, window, EventKind.LAUNCH_SOURCE,
-                                 exhausted=True))
+                self.report(Done(self.cycle, self.spec.id, self.exhausted_at,
+                                 EventKind.LAUNCH_SOURCE, exhausted=True))
                 return
             self.ctx.window = window
             self.window_started = self.clock()
@@ -157,11 +179,15 @@ class Task:
         # record ahead so that the last window is known to be last (no empty trailing window).
         ended = len(batch) < budget
         full = read.full(self.clock)
+        if ended or full:
+            self.source_offset = self.source_reader.offset()  # before the look-ahead below
         if full and not ended:
             ended = not self._peek()
         if ended or full:
             self.reading = None
             self.exhausted = ended
+            if ended:
+                self.exhausted_at = read.window
             self._finish_window(read.window)
             self.report(Done(self.cycle, self.spec.id, read.window, EventKind.LAUNCH_SOURCE,
                              exhausted=ended))
@@ -202,6 +228,8 @@ class Task:
             op.records_in = op.records_out = 0
         collected = tuple((op.result_name, tuple(op.take())) for op in self.collectors)
         self.emitter.barrier(window)
+        if self.checkpoints is not None and window % self.checkpoints.snapshot_every == 0:
+            self._snapshot(window, self._report_checkpoint(window))
         now = self.clock()
         self.report(Done(self.cycle, self.spec.id, window, EventKind.EXECUTE_COMPUTE,
                          metrics=tuple(metrics), collected=collected,
@@ -211,8 +239,84 @@ class Task:
 
     def _end_of_input(self) -> None:
         self.emitter.end_of_input()
-        self.report(Done(self.cycle, self.spec.id, self.ctx.window - 1, EventKind.EXECUTE_COMPUTE,
-                         exhausted=True))
+        last = self.ctx.window - 1
+        done = Done(self.cycle, self.spec.id, last, EventKind.EXECUTE_COMPUTE, exhausted=True)
+        if self.checkpoints is None:
+            self.report(done)
+        elif self.last_snapshot < last:
+            # A final flush: what changed since the last snapshot is written under the last window,
+            # and the end is reported only once it is durable.
+            self._snapshot(last, lambda: self.report(done))
+        else:
+            self.checkpoints.writer.submit(None, lambda: self.report(done))
+
+    # Snapshots and recovery -----------------------------------------------------------------
+
+    def _report_checkpoint(self, window: int) -> Callable[[], None]:
+        done = Done(self.cycle, self.spec.id, window, EventKind.CHECKPOINT)
+        return lambda: self.report(done)
+
+    def _snapshot(self, version: int, on_durable: Callable[[], None]) -> None:
+        """Hand the state changed since the last snapshot, and the source offset, to the writer."""
+        cp = self.checkpoints
+        rows = []
+        groups = self.ctx.state.max_parallelism
+        for table in self.ctx.state.tables.values():
+            changed, removed = table.take_changes()
+            name = table.name
+            for key, value in changed.items():
+                rows.append(StateRow(name, key_group_of(key, groups), dumps(key), dumps(value)))
+            for key in removed:
+                rows.append(StateRow(name, key_group_of(key, groups), dumps(key), None))
+        records = ()
+        if self.source_reader is not None:
+            offset = (self.source_offset, self.exhausted)
+            records = (TaskRecord("source", self.vertex.head.name, self.spec.index, dumps(offset)),)
+        snapshot = TaskSnapshot(cp.job, version, self.ctx.state.key_groups, tuple(rows), records)
+        self.last_snapshot = version
+        cp.writer.submit(snapshot, on_durable)
+
+    def rollback(self, window: int) -> None:
+        """Restore state, source offset and sinks to the completed window ``window``."""
+        cp = self.checkpoints
+        state = self.ctx.state
+        store = cp.store
+        for table in state.tables.values():
+            data = table.data
+            data.clear()
+            for key, value in store.read_rows(cp.job, table.name, state.key_groups, window):
+                data[loads(key)] = loads(value)
+            table.changed = set(data) if table.name in cp.rescaled else set()
+            table.removed = set()
+        if self.source_reader is not None:
+            found = store.read_record(cp.job, "source", self.vertex.head.name, self.spec.index,
+                                      window)
+            if found is not None:
+                version, blob = found
+                offset, exhausted = loads(blob)
+                self.source_reader.seek(offset)
+                self.source_offset = offset
+                self.exhausted = exhausted
+                self.exhausted_at = version if exhausted else 0
+                self.lookahead = []
+        for op in self.sinks:
+            op.recover(window)
+
+    def publish(self, window: int) -> None:
+        """Window ``window`` is completed: let sinks make their staged output visible."""
+        for op in self.sinks:
+            op.publish(window)
+
+
+@attrs.frozen(eq=False)
+class TaskCheckpoints:
+    """What a task needs to snapshot and restore: the job, the store, the writer, the cadence."""
+
+    job: str
+    store: object
+    writer: object
+    snapshot_every: int = 1
+    rescaled: frozenset[str] = frozenset()
 
 
 @attrs.define

@@ -26,6 +26,7 @@ from gyreflow.scheduler.events import (
     SendEvents,
     TaskFailed,
     WindowCompleted,
+    WindowFinished,
 )
 
 
@@ -55,10 +56,10 @@ TRANSITIONS = [
     {"trigger": "round_done", "source": S.EXECUTE_COMPUTE, "dest": S.ITERATION_FINISH,
      "conditions": "is_iterative"},
     {"trigger": "round_done", "source": S.EXECUTE_COMPUTE, "dest": S.CLEAN_CYCLE,
-     "conditions": "all_windows_finished"},
+     "conditions": "all_windows_completed"},
     {"trigger": "round_done", "source": S.EXECUTE_COMPUTE, "dest": S.EXECUTE_COMPUTE},
     {"trigger": "iteration_done", "source": S.ITERATION_FINISH, "dest": S.CLEAN_CYCLE,
-     "conditions": "all_windows_finished"},
+     "conditions": "all_windows_completed"},
     {"trigger": "iteration_done", "source": S.ITERATION_FINISH, "dest": S.ITERATION_INIT},
     {"trigger": "cleaned", "source": S.CLEAN_CYCLE, "dest": S.END},
 ]
@@ -83,17 +84,21 @@ class CycleScheduler:
         cycle: ExecutionCycle,
         max_flying_windows: int = 1,
         resume_from: int = 0,
+        snapshot_every: int = 1,
     ) -> None:
         self.cycle = cycle
         self.context = WindowContext(max_flying_windows=max_flying_windows)
         self.resume_from = resume_from
+        self.snapshot_every = snapshot_every
+        self.last_completed = resume_from
         self.task_ids = tuple(t.id for t in cycle.tasks)
         self.history: list[tuple[str, object]] = []
         self._out: list = []
         self._awaiting: set[int] = set()
         self._head_exhausted: dict[int, int] = {}
-        self._tail_ended: dict[int, int] = {}
+        self._ended: dict[int, int] = {}
         self._reported: dict[int, set[int]] = {}
+        self._acks: dict[int, set[int]] = {}
         self._dones: dict[int, list[Done]] = {}
         self.machine = Machine(
             model=self,
@@ -115,9 +120,11 @@ class CycleScheduler:
         """Whether the cycle contains an iteration group."""
         return self.cycle.iterative
 
-    def all_windows_finished(self) -> bool:
-        """Whether every source is exhausted and every window up to the last completed."""
-        return self.context.all_finished()
+    def all_windows_completed(self) -> bool:
+        """Whether every source is exhausted and every window up to the last one is completed
+        (finished and durable)."""
+        ctx = self.context
+        return ctx.all_finished() and self.last_completed >= ctx.terminate
 
     # State entry actions ------------------------------------------------------------------
 
@@ -163,6 +170,8 @@ class CycleScheduler:
         phase = event.phase
         if phase is EventKind.EXECUTE_COMPUTE:
             self._on_window_done(event)
+        elif phase is EventKind.CHECKPOINT:
+            self._on_checkpoint(event)
         elif phase is EventKind.LAUNCH_SOURCE:
             self._on_source_done(event)
         elif phase in _ACKED_PHASES and self.state is _ACKED_PHASES[phase]:
@@ -181,8 +190,8 @@ class CycleScheduler:
 
     def _on_source_done(self, event: Done) -> None:
         terminate = self.context.terminate
-        if terminate is not None and event.window > terminate:
-            return  # a launch cancelled when the input ended: nothing to record
+        if terminate is not None and (event.window > terminate or self.state in (S.CLEAN_CYCLE, S.END)):
+            return  # a cancelled launch, or a late end-of-input report: the end is already known
         if self.state is not S.EXECUTE_COMPUTE:
             self._invalid(event)
         if event.exhausted:
@@ -199,31 +208,56 @@ class CycleScheduler:
         if self.state is not S.EXECUTE_COMPUTE:
             self._invalid(event)
         if event.exhausted:
-            if event.task in self.cycle.tails:
-                self._tail_ended.setdefault(event.task, event.window)
+            self._ended.setdefault(event.task, event.window)
         else:
             self._dones.setdefault(event.window, []).append(event)
             if event.task in self.cycle.tails:
                 self._reported.setdefault(event.window, set()).add(event.task)
         self._complete_ready_windows()
 
+    def _on_checkpoint(self, event: Done) -> None:
+        if event.window <= self.last_completed:
+            return  # already covered by a completed window (e.g. replayed after a rollback)
+        if self.state is not S.EXECUTE_COMPUTE:
+            self._invalid(event)
+        self._acks.setdefault(event.window, set()).add(event.task)
+        self._complete_ready_windows()
+
+    def is_commit_point(self, window: int) -> bool:
+        """Whether tasks snapshot ``window``: every ``snapshot_every``-th window, and the last one."""
+        return window % self.snapshot_every == 0 or window == self.context.terminate
+
+    def _durable(self, window: int) -> bool:
+        acks = self._acks.get(window, set())
+        ended = self._ended
+        return all(t in acks or ended.get(t, window + 1) <= window for t in self.task_ids)
+
     def _complete_ready_windows(self) -> None:
-        completed = False
+        progressed = False
+        ctx = self.context
         while True:
-            window = self.context.last_finished + 1
-            if window not in self.context.in_flight:
+            window = ctx.last_finished + 1
+            if window not in ctx.in_flight:
                 break
             reported = self._reported.get(window, set())
-            if not all(
-                t in reported or self._tail_ended.get(t, window) < window for t in self.cycle.tails
-            ):
+            if not all(t in reported or self._ended.get(t, window) < window
+                       for t in self.cycle.tails):
                 break
-            self.context.finish(window)
+            ctx.finish(window)
             self._reported.pop(window, None)
-            dones = tuple(self._dones.pop(window, ()))
-            self._out.append(WindowCompleted(self.cycle.id, window, dones))
-            completed = True
-        if completed or self.context.all_finished():
+            self._out.append(WindowFinished(self.cycle.id, window, tuple(self._dones.pop(window, ()))))
+            progressed = True
+        for window in range(self.last_completed + 1, ctx.last_finished + 1):
+            if not self.is_commit_point(window):
+                continue
+            if not self._durable(window):
+                break
+            self.last_completed = window
+            for done in [w for w in self._acks if w <= window]:
+                del self._acks[done]
+            self._out.append(WindowCompleted(self.cycle.id, window))
+            progressed = True
+        if progressed or self.all_windows_completed():
             self.round_done()
 
     def _invalid(self, event) -> None:
@@ -249,8 +283,10 @@ _ACKED_PHASES = {
 class JobScheduler:
     """Runs every cycle of an execution graph; finished when every cycle reached END."""
 
-    def __init__(self, cycles: list[ExecutionCycle], max_flying_windows: int, resume_from: int = 0):
-        self.cycles = {c.id: CycleScheduler(c, max_flying_windows, resume_from) for c in cycles}
+    def __init__(self, cycles: list[ExecutionCycle], max_flying_windows: int, resume_from: int = 0,
+                 snapshot_every: int = 1):
+        self.cycles = {c.id: CycleScheduler(c, max_flying_windows, resume_from, snapshot_every)
+                       for c in cycles}
 
     def start(self) -> list:
         """Start every cycle."""

@@ -23,6 +23,7 @@ class EventKind(enum.Enum):
     ROLLBACK = "Rollback"
     CLEAN_CYCLE = "CleanCycle"
     DESTROY_TASK = "DestroyTask"
+    CHECKPOINT = "Checkpoint"  # a Done phase only: a task's snapshot of a window is durable
     DONE = "Done"
 
 
@@ -86,8 +87,9 @@ class Done:
 
     ``phase`` is EXECUTE_COMPUTE when a task finished a window (with its metrics and collected
     output), LAUNCH_SOURCE when a head finished reading a window (``exhausted`` when its input ended
-    there), and the event's own kind for lifecycle commands. ``exhausted`` on an EXECUTE_COMPUTE Done
-    means the task's input ended after this window: it reports no later window.
+    there), CHECKPOINT when the task's snapshot of the window is durable, and the event's own kind for
+    lifecycle commands. ``exhausted`` on an EXECUTE_COMPUTE Done means the task's input ended after
+    this window and its last state is durable: it reports no later window.
     """
 
     cycle: int
@@ -122,12 +124,20 @@ class SendEvents:
 
 
 @attrs.frozen
-class WindowCompleted:
-    """Every tail of ``cycle`` reported ``window``: the window is complete."""
+class WindowFinished:
+    """Every tail of ``cycle`` reported ``window``: its output and metrics are final."""
 
     cycle: int
     window: int
     dones: tuple[Done, ...]
+
+
+@attrs.frozen
+class WindowCompleted:
+    """``window`` finished and every task's state for it is durable: commit it, then publish."""
+
+    cycle: int
+    window: int
 
 
 @attrs.frozen

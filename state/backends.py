@@ -1,21 +1,33 @@
-"""State backends: small picklable configurations that open keyed stores where a task runs."""
+"""State backends: small picklable configurations that open stores where they are used.
+
+A backend is chosen in config (``[state] backend``), never in code. Working keyed state always lives in
+the task's memory (``KeyedStateStore``); the backend is where its per-window snapshots go.
+"""
 
 from __future__ import annotations
+
+import os
+import uuid
 
 import attrs
 
 from gyreflow.state.keyed import KeyedStateStore
+from gyreflow.state.snapshot import SnapshotStore
+
+BACKENDS = ("memory", "rocksdb", "jdbc")
 
 
 @attrs.frozen
 class StateBackend:
     """Base of every backend: a light, picklable configuration object and a factory.
 
-    Live stores (dicts, database handles) are opened by ``create_keyed_store`` inside the task and are
-    never pickled or shipped.
+    Live stores (dicts, rocksdict databases, SQLAlchemy engines) are opened by ``open_store`` in the
+    process that uses them and are never pickled or shipped.
     """
 
     max_parallelism: int = 128
+    snapshot_every: int = 1
+    retained_snapshots: int = 2
 
     name = "abstract"
 
@@ -23,18 +35,84 @@ class StateBackend:
         """Open the working keyed state of one task owning ``key_groups``."""
         return KeyedStateStore(self.max_parallelism, key_groups)
 
+    def open_store(self) -> SnapshotStore:
+        """Open the snapshot store (a live object: close it where it was opened)."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """Backend and location, for messages and ``gyreflow snapshots``."""
+        return self.name
+
 
 @attrs.frozen
 class MemoryStateBackend(StateBackend):
-    """Keeps state in process memory: survives nothing but in-process restarts; for tests and batch."""
+    """Snapshots in process memory, serialised like the others: survives in-process restarts only.
 
+    Each environment gets its own namespace, so two environments in one process never share state.
+    """
+
+    namespace: str = attrs.field(factory=lambda: uuid.uuid4().hex)
     name = "memory"
+
+    def open_store(self) -> SnapshotStore:
+        from gyreflow.state.memory_store import memory_store
+
+        return memory_store(self.namespace)
+
+    def describe(self) -> str:
+        return "memory (process memory)"
+
+
+@attrs.frozen
+class RocksDBStateBackend(StateBackend):
+    """Snapshots in rocksdict databases under ``path`` on local disk."""
+
+    path: str = ".gyreflow/state"
+    name = "rocksdb"
+
+    def open_store(self) -> SnapshotStore:
+        from gyreflow.state.rocksdb_store import RocksDBSnapshotStore
+
+        return RocksDBSnapshotStore(self.path)
+
+    def describe(self) -> str:
+        return f"rocksdb at {os.path.abspath(self.path)}"
+
+
+@attrs.frozen
+class JdbcStateBackend(StateBackend):
+    """Snapshots in a SQL database through SQLAlchemy: an SQLite file or PostgreSQL."""
+
+    url: str = ""
+    name = "jdbc"
+
+    def open_store(self) -> SnapshotStore:
+        from gyreflow.state.jdbc_store import JdbcSnapshotStore
+
+        return JdbcSnapshotStore(self.url)
+
+    def describe(self) -> str:
+        from sqlalchemy.engine import make_url
+
+        return f"jdbc at {make_url(self.url).render_as_string(hide_password=True)}"
 
 
 def backend_from_config(config) -> StateBackend:
     """Build the backend named by ``state.backend`` in ``config``."""
     name = config["state.backend"]
+    common = {
+        "max_parallelism": config["state.max_parallelism"],
+        "snapshot_every": config["state.snapshot_every"],
+        "retained_snapshots": config["state.retained_snapshots"],
+    }
     if name == "memory":
-        return MemoryStateBackend(max_parallelism=config["state.max_parallelism"])
-    msg = f"unknown state.backend {name!r}; valid choices: memory"
+        return MemoryStateBackend(**common)
+    if name == "rocksdb":
+        return RocksDBStateBackend(**common, path=config["state.path"])
+    if name == "jdbc":
+        from gyreflow.state.jdbc_store import default_sqlite_url
+
+        url = config["state.url"] or default_sqlite_url(config["state.path"])
+        return JdbcStateBackend(**common, url=url)
+    msg = f"unknown state.backend {name!r}; valid choices: {', '.join(BACKENDS)}"
     raise ValueError(msg)

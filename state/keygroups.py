@@ -27,14 +27,15 @@ def stable_hash(key: object) -> int:
 
 
 def _encode(key: object) -> bytes:
-    # A type tag keeps 1, 1.0, "1" and b"1" apart.
+    # A type tag keeps "1" and b"1" apart, while keys Python treats as equal dict keys (1, 1.0,
+    # True) share one encoding: records with equal keys must meet in the same task.
     if isinstance(key, str):
         return b"s" + key.encode("utf-8", "surrogatepass")
-    if isinstance(key, bool):
-        return b"b1" if key else b"b0"
-    if isinstance(key, int):
+    if isinstance(key, float) and key.is_integer():
+        key = int(key)
+    if isinstance(key, int):  # bool is an int: True == 1
         if -(2**63) <= key < 2**63:
-            return b"i" + _INT64.pack(key)
+            return b"i" + _INT64.pack(int(key))
         return b"I" + str(key).encode()
     if isinstance(key, bytes):
         return b"y" + key

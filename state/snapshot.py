@@ -176,6 +176,13 @@ class SnapshotStore:
         """
         raise NotImplementedError
 
+    def drop_other_ranges(self, job: str, table: str, keep: set[range]) -> None:
+        """Drop storage of ``table`` kept for key-group ranges other than ``keep``.
+
+        Only stores that split storage by range have anything to drop; the others store rows by key
+        group and keep nothing per range.
+        """
+
     def delete_job(self, job: str) -> None:
         """Forget everything stored for ``job``."""
         raise NotImplementedError

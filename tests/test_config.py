@@ -38,7 +38,7 @@ def test_schema_is_consistent():
     assert isinstance(SCHEMA, tuple)
     assert list(KEYS) == [spec.name for spec in SCHEMA]
     assert KEYS["environment.type"].choices == ENVIRONMENT_TYPES == ("local",)
-    assert KEYS["state.backend"].choices == STATE_BACKENDS == ("memory",)
+    assert KEYS["state.backend"].choices == STATE_BACKENDS == ("memory", "rocksdb", "jdbc")
     for spec in SCHEMA:
         assert isinstance(spec, ConfigKey)
         assert spec.section and spec.key and spec.name == f"{spec.section}.{spec.key}"
@@ -213,7 +213,7 @@ def test_invalid_choice_in_file_lists_choices(tmp_path):
     with pytest.raises(ConfigError) as info:
         Config.load(path, environ={})
     assert str(info.value) == (
-        f'[state] backend = "redis" in {path} is not a valid choice; valid choices: memory'
+        f'[state] backend = "redis" in {path} is not a valid choice; valid choices: memory, rocksdb, jdbc'
     )
 
 
@@ -292,7 +292,7 @@ def test_non_utf8_file_is_a_config_error(tmp_path):
          "valid keys of [state]: backend, "),
         ("GYREFLOW_STATE__BACKEND", "redis",
          "environment variable GYREFLOW_STATE__BACKEND=redis is not a valid choice; "
-         "valid choices: memory"),
+         "valid choices: memory, rocksdb, jdbc"),
         ("GYREFLOW_STATE__MAX_PARALLELISM", "lots",
          "environment variable GYREFLOW_STATE__MAX_PARALLELISM=lots cannot be parsed as int"),
         ("GYREFLOW_STATE__MAX_PARALLELISM", "0",
@@ -316,8 +316,8 @@ def test_environment_errors_name_the_variable(variable, value, expected):
         ({"state.bakend": "memory"},
          "unknown key [state] bakend in override 'state.bakend'; valid keys of [state]: backend"),
         ({"backend": "memory"}, "unknown section [backend] in override 'backend'"),
-        ({"state.backend": "rocksdb"},
-         'override state.backend = "rocksdb" is not a valid choice; valid choices: memory'),
+        ({"state.backend": "redis"},
+         'override state.backend = "redis" is not a valid choice; valid choices: memory, rocksdb, jdbc'),
         ({"environment.parallelism": "2"},
          'override environment.parallelism = "2" must be of type int (got str)'),
         ({"environment.parallelism": True},
@@ -357,7 +357,7 @@ def test_schema_markdown_has_a_row_per_key():
     for spec, row in zip(SCHEMA, table[2:], strict=True):
         assert row.startswith(f"| `{spec.name}` | {spec.type.__name__} |")
         assert spec.doc in row
-    assert "| `state.backend` | str | `\"memory\"` | `memory` |" in table[2 + 4]
+    assert "| `state.backend` | str | `\"memory\"` | `memory`, `rocksdb`, `jdbc` |" in table[2 + 4]
     assert "≥ 1" in table[2 + 1]
 
 

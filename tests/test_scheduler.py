@@ -2,11 +2,20 @@
 
 Cycles are built by hand, so every expectation below is derived from the cycle's shape (its tasks,
 heads and tails) and the event sequence, never from the scheduler's earlier output.
+
+The protocol: heads get LaunchSource per window; a window is *finished* (``WindowFinished``, with
+the Dones of every task) when every tail reported it, and *completed* (``WindowCompleted``) when it
+is finished and every task's snapshot of it is durable (a ``Done(CHECKPOINT)`` per task, or the
+task's end-of-input report). Launching follows finishing; cleaning up follows completing the last
+window.
 """
 
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from gyreflow.plan.execution import (
     ExecutionCycle,
     ExecutionTask,
@@ -29,9 +38,8 @@ from gyreflow.scheduler.events import (
     SendEvents,
     TaskFailed,
     WindowCompleted,
+    WindowFinished,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 CYCLE = 7  # an id different from every task id, so that mixing them up shows
 HEADS = (0, 1)  # vertex 0 ("src", parallelism 2)
@@ -55,9 +63,8 @@ def make_cycle(
             if task_id in seen:
                 continue
             seen.add(task_id)
-            tasks.append(
-                ExecutionTask(task_id, vertex_id, index, len(ids), f"{name}[{index + 1}/{len(ids)}]")
-            )
+            label = f"{name}[{index + 1}/{len(ids)}]"
+            tasks.append(ExecutionTask(task_id, vertex_id, index, len(ids), label))
     group = ExecutionVertexGroup(cycle_id, GroupKind.WINDOW, tuple(range(len(layers))))
     return ExecutionCycle(cycle_id, group, tuple(tasks), heads=heads, tails=tails)
 
@@ -72,6 +79,11 @@ def source_done(task: int, window: int, exhausted: bool = False, cycle: int = CY
     return Done(cycle, task, window, EventKind.LAUNCH_SOURCE, exhausted=exhausted)
 
 
+def checkpoint(task: int, window: int, cycle: int = CYCLE) -> Done:
+    """A task's snapshot of ``window`` is durable."""
+    return Done(cycle, task, window, EventKind.CHECKPOINT)
+
+
 def ack(task: int, kind: EventKind, window: int = 0, cycle: int = CYCLE) -> Done:
     """A task acknowledges a lifecycle command."""
     return Done(cycle, task, window, kind)
@@ -82,7 +94,11 @@ def launches(windows, heads=HEADS, cycle: int = CYCLE) -> SendEvents:
     return SendEvents(tuple(LaunchSource(cycle, h, w) for w in windows for h in heads))
 
 
-def feed(sched: CycleScheduler, events) -> list:
+def cleans(window: int, tasks=ALL, cycle: int = CYCLE) -> SendEvents:
+    return SendEvents(tuple(CleanCycle(cycle, t, window) for t in tasks))
+
+
+def feed(sched, events) -> list:
     """Handle ``events`` in order; return every instruction they produced, concatenated."""
     out = []
     for event in events:
@@ -90,19 +106,37 @@ def feed(sched: CycleScheduler, events) -> list:
     return out
 
 
-def to_execute(max_flying: int = 1, cycle: ExecutionCycle | None = None) -> CycleScheduler:
+def to_execute(max_flying: int = 1, cycle: ExecutionCycle | None = None,
+               snapshot_every: int = 1) -> CycleScheduler:
     """A scheduler started and initialised: it has just launched its first windows."""
     cycle = cycle or make_cycle()
-    sched = CycleScheduler(cycle, max_flying_windows=max_flying)
+    sched = CycleScheduler(cycle, max_flying_windows=max_flying, snapshot_every=snapshot_every)
     sched.start()
     feed(sched, [ack(t.id, EventKind.INIT_CYCLE) for t in cycle.tasks])
     assert sched.state is CycleState.EXECUTE_COMPUTE
     return sched
 
 
-def complete(sched: CycleScheduler, window: int, tails=TAILS) -> list:
+def finish(sched: CycleScheduler, window: int, tails=TAILS) -> list:
     """Every tail reports ``window``."""
     return feed(sched, [done(t, window) for t in tails])
+
+
+def persist(sched: CycleScheduler, window: int, tasks=ALL) -> list:
+    """Every task's snapshot of ``window`` becomes durable."""
+    return feed(sched, [checkpoint(t, window) for t in tasks])
+
+
+def finished(window: int, *dones: Done, cycle: int = CYCLE) -> WindowFinished:
+    return WindowFinished(cycle, window, dones)
+
+
+def tail_dones(window: int, tails=TAILS) -> tuple[Done, ...]:
+    return tuple(done(t, window) for t in tails)
+
+
+def finished_windows(instructions) -> list[int]:
+    return [i.window for i in instructions if isinstance(i, WindowFinished)]
 
 
 def completed_windows(instructions) -> list[int]:
@@ -195,17 +229,19 @@ def test_launches_go_to_heads_only():
     cycle = make_cycle(heads=(0, 1, 5), middle=(), tails=(3,))
     sched = to_execute(max_flying=2, cycle=cycle)
     assert sched.context.in_flight == {1, 2}
-    out = complete(sched, 1, tails=(3,))
+    out = finish(sched, 1, tails=(3,))
     assert out == [
-        WindowCompleted(CYCLE, 1, (done(3, 1),)),
-        SendEvents((LaunchSource(CYCLE, 0, 3), LaunchSource(CYCLE, 1, 3), LaunchSource(CYCLE, 5, 3))),
+        finished(1, done(3, 1)),
+        SendEvents(
+            (LaunchSource(CYCLE, 0, 3), LaunchSource(CYCLE, 1, 3), LaunchSource(CYCLE, 5, 3))
+        ),
     ]
 
 
-# --- window completion -----------------------------------------------------------------------------
+# --- finishing windows ----------------------------------------------------------------------------
 
 
-def test_window_completes_only_when_every_tail_reported():
+def test_window_finishes_only_when_every_tail_reported():
     sched = to_execute(max_flying=2)
     # Heads and the middle task report window 1: the tails have not.
     assert feed(sched, [done(0, 1), done(1, 1), done(2, 1)]) == []
@@ -213,7 +249,7 @@ def test_window_completes_only_when_every_tail_reported():
     assert sched.context.last_finished == 0
     out = sched.handle(done(4, 1))
     assert out == [
-        WindowCompleted(CYCLE, 1, (done(0, 1), done(1, 1), done(2, 1), done(3, 1), done(4, 1))),
+        finished(1, done(0, 1), done(1, 1), done(2, 1), done(3, 1), done(4, 1)),
         launches([3]),
     ]
     assert sched.state is CycleState.EXECUTE_COMPUTE
@@ -221,54 +257,115 @@ def test_window_completes_only_when_every_tail_reported():
     assert sched.context.in_flight == {2, 3}
 
 
-def test_same_tail_reporting_twice_does_not_complete_a_window():
+def test_same_tail_reporting_twice_does_not_finish_a_window():
     sched = to_execute(max_flying=1)
     assert feed(sched, [done(3, 1), done(3, 1)]) == []
     assert sched.context.last_finished == 0
-    assert completed_windows(sched.handle(done(4, 1))) == [1]
+    assert finished_windows(sched.handle(done(4, 1))) == [1]
 
 
-def test_each_completion_launches_the_next_window():
+def test_each_finished_window_launches_the_next():
     sched = to_execute(max_flying=1)
     for window in range(1, 6):
-        out = complete(sched, window)
-        assert out == [
-            WindowCompleted(CYCLE, window, (done(3, window), done(4, window))),
-            launches([window + 1]),
-        ]
+        out = finish(sched, window)
+        assert out == [finished(window, *tail_dones(window)), launches([window + 1])]
         assert sched.context.in_flight == {window + 1}
 
 
-def test_windows_complete_in_order_even_when_later_window_reports_first():
+def test_windows_finish_in_order_even_when_later_window_reports_first():
     sched = to_execute(max_flying=2)
     # Both tails report window 2 before window 1: window 2 must wait.
-    assert complete(sched, 2) == []
+    assert finish(sched, 2) == []
     assert sched.context.last_finished == 0
     assert sched.handle(done(4, 1)) == []
     out = sched.handle(done(3, 1))
     assert out == [
-        WindowCompleted(CYCLE, 1, (done(4, 1), done(3, 1))),
-        WindowCompleted(CYCLE, 2, (done(3, 2), done(4, 2))),
+        finished(1, done(4, 1), done(3, 1)),
+        finished(2, done(3, 2), done(4, 2)),
         launches([3, 4]),
     ]
     assert sched.context.last_finished == 2
     assert sched.context.in_flight == {3, 4}
 
 
-def test_dones_of_other_cycles_windows_are_kept_apart():
+def test_dones_of_different_windows_are_kept_apart():
     sched = to_execute(max_flying=3)
     out = feed(sched, [done(3, 3), done(3, 1), done(4, 3), done(4, 2), done(3, 2)])
     assert out == []  # window 1 still misses tail 4
     out = sched.handle(done(4, 1))
     assert out == [
-        WindowCompleted(CYCLE, 1, (done(3, 1), done(4, 1))),
-        WindowCompleted(CYCLE, 2, (done(4, 2), done(3, 2))),
-        WindowCompleted(CYCLE, 3, (done(3, 3), done(4, 3))),
+        finished(1, done(3, 1), done(4, 1)),
+        finished(2, done(4, 2), done(3, 2)),
+        finished(3, done(3, 3), done(4, 3)),
         launches([4, 5, 6]),
     ]
 
 
-# --- end of input ----------------------------------------------------------------------------------
+# --- completing windows (finished and durable) ----------------------------------------------------
+
+
+def test_window_completes_when_finished_and_every_task_snapshot_is_durable():
+    sched = to_execute(max_flying=1)
+    finish(sched, 1)
+    # Every task must report its snapshot, heads and middle included, not only the tails.
+    for task in (4, 3, 0, 1):
+        assert sched.handle(checkpoint(task, 1)) == []
+    assert sched.handle(checkpoint(3, 1)) == []  # a repeated ack does not stand in for task 2
+    assert sched.handle(checkpoint(2, 1)) == [WindowCompleted(CYCLE, 1)]
+    assert sched.state is CycleState.EXECUTE_COMPUTE
+
+
+def test_durable_but_unfinished_window_completes_when_it_finishes():
+    sched = to_execute(max_flying=1)
+    assert persist(sched, 1) == []
+    assert sched.handle(done(3, 1)) == []
+    assert sched.handle(done(4, 1)) == [
+        finished(1, *tail_dones(1)),
+        WindowCompleted(CYCLE, 1),
+        launches([2]),
+    ]
+
+
+def test_windows_complete_in_order():
+    sched = to_execute(max_flying=2)
+    finish(sched, 1)
+    finish(sched, 2)
+    assert persist(sched, 2) == []  # window 1 is not durable yet
+    assert persist(sched, 1) == [WindowCompleted(CYCLE, 1), WindowCompleted(CYCLE, 2)]
+
+
+def test_launching_does_not_wait_for_snapshots():
+    # Snapshots are written asynchronously: finished windows free their slot at once.
+    sched = to_execute(max_flying=1)
+    for window in (1, 2, 3):
+        assert launched_windows(finish(sched, window)) == [window + 1] * len(HEADS)
+    assert persist(sched, 1) + persist(sched, 2) == [WindowCompleted(CYCLE, 1),
+                                                      WindowCompleted(CYCLE, 2)]
+
+
+def test_snapshot_every_n_windows_completes_only_commit_points():
+    sched = to_execute(max_flying=3, snapshot_every=2)
+    assert [sched.is_commit_point(w) for w in (1, 2, 3, 4)] == [False, True, False, True]
+    finish(sched, 1)
+    finish(sched, 2)
+    assert persist(sched, 2) == [WindowCompleted(CYCLE, 2)]
+    finish(sched, 3)
+    # The input ends in window 3: the last window is a commit point too.
+    feed(sched, [source_done(0, 3, exhausted=True), source_done(1, 3, exhausted=True)])
+    assert sched.is_commit_point(3)
+    assert persist(sched, 3) == [WindowCompleted(CYCLE, 3), cleans(3)]
+    assert sched.state is CycleState.CLEAN_CYCLE
+
+
+def test_checkpoint_of_an_already_completed_window_is_ignored():
+    sched = to_execute(max_flying=1)
+    finish(sched, 1)
+    persist(sched, 1)
+    assert sched.handle(checkpoint(2, 1)) == []
+    assert sched.handle(checkpoint(2, 0)) == []
+
+
+# --- end of input ---------------------------------------------------------------------------------
 
 
 def test_source_exhaustion_needs_every_head():
@@ -283,40 +380,41 @@ def test_source_exhaustion_needs_every_head():
     assert sched.state is CycleState.EXECUTE_COMPUTE
 
 
-def test_head_ending_early_then_reporting_later_launches_keeps_its_first_end():
+def test_head_ending_early_keeps_its_first_end():
     sched = to_execute(max_flying=2)
-    feed(sched, [source_done(0, 1, exhausted=True), source_done(0, 2, exhausted=True)])
-    assert complete(sched, 1) == [WindowCompleted(CYCLE, 1, (done(3, 1), done(4, 1))), launches([3])]
+    feed(sched, [source_done(0, 1, exhausted=True), source_done(0, 1, exhausted=True)])
+    assert finish(sched, 1) == [finished(1, *tail_dones(1)), launches([3])]
     assert sched.handle(source_done(1, 3, exhausted=True)) == []
-    assert sched.context.terminate == 3  # max(1, 3), not overwritten by head 0's later report
+    assert sched.context.terminate == 3  # max(1, 3)
 
 
 def test_full_lifecycle_with_exhaustion_and_cancelled_launches():
     sched = to_execute(max_flying=2)  # windows 1 and 2 launched
-    out = complete(sched, 1)
-    assert out == [WindowCompleted(CYCLE, 1, (done(3, 1), done(4, 1))), launches([3])]
+    assert finish(sched, 1) == [finished(1, *tail_dones(1)), launches([3])]
+    assert persist(sched, 1) == [WindowCompleted(CYCLE, 1)]
     assert sched.context.in_flight == {2, 3}
 
     # Both heads end their input in window 2: window 3 was launched but is cancelled.
     assert feed(sched, [source_done(0, 2, exhausted=True), source_done(1, 2, exhausted=True)]) == []
     assert sched.context.terminate == 2
     assert sched.context.in_flight == {2}
-    # The heads report the cancelled window 3 as exhausted as well: ignored.
-    assert feed(sched, [source_done(0, 3, exhausted=True), source_done(1, 3, exhausted=True)]) == []
+    # A LaunchSource Done of the cancelled window 3: ignored.
+    assert sched.handle(source_done(0, 3, exhausted=True)) == []
     assert sched.state is CycleState.EXECUTE_COMPUTE
 
-    # The last window completes: no launch beyond it, the cycle is cleaned.
+    # The last window finishes: no launch beyond it, but no cleanup before it is durable.
     assert sched.handle(done(3, 2)) == []
     out = sched.handle(done(4, 2))
-    assert out == [
-        WindowCompleted(CYCLE, 2, (done(3, 2), done(4, 2))),
-        SendEvents(tuple(CleanCycle(CYCLE, t, 2) for t in ALL)),
-    ]
-    assert launched_windows(out) == []
+    assert out == [finished(2, *tail_dones(2))]
+    assert sched.state is CycleState.EXECUTE_COMPUTE
+    out = persist(sched, 2)
+    assert out == [WindowCompleted(CYCLE, 2), cleans(2)]
     assert sched.state is CycleState.CLEAN_CYCLE
 
-    # A late LaunchSource Done of the cancelled window is still ignored after CLEAN_CYCLE began.
+    # A late LaunchSource Done of the cancelled window is still ignored after CLEAN_CYCLE began,
+    # and so is a task's trailing end-of-input report.
     assert sched.handle(source_done(1, 3, exhausted=True)) == []
+    assert sched.handle(done(3, 2, exhausted=True)) == []
 
     for task in (4, 0, 3, 2):
         assert sched.handle(ack(task, EventKind.CLEAN_CYCLE, 2)) == []
@@ -327,23 +425,36 @@ def test_full_lifecycle_with_exhaustion_and_cancelled_launches():
         CycleFinished(CYCLE, 2),
     ]
     assert sched.state is CycleState.END
-    # Destroy acks in END are accepted and change nothing.
+    # Destroy acks and trailing reports in END are accepted and change nothing.
     assert feed(sched, [ack(t, EventKind.DESTROY_TASK, 2) for t in ALL]) == []
+    assert sched.handle(done(4, 2, exhausted=True)) == []
+    assert sched.handle(checkpoint(4, 2)) == []
     assert sched.state is CycleState.END
 
 
-def test_exhaustion_after_a_window_was_completed_cancels_the_launched_next_window():
+def test_end_of_input_reports_make_the_last_window_durable():
+    # A task's end-of-input Done comes once its last state is durable: it stands in for the
+    # checkpoint of the last window.
+    sched = to_execute(max_flying=1)
+    feed(sched, [source_done(0, 1, exhausted=True), source_done(1, 1, exhausted=True)])
+    assert finish(sched, 1) == [finished(1, *tail_dones(1))]
+    assert feed(sched, [done(t, 1, exhausted=True) for t in (0, 1, 2, 3)]) == []
+    assert sched.handle(done(4, 1, exhausted=True)) == [WindowCompleted(CYCLE, 1), cleans(1)]
+
+
+def test_exhaustion_after_a_window_finished_cancels_the_launched_next_window():
     # Head and tail in one task: its compute Done for window 1 arrives before its source Done.
     cycle = make_cycle(heads=(0,), middle=(), tails=(0,))
     sched = to_execute(max_flying=1, cycle=cycle)
     out = sched.handle(done(0, 1))
-    assert out == [WindowCompleted(CYCLE, 1, (done(0, 1),)), launches([2], heads=(0,))]
-    out = sched.handle(source_done(0, 1, exhausted=True))
-    assert out == [SendEvents((CleanCycle(CYCLE, 0, 1),))]
-    assert sched.state is CycleState.CLEAN_CYCLE
+    assert out == [finished(1, done(0, 1)), launches([2], heads=(0,))]
+    assert sched.handle(source_done(0, 1, exhausted=True)) == []
     assert sched.context.terminate == 1
     assert sched.context.in_flight == set()
-    # The cancelled window 2 is reported later by the exhausted head: ignored.
+    out = sched.handle(checkpoint(0, 1))
+    assert out == [WindowCompleted(CYCLE, 1), cleans(1, tasks=(0,))]
+    assert sched.state is CycleState.CLEAN_CYCLE
+    # The cancelled window 2, reported under its own number: ignored.
     assert sched.handle(source_done(0, 2, exhausted=True)) == []
     # The task's own end-of-input report trails the last window: ignored too.
     assert sched.handle(done(0, 1, exhausted=True)) == []
@@ -352,31 +463,43 @@ def test_exhaustion_after_a_window_was_completed_cancels_the_launched_next_windo
     assert sched.state is CycleState.END
 
 
-def test_exhaustion_in_the_first_window_with_one_window_in_flight():
-    sched = to_execute(max_flying=1)
-    feed(sched, [source_done(0, 1, exhausted=True), source_done(1, 1, exhausted=True)])
-    out = complete(sched, 1)
-    assert out == [
-        WindowCompleted(CYCLE, 1, (done(3, 1), done(4, 1))),
-        SendEvents(tuple(CleanCycle(CYCLE, t, 1) for t in ALL)),
-    ]
+def test_cancelled_launch_reported_under_the_last_window_is_ignored_after_cleanup_began():
+    # runtime/task.py (read_step): an exhausted head answers every later LaunchSource with
+    # Done(LAUNCH_SOURCE, window=<the window its input ended in>, exhausted=True). When it handles
+    # the cancelled LaunchSource(2) only after window 1 completed, that answer reaches a cycle in
+    # CLEAN_CYCLE; like every trailing report it changes nothing and must not be an error.
+    cycle = make_cycle(heads=(0,), middle=(), tails=(0,))
+    sched = to_execute(max_flying=2, cycle=cycle)  # windows 1 and 2 launched
+    sched.handle(done(0, 1))  # launches window 3
+    feed(sched, [source_done(0, 1, exhausted=True), checkpoint(0, 1)])
+    assert sched.state is CycleState.CLEAN_CYCLE
+    assert sched.handle(source_done(0, 1, exhausted=True)) == []  # the answer to LaunchSource(2)
+    assert sched.state is CycleState.CLEAN_CYCLE
 
 
 def test_late_report_of_a_head_that_ended_early_is_accepted_after_the_last_window():
     # Head 0's input ends in window 1, head 1's in window 2: the last window is 2. Head 0 still
     # receives LaunchSource(2) and answers it with an exhausted Done; nothing orders that answer
-    # before the tails' Dones for window 2, so it may arrive once the cycle is cleaning up. Like
-    # the trailing end-of-input Done of a tail, it changes nothing and must not be an error.
+    # before the tails' Dones for window 2, so it may arrive once the cycle is cleaning up.
     sched = to_execute(max_flying=2)
     feed(sched, [source_done(0, 1, exhausted=True), source_done(1, 1)])
-    complete(sched, 1)  # launches window 3
+    finish(sched, 1)  # launches window 3
+    persist(sched, 1)
     assert sched.handle(source_done(1, 2, exhausted=True)) == []
     assert sched.context.terminate == 2
-    out = complete(sched, 2)
-    assert out[-1] == SendEvents(tuple(CleanCycle(CYCLE, t, 2) for t in ALL))
+    finish(sched, 2)
+    out = persist(sched, 2)
+    assert out == [WindowCompleted(CYCLE, 2), cleans(2)]
     assert sched.state is CycleState.CLEAN_CYCLE
     assert sched.handle(source_done(0, 2, exhausted=True)) == []
     assert sched.state is CycleState.CLEAN_CYCLE
+
+
+def test_exhaustion_in_the_first_window_with_one_window_in_flight():
+    sched = to_execute(max_flying=1)
+    feed(sched, [source_done(0, 1, exhausted=True), source_done(1, 1, exhausted=True)])
+    assert finish(sched, 1) == [finished(1, *tail_dones(1))]
+    assert persist(sched, 1) == [WindowCompleted(CYCLE, 1), cleans(1)]
 
 
 def test_non_exhausted_source_dones_change_nothing():
@@ -388,46 +511,49 @@ def test_non_exhausted_source_dones_change_nothing():
 
 def test_tail_that_reported_end_of_input_counts_for_later_windows():
     sched = to_execute(max_flying=1)
-    complete(sched, 1)
-    # Tail 3's input ended after window 1: it reports no later window.
+    finish(sched, 1)
+    # Tail 3's input ended after window 1: it reports no later window and no later snapshot.
     assert sched.handle(done(3, 1, exhausted=True)) == []
     out = sched.handle(done(4, 2))
-    assert out == [WindowCompleted(CYCLE, 2, (done(4, 2),)), launches([3])]
+    assert out == [finished(2, done(4, 2)), launches([3])]
     out = sched.handle(done(4, 3))
-    assert out == [WindowCompleted(CYCLE, 3, (done(4, 3),)), launches([4])]
+    assert out == [finished(3, done(4, 3)), launches([4])]
+    # Window 1 still needs tail 3's checkpoint? No: its end-of-input report says its state up to
+    # window 1 is durable. The others' checkpoints complete windows 1 to 3.
+    assert persist(sched, 1, tasks=(0, 1, 2, 4)) == [WindowCompleted(CYCLE, 1)]
+    assert persist(sched, 2, tasks=(0, 1, 2, 4)) == [WindowCompleted(CYCLE, 2)]
 
 
 def test_tail_end_of_input_does_not_stand_in_for_its_own_last_window():
     sched = to_execute(max_flying=2)
-    # Tail 3 says its input ended after window 1 before window 1 completed.
+    # Tail 3 says its input ended after window 1 before window 1 finished.
     assert sched.handle(done(3, 1, exhausted=True)) == []
     assert sched.handle(done(4, 1)) == []  # tail 3 has not reported window 1 itself
     assert sched.handle(done(4, 2)) == []  # window 2 waits for window 1
     out = sched.handle(done(3, 1))
     assert out == [
-        WindowCompleted(CYCLE, 1, (done(4, 1), done(3, 1))),
-        WindowCompleted(CYCLE, 2, (done(4, 2),)),
+        finished(1, done(4, 1), done(3, 1)),
+        finished(2, done(4, 2)),
         launches([3, 4]),
     ]
 
 
 def test_all_tails_ended_and_sources_exhausted_ends_the_cycle():
     sched = to_execute(max_flying=1)
-    complete(sched, 1)  # launches window 2
+    finish(sched, 1)  # launches window 2
+    persist(sched, 1)
     feed(sched, [done(3, 1, exhausted=True), source_done(0, 2, exhausted=True)])
     out = sched.handle(done(4, 2))
-    assert out == [WindowCompleted(CYCLE, 2, (done(4, 2),)), launches([3])]
+    assert out == [finished(2, done(4, 2)), launches([3])]
     out = sched.handle(source_done(1, 3, exhausted=True))
     assert sched.context.terminate == 3
     assert out == []  # tail 4 has not reported window 3
-    out = sched.handle(done(4, 3, exhausted=False))
-    assert out == [
-        WindowCompleted(CYCLE, 3, (done(4, 3),)),
-        SendEvents(tuple(CleanCycle(CYCLE, t, 3) for t in ALL)),
-    ]
+    assert sched.handle(done(4, 3)) == [finished(3, done(4, 3))]
+    assert persist(sched, 2, tasks=(0, 1, 2, 4)) == [WindowCompleted(CYCLE, 2)]
+    assert persist(sched, 3, tasks=(0, 1, 2, 4)) == [WindowCompleted(CYCLE, 3), cleans(3)]
 
 
-# --- failures and invalid events -------------------------------------------------------------------
+# --- failures and invalid events ------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("phase", ["init", "execute", "clean"])
@@ -438,7 +564,8 @@ def test_task_failed_becomes_job_failed(phase):
         feed(sched, [ack(t, EventKind.INIT_CYCLE) for t in ALL])
     if phase == "clean":
         feed(sched, [source_done(0, 1, exhausted=True), source_done(1, 1, exhausted=True)])
-        complete(sched, 1)
+        finish(sched, 1)
+        persist(sched, 1)
         assert sched.state is CycleState.CLEAN_CYCLE
     state = sched.state
     error = ZeroDivisionError("boom")
@@ -457,8 +584,7 @@ def test_event_not_allowed_in_init_raises_with_history():
     assert f"cycle {CYCLE}" in message
     assert "state INIT" in message
     assert "recent history" in message
-    assert str(first) in message  # the earlier event, with the state it arrived in
-    assert f"INIT: {first}" in message
+    assert f"INIT: {first}" in message  # the earlier event, with the state it arrived in
     assert str(done(3, 1)) in message
 
 
@@ -466,6 +592,7 @@ def test_event_not_allowed_in_init_raises_with_history():
     ("setup", "event", "state"),
     [
         ("init", source_done(0, 1), "INIT"),
+        ("init", checkpoint(0, 1), "INIT"),
         ("init", ack(0, EventKind.CLEAN_CYCLE), "INIT"),
         ("init", ack(0, EventKind.ROLLBACK), "INIT"),
         ("execute", ack(0, EventKind.INIT_CYCLE), "EXECUTE_COMPUTE"),
@@ -484,7 +611,8 @@ def test_events_not_allowed_in_the_current_state_raise(setup, event, state):
         feed(sched, [ack(t, EventKind.INIT_CYCLE) for t in ALL])
     if setup in ("clean", "end"):
         feed(sched, [source_done(0, 1, exhausted=True), source_done(1, 1, exhausted=True)])
-        complete(sched, 1)
+        finish(sched, 1)
+        persist(sched, 1)
     if setup == "end":
         feed(sched, [ack(t, EventKind.CLEAN_CYCLE, 1) for t in ALL])
     assert sched.state.name == state
@@ -495,7 +623,7 @@ def test_events_not_allowed_in_the_current_state_raise(setup, event, state):
 def test_history_in_error_is_limited_to_recent_events():
     sched = to_execute(max_flying=1)
     for window in range(1, 13):
-        complete(sched, window)
+        finish(sched, window)
     with pytest.raises(SchedulingError) as info:
         sched.handle(ack(0, EventKind.INIT_CYCLE))
     message = str(info.value)
@@ -506,7 +634,7 @@ def test_history_in_error_is_limited_to_recent_events():
     assert str(done(3, 1)) not in message
 
 
-# --- ROLLBACK --------------------------------------------------------------------------------------
+# --- ROLLBACK -------------------------------------------------------------------------------------
 
 
 def test_rollback_path_resumes_after_the_completed_window():
@@ -530,9 +658,11 @@ def test_rollback_path_resumes_after_the_completed_window():
     assert out == [launches([4, 5])]
     assert sched.state is CycleState.EXECUTE_COMPUTE
     assert sched.context.last_finished == 3
-    # The first window after the resume point completes first.
-    out = complete(sched, 4)
-    assert out == [WindowCompleted(CYCLE, 4, (done(3, 4), done(4, 4))), launches([6])]
+    # Snapshots of windows up to the resume point (replayed writes) change nothing.
+    assert persist(sched, 3) == []
+    # The first window after the resume point comes first.
+    assert finish(sched, 4) == [finished(4, *tail_dones(4)), launches([6])]
+    assert persist(sched, 4) == [WindowCompleted(CYCLE, 4)]
 
 
 def test_no_rollback_without_resume_point():
@@ -543,7 +673,7 @@ def test_no_rollback_without_resume_point():
     assert sched.state is CycleState.INIT
 
 
-# --- JobScheduler ----------------------------------------------------------------------------------
+# --- JobScheduler ---------------------------------------------------------------------------------
 
 
 def test_job_scheduler_routes_events_by_cycle_and_finishes_when_every_cycle_ends():
@@ -564,21 +694,24 @@ def test_job_scheduler_routes_events_by_cycle_and_finishes_when_every_cycle_ends
     for event in (
         source_done(0, 1, exhausted=True, cycle=1),
         done(0, 1, cycle=1),
+        checkpoint(0, 1, cycle=1),
         ack(0, EventKind.CLEAN_CYCLE, 1, cycle=1),
     ):
         job.handle(event)
     assert job.cycles[1].state is CycleState.END
     assert not job.finished
-    feed_job = [
+    for event in (
         ack(1, EventKind.INIT_CYCLE, cycle=2),
         ack(2, EventKind.INIT_CYCLE, cycle=2),
         source_done(1, 1, exhausted=True, cycle=2),
         done(1, 1, cycle=2),
-    ]
-    for event in feed_job:
+        checkpoint(1, 1, cycle=2),
+        checkpoint(2, 1, cycle=2),
+    ):
         job.handle(event)
     assert job.handle(done(2, 1, cycle=2)) == [
-        WindowCompleted(2, 1, (done(1, 1, cycle=2), done(2, 1, cycle=2))),
+        WindowFinished(2, 1, (done(1, 1, cycle=2), done(2, 1, cycle=2))),
+        WindowCompleted(2, 1),
         SendEvents((CleanCycle(2, 1, 1), CleanCycle(2, 2, 1))),
     ]
     job.handle(ack(1, EventKind.CLEAN_CYCLE, 1, cycle=2))
@@ -590,7 +723,7 @@ def test_job_scheduler_routes_events_by_cycle_and_finishes_when_every_cycle_ends
     assert job.finished
 
 
-# --- WindowContext ---------------------------------------------------------------------------------
+# --- WindowContext --------------------------------------------------------------------------------
 
 
 def test_window_context_launches_up_to_max_flying():
@@ -655,43 +788,70 @@ def test_window_context_resume_after():
     assert ctx.last_finished == 6
 
 
-# --- property: completion order under random interleavings -----------------------------------------
+# --- property: completion order under random interleavings ----------------------------------------
 
 
 @st.composite
 def interleavings(draw):
-    windows = draw(st.integers(min_value=1, max_value=6))
-    tails = draw(st.integers(min_value=1, max_value=4))
-    # Each tail appears ``windows`` times; its k-th appearance is its Done for window k.
-    order = draw(st.permutations([t for t in range(tails) for _ in range(windows)]))
-    return windows, tails, order
+    """Random interleavings of per-task event streams, each stream in window order.
 
-
-@settings(max_examples=150, deadline=None)
-@given(interleavings())
-def test_completed_windows_are_the_fully_reported_prefix(case):
-    windows, tails, order = case
+    A stream is ("done", tail) -- the tail's compute Dones for windows 1..N -- or
+    ("checkpoint", task) -- the task's durable-snapshot reports for windows 1..N. Streams are
+    independent (snapshots are written asynchronously), so any interleaving is possible.
+    """
+    windows = draw(st.integers(min_value=1, max_value=5))
+    tails = draw(st.integers(min_value=1, max_value=3))
+    with_checkpoints = draw(st.booleans())
     tail_ids = tuple(100 + t for t in range(tails))
+    task_ids = (0, *tail_ids)
+    streams = [("done", t) for t in tail_ids]
+    if with_checkpoints:
+        streams += [("checkpoint", t) for t in task_ids]
+    order = draw(st.permutations([s for s in streams for _ in range(windows)]))
+    return windows, tail_ids, task_ids, with_checkpoints, order
+
+
+@settings(max_examples=200, deadline=None)
+@given(interleavings())
+def test_finished_and_completed_windows_are_the_fully_reported_prefix(case):
+    windows, tail_ids, task_ids, with_checkpoints, order = case
     cycle = make_cycle(heads=(0,), middle=(), tails=tail_ids)
     sched = to_execute(max_flying=windows, cycle=cycle)
 
-    reported = dict.fromkeys(tail_ids, 0)
-    completed: list[int] = []
+    counts = {stream: 0 for stream in set(order)}
+    finished_list: list[int] = []
+    completed_list: list[int] = []
     launched: list[int] = []
-    for t in order:
-        tail = tail_ids[t]
-        reported[tail] += 1
-        out = sched.handle(done(tail, reported[tail]))
-        completed.extend(completed_windows(out))
+    for stream in order:
+        kind, task = stream
+        counts[stream] += 1
+        window = counts[stream]
+        event = done(task, window) if kind == "done" else checkpoint(task, window)
+        out = sched.handle(event)
+        finished_list.extend(finished_windows(out))
+        completed_list.extend(completed_windows(out))
         launched.extend(launched_windows(out))
-        # Oracle: window w is complete when every tail reported it, i.e. w <= min(reported).
-        k = min(reported.values())
-        assert completed == list(range(1, k + 1))
-        # Every completion frees a slot for the next window, launched in order.
-        assert launched == list(range(windows + 1, windows + k + 1))
+        # Oracle: window w is finished when every tail reported it (w <= the smallest count of
+        # the tails' Done streams), durable when every task reported its snapshot, and completed
+        # when it and every window before it are finished and durable.
+        k_finished = min(counts[("done", t)] for t in tail_ids)
+        k_durable = min(counts.get(("checkpoint", t), 0) for t in task_ids)
+        assert finished_list == list(range(1, k_finished + 1))
+        assert completed_list == list(range(1, min(k_finished, k_durable) + 1))
+        # Every finished window frees a slot for the next window, launched in order.
+        assert launched == list(range(windows + 1, windows + k_finished + 1))
         assert sched.state is CycleState.EXECUTE_COMPUTE
 
-    # The source ends at the last window: every later launch is cancelled and the cycle cleans up.
+    # The source ends at the last window: later launches are cancelled; the cycle cleans up once
+    # the last window is durable.
     out = sched.handle(source_done(0, windows, exhausted=True))
-    assert out == [SendEvents(tuple(CleanCycle(CYCLE, t.id, windows) for t in cycle.tasks))]
+    if not with_checkpoints:
+        assert out == []
+        # Every window is a commit point (snapshot_every=1): each needs its snapshots, in order.
+        for window in range(windows, 0, -1):
+            assert sched.state is CycleState.EXECUTE_COMPUTE
+            out = persist(sched, window, tasks=task_ids)
+            completed_list.extend(completed_windows(out))
+        assert completed_list == list(range(1, windows + 1))
+    assert out[-1] == cleans(windows, tasks=task_ids)
     assert sched.state is CycleState.CLEAN_CYCLE

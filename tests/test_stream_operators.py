@@ -201,6 +201,27 @@ def test_reduce_only_emits_keys_updated_in_the_window(make_env, parallelism):
         [[("x", 2), ("y", 1)], [("x", 3), ("z", 2)], [("x", 6)]])
 
 
+@pytest.mark.parametrize("parallelism", PARALLELISM)
+@pytest.mark.parametrize("batch_size", [1, 1024])
+def test_count_with_identity_and_explicit_keys(make_env, parallelism, batch_size):
+    words = [w for line in LINES for w in line.split()]
+
+    def build(ctx):
+        stream = ctx.source(words, SizeTumblingWindow(5), parallelism=1)
+        stream.key_by().count().with_name("by_word").collect("words")
+        stream.key_by(len).count().with_name("by_length").collect("lengths")
+
+    result = run(make_env(parallelism, **{"runtime.batch_size": batch_size}), build)
+    for name, key in (("words", lambda w: w), ("lengths", len)):
+        running: Counter = Counter()
+        oracle = []
+        for chunk in chunks(words, 5):
+            keys = Counter(key(w) for w in chunk)
+            running.update(keys)
+            oracle.append([(k, running[k]) for k in keys])
+        assert as_multisets(result.by_window(name)) == expect(oracle), name
+
+
 # --- aggregate ---------------------------------------------------------------------------------
 
 

@@ -1,0 +1,210 @@
+"""Checkpointing in the runtime: the asynchronous snapshot writer and the job's commit coordinator.
+
+Tasks hand their window snapshots to a ``SnapshotWriter`` thread and go on computing the next window
+(asynchronous barrier snapshots); the writer reports each snapshot durable as a ``Done(CHECKPOINT)``.
+The scheduler decides when a window is completed; the ``CheckpointCoordinator`` then commits it to the
+meta store in one atomic write, prunes old versions and lets sinks publish.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+
+import attrs
+
+from gyreflow.plan.execution import ExecutionGraph
+from gyreflow.plan.operators import OperatorKind
+from gyreflow.state.keygroups import key_group_range
+from gyreflow.state.snapshot import (
+    IncompatiblePlanError,
+    JobMeta,
+    SnapshotStore,
+    StateExistsError,
+    TaskSnapshot,
+)
+
+
+class SnapshotWriter:
+    """Writes task snapshots on a background thread, in submission order.
+
+    ``submit(snapshot, on_durable)`` returns at once; ``on_durable()`` runs on the writer thread once
+    the snapshot (or, for ``None``, everything submitted before) is durable. A failed write calls
+    ``on_error(exc)`` and stops the writer: nothing after it is reported durable.
+    """
+
+    def __init__(self, store: SnapshotStore, on_error: Callable[[BaseException], None]) -> None:
+        self.store = store
+        self.on_error = on_error
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._failed = False
+        self._thread = threading.Thread(target=self._run, name="gyreflow-snapshots", daemon=True)
+        self._thread.start()
+
+    def submit(self, snapshot: TaskSnapshot | None, on_durable: Callable[[], None]) -> None:
+        """Queue ``snapshot`` for writing; ``on_durable`` runs when it is durable."""
+        self._queue.put((snapshot, on_durable))
+
+    def call(self, action: Callable[[], None]) -> None:
+        """Run ``action`` on the writer thread after everything submitted so far (e.g. a prune)."""
+        self._queue.put((None, action))
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            if self._failed:
+                continue
+            snapshot, callback = item
+            try:
+                if snapshot is not None:
+                    self.store.write(snapshot)
+                callback()
+            except BaseException as exc:  # noqa: BLE001 - reported to the job, which stops
+                self._failed = True
+                self.on_error(exc)
+
+    def close(self) -> None:
+        """Finish the queued work and stop the thread."""
+        self._queue.put(None)
+        self._thread.join()
+
+
+@attrs.frozen
+class RecoveryOptions:
+    """How a run treats state left by an earlier run of the same job."""
+
+    resume: bool = False
+    fresh: bool = False
+    from_window: int | None = None
+
+
+def plan_parallelism(graph: ExecutionGraph) -> dict[str, int]:
+    """Parallelism of every stateful operator and source, as recorded in the job meta."""
+    layout = {}
+    for vertex in graph.pipeline.vertices:
+        if vertex.kind is OperatorKind.SOURCE:
+            layout[f"source:{vertex.name}"] = vertex.parallelism
+        elif vertex.spec.keyed:
+            layout[vertex.name] = vertex.parallelism
+    return layout
+
+
+class CheckpointCoordinator:
+    """The job-level side of snapshots: what to resume from, and committing completed windows."""
+
+    def __init__(self, job: str, graph: ExecutionGraph, store: SnapshotStore, backend,
+                 writer: SnapshotWriter | None = None) -> None:
+        self.job = job
+        self.graph = graph
+        self.store = store
+        self.backend = backend
+        self.writer = writer
+        self.fingerprint = graph.fingerprint()
+        self.parallelism = plan_parallelism(graph)
+        self.retained: tuple[int, ...] = ()
+        self.rescaled: set[str] = set()
+        self.rescale_version: int | None = None
+
+    def prepare(self, options: RecoveryOptions) -> int:
+        """Check stored state against ``options`` and the plan; return the window to resume after.
+
+        Raises before any data moves: state exists without resume/fresh, an incompatible plan, a
+        source whose parallelism changed, a ``from_window`` that is not retained.
+        """
+        meta = self.store.read_meta(self.job)
+        if meta is None:
+            return 0
+        if options.fresh:
+            self.store.delete_job(self.job)
+            return 0
+        if not options.resume:
+            msg = (
+                f"job {self.job!r} already has state in {self.store.location()} (last completed "
+                f"window {meta.last_completed}): run with --resume (execute(resume=True)) to continue "
+                f"from window {meta.last_completed + 1}, or --fresh (execute(fresh=True)) to "
+                "discard it and start over"
+            )
+            raise StateExistsError(msg)
+        if meta.fingerprint != self.fingerprint:
+            msg = (
+                f"cannot resume job {self.job!r}: its plan changed since the state in "
+                f"{self.store.location()} was written (operators, names or edges differ; stored "
+                f"fingerprint {meta.fingerprint}, now {self.fingerprint}). Restore the original "
+                "pipeline, or start over with --fresh"
+            )
+            raise IncompatiblePlanError(msg)
+        for name, before in meta.parallelism.items():
+            now = self.parallelism.get(name)
+            if name.startswith("source:") and now != before:
+                msg = (
+                    f"cannot resume job {self.job!r}: source {name[7:]!r} ran with parallelism "
+                    f"{before} and now has {now}; source offsets are per source task, so keep the "
+                    f"source parallelism at {before} (other operators may change parallelism)"
+                )
+                raise IncompatiblePlanError(msg)
+            if now is not None and now != before:
+                self.rescaled.add(name)
+        window = meta.last_completed
+        retained = meta.retained
+        if options.from_window is not None:
+            if options.from_window not in meta.retained:
+                msg = (
+                    f"window {options.from_window} is not a retained snapshot of job {self.job!r}; "
+                    f"retained: {', '.join(map(str, meta.retained)) or 'none'}"
+                )
+                raise ValueError(msg)
+            window = options.from_window
+            retained = tuple(v for v in meta.retained if v <= window)
+        self.store.discard_after(self.job, window)
+        if window != meta.last_completed:
+            self.store.commit(attrs.evolve(meta, last_completed=window, retained=retained))
+        self.retained = retained
+        return window
+
+    def task_key_groups(self) -> dict[str, set[range]]:
+        """Key-group ranges of the tasks of every stateful operator in this plan."""
+        ranges: dict[str, set[range]] = {}
+        mp = self.backend.max_parallelism
+        for vertex in self.graph.pipeline.vertices:
+            if vertex.spec.keyed:
+                ranges[vertex.name] = {key_group_range(i, vertex.parallelism, mp)
+                                       for i in range(vertex.parallelism)}
+        return ranges
+
+    def commit(self, window: int) -> None:
+        """Record ``window`` as the job's last completed window (one atomic write), then prune."""
+        keep = self.backend.retained_snapshots
+        old_horizon = self.retained[0] if self.retained else 0
+        retained = (*self.retained, window)[-keep:]
+        meta = JobMeta(self.job, self.fingerprint, window, retained, dict(self.parallelism))
+        self.store.commit(meta)
+        self.retained = retained
+        horizon = retained[0]
+        crossing = [v for v in retained if old_horizon < v <= horizon] if horizon > old_horizon else []
+        if self.rescaled and self.rescale_version is None:
+            self.rescale_version = window  # the first version holding a full copy in the new layout
+        drop = None
+        if self.rescaled and self.rescale_version is not None and horizon >= self.rescale_version:
+            drop, self.rescaled = (self.rescaled, self.task_key_groups()), set()
+        if crossing or drop:
+            action = self._pruner(crossing, horizon, drop)
+            if self.writer is not None:
+                self.writer.call(action)
+            else:
+                action()
+
+    def _pruner(self, crossing: list[int], horizon: int, drop) -> Callable[[], None]:
+        job, store = self.job, self.store
+
+        def prune() -> None:
+            if crossing:
+                store.prune(job, crossing, horizon)
+            if drop:
+                tables, ranges = drop
+                for table in tables:
+                    store.drop_other_ranges(job, table, ranges.get(table, set()))
+
+        return prune

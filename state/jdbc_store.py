@@ -1,0 +1,215 @@
+"""The JDBC snapshot store: SQLAlchemy over an SQLite file (embedded default) or PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+from gyreflow.state.snapshot import (
+    BackendUnavailableError,
+    JobMeta,
+    SnapshotStore,
+    TaskSnapshot,
+    decode_value,
+    encode_value,
+    latest_rows,
+)
+
+METADATA = sa.MetaData()
+META = sa.Table(
+    "gyreflow_meta", METADATA,
+    sa.Column("job", sa.String(512), primary_key=True),
+    sa.Column("body", sa.LargeBinary, nullable=False),
+)
+STATE = sa.Table(
+    "gyreflow_state", METADATA,
+    sa.Column("job", sa.String(512), primary_key=True),
+    sa.Column("tbl", sa.String(512), primary_key=True),
+    sa.Column("kg", sa.Integer, primary_key=True),
+    sa.Column("k", sa.LargeBinary, primary_key=True),
+    sa.Column("version", sa.BigInteger, primary_key=True),
+    sa.Column("v", sa.LargeBinary, nullable=False),
+    sa.Index("gyreflow_state_by_version", "job", "version"),
+)
+RECORDS = sa.Table(
+    "gyreflow_records", METADATA,
+    sa.Column("job", sa.String(512), primary_key=True),
+    sa.Column("kind", sa.String(64), primary_key=True),
+    sa.Column("name", sa.String(512), primary_key=True),
+    sa.Column("idx", sa.Integer, primary_key=True),
+    sa.Column("version", sa.BigInteger, primary_key=True),
+    sa.Column("v", sa.LargeBinary, nullable=False),
+)
+
+
+def _upsert(engine: sa.Engine, table: sa.Table, keys: list[str]):
+    """An INSERT that replaces the row with the same primary key (SQLite and PostgreSQL)."""
+    if engine.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    elif engine.dialect.name == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert
+    else:
+        msg = f"jdbc backend supports sqlite and postgresql URLs, not {engine.dialect.name}"
+        raise BackendUnavailableError(msg)
+    statement = insert(table)
+    values = {c.name: statement.excluded[c.name] for c in table.columns if c.name not in keys}
+    return statement.on_conflict_do_update(index_elements=keys, set_=values)
+
+
+def default_sqlite_url(state_path: str) -> str:
+    """The embedded default: an SQLite file under ``state.path``."""
+    return f"sqlite:///{os.path.abspath(os.path.join(state_path, 'snapshots.db'))}"
+
+
+class JdbcSnapshotStore(SnapshotStore):
+    """Snapshot storage in three SQL tables; every write is one transaction."""
+
+    backend_name = "jdbc"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        parsed = make_url(url)
+        self._shown = parsed.render_as_string(hide_password=True)
+        kwargs: dict = {"future": True}
+        if parsed.get_backend_name() == "sqlite":
+            database = parsed.database
+            if database and database != ":memory:":
+                os.makedirs(os.path.dirname(os.path.abspath(database)), exist_ok=True)
+            kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+        elif parsed.get_backend_name() == "postgresql":
+            kwargs["connect_args"] = {"connect_timeout": 5}
+        try:
+            self.engine = sa.create_engine(url, **kwargs)
+            if parsed.get_backend_name() == "sqlite":
+                sa.event.listen(self.engine, "connect", _sqlite_pragmas)
+            with self.engine.begin() as conn:
+                METADATA.create_all(conn)
+        except Exception as exc:  # noqa: BLE001 - every driver error means the same to the user
+            msg = f"jdbc backend: cannot open {self._shown}: {type(exc).__name__}: {exc}"
+            raise BackendUnavailableError(msg) from exc
+        self._state_upsert = _upsert(self.engine, STATE, ["job", "tbl", "kg", "k", "version"])
+        self._record_upsert = _upsert(self.engine, RECORDS, ["job", "kind", "name", "idx", "version"])
+        self._meta_upsert = _upsert(self.engine, META, ["job"])
+
+    def location(self) -> str:
+        return f"jdbc:{self._shown}"
+
+    def write(self, snapshot: TaskSnapshot) -> None:
+        job, version = snapshot.job, snapshot.version
+        rows = [{"job": job, "tbl": r.table, "kg": r.key_group, "k": r.key, "version": version,
+                 "v": encode_value(r.value)} for r in snapshot.rows]
+        records = [{"job": job, "kind": r.kind, "name": r.name, "idx": r.index, "version": version,
+                    "v": encode_value(r.value)} for r in snapshot.records]
+        with self.engine.begin() as conn:
+            if rows:
+                conn.execute(self._state_upsert, rows)
+            if records:
+                conn.execute(self._record_upsert, records)
+
+    def read_rows(self, job: str, table: str, key_groups: range,
+                  version: int) -> Iterator[tuple[bytes, bytes]]:
+        query = (
+            sa.select(STATE.c.kg, STATE.c.k, STATE.c.version, STATE.c.v)
+            .where(STATE.c.job == job, STATE.c.tbl == table, STATE.c.kg >= key_groups.start,
+                   STATE.c.kg < key_groups.stop, STATE.c.version <= version)
+            .order_by(STATE.c.kg, STATE.c.k, STATE.c.version)
+        )
+
+        def where(ident, v: int) -> str:
+            return (f"{self.location()} table gyreflow_state job={job} tbl={table} "
+                    f"kg={ident[0]} key={ident[1]!r} version={v}")
+
+        with self.engine.connect() as conn:
+            result = conn.execution_options(yield_per=20_000).execute(query)
+            rows = (((kg, bytes(k)), v, bytes(blob)) for kg, k, v, blob in result)
+            for ident, payload in latest_rows(rows, version, where):
+                yield ident[1], payload
+
+    def read_record(self, job, kind, name, index, version):
+        query = (
+            sa.select(RECORDS.c.version, RECORDS.c.v)
+            .where(RECORDS.c.job == job, RECORDS.c.kind == kind, RECORDS.c.name == name,
+                   RECORDS.c.idx == index, RECORDS.c.version <= version)
+            .order_by(RECORDS.c.version.desc()).limit(1)
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(query).first()
+        if row is None:
+            return None
+        where = f"{self.location()} table gyreflow_records job={job} {kind}/{name}/{index} version={row[0]}"
+        return row[0], decode_value(bytes(row[1]), where)
+
+    def read_meta(self, job: str) -> JobMeta | None:
+        with self.engine.connect() as conn:
+            body = conn.execute(sa.select(META.c.body).where(META.c.job == job)).scalar()
+        if body is None:
+            return None
+        return JobMeta.from_bytes(bytes(body), f"{self.location()} table gyreflow_meta job={job}")
+
+    def commit(self, meta: JobMeta) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(self._meta_upsert, [{"job": meta.job, "body": meta.to_bytes()}])
+
+    def discard_after(self, job: str, version: int) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(sa.delete(STATE).where(STATE.c.job == job, STATE.c.version > version))
+            conn.execute(sa.delete(RECORDS).where(RECORDS.c.job == job, RECORDS.c.version > version))
+
+    def prune(self, job: str, crossing: Sequence[int], horizon: int) -> None:
+        new, old = STATE.alias("new"), STATE.alias("old")
+        with self.engine.begin() as conn:
+            for v in crossing:
+                # Rows superseded by a row written at version v: found through the rows of v only.
+                superseded = (
+                    sa.select(old.c.job, old.c.tbl, old.c.kg, old.c.k, old.c.version)
+                    .select_from(new.join(old, sa.and_(
+                        old.c.job == new.c.job, old.c.tbl == new.c.tbl, old.c.kg == new.c.kg,
+                        old.c.k == new.c.k, old.c.version < new.c.version)))
+                    .where(new.c.job == job, new.c.version == v)
+                )
+                conn.execute(sa.delete(STATE).where(
+                    sa.tuple_(STATE.c.job, STATE.c.tbl, STATE.c.kg, STATE.c.k, STATE.c.version)
+                    .in_(superseded)))
+            latest = (
+                sa.select(RECORDS.c.kind, RECORDS.c.name, RECORDS.c.idx,
+                          sa.func.max(RECORDS.c.version).label("keep"))
+                .where(RECORDS.c.job == job, RECORDS.c.version <= horizon)
+                .group_by(RECORDS.c.kind, RECORDS.c.name, RECORDS.c.idx)
+            )
+            for kind, name, idx, keep in conn.execute(latest).all():
+                conn.execute(sa.delete(RECORDS).where(
+                    RECORDS.c.job == job, RECORDS.c.kind == kind, RECORDS.c.name == name,
+                    RECORDS.c.idx == idx, RECORDS.c.version < keep))
+
+    def delete_job(self, job: str) -> None:
+        with self.engine.begin() as conn:
+            for table in (STATE, RECORDS, META):
+                conn.execute(sa.delete(table).where(table.c.job == job))
+
+    def jobs(self) -> list[str]:
+        with self.engine.connect() as conn:
+            return sorted(conn.execute(sa.select(META.c.job)).scalars())
+
+    def sizes(self, job: str) -> dict[str, int]:
+        size = sa.func.sum(sa.func.length(STATE.c.k) + sa.func.length(STATE.c.v))
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(STATE.c.tbl, size).where(STATE.c.job == job)
+                                .group_by(STATE.c.tbl)).all()
+            records = conn.execute(sa.select(sa.func.sum(sa.func.length(RECORDS.c.v)))
+                                   .where(RECORDS.c.job == job)).scalar()
+        sizes = {tbl: int(total or 0) for tbl, total in rows}
+        sizes["(records)"] = int(records or 0)
+        return sizes
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def _sqlite_pragmas(dbapi_connection, _record) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()

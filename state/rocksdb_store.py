@@ -1,0 +1,299 @@
+"""The RocksDB snapshot store (rocksdict): one database per state table and key-group range, on disk.
+
+Layout under ``state.path``::
+
+    <job>/meta                      job meta and task records (source offsets)
+    <job>/state/<table>/kg-A-B      rows of one table for key groups A..B-1 (one writing task)
+
+A database is opened by the process that runs the task owning its range, so any process can serve
+any range; after a resume with another parallelism, readers merge the ranges of the old layout.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import shutil
+import struct
+import threading
+import urllib.parse
+from collections.abc import Iterator, Sequence
+
+from rocksdict import Options, Rdict, WriteBatch, WriteOptions
+
+from gyreflow.state.snapshot import (
+    BackendUnavailableError,
+    JobMeta,
+    SnapshotStore,
+    TaskSnapshot,
+    decode_value,
+    encode_value,
+    latest_rows,
+)
+
+_VERSION = struct.Struct(">Q")
+_IDENT = struct.Struct(">HI")  # key group, key length
+_DATA, _INDEX = b"d", b"v"
+_META_KEY = b"m"
+_RECORD = b"r"
+
+
+def _quote(name: str) -> str:
+    return urllib.parse.quote(name, safe="")
+
+
+def _ident(key_group: int, key: bytes) -> bytes:
+    return _IDENT.pack(key_group, len(key)) + key
+
+
+def _key_of(ident: bytes) -> bytes:
+    return ident[_IDENT.size:]
+
+
+def _prefix_end(prefix: bytes) -> bytes:
+    return prefix[:-1] + bytes([prefix[-1] + 1]) if prefix and prefix[-1] < 255 else prefix + b"\xff"
+
+
+def _scan(db: Rdict, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+    for key, value in db.items(from_key=prefix):
+        if not key.startswith(prefix):
+            return
+        yield key, value
+
+
+class RocksDBSnapshotStore(SnapshotStore):
+    """Snapshot storage in rocksdict databases under ``path``."""
+
+    backend_name = "rocksdb"
+
+    def __init__(self, path: str, sync: bool = False) -> None:
+        self.path = os.path.abspath(path)
+        try:
+            os.makedirs(self.path, exist_ok=True)
+            probe = os.path.join(self.path, ".gyreflow-write-probe")
+            with open(probe, "w") as handle:
+                handle.write("ok")
+            os.unlink(probe)
+        except OSError as exc:
+            msg = f"rocksdb backend: state.path {self.path!r} is not a writable directory ({exc})"
+            raise BackendUnavailableError(msg) from exc
+        self._dbs: dict[str, Rdict] = {}
+        self._lock = threading.RLock()
+        self._sync = WriteOptions()
+        self._sync.sync = True
+        self._write_options = self._sync if sync else WriteOptions()
+
+    def location(self) -> str:
+        return f"rocksdb:{self.path}"
+
+    # Databases -----------------------------------------------------------------------------
+
+    def _job_dir(self, job: str) -> str:
+        return os.path.join(self.path, _quote(job))
+
+    def _open(self, path: str) -> Rdict:
+        with self._lock:
+            db = self._dbs.get(path)
+            if db is None:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                options = Options(raw_mode=True)
+                options.create_if_missing(True)
+                db = self._dbs[path] = Rdict(path, options=options)
+            return db
+
+    def _meta_db(self, job: str) -> Rdict:
+        return self._open(os.path.join(self._job_dir(job), "meta"))
+
+    def _table_dir(self, job: str, table: str) -> str:
+        return os.path.join(self._job_dir(job), "state", _quote(table))
+
+    def _range_dbs(self, job: str, table: str | None = None) -> list[tuple[str, range, Rdict]]:
+        """Every (table, key-group range, database) of ``job`` on disk."""
+        base = os.path.join(self._job_dir(job), "state")
+        found = []
+        if not os.path.isdir(base):
+            return found
+        tables = [_quote(table)] if table is not None else sorted(os.listdir(base))
+        for quoted in tables:
+            table_dir = os.path.join(base, quoted)
+            if not os.path.isdir(table_dir):
+                continue
+            for name in sorted(os.listdir(table_dir)):
+                if name.startswith("kg-"):
+                    start, stop = (int(x) for x in name[3:].split("-"))
+                    db = self._open(os.path.join(table_dir, name))
+                    found.append((urllib.parse.unquote(quoted), range(start, stop), db))
+        return found
+
+    # Writing -------------------------------------------------------------------------------
+
+    def write(self, snapshot: TaskSnapshot) -> None:
+        version = _VERSION.pack(snapshot.version)
+        batches: dict[str, WriteBatch] = {}
+        kgs = snapshot.key_groups
+        for row in snapshot.rows:
+            batch = batches.get(row.table)
+            if batch is None:
+                batch = batches[row.table] = WriteBatch(raw_mode=True)
+            ident = _ident(row.key_group, row.key)
+            batch.put(_DATA + ident + version, encode_value(row.value))
+            batch.put(_INDEX + version + ident, b"")
+        for table, batch in batches.items():
+            path = os.path.join(self._table_dir(snapshot.job, table), f"kg-{kgs.start}-{kgs.stop}")
+            self._open(path).write(batch, self._write_options)
+        if snapshot.records:
+            batch = WriteBatch(raw_mode=True)
+            for record in snapshot.records:
+                batch.put(self._record_key(record.kind, record.name, record.index) + version,
+                          encode_value(record.value))
+            self._meta_db(snapshot.job).write(batch, self._write_options)
+
+    @staticmethod
+    def _record_key(kind: str, name: str, index: int) -> bytes:
+        return _RECORD + f"{kind}\x00{name}\x00{index}\x00".encode()
+
+    def commit(self, meta: JobMeta) -> None:
+        self._meta_db(meta.job).put(_META_KEY, meta.to_bytes(), self._sync)
+
+    # Reading -------------------------------------------------------------------------------
+
+    def read_rows(self, job: str, table: str, key_groups: range,
+                  version: int) -> Iterator[tuple[bytes, bytes]]:
+        sources = [db for _, kgs, db in self._range_dbs(job, table)
+                   if kgs.start < key_groups.stop and key_groups.start < kgs.stop]
+        low = _DATA + _IDENT.pack(key_groups.start, 0)
+        high = _DATA + _IDENT.pack(key_groups.stop, 0)
+
+        def rows(db: Rdict) -> Iterator[tuple[bytes, int, bytes]]:
+            for key, value in db.items(from_key=low):
+                if key >= high:
+                    return
+                yield key[1:-_VERSION.size], _VERSION.unpack(key[-_VERSION.size:])[0], value
+
+        merged = heapq.merge(*(rows(db) for db in sources)) if len(sources) > 1 else (
+            rows(sources[0]) if sources else iter(()))
+
+        def where(ident: bytes, v: int) -> str:
+            kg = _IDENT.unpack_from(ident)[0]
+            return (f"{self.location()} job={job} table={table} key group={kg} "
+                    f"key={_key_of(ident)!r} version={v}")
+
+        for ident, payload in latest_rows(merged, version, where):
+            yield _key_of(ident), payload
+
+    def read_record(self, job, kind, name, index, version):
+        prefix = self._record_key(kind, name, index)
+        found = None
+        for key, value in _scan(self._meta_db(job), prefix):
+            v = _VERSION.unpack(key[len(prefix):])[0]
+            if v <= version:
+                found = (v, value)
+        if found is None:
+            return None
+        where = f"{self.location()} job={job} record={kind}/{name}/{index} version={found[0]}"
+        return found[0], decode_value(found[1], where)
+
+    def read_meta(self, job: str) -> JobMeta | None:
+        if not os.path.isdir(os.path.join(self._job_dir(job), "meta")):
+            return None
+        blob = self._meta_db(job).get(_META_KEY)
+        if blob is None:
+            return None
+        return JobMeta.from_bytes(blob, f"{self.location()} job={job} meta")
+
+    # Maintenance ---------------------------------------------------------------------------
+
+    def discard_after(self, job: str, version: int) -> None:
+        start = _INDEX + _VERSION.pack(version + 1)
+        for _, _, db in self._range_dbs(job):
+            batch = WriteBatch(raw_mode=True)
+            for key, _ in _scan(db, _INDEX):
+                if key < start:
+                    continue
+                v, ident = key[1:1 + _VERSION.size], key[1 + _VERSION.size:]
+                batch.delete(key)
+                batch.delete(_DATA + ident + v)
+            if not batch.is_empty():
+                db.write(batch, self._sync)
+        meta = self._meta_db(job)
+        batch = WriteBatch(raw_mode=True)
+        for key, _ in _scan(meta, _RECORD):
+            if _VERSION.unpack(key[-_VERSION.size:])[0] > version:
+                batch.delete(key)
+        if not batch.is_empty():
+            meta.write(batch, self._sync)
+
+    def prune(self, job: str, crossing: Sequence[int], horizon: int) -> None:
+        for _, _, db in self._range_dbs(job):
+            batch = WriteBatch(raw_mode=True)
+            for v in crossing:
+                packed = _VERSION.pack(v)
+                for key, _ in _scan(db, _INDEX + packed):
+                    ident = key[1 + _VERSION.size:]
+                    for data_key, _ in _scan(db, _DATA + ident):
+                        old = data_key[-_VERSION.size:]
+                        if len(data_key) == 1 + len(ident) + _VERSION.size and old < packed:
+                            batch.delete(data_key)
+                            batch.delete(_INDEX + old + ident)
+            if not batch.is_empty():
+                db.write(batch, self._write_options)
+        self._prune_records(job, horizon)
+
+    def _prune_records(self, job: str, horizon: int) -> None:
+        meta = self._meta_db(job)
+        by_record: dict[bytes, list[tuple[int, bytes]]] = {}
+        for key, _ in _scan(meta, _RECORD):
+            by_record.setdefault(key[:-_VERSION.size], []).append(
+                (_VERSION.unpack(key[-_VERSION.size:])[0], key))
+        batch = WriteBatch(raw_mode=True)
+        for versions in by_record.values():
+            at_or_before = [k for v, k in sorted(versions) if v <= horizon]
+            for key in at_or_before[:-1]:
+                batch.delete(key)
+        if not batch.is_empty():
+            meta.write(batch, self._write_options)
+
+    def drop_other_ranges(self, job: str, table: str, keep: set[range]) -> None:
+        """Delete the databases of ``table`` whose range is not in ``keep`` (the old layout after a
+        resume with another parallelism, once the new layout holds a full copy)."""
+        for _, kgs, _ in self._range_dbs(job, table):
+            if kgs in keep:
+                continue
+            path = os.path.join(self._table_dir(job, table), f"kg-{kgs.start}-{kgs.stop}")
+            with self._lock:
+                db = self._dbs.pop(path, None)
+                if db is not None:
+                    db.close()
+            shutil.rmtree(path, ignore_errors=True)
+
+    def delete_job(self, job: str) -> None:
+        job_dir = self._job_dir(job)
+        with self._lock:
+            for path in [p for p in self._dbs if p.startswith(job_dir + os.sep)]:
+                self._dbs.pop(path).close()
+        shutil.rmtree(job_dir, ignore_errors=True)
+
+    def jobs(self) -> list[str]:
+        if not os.path.isdir(self.path):
+            return []
+        names = []
+        for quoted in sorted(os.listdir(self.path)):
+            job = urllib.parse.unquote(quoted)
+            if os.path.isdir(os.path.join(self.path, quoted, "meta")) and self.read_meta(job):
+                names.append(job)
+        return names
+
+    def sizes(self, job: str) -> dict[str, int]:
+        sizes: dict[str, int] = {}
+        for table, kgs, db in self._range_dbs(job):
+            total = sum(len(k) + len(v) for k, v in _scan(db, _DATA))
+            sizes[f"{table} [{kgs.start}-{kgs.stop - 1}]"] = total
+        sizes["(records)"] = sum(len(k) + len(v) for k, v in _scan(self._meta_db(job), _RECORD))
+        return sizes
+
+    def close(self) -> None:
+        with self._lock:
+            for db in self._dbs.values():
+                db.close()
+            self._dbs.clear()
+

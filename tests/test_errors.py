@@ -1,0 +1,305 @@
+"""Errors users see: failing user functions, bad keys, bad configuration and API misuse."""
+
+from __future__ import annotations
+
+import pickle
+import re
+
+import pytest
+
+from gyreflow.api import (
+    AggregateFunction,
+    ConfigError,
+    GeneratorSource,
+    SizeTumblingWindow,
+    UserFunctionError,
+)
+from gyreflow.api.config import ENVIRONMENT_TYPES, STATE_BACKENDS
+
+
+def run(env, build, name: str = "job"):
+    pipeline = env.pipeline("errors")
+    pipeline.task(build, name=name)
+    return pipeline.execute()[name]
+
+
+class Boom(Exception):
+    """The user's own exception type."""
+
+
+WINDOW = 4
+DATA = list(range(20))
+BAD = 13
+BAD_WINDOW = BAD // WINDOW + 1  # by definition of SizeTumblingWindow with one source task
+
+
+def fail_on_bad(x):
+    if x == BAD:
+        raise Boom(f"cannot handle {x}")
+    return x
+
+
+def check_error(error: UserFunctionError, operator: str, window: int, record: object,
+                text: str) -> None:
+    assert error.operator == operator
+    assert error.window == window
+    assert error.record == record
+    assert isinstance(error.task, str) and error.task
+    message = str(error)
+    assert repr(operator) in message
+    assert f"window {window}" in message
+    assert error.task in message
+    assert repr(record) in message
+    assert text in message
+    assert text in error.original_traceback
+    assert "Traceback" in error.original_traceback
+
+
+# --- user functions ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("parallelism", [1, 3])
+@pytest.mark.parametrize("batch_size", [1, 3, 1024])
+def test_failing_map_names_operator_window_task_and_record(make_env, parallelism, batch_size):
+    env = make_env(parallelism, **{"runtime.batch_size": batch_size})
+    with pytest.raises(UserFunctionError) as info:
+        run(env, lambda ctx: ctx.source(DATA, SizeTumblingWindow(WINDOW), parallelism=1)
+            .map(fail_on_bad).with_name("parse").collect("out"))
+    error = info.value
+    check_error(error, "parse", BAD_WINDOW, BAD, f"cannot handle {BAD}")
+    assert "parse" in error.task
+    assert isinstance(error.cause, Boom)
+    assert "fail_on_bad" in error.original_traceback
+    assert re.search(rf"\[\d+/{parallelism}\]$", error.task)
+
+
+def test_failing_function_in_a_parallel_source_task(make_env):
+    # With p source tasks, record x is read by task x % p, in window (x // p) // size + 1.
+    env = make_env(2)
+    with pytest.raises(UserFunctionError) as info:
+        run(env, lambda ctx: ctx.source(DATA, SizeTumblingWindow(3))
+            .map(fail_on_bad).with_name("parse").collect("out"))
+    error = info.value
+    check_error(error, "parse", (BAD // 2) // 3 + 1, BAD, f"cannot handle {BAD}")
+    assert error.task.endswith(f"[{BAD % 2 + 1}/2]")
+
+
+@pytest.mark.parametrize("operation", ["filter", "flat_map"])
+@pytest.mark.parametrize("parallelism", [1, 2])
+def test_failing_filter_and_flat_map(make_env, operation, parallelism):
+    def fn(x):
+        fail_on_bad(x)
+        return [x] if operation == "flat_map" else True
+
+    def build(ctx):
+        stream = ctx.source(DATA, SizeTumblingWindow(WINDOW), parallelism=1)
+        getattr(stream, operation)(fn).with_name("step").collect("out")
+
+    with pytest.raises(UserFunctionError) as info:
+        run(make_env(parallelism, **{"runtime.batch_size": 2}), build)
+    check_error(info.value, "step", BAD_WINDOW, BAD, f"cannot handle {BAD}")
+
+
+def test_flat_map_returning_a_non_iterable(make_env):
+    with pytest.raises(UserFunctionError) as info:
+        run(make_env(1), lambda ctx: ctx.source(DATA, SizeTumblingWindow(WINDOW))
+            .flat_map(lambda x: None if x == BAD else [x]).with_name("explode").collect())
+    check_error(info.value, "explode", BAD_WINDOW, BAD, "not iterable")
+
+
+@pytest.mark.parametrize("parallelism", [1, 3])
+def test_failing_reduce_function(make_env, parallelism):
+    def add(a, b):
+        fail_on_bad(b)
+        return a + b
+
+    with pytest.raises(UserFunctionError) as info:
+        run(make_env(parallelism), lambda ctx: ctx.source(DATA, SizeTumblingWindow(WINDOW),
+                                                          parallelism=1)
+            .key_by(lambda x: x % 2).reduce(add).with_name("total").collect())
+    check_error(info.value, "total", BAD_WINDOW, BAD, f"cannot handle {BAD}")
+
+
+@pytest.mark.parametrize("parallelism", [1, 3])
+def test_failing_key_function(make_env, parallelism):
+    def key(x):
+        fail_on_bad(x)
+        return x % 2
+
+    with pytest.raises(UserFunctionError) as info:
+        run(make_env(parallelism), lambda ctx: ctx.source(DATA, SizeTumblingWindow(WINDOW),
+                                                          parallelism=1)
+            .key_by(key).reduce(lambda a, b: a + b).with_name("total").collect())
+    error = info.value
+    assert "total" in error.operator
+    assert error.window == BAD_WINDOW
+    assert error.record == BAD
+    assert f"cannot handle {BAD}" in str(error)
+
+
+class FragileSum(AggregateFunction):
+    def init(self):
+        return 0
+
+    def add(self, acc, record):
+        fail_on_bad(record)
+        return acc + record
+
+    def merge(self, left, right):
+        return left + right
+
+    def result(self, acc):
+        return acc
+
+
+@pytest.mark.parametrize("parallelism", [1, 2])
+def test_failing_aggregate_add(make_env, parallelism):
+    with pytest.raises(UserFunctionError) as info:
+        run(make_env(parallelism), lambda ctx: ctx.source(DATA, SizeTumblingWindow(WINDOW),
+                                                          parallelism=1)
+            .key_by(lambda x: x % 3).aggregate(FragileSum()).with_name("agg").collect())
+    check_error(info.value, "agg", BAD_WINDOW, BAD, f"cannot handle {BAD}")
+
+
+@pytest.mark.parametrize("parallelism", [1, 2])
+def test_failing_join_function(make_env, parallelism):
+    def pair(lrec, rrec):
+        fail_on_bad(lrec)
+        return (lrec, rrec)
+
+    def build(ctx):
+        left = ctx.source(DATA, SizeTumblingWindow(WINDOW), parallelism=1).key_by(lambda x: x)
+        right = ctx.source(DATA, SizeTumblingWindow(WINDOW), parallelism=1).key_by(lambda x: x)
+        left.join(right, pair).with_name("match").collect()
+
+    with pytest.raises(UserFunctionError) as info:
+        run(make_env(parallelism), build)
+    error = info.value
+    assert error.operator == "match"
+    assert error.window == BAD_WINDOW
+    assert error.record == (BAD, BAD)  # the failing (left, right) pair
+    assert f"cannot handle {BAD}" in str(error)
+
+
+def test_user_function_error_survives_pickling(make_env):
+    with pytest.raises(UserFunctionError) as info:
+        run(make_env(1), lambda ctx: ctx.source(DATA, SizeTumblingWindow(WINDOW))
+            .map(fail_on_bad).with_name("parse").collect())
+    copy = pickle.loads(pickle.dumps(info.value))
+    assert isinstance(copy, UserFunctionError)
+    assert (copy.operator, copy.window, copy.task, copy.record) == (
+        "parse", BAD_WINDOW, info.value.task, BAD)
+    assert copy.original_traceback == info.value.original_traceback
+    assert f"cannot handle {BAD}" in str(copy)
+
+
+# --- keys --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("parallelism", [1, 2, 4])
+def test_list_key_is_rejected_naming_the_key_type(make_env, parallelism):
+    with pytest.raises(Exception) as info:
+        run(make_env(parallelism), lambda ctx: ctx.source(DATA, parallelism=1)
+            .key_by(lambda x: [x, x]).reduce(lambda a, b: a).with_name("total").collect())
+    assert re.search(r"\blist\b", str(info.value)), str(info.value)
+
+
+@pytest.mark.parametrize("parallelism", [2, 4])
+@pytest.mark.parametrize(("make_key", "type_name"),
+                         [(lambda x: frozenset([x]), "frozenset"), (lambda x: object(), "object")])
+def test_unsupported_key_type_is_rejected_when_partitioning(make_env, parallelism, make_key,
+                                                            type_name):
+    with pytest.raises(Exception) as info:
+        run(make_env(parallelism), lambda ctx: ctx.source(DATA, parallelism=1)
+            .key_by(make_key).reduce(lambda a, b: a).collect())
+    assert f"of type {type_name}" in str(info.value)
+
+
+# --- configuration -----------------------------------------------------------------------------
+
+
+def tracked_generator():
+    calls = []
+
+    def factory(task_index, parallelism):
+        calls.append((task_index, parallelism))
+        yield from range(5)
+
+    return GeneratorSource(factory), calls
+
+
+@pytest.mark.parametrize(("overrides", "expected"), [
+    ({"runtime.batchsize": 3}, ["runtime.batchsize", "batch_size"]),
+    ({"nosection.key": 1}, ["nosection", "runtime", "state", "environment"]),
+    ({"state.backend": "no-such-backend"}, ["no-such-backend", "valid choices", *STATE_BACKENDS]),
+    ({"environment.type": "no-such-env"}, ["no-such-env", "valid choices", *ENVIRONMENT_TYPES]),
+    ({"scheduler.max_flying_windows": 0}, ["max_flying_windows", "at least 1"]),
+    ({"runtime.batch_size": "ten"}, ["batch_size", "int"]),
+])
+def test_bad_config_raises_config_error_before_any_data_moves(make_env, overrides, expected):
+    source, calls = tracked_generator()
+    with pytest.raises(ConfigError) as info:
+        env = make_env(2, **overrides)
+        run(env, lambda ctx: ctx.source(source).collect())
+    message = str(info.value)
+    for text in expected:
+        assert text in message, message
+    assert calls == []
+
+
+def test_bad_config_from_environment_variable(make_env, monkeypatch):
+    monkeypatch.setenv("GYREFLOW_STATE__BACKEND", "nowhere")
+    source, calls = tracked_generator()
+    with pytest.raises(ConfigError) as info:
+        run(make_env(1), lambda ctx: ctx.source(source).collect())
+    for text in ("GYREFLOW_STATE__BACKEND", "nowhere", "valid choices", *STATE_BACKENDS):
+        assert text in str(info.value)
+    assert calls == []
+
+
+def test_good_config_does_run_the_tracked_generator(make_env):
+    # The counterpart of the tests above: the tracking really observes a run.
+    source, calls = tracked_generator()
+    result = run(make_env(2), lambda ctx: ctx.source(source).collect())
+    assert sorted(calls) == [(0, 2), (1, 2)]
+    assert sorted(result.output("collect")) == sorted(list(range(5)) * 2)
+
+
+# --- API misuse --------------------------------------------------------------------------------
+
+
+def test_api_misuse_is_reported_when_building(make_env):
+    env = make_env(1)
+
+    def attempt(build):
+        pipeline = env.pipeline("misuse")
+        pipeline.task(build, name="job")
+        return pipeline.execute
+
+    with pytest.raises(TypeError, match="map needs a function"):
+        attempt(lambda ctx: ctx.source([1]).map(3).collect())()
+    with pytest.raises(ValueError, match="positive int"):
+        attempt(lambda ctx: ctx.source([1]).map(str).with_parallelism(0).collect())()
+    with pytest.raises(TypeError, match="keyed stream"):
+        attempt(lambda ctx: ctx.source([1]).key_by(str).join(ctx.source([2])).collect())()
+    with pytest.raises(TypeError, match="missing"):
+        attempt(lambda ctx: ctx.source([1]).key_by(str).aggregate(object()).collect())()
+    with pytest.raises(ValueError, match="no sink"):
+        attempt(lambda ctx: ctx.source([1]).map(str))()
+    with pytest.raises(ValueError, match="at least one other"):
+        attempt(lambda ctx: ctx.source([1]).union().collect())()
+    with pytest.raises(ValueError, match="unique"):
+        attempt(lambda ctx: ctx.source([1]).map(str).with_name("x").map(str).with_name("x")
+                .collect())()
+    with pytest.raises(ValueError, match="no tasks"):
+        env.pipeline("empty").execute()
+
+    pipeline = env.pipeline("dupe")
+    pipeline.task(lambda ctx: None, name="same")
+    with pytest.raises(ValueError, match="already has a task"):
+        pipeline.task(lambda ctx: None, name="same")
+
+
+def test_window_size_must_be_positive():
+    with pytest.raises(ValueError):
+        SizeTumblingWindow(0)
