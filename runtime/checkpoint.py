@@ -1,15 +1,13 @@
-"""Checkpointing in the runtime: the asynchronous snapshot writer and the job's commit coordinator.
+"""Checkpointing in the runtime: the job's checkpoint coordinator.
 
-Tasks hand their window snapshots to a ``SnapshotWriter`` thread and go on computing the next window
+Tasks hand their window snapshots to a ``SnapshotWriter`` and go on computing the next window
 (asynchronous barrier snapshots); the writer reports each snapshot durable as a ``Done(CHECKPOINT)``.
 The scheduler decides when a window is completed; the ``CheckpointCoordinator`` then commits it to the
-meta store in one atomic write, prunes old versions and lets sinks publish.
+meta store in one atomic write (sinks publish once that is durable) and prunes old versions.
 """
 
 from __future__ import annotations
 
-import queue
-import threading
 from collections.abc import Callable
 
 import attrs
@@ -22,54 +20,7 @@ from gyreflow.state.snapshot import (
     JobMeta,
     SnapshotStore,
     StateExistsError,
-    TaskSnapshot,
 )
-
-
-class SnapshotWriter:
-    """Writes task snapshots on a background thread, in submission order.
-
-    ``submit(snapshot, on_durable)`` returns at once; ``on_durable()`` runs on the writer thread once
-    the snapshot (or, for ``None``, everything submitted before) is durable. A failed write calls
-    ``on_error(exc)`` and stops the writer: nothing after it is reported durable.
-    """
-
-    def __init__(self, store: SnapshotStore, on_error: Callable[[BaseException], None]) -> None:
-        self.store = store
-        self.on_error = on_error
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._failed = False
-        self._thread = threading.Thread(target=self._run, name="gyreflow-snapshots", daemon=True)
-        self._thread.start()
-
-    def submit(self, snapshot: TaskSnapshot | None, on_durable: Callable[[], None]) -> None:
-        """Queue ``snapshot`` for writing; ``on_durable`` runs when it is durable."""
-        self._queue.put((snapshot, on_durable))
-
-    def call(self, action: Callable[[], None]) -> None:
-        """Run ``action`` on the writer thread after everything submitted so far (e.g. a prune)."""
-        self._queue.put((None, action))
-
-    def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            if self._failed:
-                continue
-            snapshot, callback = item
-            try:
-                if snapshot is not None:
-                    self.store.write(snapshot)
-                callback()
-            except BaseException as exc:  # noqa: BLE001 - reported to the job, which stops
-                self._failed = True
-                self.on_error(exc)
-
-    def close(self) -> None:
-        """Finish the queued work and stop the thread."""
-        self._queue.put(None)
-        self._thread.join()
 
 
 @attrs.frozen
@@ -95,13 +46,11 @@ def plan_parallelism(graph: ExecutionGraph) -> dict[str, int]:
 class CheckpointCoordinator:
     """The job-level side of snapshots: what to resume from, and committing completed windows."""
 
-    def __init__(self, job: str, graph: ExecutionGraph, store: SnapshotStore, backend,
-                 writer: SnapshotWriter | None = None) -> None:
+    def __init__(self, job: str, graph: ExecutionGraph, store: SnapshotStore, backend) -> None:
         self.job = job
         self.graph = graph
         self.store = store
         self.backend = backend
-        self.writer = writer
         self.fingerprint = graph.fingerprint()
         self.parallelism = plan_parallelism(graph)
         self.retained: tuple[int, ...] = ()
@@ -174,13 +123,14 @@ class CheckpointCoordinator:
                                        for i in range(vertex.parallelism)}
         return ranges
 
-    def commit(self, window: int) -> None:
-        """Record ``window`` as the job's last completed window (one atomic write), then prune."""
+    def commit(self, window: int, writer, on_done: Callable[[], None]) -> None:
+        """Record ``window`` as the job's last completed window (one atomic write through
+        ``writer``; ``on_done`` runs once it is durable), then prune what retention no longer needs."""
         keep = self.backend.retained_snapshots
         old_horizon = self.retained[0] if self.retained else 0
         retained = (*self.retained, window)[-keep:]
-        meta = JobMeta(self.job, self.fingerprint, window, retained, dict(self.parallelism))
-        self.store.commit(meta)
+        writer.commit(JobMeta(self.job, self.fingerprint, window, retained, dict(self.parallelism)),
+                      on_done)
         self.retained = retained
         horizon = retained[0]
         crossing = [v for v in retained if old_horizon < v <= horizon] if horizon > old_horizon else []
@@ -188,23 +138,8 @@ class CheckpointCoordinator:
             self.rescale_version = window  # the first version holding a full copy in the new layout
         drop = None
         if self.rescaled and self.rescale_version is not None and horizon >= self.rescale_version:
-            drop, self.rescaled = (self.rescaled, self.task_key_groups()), set()
+            ranges = self.task_key_groups()
+            drop = {table: ranges.get(table, set()) for table in self.rescaled}
+            self.rescaled = set()
         if crossing or drop:
-            action = self._pruner(crossing, horizon, drop)
-            if self.writer is not None:
-                self.writer.call(action)
-            else:
-                action()
-
-    def _pruner(self, crossing: list[int], horizon: int, drop) -> Callable[[], None]:
-        job, store = self.job, self.store
-
-        def prune() -> None:
-            if crossing:
-                store.prune(job, crossing, horizon)
-            if drop:
-                tables, ranges = drop
-                for table in tables:
-                    store.drop_other_ranges(job, table, ranges.get(table, set()))
-
-        return prune
+            writer.prune(self.job, crossing, horizon, drop)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import queue
 import time
 from collections import deque
@@ -11,11 +12,8 @@ import attrs
 
 from gyreflow.plan.execution import ExecutionGraph
 from gyreflow.plan.graph import Partitioning
-from gyreflow.runtime.checkpoint import (
-    CheckpointCoordinator,
-    RecoveryOptions,
-    SnapshotWriter,
-)
+from gyreflow.runtime.checkpoint import CheckpointCoordinator, RecoveryOptions
+from gyreflow.runtime.snapshot_writers import InlineSnapshotWriter, ProcessSnapshotWriter
 from gyreflow.runtime.emitter import EmitterService, OutputEdge
 from gyreflow.runtime.metrics import TaskResult, WindowMetrics
 from gyreflow.runtime.task import Task, TaskCheckpoints
@@ -49,6 +47,11 @@ class _WriterFailed:
     error: BaseException
 
 
+@attrs.frozen
+class _Committed:
+    window: int
+
+
 class LocalExecutor:
     """Runs every task in this process, cooperatively: each TaskRunner handles one queued item per
     turn, so results do not depend on thread timing and nothing is pickled. Snapshots are written by
@@ -67,15 +70,23 @@ class LocalExecutor:
         backend = self.state_backend
         store = backend.open_store()  # an unreachable backend fails here, before any data moves
         reports: queue.SimpleQueue = queue.SimpleQueue()
-        writer = SnapshotWriter(store, lambda exc: reports.put(_WriterFailed(exc)))
-        coordinator = CheckpointCoordinator(name, graph, store, backend, writer)
+
+        def on_error(exc: BaseException) -> None:
+            reports.put(_WriterFailed(exc))
+
+        if backend.name == "memory":
+            writer = InlineSnapshotWriter(store, on_error)
+        else:
+            # The parent reads the store to resume; the writer process owns it from its first write.
+            writer = ProcessSnapshotWriter(backend, on_error, before_start=store.close)
+        coordinator = CheckpointCoordinator(name, graph, store, backend)
         runners: dict[int, TaskRunner] = {}
         try:
             resume_from = coordinator.prepare(recovery or RecoveryOptions())
             checkpoints = TaskCheckpoints(name, store, writer, backend.snapshot_every,
                                           frozenset(coordinator.rescaled))
             runners = self._build_runners(graph, reports.put, checkpoints)
-            return self._drive(name, graph, runners, reports, coordinator, resume_from)
+            return self._drive(name, graph, runners, reports, coordinator, writer, resume_from)
         finally:
             for runner in runners.values():
                 if runner.task.ctx is not None:
@@ -87,7 +98,8 @@ class LocalExecutor:
             if backend.name != "memory":
                 store.close()
 
-    def _drive(self, name, graph, runners, reports, coordinator, resume_from) -> TaskResult:
+    def _drive(self, name, graph, runners, reports, coordinator, writer,
+               resume_from) -> TaskResult:
         dispatcher = Dispatcher(runners)
         scheduler = JobScheduler(graph.cycles(), self.config["scheduler.max_flying_windows"],
                                  resume_from, self.state_backend.snapshot_every)
@@ -96,6 +108,7 @@ class LocalExecutor:
         launched: dict[tuple[int, int], float] = {}
         completed = {cycle: resume_from for cycle in scheduler.cycles}
         committed = resume_from
+        outstanding_commits = 0
         sink_tasks = [r.task for r in runners.values() if any(
             v.spec.kind.value == "sink" for v in r.task.vertex.chain)]
         started = self.clock()
@@ -123,18 +136,24 @@ class LocalExecutor:
                     lowest = min(completed.values())
                     if lowest > committed:
                         committed = lowest
-                        coordinator.commit(committed)
-                        for task in sink_tasks:
-                            task.publish(committed)
+                        coordinator.commit(committed, writer,
+                                           functools.partial(reports.put, _Committed(committed)))
+                        outstanding_commits += 1
                 elif isinstance(instruction, JobFailed):
                     raise instruction.error
                 elif isinstance(instruction, CycleFinished):
                     pass
             report = _poll(reports)
             if report is not None:
+                if isinstance(report, _Committed):
+                    outstanding_commits -= 1
+                    for task in sink_tasks:  # the window is durable: its output may be seen
+                        task.publish(report.window)
+                    continue
                 pending.extend(self._handle_report(scheduler, report))
                 continue
-            if scheduler.finished and not any(r.has_work() for r in runner_list):
+            if (scheduler.finished and not outstanding_commits
+                    and not any(r.has_work() for r in runner_list)):
                 break
             progressed = False
             for runner in runner_list:
@@ -143,11 +162,11 @@ class LocalExecutor:
             if not progressed:
                 # Only snapshot writes are outstanding: wait for the writer to report.
                 try:
-                    report = reports.get(timeout=60)
+                    report = reports.get(timeout=300)
                 except queue.Empty:
-                    msg = f"job {name!r} stalled: no task has work and no snapshot completed in 60 s"
+                    msg = f"job {name!r} stalled: no task has work and no snapshot completed in 300 s"
                     raise RuntimeError(msg) from None
-                pending.extend(self._handle_report(scheduler, report))
+                reports.put(report)  # handled at the top of the loop
         result.seconds = self.clock() - started
         result.last_completed = committed
         self.listener.on_finish(result)

@@ -248,7 +248,7 @@ class Task:
             # and the end is reported only once it is durable.
             self._snapshot(last, lambda: self.report(done))
         else:
-            self.checkpoints.writer.submit(None, lambda: self.report(done))
+            self.checkpoints.writer.write(None, lambda: self.report(done))
 
     # Snapshots and recovery -----------------------------------------------------------------
 
@@ -274,7 +274,7 @@ class Task:
             records = (TaskRecord("source", self.vertex.head.name, self.spec.index, dumps(offset)),)
         snapshot = TaskSnapshot(cp.job, version, self.ctx.state.key_groups, tuple(rows), records)
         self.last_snapshot = version
-        cp.writer.submit(snapshot, on_durable)
+        cp.writer.write(snapshot, on_durable)
 
     def rollback(self, window: int) -> None:
         """Restore state, source offset and sinks to the completed window ``window``."""

@@ -5,6 +5,12 @@ Layout under ``state.path``::
     <job>/meta                      job meta and task records (source offsets)
     <job>/state/<table>/kg-A-B      rows of one table for key groups A..B-1 (one writing task)
 
+Within a range database, ``d + key group + key`` holds the key's recent versions in one value (each
+``version, length, framed value``), trimmed at every write to what a retained snapshot can still need;
+``v + version + key group + key`` indexes what each version wrote, so the work of an uncompleted window
+can be found and undone. Pruning is a range delete over that index: no per-key iteration, so old
+versions never pile up as tombstones a reader has to skip.
+
 A database is opened by the process that runs the task owning its range, so any process can serve
 any range; after a resume with another parallelism, readers merge the ranges of the old layout.
 """
@@ -33,6 +39,7 @@ from gyreflow.state.snapshot import (
 
 _VERSION = struct.Struct(">Q")
 _IDENT = struct.Struct(">HI")  # key group, key length
+_ENTRY = struct.Struct(">QI")  # version, length of the framed value
 _DATA, _INDEX = b"d", b"v"
 _META_KEY = b"m"
 _RECORD = b"r"
@@ -50,8 +57,33 @@ def _key_of(ident: bytes) -> bytes:
     return ident[_IDENT.size:]
 
 
-def _prefix_end(prefix: bytes) -> bytes:
-    return prefix[:-1] + bytes([prefix[-1] + 1]) if prefix and prefix[-1] < 255 else prefix + b"\xff"
+def _entries(value: bytes | None) -> list[tuple[int, bytes]]:
+    """Parse a key's stored versions: ``[(version, framed value), ...]`` in version order."""
+    out = []
+    if not value:
+        return out
+    view = memoryview(value)
+    pos = 0
+    while pos < len(view):
+        version, length = _ENTRY.unpack_from(view, pos)
+        pos += _ENTRY.size
+        out.append((version, bytes(view[pos:pos + length])))
+        pos += length
+    return out
+
+
+def _join(entries: list[tuple[int, bytes]]) -> bytes:
+    return b"".join(_ENTRY.pack(v, len(blob)) + blob for v, blob in entries)
+
+
+def _trim(entries: list[tuple[int, bytes]], horizon: int) -> list[tuple[int, bytes]]:
+    """Keep the versions a retained snapshot can need: all after ``horizon`` and the latest at or
+    before it."""
+    keep_from = 0
+    for index, (version, _) in enumerate(entries):
+        if version <= horizon:
+            keep_from = index
+    return entries[keep_from:]
 
 
 def _scan(db: Rdict, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
@@ -78,6 +110,7 @@ class RocksDBSnapshotStore(SnapshotStore):
             msg = f"rocksdb backend: state.path {self.path!r} is not a writable directory ({exc})"
             raise BackendUnavailableError(msg) from exc
         self._dbs: dict[str, Rdict] = {}
+        self._horizons: dict[str, int] = {}
         self._lock = threading.RLock()
         self._sync = WriteOptions()
         self._sync.sync = True
@@ -128,25 +161,39 @@ class RocksDBSnapshotStore(SnapshotStore):
     # Writing -------------------------------------------------------------------------------
 
     def write(self, snapshot: TaskSnapshot) -> None:
-        version = _VERSION.pack(snapshot.version)
-        batches: dict[str, WriteBatch] = {}
-        kgs = snapshot.key_groups
+        version = snapshot.version
+        packed = _VERSION.pack(version)
+        horizon = self._horizon(snapshot.job)
+        by_table: dict[str, list] = {}
         for row in snapshot.rows:
-            batch = batches.get(row.table)
-            if batch is None:
-                batch = batches[row.table] = WriteBatch(raw_mode=True)
-            ident = _ident(row.key_group, row.key)
-            batch.put(_DATA + ident + version, encode_value(row.value))
-            batch.put(_INDEX + version + ident, b"")
-        for table, batch in batches.items():
+            by_table.setdefault(row.table, []).append(row)
+        kgs = snapshot.key_groups
+        for table, rows in by_table.items():
             path = os.path.join(self._table_dir(snapshot.job, table), f"kg-{kgs.start}-{kgs.stop}")
-            self._open(path).write(batch, self._write_options)
+            db = self._open(path)
+            idents = [_ident(row.key_group, row.key) for row in rows]
+            current = db.get([_DATA + ident for ident in idents])
+            batch = WriteBatch(raw_mode=True)
+            for row, ident, stored in zip(rows, idents, current, strict=True):
+                entries = [e for e in _entries(stored) if e[0] < version]
+                entries.append((version, encode_value(row.value)))
+                batch.put(_DATA + ident, _join(_trim(entries, horizon)))
+                batch.put(_INDEX + packed + ident, b"")
+            db.write(batch, self._write_options)
         if snapshot.records:
             batch = WriteBatch(raw_mode=True)
             for record in snapshot.records:
-                batch.put(self._record_key(record.kind, record.name, record.index) + version,
+                batch.put(self._record_key(record.kind, record.name, record.index) + packed,
                           encode_value(record.value))
             self._meta_db(snapshot.job).write(batch, self._write_options)
+
+    def _horizon(self, job: str) -> int:
+        """The oldest retained version of ``job``: older versions are never restored."""
+        horizon = self._horizons.get(job)
+        if horizon is None:
+            meta = self.read_meta(job)
+            horizon = self._horizons[job] = meta.retained[0] if meta and meta.retained else 0
+        return horizon
 
     @staticmethod
     def _record_key(kind: str, name: str, index: int) -> bytes:
@@ -154,6 +201,7 @@ class RocksDBSnapshotStore(SnapshotStore):
 
     def commit(self, meta: JobMeta) -> None:
         self._meta_db(meta.job).put(_META_KEY, meta.to_bytes(), self._sync)
+        self._horizons[meta.job] = meta.retained[0] if meta.retained else 0
 
     # Reading -------------------------------------------------------------------------------
 
@@ -164,22 +212,39 @@ class RocksDBSnapshotStore(SnapshotStore):
         low = _DATA + _IDENT.pack(key_groups.start, 0)
         high = _DATA + _IDENT.pack(key_groups.stop, 0)
 
-        def rows(db: Rdict) -> Iterator[tuple[bytes, int, bytes]]:
+        def rows(db: Rdict) -> Iterator[tuple[bytes, bytes]]:
             for key, value in db.items(from_key=low):
                 if key >= high:
                     return
-                yield key[1:-_VERSION.size], _VERSION.unpack(key[-_VERSION.size:])[0], value
+                yield key[1:], value
 
-        merged = heapq.merge(*(rows(db) for db in sources)) if len(sources) > 1 else (
-            rows(sources[0]) if sources else iter(()))
+        merged = heapq.merge(*(rows(db) for db in sources), key=lambda row: row[0])
+        previous_ident, entries = None, []
+        for ident, value in merged:
+            if ident != previous_ident:
+                if previous_ident is not None:
+                    found = self._latest(job, table, previous_ident, entries, version)
+                    if found is not None:
+                        yield found
+                previous_ident, entries = ident, []
+            entries.extend(_entries(value))
+        if previous_ident is not None:
+            found = self._latest(job, table, previous_ident, entries, version)
+            if found is not None:
+                yield found
 
-        def where(ident: bytes, v: int) -> str:
-            kg = _IDENT.unpack_from(ident)[0]
-            return (f"{self.location()} job={job} table={table} key group={kg} "
-                    f"key={_key_of(ident)!r} version={v}")
-
-        for ident, payload in latest_rows(merged, version, where):
-            yield _key_of(ident), payload
+    def _latest(self, job, table, ident, entries, version) -> tuple[bytes, bytes] | None:
+        best = None
+        for v, blob in entries:
+            if v <= version and (best is None or v > best[0]):
+                best = (v, blob)
+        if best is None:
+            return None
+        kg = _IDENT.unpack_from(ident)[0]
+        where = (f"{self.location()} job={job} table={table} key group={kg} "
+                 f"key={_key_of(ident)!r} version={best[0]}")
+        payload = decode_value(best[1], where)
+        return None if payload is None else (_key_of(ident), payload)
 
     def read_record(self, job, kind, name, index, version):
         prefix = self._record_key(kind, name, index)
@@ -206,15 +271,25 @@ class RocksDBSnapshotStore(SnapshotStore):
     def discard_after(self, job: str, version: int) -> None:
         start = _INDEX + _VERSION.pack(version + 1)
         for _, _, db in self._range_dbs(job):
+            idents = set()
+            index_keys = []
+            for key, _ in db.items(from_key=start):
+                if not key.startswith(_INDEX):
+                    break
+                index_keys.append(key)
+                idents.add(key[1 + _VERSION.size:])
+            if not index_keys:
+                continue
             batch = WriteBatch(raw_mode=True)
-            for key, _ in _scan(db, _INDEX):
-                if key < start:
-                    continue
-                v, ident = key[1:1 + _VERSION.size], key[1 + _VERSION.size:]
+            for ident in idents:
+                kept = [e for e in _entries(db.get(_DATA + ident)) if e[0] <= version]
+                if kept:
+                    batch.put(_DATA + ident, _join(kept))
+                else:
+                    batch.delete(_DATA + ident)
+            for key in index_keys:
                 batch.delete(key)
-                batch.delete(_DATA + ident + v)
-            if not batch.is_empty():
-                db.write(batch, self._sync)
+            db.write(batch, self._sync)
         meta = self._meta_db(job)
         batch = WriteBatch(raw_mode=True)
         for key, _ in _scan(meta, _RECORD):
@@ -224,19 +299,12 @@ class RocksDBSnapshotStore(SnapshotStore):
             meta.write(batch, self._sync)
 
     def prune(self, job: str, crossing: Sequence[int], horizon: int) -> None:
+        # Values are trimmed to the horizon whenever a key is written; what is left to drop is the
+        # index of versions no resume can return to (every resume is to a retained version).
+        self._horizons[job] = max(horizon, self._horizons.get(job, 0))
+        low, high = _INDEX + _VERSION.pack(0), _INDEX + _VERSION.pack(horizon)
         for _, _, db in self._range_dbs(job):
-            batch = WriteBatch(raw_mode=True)
-            for v in crossing:
-                packed = _VERSION.pack(v)
-                for key, _ in _scan(db, _INDEX + packed):
-                    ident = key[1 + _VERSION.size:]
-                    for data_key, _ in _scan(db, _DATA + ident):
-                        old = data_key[-_VERSION.size:]
-                        if len(data_key) == 1 + len(ident) + _VERSION.size and old < packed:
-                            batch.delete(data_key)
-                            batch.delete(_INDEX + old + ident)
-            if not batch.is_empty():
-                db.write(batch, self._write_options)
+            db.delete_range(low, high)
         self._prune_records(job, horizon)
 
     def _prune_records(self, job: str, horizon: int) -> None:
