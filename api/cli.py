@@ -109,6 +109,49 @@ def explain(script: str, script_args: tuple[str, ...], fmt: str, config_path: st
         _fail(Console(stderr=True), f"configuration: {exc}", 2)
 
 
+@main.command()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False))
+def snapshots(config_path: str | None) -> None:
+    """List the jobs with stored state: last completed window, retained versions, sizes."""
+    from rich.table import Table
+
+    from gyreflow.state.backends import backend_from_config
+
+    console = Console()
+    try:
+        backend = backend_from_config(Config.load(config_path))
+        store = backend.open_store()
+    except (ConfigError, BackendUnavailableError) as exc:
+        _fail(Console(stderr=True), str(exc), 2)
+    try:
+        jobs = store.jobs()
+        console.print(f"backend: {backend.describe()}", markup=False, highlight=False)
+        if not jobs:
+            console.print("no job has stored state", markup=False)
+            return
+        table = Table()
+        for column in ("job", "last completed", "retained", "state", "bytes"):
+            table.add_column(column)
+        for job in jobs:
+            try:
+                meta = store.read_meta(job)
+            except SnapshotCorruptedError as exc:
+                table.add_row(escape(job), "corrupted", "", escape(str(exc)), "")
+                continue
+            sizes = store.sizes(job)
+            first = True
+            for part, size in sorted(sizes.items()):
+                table.add_row(
+                    escape(job) if first else "",
+                    str(meta.last_completed) if first else "",
+                    ", ".join(map(str, meta.retained)) if first else "",
+                    escape(part), f"{size:,}")
+                first = False
+        console.print(table)
+    finally:
+        store.close()
+
+
 @main.command("config")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False))
 @click.option("--schema", is_flag=True, help="Print every key as a Markdown table.")

@@ -15,6 +15,7 @@ from gyreflow.plan.graph import Partitioning
 from gyreflow.runtime.checkpoint import CheckpointCoordinator, RecoveryOptions
 from gyreflow.runtime.snapshot_writers import InlineSnapshotWriter, ProcessSnapshotWriter
 from gyreflow.runtime.emitter import EmitterService, OutputEdge
+from gyreflow.runtime.faults import crash_point
 from gyreflow.runtime.metrics import TaskResult, WindowMetrics
 from gyreflow.runtime.task import Task, TaskCheckpoints
 from gyreflow.runtime.task_runner import Dispatcher, TaskRunner
@@ -124,6 +125,7 @@ class LocalExecutor:
                             launched.setdefault((event.cycle, event.window), self.clock())
                         dispatcher.dispatch(event)
                 elif isinstance(instruction, WindowFinished):
+                    crash_point("window-finished", instruction.window)
                     key = (instruction.cycle, instruction.window)
                     seconds = self.clock() - launched.pop(key, started)
                     metrics = WindowMetrics.from_dones(name, instruction.cycle, instruction.window,
@@ -136,6 +138,7 @@ class LocalExecutor:
                     lowest = min(completed.values())
                     if lowest > committed:
                         committed = lowest
+                        crash_point("before-commit", committed)
                         coordinator.commit(committed, writer,
                                            functools.partial(reports.put, _Committed(committed)))
                         outstanding_commits += 1
@@ -147,8 +150,11 @@ class LocalExecutor:
             if report is not None:
                 if isinstance(report, _Committed):
                     outstanding_commits -= 1
-                    for task in sink_tasks:  # the window is durable: its output may be seen
+                    crash_point("after-commit", report.window)
+                    for index, task in enumerate(sink_tasks):  # durable: its output may be seen
                         task.publish(report.window)
+                        if index == 0:
+                            crash_point("mid-publish", report.window)
                     continue
                 pending.extend(self._handle_report(scheduler, report))
                 continue

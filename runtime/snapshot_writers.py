@@ -19,6 +19,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 
+from gyreflow.runtime.faults import crash_point
 from gyreflow.state.snapshot import JobMeta, SnapshotStore, TaskSnapshot
 
 _FRAME = struct.Struct(">I")
@@ -220,6 +221,7 @@ def _serve(parent: int) -> None:
                 if op == "write":
                     if args[0] is not None:
                         store.write(args[0])
+                        crash_point("snapshot-written", args[0].version, parent)
                 elif op == "commit":
                     store.commit(args[0])
                 elif op == "prune":

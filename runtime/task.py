@@ -10,6 +10,7 @@ import attrs
 
 from gyreflow.plan.execution import ExecutionTask, ExecutionVertex
 from gyreflow.runtime.emitter import EmitterService
+from gyreflow.runtime.faults import crash_point
 from gyreflow.runtime.fetch import FetchService, Worker
 from gyreflow.runtime.operators import CollectOperator, Operator, SinkOperator, build_operator
 from gyreflow.scheduler.events import Done, EventKind, OperatorMetrics, TaskEvent
@@ -168,6 +169,8 @@ class Task:
         read = self.reading
         budget = read.budget(self.batch_size)
         batch = self._take(budget)
+        if read.count == 0:
+            crash_point("mid-window", read.window)
         if batch:
             read.count += len(batch)
             self.source_records += len(batch)

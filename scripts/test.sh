@@ -20,5 +20,13 @@ if ! java -version 2>&1 | grep -qE 'version "17'; then
   }
 fi
 
+echo "== starting a throwaway PostgreSQL server for the JDBC tests"
+if [ -z "${GYREFLOW_TEST_POSTGRES_URL:-}" ]; then
+  pgdir=$(mktemp -d /tmp/gyreflow-pg.XXXXXX)
+  port=$("$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  eval "$(bash scripts/postgres.sh start "$pgdir" "$port")"
+  trap 'bash scripts/postgres.sh stop "$pgdir"; rm -rf "$pgdir"' EXIT
+fi
+
 echo "== running the tests"
 "$PYTHON" -m pytest -q "$@"

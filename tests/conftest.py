@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from gyreflow.api import Environment
@@ -17,7 +22,7 @@ def environment_type(request) -> str:
 
 @pytest.fixture
 def make_env(environment_type, tmp_path):
-    """Build an environment of the current type: ``make_env(parallelism=2, **{"runtime.batch_size": 3})``."""
+    """Build an environment of the current type, e.g. ``make_env(2, **{"runtime.batch_size": 3})``."""
 
     def make(parallelism: int = 1, **config) -> Environment:
         overrides = {
@@ -30,3 +35,47 @@ def make_env(environment_type, tmp_path):
         return Environment.from_config(None, overrides)
 
     return make
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def postgres_url(tmp_path_factory) -> str:
+    """A real PostgreSQL server: the one the test command started (GYREFLOW_TEST_POSTGRES_URL), or
+    a throwaway one started here with scripts/postgres.sh."""
+    url = os.environ.get("GYREFLOW_TEST_POSTGRES_URL")
+    if url:
+        yield url
+        return
+    directory = tmp_path_factory.mktemp("postgres")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    script = REPO / "scripts" / "postgres.sh"
+    out = subprocess.run(["bash", str(script), "start", str(directory), str(port)],
+                         capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        pytest.fail(f"could not start PostgreSQL for the JDBC tests:\n{out.stderr}")
+    yield out.stdout.strip().split("=", 1)[1]
+    subprocess.run(["bash", str(script), "stop", str(directory)], check=False)
+
+
+BACKENDS = ["memory", "rocksdb", "sqlite", "postgresql"]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend_overrides(request, tmp_path) -> dict:
+    """Config overrides selecting each snapshot backend in turn (jdbc on SQLite and on PostgreSQL)."""
+    name = request.param
+    overrides = {"state.path": str(tmp_path / "state")}
+    if name == "memory":
+        overrides["state.backend"] = "memory"
+    elif name == "rocksdb":
+        overrides["state.backend"] = "rocksdb"
+    elif name == "sqlite":
+        overrides["state.backend"] = "jdbc"
+    else:
+        overrides["state.backend"] = "jdbc"
+        overrides["state.url"] = request.getfixturevalue("postgres_url")
+    return overrides

@@ -1,0 +1,44 @@
+"""Crash points: named moments at which a test can make the job process die as if by ``kill -9``.
+
+Set ``GYREFLOW_CRASH_AT=POINT:WINDOW`` (several separated by commas) and the job process sends itself
+SIGKILL when it reaches that point for that window. Points:
+
+- ``window-finished``  every tail reported the window; its snapshot may still be in flight
+- ``snapshot-written`` the writer stored a task's snapshot of the window but has not acknowledged it
+- ``before-commit``    the window's snapshots are durable; the meta commit was not sent
+- ``after-commit``     the meta commit is durable; no sink has published the window
+- ``mid-publish``      the first sink task published the window, the others not yet
+- ``mid-window``       a source read the first batch of the window
+
+Unset (the normal case), every check is a constant-time no-op.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+POINTS = ("window-finished", "snapshot-written", "before-commit", "after-commit", "mid-publish",
+          "mid-window")
+
+
+def _parse(spec: str) -> frozenset[tuple[str, int]]:
+    points = set()
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        name, _, window = item.partition(":")
+        if name not in POINTS or not window.isdigit():
+            msg = f"GYREFLOW_CRASH_AT item {item!r}: expected POINT:WINDOW with POINT one of {POINTS}"
+            raise ValueError(msg)
+        points.add((name, int(window)))
+    return frozenset(points)
+
+
+_ARMED = _parse(os.environ.get("GYREFLOW_CRASH_AT", ""))
+
+
+def crash_point(name: str, window: int, pid: int | None = None) -> None:
+    """Die (or kill ``pid``, the job process) here if a test armed ``name`` for ``window``."""
+    if _ARMED and (name, window) in _ARMED:
+        os.kill(pid or os.getpid(), signal.SIGKILL)
+        if pid is not None:
+            os._exit(1)
