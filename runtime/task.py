@@ -267,10 +267,10 @@ class Task:
         for table in self.ctx.state.tables.values():
             changed, removed = table.take_changes()
             name = table.name
-            for key, value in changed.items():
-                rows.append(StateRow(name, key_group_of(key, groups), dumps(key), dumps(value)))
-            for key in removed:
-                rows.append(StateRow(name, key_group_of(key, groups), dumps(key), None))
+            rows.extend([StateRow(name, key_group_of(key, groups), dumps(key), dumps(value))
+                         for key, value in changed.items()])
+            rows.extend([StateRow(name, key_group_of(key, groups), dumps(key), None)
+                         for key in removed])
         records = ()
         if self.source_reader is not None:
             offset = (self.source_offset, self.exhausted)

@@ -16,6 +16,7 @@ import pickle
 import struct
 import zlib
 from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
 import attrs
 
@@ -71,9 +72,11 @@ def loads(data: bytes) -> object:
     return pickle.loads(data)
 
 
-@attrs.frozen
-class StateRow:
-    """One changed key of one state table; ``value`` None records a deletion."""
+class StateRow(NamedTuple):
+    """One changed key of one state table; ``value`` None records a deletion.
+
+    A named tuple, not an attrs class: a snapshot builds one per changed key, on the hot path.
+    """
 
     table: str
     key_group: int
@@ -81,8 +84,7 @@ class StateRow:
     value: bytes | None
 
 
-@attrs.frozen
-class TaskRecord:
+class TaskRecord(NamedTuple):
     """A small per-task value such as a source offset."""
 
     kind: str
