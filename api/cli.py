@@ -72,7 +72,7 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
         _fail(console, "--from-window needs --resume", 2)
     settings = RunSettings(config_path=config_path, environment=environment, quiet=quiet,
                            show_progress=not quiet, resume=resume, fresh=fresh,
-                           from_window=from_window)
+                           from_window=from_window, summaries=[])
     try:
         _run_script(script, script_args, settings)
     except ConfigError as exc:

@@ -171,7 +171,8 @@ class Pipeline:
             graph = task.build(self.env.config)
             results[task.name] = self.env.run_task(f"{self.name}/{task.name}", graph, listener,
                                                    recovery)
-        settings.summaries.append((self.name, results))
+        if settings.summaries is not None:
+            settings.summaries.append((self.name, results))
         return PipelineResult(results)
 
 

@@ -20,11 +20,11 @@ class RunSettings:
     resume: bool = False
     fresh: bool = False
     from_window: int | None = None
-    summaries: list = attrs.field(factory=list, eq=False)
+    summaries: list | None = attrs.field(default=None, eq=False)  # the CLI collects results here
 
 
 _current: contextvars.ContextVar[RunSettings] = contextvars.ContextVar(
-    "gyreflow_run_settings", default=RunSettings()
+    "gyreflow_run_settings", default=RunSettings()  # noqa: B039 - frozen; no list by default
 )
 
 

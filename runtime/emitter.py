@@ -61,9 +61,13 @@ def _by_key(delivers: list[Deliver], key_fn: Callable, max_parallelism: int, ope
                 except KeyError:
                     appends[task_of(key)](record)
         except TypeError as exc:
+            cause: BaseException = exc
             if "unhashable" in str(exc):
-                task_of(record if key_fn is None else key_fn(record))  # raises stable_hash's clear error about the key type
-            raise RecordError(f"key_by of {operator}", record, exc) from exc
+                try:  # stable_hash names the key's type and what keys may be
+                    task_of(record if key_fn is None else key_fn(record))
+                except TypeError as clear:
+                    cause = clear
+            raise RecordError(f"key_by of {operator}", record, cause) from exc
         except Exception as exc:  # noqa: BLE001 - a user key function failed
             raise RecordError(f"key_by of {operator}", record, exc) from exc
         for deliver, part in zip(delivers, parts, strict=True):

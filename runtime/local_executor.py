@@ -13,10 +13,10 @@ import attrs
 from gyreflow.plan.execution import ExecutionGraph
 from gyreflow.plan.graph import Partitioning
 from gyreflow.runtime.checkpoint import CheckpointCoordinator, RecoveryOptions
-from gyreflow.runtime.snapshot_writers import InlineSnapshotWriter, ProcessSnapshotWriter
 from gyreflow.runtime.emitter import EmitterService, OutputEdge
 from gyreflow.runtime.faults import crash_point
 from gyreflow.runtime.metrics import TaskResult, WindowMetrics
+from gyreflow.runtime.snapshot_writers import InlineSnapshotWriter, ProcessSnapshotWriter
 from gyreflow.runtime.task import Task, TaskCheckpoints
 from gyreflow.runtime.task_runner import Dispatcher, TaskRunner
 from gyreflow.scheduler.cycle import JobScheduler

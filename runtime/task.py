@@ -10,6 +10,7 @@ import attrs
 
 from gyreflow.plan.execution import ExecutionTask, ExecutionVertex
 from gyreflow.runtime.emitter import EmitterService
+from gyreflow.runtime.errors import RecordError
 from gyreflow.runtime.faults import crash_point
 from gyreflow.runtime.fetch import FetchService, Worker
 from gyreflow.runtime.operators import CollectOperator, Operator, SinkOperator, build_operator
@@ -267,10 +268,13 @@ class Task:
         for table in self.ctx.state.tables.values():
             changed, removed = table.take_changes()
             name = table.name
-            rows.extend([StateRow(name, key_group_of(key, groups), dumps(key), dumps(value))
-                         for key, value in changed.items()])
-            rows.extend([StateRow(name, key_group_of(key, groups), dumps(key), None)
-                         for key in removed])
+            try:
+                rows.extend([StateRow(name, key_group_of(key, groups), dumps(key), dumps(value))
+                             for key, value in changed.items()])
+                rows.extend([StateRow(name, key_group_of(key, groups), dumps(key), None)
+                             for key in removed])
+            except Exception as exc:  # noqa: BLE001 - name the key the snapshot cannot store
+                raise _unstorable(name, changed, removed, groups) from exc
         records = ()
         if self.source_reader is not None:
             offset = (self.source_offset, self.exhausted)
@@ -309,6 +313,18 @@ class Task:
         """Window ``window`` is completed: let sinks make their staged output visible."""
         for op in self.sinks:
             op.publish(window)
+
+
+def _unstorable(table: str, changed: dict, removed: set, groups: int) -> RecordError:
+    """The error for the first key or value of a snapshot that cannot be hashed or pickled."""
+    for key, value in [*changed.items(), *((k, None) for k in removed)]:
+        try:
+            key_group_of(key, groups)
+            dumps(key)
+            dumps(value)
+        except Exception as exc:  # noqa: BLE001
+            return RecordError(table, (key, value), exc)
+    return RecordError(table, None, RuntimeError("snapshot failed"), located=False)
 
 
 @attrs.frozen(eq=False)

@@ -34,7 +34,6 @@ from gyreflow.state.snapshot import (
     TaskSnapshot,
     decode_value,
     encode_value,
-    latest_rows,
 )
 
 _VERSION = struct.Struct(">Q")

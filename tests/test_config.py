@@ -7,6 +7,9 @@ import pickle
 import tomllib
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from gyreflow.api.config import (
     ENVIRONMENT_TYPES,
     KEYS,
@@ -17,8 +20,6 @@ from gyreflow.api.config import (
     ConfigKey,
     schema_markdown,
 )
-from hypothesis import given
-from hypothesis import strategies as st
 
 CONF = pathlib.Path(__file__).parents[1] / "conf"
 INT_KEYS = [spec for spec in SCHEMA if spec.type is int]
