@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 import attrs
 
-ENVIRONMENT_TYPES: tuple[str, ...] = ("local",)
+ENVIRONMENT_TYPES: tuple[str, ...] = ("spark", "local")
 STATE_BACKENDS: tuple[str, ...] = ("memory", "rocksdb", "jdbc")
 ENV_PREFIX = "GYREFLOW_"
 _BOOL_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
@@ -52,6 +52,8 @@ class ConfigKey:
         64
         """
         expected = self.type
+        if expected is dict:
+            return _validate_table(value, subject)
         is_bool = isinstance(value, bool)
         if expected is float and isinstance(value, int) and not is_bool:
             value = float(value)
@@ -73,21 +75,40 @@ class ConfigKey:
         False
         """
         try:
-            if self.type is bool:
-                value: object = _BOOL_WORDS[text.strip().lower()]
+            if self.type is dict:
+                value: object = json.loads(text)
+            elif self.type is bool:
+                value = _BOOL_WORDS[text.strip().lower()]
             elif self.type is str:
                 value = text
             else:
                 value = self.type(text.strip())
         except (KeyError, ValueError):
-            hint = " (true/false, 1/0 or yes/no)" if self.type is bool else ""
+            hint = {bool: " (true/false, 1/0 or yes/no)", dict: " (a JSON object)"}.get(self.type, "")
             msg = f"{subject} cannot be parsed as {self.type.__name__}{hint}"
             raise ConfigError(msg) from None
         return self.validate(value, subject)
 
 
+def _validate_table(value: object, subject: str) -> tuple[tuple[str, str], ...]:
+    """A table of string settings (e.g. Spark conf), stored as sorted ``(key, value)`` pairs."""
+    if isinstance(value, tuple) and all(isinstance(p, tuple) and len(p) == 2 for p in value):
+        value = dict(value)
+    if not isinstance(value, dict):
+        msg = f"{subject} must be a table of settings, e.g. {{ \"spark.executor.memory\" = \"2g\" }}"
+        raise ConfigError(msg)
+    pairs = []
+    for key, item in value.items():
+        if not isinstance(item, str | int | float | bool) or isinstance(item, dict):
+            msg = f"{subject}: the value of {key!r} must be a string, number or boolean"
+            raise ConfigError(msg)
+        pairs.append((str(key), str(item).lower() if isinstance(item, bool) else str(item)))
+    return tuple(sorted(pairs))
+
+
 SCHEMA: tuple[ConfigKey, ...] = (
-    ConfigKey("environment.type", str, "local", "Which executor runs pipelines.",
+    ConfigKey("environment.type", str, "spark",
+              "Which executor runs pipelines: spark (PySpark) or local (in this process).",
               choices=ENVIRONMENT_TYPES),
     ConfigKey("environment.parallelism", int, 1, "Default parallelism of operators.", minimum=1),
     ConfigKey("scheduler.max_flying_windows", int, 2, "Windows in flight at once.", minimum=1),
@@ -102,6 +123,10 @@ SCHEMA: tuple[ConfigKey, ...] = (
     ConfigKey("state.snapshot_every", int, 1, "Snapshot state every this many windows.", minimum=1),
     ConfigKey("state.retained_snapshots", int, 2, "Number of recent snapshots kept.", minimum=1),
     ConfigKey("progress.enabled", bool, True, "Show a progress display while running."),
+    ConfigKey("spark.master", str, "local[*]",
+              "Spark master URL: local[N] runs Spark in this machine, spark://host:port a cluster."),
+    ConfigKey("spark.app_name", str, "gyreflow", "Spark application name."),
+    ConfigKey("spark.conf", dict, (), "Extra Spark settings passed through as they are."),
 )
 KEYS: dict[str, ConfigKey] = {spec.name: spec for spec in SCHEMA}
 _SECTIONS = {s.section: [k.key for k in SCHEMA if k.section == s.section] for s in SCHEMA}
@@ -115,6 +140,8 @@ def _toml_value(value: object) -> str:
         return repr(value)
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+    if isinstance(value, tuple):  # a table of settings
+        return "{" + ", ".join(f"{_toml_value(k)} = {_toml_value(v)}" for k, v in value) + "}"
     return repr(value)
 
 
@@ -272,6 +299,7 @@ def schema_markdown() -> str:
             allowed = f"≥ {spec.minimum}"
         else:
             allowed = ""
-        cells = [f"`{spec.name}`", spec.type.__name__, f"`{_toml_value(spec.default)}`"]
+        kind = "table" if spec.type is dict else spec.type.__name__
+        cells = [f"`{spec.name}`", kind, f"`{_toml_value(spec.default)}`"]
         rows.append(f"| {' | '.join(cells)} | {allowed} | {spec.doc} |")
     return "\n".join(rows) + "\n"

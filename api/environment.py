@@ -45,6 +45,21 @@ class Environment:
         return LocalEnvironment(Config.load(current_settings().config_path, overrides))
 
     @staticmethod
+    def spark(master: str | None = None, parallelism: int | None = None, *,
+              progress: bool | None = None,
+              config: Mapping[str, object] | None = None) -> SparkEnvironment:
+        """An environment that runs on Spark (``master`` defaults to ``[spark] master``)."""
+        overrides = dict(config or {})
+        overrides["environment.type"] = "spark"
+        if master is not None:
+            overrides["spark.master"] = master
+        if parallelism is not None:
+            overrides["environment.parallelism"] = parallelism
+        if progress is not None:
+            overrides["progress.enabled"] = progress
+        return SparkEnvironment(Config.load(current_settings().config_path, overrides))
+
+    @staticmethod
     def from_config(path: str | os.PathLike | None = None,
                     overrides: Mapping[str, object] | None = None) -> Environment:
         """The environment a TOML config file describes (plus ``GYREFLOW_SECTION__KEY`` variables).
@@ -82,7 +97,33 @@ class LocalEnvironment(Environment):
         return executor.run(name, build_execution_graph(graph), recovery)
 
 
-_ENVIRONMENTS = {"local": LocalEnvironment}
+class SparkEnvironment(Environment):
+    """Runs every pipeline on Apache Spark through PySpark: ``[spark] master`` picks local mode
+    (``local[*]``) or a cluster; one Spark job per window round.
+
+    >>> env = Environment.spark(master="local[2]", progress=False)
+    >>> env.type_name, env.config["spark.master"]
+    ('spark', 'local[2]')
+    """
+
+    type_name = "spark"
+
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
+        from gyreflow.runtime.spark_executor import spark_session
+
+        self.session = spark_session(config)
+
+    def run_task(self, name: str, graph: PipelineGraph, listener: JobListener | None,
+                 recovery: RecoveryOptions | None = None) -> TaskResult:
+        """Run ``graph`` on Spark."""
+        from gyreflow.runtime.spark_executor import SparkExecutor
+
+        executor = SparkExecutor(self.config, self.state_backend, self.session, listener)
+        return executor.run(name, build_execution_graph(graph), recovery)
+
+
+_ENVIRONMENTS = {"local": LocalEnvironment, "spark": SparkEnvironment}
 
 
 def create_environment(config: Config) -> Environment:

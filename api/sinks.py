@@ -85,6 +85,7 @@ class _FileWriter(SinkWriter):
         self.suffix = "" if parallelism == 1 else f"-part-{task_index + 1:04d}"
         self.open_files: dict[int, object] = {}
         self.staged: set[int] = set()
+        self.published = 0
         os.makedirs(sink.directory, exist_ok=True)
 
     def final_path(self, window: int) -> str:
@@ -116,19 +117,30 @@ class _FileWriter(SinkWriter):
         self.staged.add(window)
 
     def publish(self, window: int) -> None:
-        for staged in sorted(w for w in self.staged if w <= window):
-            os.replace(self.staging_path(staged), self.final_path(staged))
-            self.staged.discard(staged)
+        # Staged windows are looked up on disk: the writer that publishes (on the driver, with
+        # Spark) need not be the one that staged them. Only windows since the last publish are
+        # checked, so a long stream costs O(1) per window.
+        for staged in range(self.published + 1, window + 1):
+            path = self.staging_path(staged)
+            if os.path.exists(path):
+                os.replace(path, self.final_path(staged))
+        self.published = max(self.published, window)
+        self.staged = {w for w in self.staged if w > window}
 
-    def recover(self, window: int) -> None:
+    def _staged_on_disk(self) -> list[int]:
         pattern = re.compile(
             rf"^\.{re.escape(self.sink.prefix)}-(\d{{6}}){re.escape(self.suffix)}"
             rf"{re.escape(self.sink.extension)}\.staged$")
+        found = []
         for name in os.listdir(self.sink.directory):
             match = pattern.match(name)
-            if match is None:
-                continue
-            staged = int(match.group(1))
+            if match is not None:
+                found.append(int(match.group(1)))
+        return sorted(found)
+
+    def recover(self, window: int) -> None:
+        self.published = window
+        for staged in self._staged_on_disk():
             if staged <= window:
                 os.replace(self.staging_path(staged), self.final_path(staged))
             else:

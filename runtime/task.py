@@ -279,12 +279,13 @@ class Task:
         if self.source_reader is not None:
             offset = (self.source_offset, self.exhausted)
             records = (TaskRecord("source", self.vertex.head.name, self.spec.index, dumps(offset)),)
-        snapshot = TaskSnapshot(cp.job, version, self.ctx.state.key_groups, tuple(rows), records)
+        snapshot = TaskSnapshot(cp.job, version, self.ctx.state.key_groups, tuple(rows), records,
+                                cp.horizon)
         self.last_snapshot = version
         cp.writer.write(snapshot, on_durable)
 
-    def rollback(self, window: int) -> None:
-        """Restore state, source offset and sinks to the completed window ``window``."""
+    def rollback(self, window: int, recover_sinks: bool = True) -> None:
+        """Restore state, source offset and (unless the driver does it) sinks to ``window``."""
         cp = self.checkpoints
         state = self.ctx.state
         store = cp.store
@@ -306,8 +307,9 @@ class Task:
                 self.exhausted = exhausted
                 self.exhausted_at = version if exhausted else 0
                 self.lookahead = []
-        for op in self.sinks:
-            op.recover(window)
+        if recover_sinks:
+            for op in self.sinks:
+                op.recover(window)
 
     def publish(self, window: int) -> None:
         """Window ``window`` is completed: let sinks make their staged output visible."""
@@ -336,6 +338,7 @@ class TaskCheckpoints:
     writer: object
     snapshot_every: int = 1
     rescaled: frozenset[str] = frozenset()
+    horizon: int | None = None  # the oldest retained version, when the caller knows it
 
 
 @attrs.define

@@ -2,7 +2,8 @@
 
 Layout under ``state.path``::
 
-    <job>/meta                      job meta and task records (source offsets)
+    <job>/meta                      the job meta (written by the process that commits)
+    <job>/records/<kind:name:index> one task's records, e.g. a source task's offsets by version
     <job>/state/<table>/kg-A-B      rows of one table for key groups A..B-1 (one writing task)
 
 Within a range database, ``d + key group + key`` holds the key's recent versions in one value (each
@@ -41,7 +42,6 @@ _IDENT = struct.Struct(">HI")  # key group, key length
 _ENTRY = struct.Struct(">QI")  # version, length of the framed value
 _DATA, _INDEX = b"d", b"v"
 _META_KEY = b"m"
-_RECORD = b"r"
 
 
 def _quote(name: str) -> str:
@@ -101,7 +101,7 @@ class RocksDBSnapshotStore(SnapshotStore):
         self.path = os.path.abspath(path)
         try:
             os.makedirs(self.path, exist_ok=True)
-            probe = os.path.join(self.path, ".gyreflow-write-probe")
+            probe = os.path.join(self.path, f".gyreflow-write-probe-{os.getpid()}-{id(self)}")
             with open(probe, "w") as handle:
                 handle.write("ok")
             os.unlink(probe)
@@ -139,8 +139,10 @@ class RocksDBSnapshotStore(SnapshotStore):
     def _table_dir(self, job: str, table: str) -> str:
         return os.path.join(self._job_dir(job), "state", _quote(table))
 
-    def _range_dbs(self, job: str, table: str | None = None) -> list[tuple[str, range, Rdict]]:
-        """Every (table, key-group range, database) of ``job`` on disk."""
+    def _range_dbs(self, job: str, table: str | None = None,
+                   overlapping: range | None = None) -> list[tuple[str, range, Rdict]]:
+        """Every (table, key-group range, database) of ``job`` on disk, or only those overlapping
+        ``overlapping`` (a database is opened only when needed: another process may hold it)."""
         base = os.path.join(self._job_dir(job), "state")
         found = []
         if not os.path.isdir(base):
@@ -153,6 +155,9 @@ class RocksDBSnapshotStore(SnapshotStore):
             for name in sorted(os.listdir(table_dir)):
                 if name.startswith("kg-"):
                     start, stop = (int(x) for x in name[3:].split("-"))
+                    if overlapping is not None and not (
+                            start < overlapping.stop and overlapping.start < stop):
+                        continue
                     db = self._open(os.path.join(table_dir, name))
                     found.append((urllib.parse.unquote(quoted), range(start, stop), db))
         return found
@@ -162,7 +167,7 @@ class RocksDBSnapshotStore(SnapshotStore):
     def write(self, snapshot: TaskSnapshot) -> None:
         version = snapshot.version
         packed = _VERSION.pack(version)
-        horizon = self._horizon(snapshot.job)
+        horizon = snapshot.horizon if snapshot.horizon is not None else self._horizon(snapshot.job)
         by_table: dict[str, list] = {}
         for row in snapshot.rows:
             by_table.setdefault(row.table, []).append(row)
@@ -179,12 +184,9 @@ class RocksDBSnapshotStore(SnapshotStore):
                 batch.put(_DATA + ident, _join(_trim(entries, horizon)))
                 batch.put(_INDEX + packed + ident, b"")
             db.write(batch, self._write_options)
-        if snapshot.records:
-            batch = WriteBatch(raw_mode=True)
-            for record in snapshot.records:
-                batch.put(self._record_key(record.kind, record.name, record.index) + packed,
-                          encode_value(record.value))
-            self._meta_db(snapshot.job).write(batch, self._write_options)
+        for record in snapshot.records:
+            db = self._open(self._record_path(snapshot.job, record.kind, record.name, record.index))
+            db.put(packed, encode_value(record.value), self._write_options)
 
     def _horizon(self, job: str) -> int:
         """The oldest retained version of ``job``: older versions are never restored."""
@@ -194,9 +196,14 @@ class RocksDBSnapshotStore(SnapshotStore):
             horizon = self._horizons[job] = meta.retained[0] if meta and meta.retained else 0
         return horizon
 
-    @staticmethod
-    def _record_key(kind: str, name: str, index: int) -> bytes:
-        return _RECORD + f"{kind}\x00{name}\x00{index}\x00".encode()
+    def _record_path(self, job: str, kind: str, name: str, index: int) -> str:
+        return os.path.join(self._job_dir(job), "records", _quote(f"{kind}:{name}:{index}"))
+
+    def _record_dbs(self, job: str) -> list[Rdict]:
+        base = os.path.join(self._job_dir(job), "records")
+        if not os.path.isdir(base):
+            return []
+        return [self._open(os.path.join(base, name)) for name in sorted(os.listdir(base))]
 
     def commit(self, meta: JobMeta) -> None:
         self._meta_db(meta.job).put(_META_KEY, meta.to_bytes(), self._sync)
@@ -206,8 +213,7 @@ class RocksDBSnapshotStore(SnapshotStore):
 
     def read_rows(self, job: str, table: str, key_groups: range,
                   version: int) -> Iterator[tuple[bytes, bytes]]:
-        sources = [db for _, kgs, db in self._range_dbs(job, table)
-                   if kgs.start < key_groups.stop and key_groups.start < kgs.stop]
+        sources = [db for _, _, db in self._range_dbs(job, table, key_groups)]
         low = _DATA + _IDENT.pack(key_groups.start, 0)
         high = _DATA + _IDENT.pack(key_groups.stop, 0)
 
@@ -246,10 +252,12 @@ class RocksDBSnapshotStore(SnapshotStore):
         return None if payload is None else (_key_of(ident), payload)
 
     def read_record(self, job, kind, name, index, version):
-        prefix = self._record_key(kind, name, index)
+        path = self._record_path(job, kind, name, index)
+        if not os.path.isdir(path):
+            return None
         found = None
-        for key, value in _scan(self._meta_db(job), prefix):
-            v = _VERSION.unpack(key[len(prefix):])[0]
+        for key, value in self._open(path).items():
+            v = _VERSION.unpack(key)[0]
             if v <= version:
                 found = (v, value)
         if found is None:
@@ -289,13 +297,8 @@ class RocksDBSnapshotStore(SnapshotStore):
             for key in index_keys:
                 batch.delete(key)
             db.write(batch, self._sync)
-        meta = self._meta_db(job)
-        batch = WriteBatch(raw_mode=True)
-        for key, _ in _scan(meta, _RECORD):
-            if _VERSION.unpack(key[-_VERSION.size:])[0] > version:
-                batch.delete(key)
-        if not batch.is_empty():
-            meta.write(batch, self._sync)
+        for db in self._record_dbs(job):
+            db.delete_range(_VERSION.pack(version + 1), b"\xff" * (_VERSION.size + 1))
 
     def prune(self, job: str, crossing: Sequence[int], horizon: int) -> None:
         # Values are trimmed to the horizon whenever a key is written; what is left to drop is the
@@ -307,18 +310,15 @@ class RocksDBSnapshotStore(SnapshotStore):
         self._prune_records(job, horizon)
 
     def _prune_records(self, job: str, horizon: int) -> None:
-        meta = self._meta_db(job)
-        by_record: dict[bytes, list[tuple[int, bytes]]] = {}
-        for key, _ in _scan(meta, _RECORD):
-            by_record.setdefault(key[:-_VERSION.size], []).append(
-                (_VERSION.unpack(key[-_VERSION.size:])[0], key))
-        batch = WriteBatch(raw_mode=True)
-        for versions in by_record.values():
-            at_or_before = [k for v, k in sorted(versions) if v <= horizon]
-            for key in at_or_before[:-1]:
-                batch.delete(key)
-        if not batch.is_empty():
-            meta.write(batch, self._write_options)
+        for db in self._record_dbs(job):
+            keep = None
+            for key, _ in db.items():
+                if _VERSION.unpack(key)[0] <= horizon:
+                    keep = key
+                else:
+                    break
+            if keep is not None:
+                db.delete_range(_VERSION.pack(0), keep)
 
     def drop_other_ranges(self, job: str, table: str, keep: set[range]) -> None:
         """Delete the databases of ``table`` whose range is not in ``keep`` (the old layout after a
@@ -355,7 +355,7 @@ class RocksDBSnapshotStore(SnapshotStore):
         for table, kgs, db in self._range_dbs(job):
             total = sum(len(k) + len(v) for k, v in _scan(db, _DATA))
             sizes[f"{table} [{kgs.start}-{kgs.stop - 1}]"] = total
-        sizes["(records)"] = sum(len(k) + len(v) for k, v in _scan(self._meta_db(job), _RECORD))
+        sizes["(records)"] = sum(len(k) + len(v) for db in self._record_dbs(job) for k, v in db.items())
         return sizes
 
     def close(self) -> None:

@@ -105,6 +105,7 @@ class TaskSnapshot:
     key_groups: range
     rows: tuple[StateRow, ...] = ()
     records: tuple[TaskRecord, ...] = ()
+    horizon: int | None = None  # the oldest retained version, when the writer knows it
 
 
 @attrs.frozen
