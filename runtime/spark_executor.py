@@ -16,9 +16,11 @@ stable, so the cache is only an optimisation). Stores are opened inside the task
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shutil
+import sys
 import tempfile
 import time
 import uuid
@@ -399,7 +401,8 @@ def spark_session(config) -> Callable[[], object]:
     def factory():
         if cached:
             return cached[0]
-        os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         from pyspark.sql import SparkSession
 
         builder = (SparkSession.builder.master(config["spark.master"])
@@ -408,9 +411,29 @@ def spark_session(config) -> Callable[[], object]:
                    .config("spark.python.worker.reuse", "true"))
         for key, value in config["spark.conf"]:
             builder = builder.config(key, value)
-        session = builder.getOrCreate()
+        with _jvm_output_to(SPARK_LOG):
+            session = builder.getOrCreate()
         session.sparkContext.setLogLevel("ERROR")
         cached.append(session)
         return session
 
     return factory
+
+
+SPARK_LOG = os.path.join(tempfile.gettempdir(), "gyreflow-spark.log")
+
+
+@contextlib.contextmanager
+def _jvm_output_to(path: str):
+    """Start the JVM with its standard error in ``path``: Spark's start-up chatter (log4j, JVM
+    warnings) stays out of the user's terminal; gyreflow reports task failures itself."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(log, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(log)
