@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import traceback
 
 
@@ -30,6 +31,7 @@ class UserFunctionError(RuntimeError):
         self.task = task
         self.record = record
         self.cause = cause
+        self.located = located
         self.original_traceback = "".join(traceback.format_exception(cause))
         shown = repr(record)
         if len(shown) > 200:
@@ -43,19 +45,33 @@ class UserFunctionError(RuntimeError):
         super().__init__(msg)
 
     def __reduce__(self):
-        return (_rebuild_user_error, (self.operator, self.window, self.task, self.record,
-                                      self.original_traceback, str(self.cause),
-                                      type(self.cause).__name__))
+        # Crosses process boundaries (Spark tasks): keep the user's exception and record when they
+        # pickle, else their text.
+        cause: object = self.cause
+        record: object = self.record
+        try:
+            pickle.dumps(cause)
+        except Exception:  # noqa: BLE001 - any pickling failure
+            cause = f"{type(self.cause).__name__}: {self.cause}"
+        try:
+            pickle.dumps(record)
+        except Exception:  # noqa: BLE001
+            record = repr(record)
+        return (_rebuild_user_error, (self.operator, self.window, self.task, record,
+                                      self.original_traceback, cause, self.located))
 
 
 class RemoteError(Exception):
     """The text of an exception raised in another process."""
 
 
-def _rebuild_user_error(operator, window, task, record, tb, cause_text, cause_type):
-    cause = RemoteError(f"{cause_type}: {cause_text}")
-    error = UserFunctionError(operator, window, task, record, cause)
+def _rebuild_user_error(operator, window, task, record, tb, cause, located):
+    if isinstance(cause, str):
+        cause = RemoteError(cause)
+    error = UserFunctionError(operator, window, task, record, cause, located)
     error.original_traceback = tb
+    error.args = (error.args[0].split("\n\nOriginal traceback:")[0]
+                  + "\n\nOriginal traceback:\n" + tb,)
     return error
 
 

@@ -321,10 +321,9 @@ class SparkExecutor:
         for vertex in order:
             spec = attrs.evolve(template, vertex_id=vertex.id)
             upstream = sorted({e.source for e in graph.inputs(vertex.id)})
-            if not upstream:
+            if not upstream:  # one element per slice: partition i runs task i, no shuffle
                 base = sc.parallelize([(i, None) for i in range(vertex.parallelism)],
                                       vertex.parallelism)
-                base = base.partitionBy(vertex.parallelism, _by_index)
             else:
                 parts = [outputs[u].filter(_for_vertex(vertex.id)).map(_keyed) for u in upstream]
                 base = (parts[0] if len(parts) == 1 else sc.union(parts)).partitionBy(

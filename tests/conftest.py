@@ -11,7 +11,8 @@ import pytest
 
 from gyreflow.api import Environment
 
-ENVIRONMENTS = ["local"]
+ENVIRONMENTS = ["local", "spark"]
+SPARK_MASTER = "local[2]"
 
 
 @pytest.fixture(params=ENVIRONMENTS)
@@ -31,6 +32,8 @@ def make_env(environment_type, tmp_path):
             "progress.enabled": False,
             "state.path": str(tmp_path / "state"),
         }
+        if environment_type == "spark":
+            overrides["spark.master"] = SPARK_MASTER  # one session serves the whole test run
         overrides.update(config)
         return Environment.from_config(None, overrides)
 

@@ -174,7 +174,7 @@ def test_reduce_emits_the_reduced_record(make_env, parallelism):
     assert as_multisets(result.by_window("out")) == expect(oracle)
 
 
-def test_reduce_first_record_of_a_key_is_emitted_unchanged(make_env):
+def test_reduce_first_record_of_a_key_is_emitted_unchanged(make_env, environment_type):
     calls = []
 
     def concat(a, b):
@@ -186,7 +186,8 @@ def test_reduce_first_record_of_a_key_is_emitted_unchanged(make_env):
                  .key_by(lambda s: s[0]).reduce(concat).collect("out"))
     # window 1: a1, b1 are first of their keys; window 2: a1 + a2.
     assert as_multisets(result.by_window("out")) == expect([["a1", "b1"], ["a1a2"]])
-    assert calls == [("a1", "a2")]
+    if environment_type == "local":  # on Spark the function runs in worker processes
+        assert calls == [("a1", "a2")]
 
 
 @pytest.mark.parametrize("parallelism", PARALLELISM)
