@@ -126,7 +126,7 @@ def _run_partition(spec: _Round, index: int, messages) -> list:
     window = spec.window
     key = (spec.run_id, spec.vertex_id, index)
     for stale in [k for k in _TASKS if k[0] != spec.run_id]:
-        del _TASKS[stale]
+        _close_quietly(_TASKS.pop(stale)[0])
     cached = _TASKS.pop(key, None)
     fresh = cached is None or cached[2] != window - 1
     if fresh:
@@ -155,11 +155,18 @@ def _run_partition(spec: _Round, index: int, messages) -> list:
             task.launches.append(window)
             while task.has_source_work():
                 task.read_step()
-        _TASKS[key] = (task, holder, window)
+        if task.ctx.window == window and not task.worker.ended and not task.exhausted:
+            # Every healthy round brings each task its window's barrier; without it an upstream
+            # task failed: drop what this task staged of the window (a sink's partial file).
+            _close_quietly(task)
+        else:
+            _TASKS[key] = (task, holder, window)
     except RecordError as exc:
+        _close_quietly(task)  # e.g. a sink drops the partial staged file of the failed window
         holder.dones.append(TaskFailed(task.cycle, task.spec.id, window, UserFunctionError(
             exc.operator, window, task.name, exc.record, exc.cause, exc.located)))
     except Exception as exc:  # noqa: BLE001 - reported to the driver, which stops the job
+        _close_quietly(task)
         error = TaskError(f"task {task.name!r} failed in window {window}: "
                           f"{type(exc).__name__}: {exc}")
         holder.dones.append(TaskFailed(task.cycle, task.spec.id, window, _portable(error)))
@@ -169,6 +176,13 @@ def _run_partition(spec: _Round, index: int, messages) -> list:
     items = [(tv, ti, payload) for tv, ti, payload in holder.out]
     items.extend((_DONE, 0, event) for event in holder.dones)
     return items
+
+
+def _close_quietly(task: Task) -> None:
+    try:
+        task.destroy()
+    except Exception:  # noqa: BLE001, S110 - best effort: the task is being dropped
+        pass
 
 
 def _portable(error: BaseException) -> BaseException:
@@ -210,6 +224,7 @@ class SparkExecutor:
     def run(self, name: str, graph: ExecutionGraph,
             recovery: RecoveryOptions | None = None) -> TaskResult:
         """Run ``graph`` to the end of its input on Spark and return its result."""
+        _check_shippable(name, graph)
         backend = self.state_backend
         scratch = None
         if backend.name == "memory":
@@ -356,6 +371,27 @@ def _raise(exc: BaseException) -> None:
     raise exc
 
 
+class PlanNotShippableError(TypeError):
+    """A pipeline holds an object that cannot be sent to Spark executors."""
+
+
+def _check_shippable(name: str, graph: ExecutionGraph) -> None:
+    """Fail before any data moves if an operator cannot be pickled for the executors."""
+    from pyspark import cloudpickle
+
+    for vertex in graph.pipeline.vertices:
+        try:
+            cloudpickle.dumps(vertex.spec)
+        except Exception as exc:  # noqa: BLE001 - any pickling failure
+            msg = (
+                f"job {name!r}: operator {vertex.name!r} cannot be sent to Spark executors "
+                f"({type(exc).__name__}: {exc}). Sources, sinks and functions must be picklable: "
+                "in-memory streams, open files and locks work only with the local environment "
+                "(--env local)"
+            )
+            raise PlanNotShippableError(msg) from exc
+
+
 def _vertex_order(graph: ExecutionGraph):
     order, seen = [], set()
     remaining = list(graph.vertices)
@@ -402,6 +438,7 @@ def spark_session(config) -> Callable[[], object]:
             return cached[0]
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        _share_import_path()
         from pyspark.sql import SparkSession
 
         builder = (SparkSession.builder.master(config["spark.master"])
@@ -420,6 +457,20 @@ def spark_session(config) -> Callable[[], object]:
 
 
 SPARK_LOG = os.path.join(tempfile.gettempdir(), "gyreflow-spark.log")
+
+
+def _share_import_path() -> None:
+    """Let Python workers import what the driver imports from its own folders.
+
+    cloudpickle pickles functions and classes of importable modules by reference, so a worker must be
+    able to import the pipeline script's modules. Python workers inherit the driver's environment
+    (through the JVM), so the driver's non-interpreter ``sys.path`` entries go into ``PYTHONPATH``.
+    """
+    prefixes = tuple({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+    own = [p for p in (os.path.abspath(entry or os.curdir) for entry in sys.path)
+           if os.path.isdir(p) and not os.path.realpath(p).startswith(prefixes)]
+    existing = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(own + existing))
 
 
 @contextlib.contextmanager

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -82,3 +83,26 @@ def backend_overrides(request, tmp_path) -> dict:
         overrides["state.backend"] = "jdbc"
         overrides["state.url"] = request.getfixturevalue("postgres_url")
     return overrides
+
+
+class CallLog:
+    """Records calls in a file, so calls made in Spark worker processes are seen too."""
+
+    def __init__(self, path) -> None:
+        self.path = str(path)
+
+    def append(self, call) -> None:
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(list(call)) + "\n")
+
+    def entries(self) -> list[tuple]:
+        if not os.path.exists(self.path):
+            return []
+        with open(self.path, encoding="utf-8") as handle:
+            return [tuple(json.loads(line)) for line in handle]
+
+
+@pytest.fixture
+def call_log(tmp_path) -> CallLog:
+    """A call recorder that works in every environment (user functions may run in other processes)."""
+    return CallLog(tmp_path / "calls.jsonl")

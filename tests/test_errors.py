@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import pickle
 import re
 
@@ -218,8 +220,28 @@ def test_unsupported_key_type_is_rejected_when_partitioning(make_env, parallelis
 # --- configuration -----------------------------------------------------------------------------
 
 
-def tracked_generator():
-    calls = []
+class CallLog:
+    """Records generator calls in a file, so calls made in Spark worker processes are seen too."""
+
+    def __init__(self, path) -> None:
+        self.path = str(path)
+
+    def append(self, call) -> None:
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(call) + "\n")
+
+    def entries(self) -> list:
+        if not os.path.exists(self.path):
+            return []
+        with open(self.path, encoding="utf-8") as handle:
+            return [tuple(json.loads(line)) for line in handle]
+
+    def __eq__(self, other) -> bool:
+        return self.entries() == list(other)
+
+
+def tracked_generator(tmp_path):
+    calls = CallLog(tmp_path / "generator-calls.jsonl")
 
     def factory(task_index, parallelism):
         calls.append((task_index, parallelism))
@@ -236,8 +258,9 @@ def tracked_generator():
     ({"scheduler.max_flying_windows": 0}, ["max_flying_windows", "at least 1"]),
     ({"runtime.batch_size": "ten"}, ["batch_size", "int"]),
 ])
-def test_bad_config_raises_config_error_before_any_data_moves(make_env, overrides, expected):
-    source, calls = tracked_generator()
+def test_bad_config_raises_config_error_before_any_data_moves(make_env, overrides, expected,
+                                                             tmp_path):
+    source, calls = tracked_generator(tmp_path)
     with pytest.raises(ConfigError) as info:
         env = make_env(2, **overrides)
         run(env, lambda ctx: ctx.source(source).collect())
@@ -247,9 +270,9 @@ def test_bad_config_raises_config_error_before_any_data_moves(make_env, override
     assert calls == []
 
 
-def test_bad_config_from_environment_variable(make_env, monkeypatch):
+def test_bad_config_from_environment_variable(make_env, monkeypatch, tmp_path):
     monkeypatch.setenv("GYREFLOW_STATE__BACKEND", "nowhere")
-    source, calls = tracked_generator()
+    source, calls = tracked_generator(tmp_path)
     with pytest.raises(ConfigError) as info:
         run(make_env(1), lambda ctx: ctx.source(source).collect())
     for text in ("GYREFLOW_STATE__BACKEND", "nowhere", "valid choices", *STATE_BACKENDS):
@@ -257,11 +280,11 @@ def test_bad_config_from_environment_variable(make_env, monkeypatch):
     assert calls == []
 
 
-def test_good_config_does_run_the_tracked_generator(make_env):
+def test_good_config_does_run_the_tracked_generator(make_env, tmp_path):
     # The counterpart of the tests above: the tracking really observes a run.
-    source, calls = tracked_generator()
+    source, calls = tracked_generator(tmp_path)
     result = run(make_env(2), lambda ctx: ctx.source(source).collect())
-    assert sorted(calls) == [(0, 2), (1, 2)]
+    assert sorted(calls.entries()) == [(0, 2), (1, 2)]
     assert sorted(result.output("collect")) == sorted(list(range(5)) * 2)
 
 
