@@ -74,14 +74,14 @@ class JdbcSnapshotStore(SnapshotStore):
         parsed = make_url(url)
         self._shown = parsed.render_as_string(hide_password=True)
         kwargs: dict = {"future": True}
-        if parsed.get_backend_name() == "sqlite":
-            database = parsed.database
-            if database and database != ":memory:":
-                os.makedirs(os.path.dirname(os.path.abspath(database)), exist_ok=True)
-            kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
-        elif parsed.get_backend_name() == "postgresql":
-            kwargs["connect_args"] = {"connect_timeout": 5}
         try:
+            if parsed.get_backend_name() == "sqlite":
+                database = parsed.database
+                if database and database != ":memory:":
+                    os.makedirs(os.path.dirname(os.path.abspath(database)), exist_ok=True)
+                kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+            elif parsed.get_backend_name() == "postgresql":
+                kwargs["connect_args"] = {"connect_timeout": 5}
             self.engine = sa.create_engine(url, **kwargs)
             if parsed.get_backend_name() == "sqlite":
                 sa.event.listen(self.engine, "connect", _sqlite_pragmas)
@@ -93,6 +93,10 @@ class JdbcSnapshotStore(SnapshotStore):
         self._state_upsert = _upsert(self.engine, STATE, ["job", "tbl", "kg", "k", "version"])
         self._record_upsert = _upsert(self.engine, RECORDS, ["job", "kind", "name", "idx", "version"])
         self._meta_upsert = _upsert(self.engine, META, ["job"])
+        self._delete_older = sa.delete(STATE).where(
+            STATE.c.job == sa.bindparam("j"), STATE.c.tbl == sa.bindparam("t"),
+            STATE.c.kg == sa.bindparam("g"), STATE.c.k == sa.bindparam("key"),
+            STATE.c.version < sa.bindparam("v"))
 
     def location(self) -> str:
         return f"jdbc:{self._shown}"
@@ -159,20 +163,17 @@ class JdbcSnapshotStore(SnapshotStore):
             conn.execute(sa.delete(RECORDS).where(RECORDS.c.job == job, RECORDS.c.version > version))
 
     def prune(self, job: str, crossing: Sequence[int], horizon: int) -> None:
-        new, old = STATE.alias("new"), STATE.alias("old")
         with self.engine.begin() as conn:
             for v in crossing:
-                # Rows superseded by a row written at version v: found through the rows of v only.
-                superseded = (
-                    sa.select(old.c.job, old.c.tbl, old.c.kg, old.c.k, old.c.version)
-                    .select_from(new.join(old, sa.and_(
-                        old.c.job == new.c.job, old.c.tbl == new.c.tbl, old.c.kg == new.c.kg,
-                        old.c.k == new.c.k, old.c.version < new.c.version)))
-                    .where(new.c.job == job, new.c.version == v)
-                )
-                conn.execute(sa.delete(STATE).where(
-                    sa.tuple_(STATE.c.job, STATE.c.tbl, STATE.c.kg, STATE.c.k, STATE.c.version)
-                    .in_(superseded)))
+                # Rows superseded by a row written at version v: found through the rows of v only
+                # (the version index), then deleted by primary-key prefix. Point deletes keep the
+                # cost proportional to the change whatever the planner's statistics say.
+                written = conn.execute(
+                    sa.select(STATE.c.tbl, STATE.c.kg, STATE.c.k)
+                    .where(STATE.c.job == job, STATE.c.version == v)).all()
+                if written:
+                    conn.execute(self._delete_older, [
+                        {"j": job, "t": tbl, "g": kg, "key": k, "v": v} for tbl, kg, k in written])
             latest = (
                 sa.select(RECORDS.c.kind, RECORDS.c.name, RECORDS.c.idx,
                           sa.func.max(RECORDS.c.version).label("keep"))

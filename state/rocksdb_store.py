@@ -24,6 +24,7 @@ import shutil
 import struct
 import threading
 import urllib.parse
+import zlib
 from collections.abc import Iterator, Sequence
 
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
@@ -31,6 +32,7 @@ from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 from gyreflow.state.snapshot import (
     BackendUnavailableError,
     JobMeta,
+    SnapshotCorruptedError,
     SnapshotStore,
     TaskSnapshot,
     decode_value,
@@ -56,23 +58,41 @@ def _key_of(ident: bytes) -> bytes:
     return ident[_IDENT.size:]
 
 
+_CRC = struct.Struct(">I")
+
+
+class _DamagedValue(ValueError):
+    """A stored multi-version value failed its checksum or framing."""
+
+
 def _entries(value: bytes | None) -> list[tuple[int, bytes]]:
-    """Parse a key's stored versions: ``[(version, framed value), ...]`` in version order."""
+    """Parse a key's stored versions: ``[(version, framed value), ...]`` in version order.
+
+    The whole value carries a CRC-32 over its entry headers and values, so a damaged length or
+    version is detected, not read as a different history.
+    """
+    if value is None:
+        return []
+    if len(value) < _CRC.size or zlib.crc32(value[_CRC.size:]) != _CRC.unpack_from(value)[0]:
+        raise _DamagedValue
+    view = memoryview(value)[_CRC.size:]
     out = []
-    if not value:
-        return out
-    view = memoryview(value)
     pos = 0
     while pos < len(view):
+        if pos + _ENTRY.size > len(view):
+            raise _DamagedValue
         version, length = _ENTRY.unpack_from(view, pos)
         pos += _ENTRY.size
+        if pos + length > len(view):
+            raise _DamagedValue
         out.append((version, bytes(view[pos:pos + length])))
         pos += length
     return out
 
 
 def _join(entries: list[tuple[int, bytes]]) -> bytes:
-    return b"".join(_ENTRY.pack(v, len(blob)) + blob for v, blob in entries)
+    body = b"".join(_ENTRY.pack(v, len(blob)) + blob for v, blob in entries)
+    return _CRC.pack(zlib.crc32(body)) + body
 
 
 def _trim(entries: list[tuple[int, bytes]], horizon: int) -> list[tuple[int, bytes]]:
@@ -179,7 +199,13 @@ class RocksDBSnapshotStore(SnapshotStore):
             current = db.get([_DATA + ident for ident in idents])
             batch = WriteBatch(raw_mode=True)
             for row, ident, stored in zip(rows, idents, current, strict=True):
-                entries = [e for e in _entries(stored) if e[0] < version]
+                try:
+                    entries = [e for e in _entries(stored) if e[0] < version]
+                except _DamagedValue:
+                    msg = (f"snapshot value damaged (checksum or framing) at {self.location()} "
+                           f"job={snapshot.job} table={table} key group={row.key_group} "
+                           f"key={row.key!r}")
+                    raise SnapshotCorruptedError(msg) from None
                 entries.append((version, encode_value(row.value)))
                 batch.put(_DATA + ident, _join(_trim(entries, horizon)))
                 batch.put(_INDEX + packed + ident, b"")
@@ -232,7 +258,13 @@ class RocksDBSnapshotStore(SnapshotStore):
                     if found is not None:
                         yield found
                 previous_ident, entries = ident, []
-            entries.extend(_entries(value))
+            try:
+                entries.extend(_entries(value))
+            except _DamagedValue:
+                kg = _IDENT.unpack_from(ident)[0]
+                msg = (f"snapshot value damaged (checksum or framing) at {self.location()} "
+                       f"job={job} table={table} key group={kg} key={_key_of(ident)!r}")
+                raise SnapshotCorruptedError(msg) from None
         if previous_ident is not None:
             found = self._latest(job, table, previous_ident, entries, version)
             if found is not None:
@@ -289,7 +321,12 @@ class RocksDBSnapshotStore(SnapshotStore):
                 continue
             batch = WriteBatch(raw_mode=True)
             for ident in idents:
-                kept = [e for e in _entries(db.get(_DATA + ident)) if e[0] <= version]
+                try:
+                    kept = [e for e in _entries(db.get(_DATA + ident)) if e[0] <= version]
+                except _DamagedValue:
+                    msg = (f"snapshot value damaged (checksum or framing) at {self.location()} "
+                           f"job={job} key={_key_of(ident)!r}")
+                    raise SnapshotCorruptedError(msg) from None
                 if kept:
                     batch.put(_DATA + ident, _join(kept))
                 else:
@@ -334,6 +371,7 @@ class RocksDBSnapshotStore(SnapshotStore):
             shutil.rmtree(path, ignore_errors=True)
 
     def delete_job(self, job: str) -> None:
+        self._horizons.pop(job, None)
         job_dir = self._job_dir(job)
         with self._lock:
             for path in [p for p in self._dbs if p.startswith(job_dir + os.sep)]:

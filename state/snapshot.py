@@ -40,11 +40,17 @@ class BackendUnavailableError(RuntimeError):
     """The configured backend cannot be opened (path not writable, database unreachable)."""
 
 
+_DELETED_CRC = zlib.crc32(bytes([_DELETED]))
+
+
 def encode_value(payload: bytes | None) -> bytes:
-    """Frame ``payload`` (None for a deletion) with a flag and its CRC-32."""
+    """Frame ``payload`` (None for a deletion) with a flag and a CRC-32 of flag and payload.
+
+    The checksum covers the flag too, so a damaged deletion marker cannot pass for a value.
+    """
     if payload is None:
-        return _HEADER.pack(_DELETED, 0)
-    return _HEADER.pack(_VALUE, zlib.crc32(payload)) + payload
+        return _HEADER.pack(_DELETED, _DELETED_CRC)
+    return _HEADER.pack(_VALUE, zlib.crc32(payload, zlib.crc32(bytes([_VALUE])))) + payload
 
 
 def decode_value(blob: bytes, where: str) -> bytes | None:
@@ -53,10 +59,10 @@ def decode_value(blob: bytes, where: str) -> bytes | None:
         msg = f"snapshot row truncated at {where}"
         raise SnapshotCorruptedError(msg)
     flag, crc = _HEADER.unpack_from(blob)
-    if flag == _DELETED and len(blob) == _HEADER.size:
+    if flag == _DELETED and len(blob) == _HEADER.size and crc == _DELETED_CRC:
         return None
     payload = bytes(blob[_HEADER.size:])
-    if flag != _VALUE or zlib.crc32(payload) != crc:
+    if flag != _VALUE or zlib.crc32(payload, zlib.crc32(bytes([_VALUE]))) != crc:
         msg = f"snapshot row failed its checksum at {where}"
         raise SnapshotCorruptedError(msg)
     return payload

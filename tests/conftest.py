@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -45,14 +47,16 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="session")
-def postgres_url(tmp_path_factory) -> str:
+def postgres_url() -> str:
     """A real PostgreSQL server: the one the test command started (GYREFLOW_TEST_POSTGRES_URL), or
     a throwaway one started here with scripts/postgres.sh."""
     url = os.environ.get("GYREFLOW_TEST_POSTGRES_URL")
     if url:
         yield url
         return
-    directory = tmp_path_factory.mktemp("postgres")
+    # Under /tmp itself: PostgreSQL runs as the postgres user, who cannot enter pytest's
+    # root-only temporary folders.
+    directory = Path(tempfile.mkdtemp(prefix="gyreflow-test-pg-"))
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -63,6 +67,7 @@ def postgres_url(tmp_path_factory) -> str:
         pytest.fail(f"could not start PostgreSQL for the JDBC tests:\n{out.stderr}")
     yield out.stdout.strip().split("=", 1)[1]
     subprocess.run(["bash", str(script), "stop", str(directory)], check=False)
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 BACKENDS = ["memory", "rocksdb", "sqlite", "postgresql"]
