@@ -47,9 +47,18 @@ def no_gyreflow_variables(monkeypatch):
 
 
 def clean_environ() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GYREFLOW_")}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("GYREFLOW_")
+           or k in ("GYREFLOW_ENVIRONMENT__TYPE", "GYREFLOW_SPARK__MASTER")}
     env.update(WIDE)
     return env
+
+
+@pytest.fixture(autouse=True)
+def every_environment(environment_type, monkeypatch):
+    """Every CLI test runs the example on each environment (in process and in subprocesses)."""
+    monkeypatch.setenv("GYREFLOW_ENVIRONMENT__TYPE", environment_type)
+    monkeypatch.setenv("GYREFLOW_SPARK__MASTER", "local[2]")
 
 
 def write_lines(path: pathlib.Path, lines: list[str]) -> pathlib.Path:

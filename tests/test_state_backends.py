@@ -15,12 +15,12 @@ import os
 import pickle
 import re
 import struct
-import zlib
 import threading
 import time
 import types
 import urllib.parse
 import uuid
+import zlib
 from collections.abc import Callable
 
 import attrs

@@ -80,11 +80,14 @@ def out_dir(tmp_path):
 
 
 @pytest.fixture(autouse=True)
-def defaults_only(monkeypatch, tmp_path):
-    """main() reads GYREFLOW_* variables: run it on the defaults, away from the repository."""
+def defaults_only(monkeypatch, tmp_path, environment_type):
+    """main() reads GYREFLOW_* variables: run it on the defaults (in each environment), away from
+    the repository."""
     for name in list(os.environ):
         if name.startswith("GYREFLOW_"):
             monkeypatch.delenv(name)
+    monkeypatch.setenv("GYREFLOW_ENVIRONMENT__TYPE", environment_type)
+    monkeypatch.setenv("GYREFLOW_SPARK__MASTER", "local[2]")
     monkeypatch.chdir(tmp_path)
 
 
