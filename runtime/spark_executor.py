@@ -33,17 +33,17 @@ from gyreflow.plan.execution import ExecutionGraph
 from gyreflow.plan.graph import Partitioning
 from gyreflow.runtime.checkpoint import CheckpointCoordinator, RecoveryOptions
 from gyreflow.runtime.emitter import EmitterService, OutputEdge
-from gyreflow.runtime.errors import RecordError, UserFunctionError
 from gyreflow.runtime.local_executor import JobListener
 from gyreflow.runtime.metrics import TaskResult, WindowMetrics
 from gyreflow.runtime.snapshot_writers import InlineSnapshotWriter
 from gyreflow.runtime.task import Task, TaskCheckpoints
-from gyreflow.runtime.task_runner import TaskError
+from gyreflow.runtime.task_runner import Dispatcher, TaskError, TaskRunner
 from gyreflow.scheduler.cycle import JobScheduler
 from gyreflow.scheduler.events import (
     Done,
     EventKind,
     JobFailed,
+    LaunchSource,
     SendEvents,
     TaskFailed,
     WindowCompleted,
@@ -137,6 +137,10 @@ def _run_partition(spec: _Round, index: int, messages) -> list:
     writer = task.checkpoints.writer
     store = spec.backend.open_store()
     writer.store = store
+    # The local runtime's own pieces run the task: a Dispatcher routes the round's LaunchSource to
+    # the task's TaskRunner, whose queue also holds the channel messages fetched for this task.
+    runner = TaskRunner(task, holder.dones.append)
+    dispatcher = Dispatcher({task.spec.id: runner})
     try:
         task.ctx.window = window
         task.last_snapshot = window - 1
@@ -149,27 +153,24 @@ def _run_partition(spec: _Round, index: int, messages) -> list:
             task.emitter.end_of_input()
         elif task.source_reader is None and task.worker.ended and not fresh:
             task.emitter.end_of_input()
-        for channel, _seq, message in sorted(messages, key=lambda m: (m[0], m[1])):
-            task.fetch.on_message(channel, message)
+        runner.inbox.extend((channel, message) for channel, _seq, message
+                            in sorted(messages, key=lambda m: (m[0], m[1])))
         if task.source_reader is not None:
-            task.launches.append(window)
-            while task.has_source_work():
-                task.read_step()
-        if task.ctx.window == window and not task.worker.ended and not task.exhausted:
-            # Every healthy round brings each task its window's barrier; without it an upstream
-            # task failed: drop what this task staged of the window (a sink's partial file).
+            dispatcher.dispatch(LaunchSource(task.cycle, task.spec.id, window))
+        while runner.step():
+            pass
+        finished = task.ctx.window > window or task.worker.ended or task.exhausted
+        if runner.failed or not finished:
+            # Without a failure here, an unfinished window means an upstream task failed (every
+            # healthy round brings each task its barrier): drop what this task staged of it.
             _close_quietly(task)
         else:
             _TASKS[key] = (task, holder, window)
-    except RecordError as exc:
-        _close_quietly(task)  # e.g. a sink drops the partial staged file of the failed window
-        holder.dones.append(TaskFailed(task.cycle, task.spec.id, window, UserFunctionError(
-            exc.operator, window, task.name, exc.record, exc.cause, exc.located)))
-    except Exception as exc:  # noqa: BLE001 - reported to the driver, which stops the job
+    except Exception as exc:  # noqa: BLE001 - restoring failed: reported to the driver
         _close_quietly(task)
-        error = TaskError(f"task {task.name!r} failed in window {window}: "
+        error = TaskError(f"task {task.name!r} failed to restore window {window - 1}: "
                           f"{type(exc).__name__}: {exc}")
-        holder.dones.append(TaskFailed(task.cycle, task.spec.id, window, _portable(error)))
+        holder.dones.append(TaskFailed(task.cycle, task.spec.id, window, error))
     finally:
         store.close()
         writer.store = None
@@ -183,11 +184,6 @@ def _close_quietly(task: Task) -> None:
         task.destroy()
     except Exception:  # noqa: BLE001, S110 - best effort: the task is being dropped
         pass
-
-
-def _portable(error: BaseException) -> BaseException:
-    """An exception that pickles without its (possibly unpicklable) cause."""
-    return RuntimeError(str(error))
 
 
 def _link_channels(graph: ExecutionGraph):
