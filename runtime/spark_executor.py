@@ -440,7 +440,10 @@ def spark_session(config) -> Callable[[], object]:
         builder = (SparkSession.builder.master(config["spark.master"])
                    .appName(config["spark.app_name"])
                    .config("spark.ui.showConsoleProgress", "false")
-                   .config("spark.python.worker.reuse", "true"))
+                   .config("spark.python.worker.reuse", "true")
+                   # Tasks read their state from the backend, not from cached blocks: waiting
+                   # for a block-local slot (3 s by default) only delays each round.
+                   .config("spark.locality.wait", "0"))
         for key, value in config["spark.conf"]:
             builder = builder.config(key, value)
         with _jvm_output_to(SPARK_LOG):
