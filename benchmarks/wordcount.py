@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     words_per_s = {name: args.words / t.best for name, t in timings.items()}
     loop_seconds = timings[LOOP].best
     rows = []
-    for name in (LOOP, BATCH, STREAM, SPARK, BYTEWAX):
+    for name in (LOOP, BATCH, STREAM, BATCH_LAMBDAS, STREAM_LAMBDAS, SPARK, BYTEWAX):
         if name in timings:
             best = timings[name].best
             rows.append([name, format_seconds(best), format_rate(words_per_s[name]),
