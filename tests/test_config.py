@@ -38,12 +38,12 @@ def write(tmp_path: pathlib.Path, text: str, name: str = "x.toml") -> pathlib.Pa
 def test_schema_is_consistent():
     assert isinstance(SCHEMA, tuple)
     assert list(KEYS) == [spec.name for spec in SCHEMA]
-    assert KEYS["environment.type"].choices == ENVIRONMENT_TYPES == ("local",)
+    assert KEYS["environment.type"].choices == ENVIRONMENT_TYPES == ("spark", "local")
     assert KEYS["state.backend"].choices == STATE_BACKENDS == ("memory", "rocksdb", "jdbc")
     for spec in SCHEMA:
         assert isinstance(spec, ConfigKey)
         assert spec.section and spec.key and spec.name == f"{spec.section}.{spec.key}"
-        assert spec.type in (int, float, bool, str)
+        assert spec.type in (int, float, bool, str, dict)  # dict: a table such as spark.conf
         assert spec.doc.endswith(".")
         assert spec.validate(spec.default, "default") == spec.default
 
@@ -51,7 +51,7 @@ def test_schema_is_consistent():
 def test_defaults():
     config = Config.defaults()
     assert dict(config.values) == {
-        "environment.type": "local",
+        "environment.type": "spark",
         "environment.parallelism": 1,
         "scheduler.max_flying_windows": 2,
         "runtime.batch_size": 1024,
@@ -62,6 +62,9 @@ def test_defaults():
         "state.snapshot_every": 1,
         "state.retained_snapshots": 2,
         "progress.enabled": True,
+        "spark.master": "local[*]",
+        "spark.app_name": "gyreflow",
+        "spark.conf": (),
     }
     assert config["runtime.batch_size"] == 1024
     assert config.get("state.backend") == "memory"
@@ -95,8 +98,8 @@ def test_default_toml_equals_schema_defaults():
 def test_default_toml_lists_every_key_with_a_comment():
     """Loading alone would pass for an empty file; check the document itself."""
     document = tomllib.loads((CONF / "default.toml").read_text(encoding="utf-8"))
-    flat = {f"{section}.{key}": value for section, table in document.items()
-            for key, value in table.items()}
+    flat = {f"{section}.{key}": (tuple(sorted(value.items())) if isinstance(value, dict) else value)
+            for section, table in document.items() for key, value in table.items()}
     assert flat == {spec.name: spec.default for spec in SCHEMA}
     lines = (CONF / "default.toml").read_text(encoding="utf-8").splitlines()
     for index, line in enumerate(lines):
@@ -221,9 +224,9 @@ def test_invalid_choice_in_file_lists_choices(tmp_path):
 def test_invalid_choice_relative_path_is_named_as_given(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "conf").mkdir()
-    write(tmp_path / "conf", '[environment]\ntype = "spark"\n')
-    with pytest.raises(ConfigError, match='type = "spark" in conf/x.toml is not a valid choice; '
-                                          "valid choices: local"):
+    write(tmp_path / "conf", '[environment]\ntype = "flink"\n')
+    with pytest.raises(ConfigError, match='type = "flink" in conf/x.toml is not a valid choice; '
+                                          "valid choices: spark, local"):
         Config.load("conf/x.toml", environ={})
 
 
@@ -356,7 +359,8 @@ def test_schema_markdown_has_a_row_per_key():
     assert table[0] == "| key | type | default | choices / range | meaning |"
     assert len(table) == 2 + len(SCHEMA)
     for spec, row in zip(SCHEMA, table[2:], strict=True):
-        assert row.startswith(f"| `{spec.name}` | {spec.type.__name__} |")
+        kind = "table" if spec.type is dict else spec.type.__name__
+        assert row.startswith(f"| `{spec.name}` | {kind} |")
         assert spec.doc in row
     assert "| `state.backend` | str | `\"memory\"` | `memory`, `rocksdb`, `jdbc` |" in table[2 + 4]
     assert "≥ 1" in table[2 + 1]
