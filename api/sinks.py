@@ -70,6 +70,11 @@ class PrintSink(Sink):
     prefix: str = ""
     stream: object = None
 
+    @property
+    def in_process_only(self) -> bool:
+        """An explicit stream lives in this process: executors elsewhere would write to a copy."""
+        return self.stream is not None
+
     def create_writer(self, task_index: int, parallelism: int) -> SinkWriter:
         return _PrintWriter(self.prefix, self.stream)
 

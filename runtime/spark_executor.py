@@ -376,6 +376,12 @@ def _check_shippable(name: str, graph: ExecutionGraph) -> None:
     from pyspark import cloudpickle
 
     for vertex in graph.pipeline.vertices:
+        sink = getattr(vertex.spec, "sink", None)
+        if getattr(sink, "in_process_only", False):
+            msg = (f"job {name!r}: operator {vertex.name!r} cannot be sent to Spark executors: "
+                   f"{sink.describe()} writes to an object of this process; use it with the local "
+                   "environment (--env local), or leave its stream unset to print on the executors")
+            raise PlanNotShippableError(msg)
         try:
             cloudpickle.dumps(vertex.spec)
         except Exception as exc:  # noqa: BLE001 - any pickling failure
