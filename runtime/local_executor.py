@@ -15,9 +15,10 @@ from gyreflow.plan.graph import Partitioning
 from gyreflow.runtime.checkpoint import CheckpointCoordinator, RecoveryOptions
 from gyreflow.runtime.emitter import EmitterService, OutputEdge
 from gyreflow.runtime.faults import crash_point
+from gyreflow.runtime.iteration import task_class_for, wire_iterations
 from gyreflow.runtime.metrics import TaskResult, WindowMetrics
 from gyreflow.runtime.snapshot_writers import InlineSnapshotWriter, ProcessSnapshotWriter
-from gyreflow.runtime.task import Task, TaskCheckpoints
+from gyreflow.runtime.task import TaskCheckpoints
 from gyreflow.runtime.task_runner import Dispatcher, TaskRunner
 from gyreflow.scheduler.cycle import JobScheduler
 from gyreflow.scheduler.events import (
@@ -206,8 +207,10 @@ class LocalExecutor:
         runners: dict[int, TaskRunner] = {}
         batch_size = self.config["runtime.batch_size"]
         for t in tasks:
-            task = Task(t, graph.vertex(t.vertex_id), cycle_of[t.id], inputs[t.id], None,
-                        self.state_backend, batch_size, report, self.clock, checkpoints)
+            vertex = graph.vertex(t.vertex_id)
+            task = task_class_for(vertex)(t, vertex, cycle_of[t.id], inputs[t.id], None,
+                                          self.state_backend, batch_size, report, self.clock,
+                                          checkpoints)
             runners[t.id] = TaskRunner(task, report)
         delivers: dict[tuple[int, int], list] = {}
         for edge, s, t, channel in links:
@@ -217,6 +220,7 @@ class LocalExecutor:
                                 graph.vertex(edge.target).head.name, t.index)
                      for edge in graph.outputs(t.vertex_id)]
             runners[t.id].task.emitter = EmitterService(edges, self.state_backend.max_parallelism)
+        wire_iterations([r.task for r in runners.values()])
         return runners
 
 
