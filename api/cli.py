@@ -168,3 +168,8 @@ def show_config(config_path: str | None, schema: bool) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+from gyreflow.api.graph_cli import graph  # noqa: E402 - registered after the core commands
+
+main.add_command(graph)
