@@ -33,6 +33,7 @@ from gyreflow.plan.execution import ExecutionGraph
 from gyreflow.plan.graph import Partitioning
 from gyreflow.runtime.checkpoint import CheckpointCoordinator, RecoveryOptions
 from gyreflow.runtime.emitter import EmitterService, OutputEdge
+from gyreflow.runtime.faults import crash_point
 from gyreflow.runtime.local_executor import JobListener
 from gyreflow.runtime.metrics import TaskResult, WindowMetrics
 from gyreflow.runtime.snapshot_writers import InlineSnapshotWriter
@@ -284,6 +285,7 @@ class SparkExecutor:
                             pending.extend(scheduler.handle(
                                 Done(event.cycle, event.task, event.window, event.kind)))
                 elif isinstance(instruction, WindowFinished):
+                    crash_point("window-finished", instruction.window)
                     seconds = time.monotonic() - launched.pop(instruction.window, started)
                     metrics = WindowMetrics.from_dones(name, instruction.cycle, instruction.window,
                                                        seconds, instruction.dones, sources)
@@ -295,14 +297,18 @@ class SparkExecutor:
                     lowest = min(completed.values())
                     if lowest > committed:
                         committed = lowest
+                        crash_point("before-commit", committed)
 
                         def commit(store, window=committed):
                             writer = InlineSnapshotWriter(store, _raise)
                             coordinator.commit(window, writer, lambda: None)
 
                         self._driver_store(backend, commit)
-                        for writer in sink_writers:
+                        crash_point("after-commit", committed)
+                        for index, writer in enumerate(sink_writers):
                             writer.publish(committed)
+                            if index == 0:
+                                crash_point("mid-publish", committed)
                 elif isinstance(instruction, JobFailed):
                     raise instruction.error
             if scheduler.finished:
