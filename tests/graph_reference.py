@@ -186,11 +186,13 @@ def khop(vertices, edges, directed: bool, start, k: int) -> dict:
 
 
 def random_graph(seed: int, n: int, m: int, *, self_loops: bool = False, duplicates: bool = False,
-                 weights: bool = False, isolated: int = 0) -> tuple[list, list]:
+                 weights: bool = False, isolated: int = 0, dangling: int | None = None,
+                 ) -> tuple[list, list]:
     """``n`` vertices (ids 0..n-1 in a shuffled order) and ``m`` random edges.
 
-    Vertices ``n - isolated .. n - 1`` get no edges at all; edges are drawn between the others,
-    skewed towards low ids so that some vertices have no out-edges (dangling) and some are hubs.
+    Vertices ``n - isolated .. n - 1`` get no edges at all; edges are drawn between the others. The
+    last ``dangling`` of those (default: a tenth) are never a source, so they have in-edges at most
+    and no out-edges; sources are skewed towards low ids, which makes some vertices hubs.
     Without ``self_loops`` no edge ``v -> v`` is drawn; without ``duplicates`` no ``(src, dst)`` pair
     repeats (so ``m`` is capped by the number of possible pairs). ``weights`` adds a third column:
     a weight in [0.1, 10) rounded to 3 places.
@@ -202,16 +204,19 @@ def random_graph(seed: int, n: int, m: int, *, self_loops: bool = False, duplica
     vertices = list(range(n))
     rng.shuffle(vertices)
     linked = n - isolated
+    if dangling is None:
+        dangling = linked // 10
+    sources = linked - dangling
     edges: list[tuple] = []
     seen: set[tuple] = set()
-    possible = linked * linked - (0 if self_loops else linked)
+    possible = sources * linked - (0 if self_loops else sources)
     target = m if duplicates else min(m, max(possible, 0))
     attempts = 0
     while len(edges) < target and attempts < 50 * (target + 10):
         attempts += 1
-        src = int(linked * rng.random() ** 1.5) if linked else 0
+        src = int(sources * rng.random() ** 1.5) if sources else 0
         dst = rng.randrange(linked) if linked else 0
-        if not linked or (src == dst and not self_loops):
+        if not sources or (src == dst and not self_loops):
             continue
         if not duplicates:
             if (src, dst) in seen:
