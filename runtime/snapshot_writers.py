@@ -9,6 +9,7 @@ while a process writes in parallel on another core and reports each operation du
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import os
 import pickle
@@ -79,9 +80,10 @@ class InlineSnapshotWriter(SnapshotWriter):
 class ProcessSnapshotWriter(SnapshotWriter):
     """Runs the store in a child process (``python -m gyreflow.runtime.snapshot_writers``).
 
-    The child is started on first use, so the parent can first read and repair the store itself
-    (resume); from then on only the child opens it. The child dies with its parent: a crash of the
-    job leaves exactly what a crash of an in-process writer would.
+    The child is started at once and imports the store's modules while the job starts, but opens the
+    store only on first use, so the parent can first read and repair the store itself (resume); from
+    then on only the child opens it. The child dies with its parent: a crash of the job leaves
+    exactly what a crash of an in-process writer would.
     """
 
     def __init__(self, backend, on_error: Callable[[BaseException], None],
@@ -89,27 +91,28 @@ class ProcessSnapshotWriter(SnapshotWriter):
         self.backend = backend
         self.on_error = on_error
         self.before_start = before_start
-        self._process: subprocess.Popen | None = None
-        self._reader: threading.Thread | None = None
         self._callbacks: dict[int, Callable[[], None]] = {}
         self._tokens = itertools.count(1)
         self._lock = threading.Lock()
         self._failed = False
-
-    def _start(self) -> None:
-        if self.before_start is not None:
-            self.before_start()
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "gyreflow.runtime.snapshot_writers", str(os.getpid())],
+        self._opened = False
+        self._process: subprocess.Popen | None = subprocess.Popen(
+            [sys.executable, "-m", "gyreflow.runtime.snapshot_writers", str(os.getpid()),
+             getattr(backend, "name", "")],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         )
-        self._send(("open", 0, self.backend))
-        self._reader = threading.Thread(target=self._read_replies, name="gyreflow-snapshot-replies",
-                                        daemon=True)
+        self._reader: threading.Thread | None = threading.Thread(
+            target=self._read_replies, name="gyreflow-snapshot-replies", daemon=True)
         self._reader.start()
 
+    def _start(self) -> None:
+        self._opened = True
+        if self.before_start is not None:
+            self.before_start()
+        self._send(("open", 0, self.backend))
+
     def _send(self, message: tuple) -> None:
-        if self._process is None:
+        if not self._opened:
             self._start()
         data = pickle.dumps(message, protocol=5)
         try:
@@ -161,6 +164,7 @@ class ProcessSnapshotWriter(SnapshotWriter):
     def close(self) -> None:
         if self._process is None:
             return
+        self._opened = True  # closing never opens the store
         try:
             self._send(("close", 0))
             self._process.stdin.close()
@@ -196,8 +200,13 @@ def _die_with_parent(parent: int) -> None:
         os._exit(0)
 
 
-def _serve(parent: int) -> None:
+_STORE_MODULES = {"rocksdb": "gyreflow.state.rocksdb_store", "jdbc": "gyreflow.state.jdbc_store"}
+
+
+def _serve(parent: int, backend: str = "") -> None:
     _die_with_parent(parent)
+    if backend in _STORE_MODULES:  # imported while the job starts, not on its first snapshot
+        importlib.import_module(_STORE_MODULES[backend])
     requests = sys.stdin.buffer
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     sys.stdout = sys.stderr  # the protocol owns stdout
@@ -237,4 +246,4 @@ def _serve(parent: int) -> None:
 
 
 if __name__ == "__main__":
-    _serve(int(sys.argv[1]))
+    _serve(int(sys.argv[1]), *sys.argv[2:3])

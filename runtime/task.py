@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import time
 from collections import deque
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from gyreflow.runtime.fetch import FetchService, Worker
 from gyreflow.runtime.operators import CollectOperator, Operator, SinkOperator, build_operator
 from gyreflow.scheduler.events import Done, EventKind, OperatorMetrics, TaskEvent
 from gyreflow.state.keygroups import key_group_of, key_group_range
-from gyreflow.state.snapshot import StateRow, TaskRecord, TaskSnapshot, dumps, loads
+from gyreflow.state.snapshot import StateChunk, TaskRecord, TaskSnapshot, dumps, loads, make_chunk
 
 
 @attrs.define(eq=False)
@@ -261,26 +262,29 @@ class Task:
         return lambda: self.report(done)
 
     def _snapshot(self, version: int, on_durable: Callable[[], None]) -> None:
-        """Hand the state changed since the last snapshot, and the source offset, to the writer."""
+        """Hand the state changed since the last snapshot, and the source offset, to the writer.
+
+        Changes are pickled per key group (one ``dumps`` of its keys, one of its values): pickling
+        per key cost more than the rest of a snapshot together.
+        """
         cp = self.checkpoints
-        rows = []
+        chunks = []
         groups = self.ctx.state.max_parallelism
         for table in self.ctx.state.tables.values():
             changed, removed = table.take_changes()
+            if not changed and not removed:
+                continue
             name = table.name
             try:
-                rows.extend([StateRow(name, key_group_of(key, groups), dumps(key), dumps(value))
-                             for key, value in changed.items()])
-                rows.extend([StateRow(name, key_group_of(key, groups), dumps(key), None)
-                             for key in removed])
+                chunks.extend(_chunks(name, changed, removed, groups))
             except Exception as exc:  # noqa: BLE001 - name the key the snapshot cannot store
                 raise _unstorable(name, changed, removed, groups) from exc
         records = ()
         if self.source_reader is not None:
             offset = (self.source_offset, self.exhausted)
             records = (TaskRecord("source", self.vertex.head.name, self.spec.index, dumps(offset)),)
-        snapshot = TaskSnapshot(cp.job, version, self.ctx.state.key_groups, tuple(rows), records,
-                                cp.horizon)
+        snapshot = TaskSnapshot(cp.job, version, self.ctx.state.key_groups, (), records,
+                                cp.horizon, tuple(chunks))
         self.last_snapshot = version
         cp.writer.write(snapshot, on_durable)
 
@@ -289,13 +293,20 @@ class Task:
         cp = self.checkpoints
         state = self.ctx.state
         store = cp.store
-        for table in state.tables.values():
-            data = table.data
-            data.clear()
-            for key, value in store.read_rows(cp.job, table.name, state.key_groups, window):
-                data[loads(key)] = loads(value)
-            table.changed = set(data) if table.name in cp.rescaled else set()
-            table.removed = set()
+        # A restore creates millions of objects at once; the cyclic collector would walk them
+        # again and again while they are created (none of them can form a cycle the restore drops).
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            for table in state.tables.values():
+                data = table.data
+                data.clear()
+                store.read_into(cp.job, table.name, state.key_groups, window, data)
+                table.changed = set(data) if table.name in cp.rescaled else set()
+                table.removed = set()
+        finally:
+            if collecting:
+                gc.enable()
         if self.source_reader is not None:
             found = store.read_record(cp.job, "source", self.vertex.head.name, self.spec.index,
                                       window)
@@ -315,6 +326,25 @@ class Task:
         """Window ``window`` is completed: let sinks make their staged output visible."""
         for op in self.sinks:
             op.publish(window)
+
+
+def _chunks(table: str, changed: dict, removed: set, groups: int) -> list[StateChunk]:
+    """The changes of one table as one chunk per key group."""
+    by_group: dict[int, tuple[dict, list]] = {}
+    for key, value in changed.items():
+        group = key_group_of(key, groups)
+        entry = by_group.get(group)
+        if entry is None:
+            entry = by_group[group] = ({}, [])
+        entry[0][key] = value
+    for key in removed:
+        group = key_group_of(key, groups)
+        entry = by_group.get(group)
+        if entry is None:
+            entry = by_group[group] = ({}, [])
+        entry[1].append(key)
+    return [make_chunk(table, group, written, gone)
+            for group, (written, gone) in sorted(by_group.items())]
 
 
 def _unstorable(table: str, changed: dict, removed: set, groups: int) -> RecordError:

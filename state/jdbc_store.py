@@ -104,7 +104,7 @@ class JdbcSnapshotStore(SnapshotStore):
     def write(self, snapshot: TaskSnapshot) -> None:
         job, version = snapshot.job, snapshot.version
         rows = [{"job": job, "tbl": r.table, "kg": r.key_group, "k": r.key, "version": version,
-                 "v": encode_value(r.value)} for r in snapshot.rows]
+                 "v": encode_value(r.value)} for r in snapshot.all_rows()]
         records = [{"job": job, "kind": r.kind, "name": r.name, "idx": r.index, "version": version,
                     "v": encode_value(r.value)} for r in snapshot.records]
         with self.engine.begin() as conn:

@@ -45,11 +45,12 @@ class MemorySnapshotStore(SnapshotStore):
         return data
 
     def write(self, snapshot: TaskSnapshot) -> None:
+        rows = snapshot.all_rows()
         with self._lock:
             data = self._job(snapshot.job)
             version = snapshot.version
             touched = data.by_version.setdefault(version, set())
-            for row in snapshot.rows:
+            for row in rows:
                 ident = (row.table, row.key_group, row.key)
                 data.rows.setdefault(ident, {})[version] = encode_value(row.value)
                 touched.add(ident)

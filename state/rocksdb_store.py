@@ -4,22 +4,29 @@ Layout under ``state.path``::
 
     <job>/meta                      the job meta (written by the process that commits)
     <job>/records/<kind:name:index> one task's records, e.g. a source task's offsets by version
-    <job>/state/<table>/kg-A-B      rows of one table for key groups A..B-1 (one writing task)
+    <job>/state/<table>/kg-A-B      chunks of one table for key groups A..B-1 (one writing task)
 
-Within a range database, ``d + key group + key`` holds the key's recent versions in one value (each
-``version, length, framed value``), trimmed at every write to what a retained snapshot can still need;
-``v + version + key group + key`` indexes what each version wrote, so the work of an uncompleted window
-can be found and undone. Pruning is a range delete over that index: no per-key iteration, so old
-versions never pile up as tombstones a reader has to skip.
+Within a range database, ``c + key group + version`` holds a chunk: what the version changed in the key
+group, its keys pickled in one list and its values in another (see ``state.snapshot.StateChunk``),
+framed with CRC-32s. ``n + key group + version`` holds the chunk's key count, so that pruning can plan
+without reading chunks. A snapshot writes one chunk per changed key group: its cost follows the change.
+Restoring a key group unpickles its chunks in version order, one ``loads`` per list, not per key.
 
-A database is opened by the process that runs the task owning its range, so any process can serve
-any range; after a resume with another parallelism, readers merge the ranges of the old layout.
+Pruning folds the chunks a retained version can no longer tell apart (those at or before the oldest
+retained version) into one, once they hold as many keys again as the oldest of them: each written key
+is rewritten a bounded number of times, and a key group is restored from a few chunks.
+
+A database is opened read-write only by the process that runs the task owning its range (or the one
+that commits and prunes); readers open it read-only, so tasks in several processes can restore from
+the same ranges of an old layout after a resume with another parallelism. Writes go through RocksDB's
+write-ahead log (not synced: what a write acknowledges survives the death of the process, and a
+snapshot is a few large values, so reopening replays little).
 """
 
 from __future__ import annotations
 
-import heapq
 import os
+import pickle
 import shutil
 import struct
 import threading
@@ -27,87 +34,76 @@ import urllib.parse
 import zlib
 from collections.abc import Iterator, Sequence
 
-from rocksdict import Options, Rdict, WriteBatch, WriteOptions
+from rocksdict import AccessType, Options, Rdict, WriteBatch, WriteOptions
 
 from gyreflow.state.snapshot import (
     BackendUnavailableError,
     JobMeta,
     SnapshotCorruptedError,
     SnapshotStore,
+    StateChunk,
     TaskSnapshot,
     decode_value,
+    dumps,
     encode_value,
+    loads,
+    make_chunk,
 )
 
 _VERSION = struct.Struct(">Q")
-_IDENT = struct.Struct(">HI")  # key group, key length
-_ENTRY = struct.Struct(">QI")  # version, length of the framed value
-_DATA, _INDEX = b"d", b"v"
+_SLOT = struct.Struct(">HQ")  # key group, version
+_COUNT = struct.Struct(">I")
+# crc32 of everything after it, written keys, key count, length of the keys list, crc32 of the keys
+_FRAME = struct.Struct(">IIIII")
+_CHUNK, _STATS = b"c", b"n"
 _META_KEY = b"m"
+_FOLD_LIMIT = 32  # chunks at or before the horizon that always get folded, whatever their sizes
 
 
 def _quote(name: str) -> str:
     return urllib.parse.quote(name, safe="")
 
 
-def _ident(key_group: int, key: bytes) -> bytes:
-    return _IDENT.pack(key_group, len(key)) + key
+def _frame(chunk: StateChunk) -> bytes:
+    keys, values = chunk.keys, chunk.values
+    tail = _FRAME.pack(0, chunk.written, chunk.count, len(keys), zlib.crc32(keys))[4:]
+    crc = zlib.crc32(values, zlib.crc32(keys, zlib.crc32(tail)))
+    return _COUNT.pack(crc) + tail + keys + values
 
 
-def _key_of(ident: bytes) -> bytes:
-    return ident[_IDENT.size:]
+class _Damaged(ValueError):
+    """A stored chunk failed its checksum or framing; ``keys`` are its keys when they are intact."""
+
+    def __init__(self, keys: list | None = None) -> None:
+        super().__init__()
+        self.keys = keys
 
 
-_CRC = struct.Struct(">I")
+def _unframe(blob: bytes | None) -> tuple[int, int, bytes, bytes]:
+    """``(written, count, keys, values)`` of a stored chunk; raises ``_Damaged``."""
+    if blob is None or len(blob) < _FRAME.size:
+        raise _Damaged
+    crc, written, count, length, keys_crc = _FRAME.unpack_from(blob)
+    view = memoryview(blob)
+    if zlib.crc32(view[4:]) != crc:
+        keys = None
+        if _FRAME.size + length <= len(blob):
+            keys_blob = view[_FRAME.size:_FRAME.size + length]
+            if zlib.crc32(keys_blob) == keys_crc:
+                try:
+                    keys = pickle.loads(keys_blob)
+                except Exception:  # noqa: BLE001 - damaged beyond naming its keys
+                    keys = None
+        raise _Damaged(keys)
+    if written > count or _FRAME.size + length > len(blob):
+        raise _Damaged
+    return written, count, blob[_FRAME.size:_FRAME.size + length], blob[_FRAME.size + length:]
 
 
-class _DamagedValue(ValueError):
-    """A stored multi-version value failed its checksum or framing."""
-
-
-def _entries(value: bytes | None) -> list[tuple[int, bytes]]:
-    """Parse a key's stored versions: ``[(version, framed value), ...]`` in version order.
-
-    The whole value carries a CRC-32 over its entry headers and values, so a damaged length or
-    version is detected, not read as a different history.
-    """
-    if value is None:
-        return []
-    if len(value) < _CRC.size or zlib.crc32(value[_CRC.size:]) != _CRC.unpack_from(value)[0]:
-        raise _DamagedValue
-    view = memoryview(value)[_CRC.size:]
-    out = []
-    pos = 0
-    while pos < len(view):
-        if pos + _ENTRY.size > len(view):
-            raise _DamagedValue
-        version, length = _ENTRY.unpack_from(view, pos)
-        pos += _ENTRY.size
-        if pos + length > len(view):
-            raise _DamagedValue
-        out.append((version, bytes(view[pos:pos + length])))
-        pos += length
-    return out
-
-
-def _join(entries: list[tuple[int, bytes]]) -> bytes:
-    body = b"".join(_ENTRY.pack(v, len(blob)) + blob for v, blob in entries)
-    return _CRC.pack(zlib.crc32(body)) + body
-
-
-def _trim(entries: list[tuple[int, bytes]], horizon: int) -> list[tuple[int, bytes]]:
-    """Keep the versions a retained snapshot can need: all after ``horizon`` and the latest at or
-    before it."""
-    keep_from = 0
-    for index, (version, _) in enumerate(entries):
-        if version <= horizon:
-            keep_from = index
-    return entries[keep_from:]
-
-
-def _scan(db: Rdict, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-    for key, value in db.items(from_key=prefix):
-        if not key.startswith(prefix):
+def _scan(db: Rdict, prefix: bytes, start: bytes = b"",
+          stop: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+    for key, value in db.items(from_key=prefix + start):
+        if not key.startswith(prefix) or (stop is not None and key[len(prefix):] >= stop):
             return
         yield key, value
 
@@ -128,8 +124,8 @@ class RocksDBSnapshotStore(SnapshotStore):
         except OSError as exc:
             msg = f"rocksdb backend: state.path {self.path!r} is not a writable directory ({exc})"
             raise BackendUnavailableError(msg) from exc
-        self._dbs: dict[str, Rdict] = {}
-        self._horizons: dict[str, int] = {}
+        self._dbs: dict[str, Rdict] = {}  # opened read-write
+        self._readers: dict[str, Rdict] = {}  # opened read-only
         self._lock = threading.RLock()
         self._sync = WriteOptions()
         self._sync.sync = True
@@ -143,26 +139,45 @@ class RocksDBSnapshotStore(SnapshotStore):
     def _job_dir(self, job: str) -> str:
         return os.path.join(self.path, _quote(job))
 
-    def _open(self, path: str) -> Rdict:
+    def _open(self, path: str, write: bool = True) -> Rdict:
+        """The database at ``path``: read-write (created if missing) or, for reading, read-only
+        unless this store already has it open read-write."""
         with self._lock:
             db = self._dbs.get(path)
-            if db is None:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                options = Options(raw_mode=True)
-                options.create_if_missing(True)
-                db = self._dbs[path] = Rdict(path, options=options)
+            if db is not None:
+                return db
+            if not write:
+                db = self._readers.get(path)
+                if db is None:
+                    db = self._readers[path] = Rdict(path, options=Options(raw_mode=True),
+                                                     access_type=AccessType.read_only())
+                return db
+            reader = self._readers.pop(path, None)
+            if reader is not None:
+                reader.close()
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            options = Options(raw_mode=True)
+            options.create_if_missing(True)
+            db = self._dbs[path] = Rdict(path, options=options)
             return db
 
-    def _meta_db(self, job: str) -> Rdict:
-        return self._open(os.path.join(self._job_dir(job), "meta"))
+    def _forget(self, path: str) -> None:
+        with self._lock:
+            for handles in (self._dbs, self._readers):
+                db = handles.pop(path, None)
+                if db is not None:
+                    db.close()
+
+    def _meta_path(self, job: str) -> str:
+        return os.path.join(self._job_dir(job), "meta")
 
     def _table_dir(self, job: str, table: str) -> str:
         return os.path.join(self._job_dir(job), "state", _quote(table))
 
-    def _range_dbs(self, job: str, table: str | None = None,
-                   overlapping: range | None = None) -> list[tuple[str, range, Rdict]]:
-        """Every (table, key-group range, database) of ``job`` on disk, or only those overlapping
-        ``overlapping`` (a database is opened only when needed: another process may hold it)."""
+    def _range_paths(self, job: str, table: str | None = None,
+                     overlapping: range | None = None) -> list[tuple[str, range, str]]:
+        """Every (table, key-group range, database path) of ``job`` on disk, or only those
+        overlapping ``overlapping``."""
         base = os.path.join(self._job_dir(job), "state")
         found = []
         if not os.path.isdir(base):
@@ -178,117 +193,109 @@ class RocksDBSnapshotStore(SnapshotStore):
                     if overlapping is not None and not (
                             start < overlapping.stop and overlapping.start < stop):
                         continue
-                    db = self._open(os.path.join(table_dir, name))
-                    found.append((urllib.parse.unquote(quoted), range(start, stop), db))
+                    found.append((urllib.parse.unquote(quoted), range(start, stop),
+                                  os.path.join(table_dir, name)))
         return found
+
+    def _damaged(self, job: str, table: str, key_group: int, version: int,
+                 damage: _Damaged) -> SnapshotCorruptedError:
+        keys = ""
+        if damage.keys is not None:
+            shown = ", ".join(repr(k) for k in damage.keys[:5])
+            more = f" and {len(damage.keys) - 5} more" if len(damage.keys) > 5 else ""
+            keys = f" key={shown}{more}" if len(damage.keys) == 1 else f" keys={shown}{more}"
+        msg = (f"snapshot chunk damaged (checksum or framing) at {self.location()} job={job} "
+               f"table={table} key group={key_group}{keys} version={version}")
+        return SnapshotCorruptedError(msg)
 
     # Writing -------------------------------------------------------------------------------
 
     def write(self, snapshot: TaskSnapshot) -> None:
         version = snapshot.version
-        packed = _VERSION.pack(version)
-        horizon = snapshot.horizon if snapshot.horizon is not None else self._horizon(snapshot.job)
-        by_table: dict[str, list] = {}
-        for row in snapshot.rows:
-            by_table.setdefault(row.table, []).append(row)
+        job = snapshot.job
+        by_table: dict[str, dict[int, list[StateChunk]]] = {}
+        for chunk in snapshot.chunks:
+            by_table.setdefault(chunk.table, {}).setdefault(chunk.key_group, []).append(chunk)
+        if snapshot.rows:
+            for chunk in _chunks_of_rows(snapshot.rows):
+                by_table.setdefault(chunk.table, {}).setdefault(chunk.key_group, []).append(chunk)
         kgs = snapshot.key_groups
-        for table, rows in by_table.items():
-            path = os.path.join(self._table_dir(snapshot.job, table), f"kg-{kgs.start}-{kgs.stop}")
-            db = self._open(path)
-            idents = [_ident(row.key_group, row.key) for row in rows]
-            current = db.get([_DATA + ident for ident in idents])
+        for table, groups in by_table.items():
+            db = self._open(os.path.join(self._table_dir(job, table), f"kg-{kgs.start}-{kgs.stop}"))
+            slots = [_SLOT.pack(group, version) for group in groups]
+            # A version written again (a retried write) is merged into what it wrote before.
+            earlier = db.get([_CHUNK + slot for slot in slots])
             batch = WriteBatch(raw_mode=True)
-            for row, ident, stored in zip(rows, idents, current, strict=True):
-                try:
-                    entries = [e for e in _entries(stored) if e[0] < version]
-                except _DamagedValue:
-                    msg = (f"snapshot value damaged (checksum or framing) at {self.location()} "
-                           f"job={snapshot.job} table={table} key group={row.key_group} "
-                           f"key={row.key!r}")
-                    raise SnapshotCorruptedError(msg) from None
-                entries.append((version, encode_value(row.value)))
-                batch.put(_DATA + ident, _join(_trim(entries, horizon)))
-                batch.put(_INDEX + packed + ident, b"")
+            for (group, chunks), slot, stored in zip(groups.items(), slots, earlier, strict=True):
+                if stored is not None:
+                    try:
+                        chunks = [_chunk_of_stored(table, group, stored), *chunks]
+                    except _Damaged as damage:
+                        raise self._damaged(job, table, group, version, damage) from None
+                chunk = chunks[0] if len(chunks) == 1 else _merge(table, group, chunks, True)
+                batch.put(_CHUNK + slot, _frame(chunk))
+                batch.put(_STATS + slot, _COUNT.pack(chunk.count))
             db.write(batch, self._write_options)
         for record in snapshot.records:
-            db = self._open(self._record_path(snapshot.job, record.kind, record.name, record.index))
-            db.put(packed, encode_value(record.value), self._write_options)
-
-    def _horizon(self, job: str) -> int:
-        """The oldest retained version of ``job``: older versions are never restored."""
-        horizon = self._horizons.get(job)
-        if horizon is None:
-            meta = self.read_meta(job)
-            horizon = self._horizons[job] = meta.retained[0] if meta and meta.retained else 0
-        return horizon
+            db = self._open(self._record_path(job, record.kind, record.name, record.index))
+            db.put(_VERSION.pack(version), encode_value(record.value), self._write_options)
 
     def _record_path(self, job: str, kind: str, name: str, index: int) -> str:
         return os.path.join(self._job_dir(job), "records", _quote(f"{kind}:{name}:{index}"))
 
-    def _record_dbs(self, job: str) -> list[Rdict]:
+    def _record_paths(self, job: str) -> list[str]:
         base = os.path.join(self._job_dir(job), "records")
         if not os.path.isdir(base):
             return []
-        return [self._open(os.path.join(base, name)) for name in sorted(os.listdir(base))]
+        return [os.path.join(base, name) for name in sorted(os.listdir(base))]
 
     def commit(self, meta: JobMeta) -> None:
-        self._meta_db(meta.job).put(_META_KEY, meta.to_bytes(), self._sync)
-        self._horizons[meta.job] = meta.retained[0] if meta.retained else 0
+        self._open(self._meta_path(meta.job)).put(_META_KEY, meta.to_bytes(), self._sync)
 
     # Reading -------------------------------------------------------------------------------
 
+    def _chunks(self, job: str, table: str, key_groups: range,
+                version: int) -> Iterator[tuple[int, int, bytes]]:
+        """``(key group, version, stored chunk)`` of ``table`` in ``key_groups`` up to ``version``,
+        by key group then version, merged over the ranges of every layout."""
+        start, stop = _SLOT.pack(key_groups.start, 0), _SLOT.pack(key_groups.stop, 0)
+        found = []
+        paths = self._range_paths(job, table, key_groups)
+        for _, _, path in paths:
+            for key, value in _scan(self._open(path, write=False), _CHUNK, start, stop):
+                group, v = _SLOT.unpack_from(key, 1)
+                if v <= version:
+                    found.append((group, v, value))
+        if len(paths) > 1:
+            found.sort(key=lambda item: (item[0], item[1]))
+        return iter(found)
+
+    def read_into(self, job: str, table: str, key_groups: range, version: int, data: dict) -> None:
+        # Key groups hold disjoint keys, so chunks are applied straight into ``data``.
+        for group, v, blob in self._chunks(job, table, key_groups, version):
+            try:
+                written, _, keys, values = _unframe(blob)
+            except _Damaged as damage:
+                raise self._damaged(job, table, group, v, damage) from None
+            keys = loads(keys)
+            data.update(zip(keys[:written] if len(keys) > written else keys, loads(values),
+                            strict=True))
+            for key in keys[written:]:
+                data.pop(key, None)
+
     def read_rows(self, job: str, table: str, key_groups: range,
                   version: int) -> Iterator[tuple[bytes, bytes]]:
-        sources = [db for _, _, db in self._range_dbs(job, table, key_groups)]
-        low = _DATA + _IDENT.pack(key_groups.start, 0)
-        high = _DATA + _IDENT.pack(key_groups.stop, 0)
-
-        def rows(db: Rdict) -> Iterator[tuple[bytes, bytes]]:
-            for key, value in db.items(from_key=low):
-                if key >= high:
-                    return
-                yield key[1:], value
-
-        merged = heapq.merge(*(rows(db) for db in sources), key=lambda row: row[0])
-        previous_ident, entries = None, []
-        for ident, value in merged:
-            if ident != previous_ident:
-                if previous_ident is not None:
-                    found = self._latest(job, table, previous_ident, entries, version)
-                    if found is not None:
-                        yield found
-                previous_ident, entries = ident, []
-            try:
-                entries.extend(_entries(value))
-            except _DamagedValue:
-                kg = _IDENT.unpack_from(ident)[0]
-                msg = (f"snapshot value damaged (checksum or framing) at {self.location()} "
-                       f"job={job} table={table} key group={kg} key={_key_of(ident)!r}")
-                raise SnapshotCorruptedError(msg) from None
-        if previous_ident is not None:
-            found = self._latest(job, table, previous_ident, entries, version)
-            if found is not None:
-                yield found
-
-    def _latest(self, job, table, ident, entries, version) -> tuple[bytes, bytes] | None:
-        best = None
-        for v, blob in entries:
-            if v <= version and (best is None or v > best[0]):
-                best = (v, blob)
-        if best is None:
-            return None
-        kg = _IDENT.unpack_from(ident)[0]
-        where = (f"{self.location()} job={job} table={table} key group={kg} "
-                 f"key={_key_of(ident)!r} version={best[0]}")
-        payload = decode_value(best[1], where)
-        return None if payload is None else (_key_of(ident), payload)
+        data: dict = {}
+        self.read_into(job, table, key_groups, version, data)
+        for key, value in data.items():
+            yield dumps(key), dumps(value)
 
     def read_record(self, job, kind, name, index, version):
         path = self._record_path(job, kind, name, index)
         if not os.path.isdir(path):
             return None
         found = None
-        for key, value in self._open(path).items():
+        for key, value in self._open(path, write=False).items():
             v = _VERSION.unpack(key)[0]
             if v <= version:
                 found = (v, value)
@@ -298,56 +305,82 @@ class RocksDBSnapshotStore(SnapshotStore):
         return found[0], decode_value(found[1], where)
 
     def read_meta(self, job: str) -> JobMeta | None:
-        if not os.path.isdir(os.path.join(self._job_dir(job), "meta")):
+        path = self._meta_path(job)
+        if not os.path.isdir(path):
             return None
-        blob = self._meta_db(job).get(_META_KEY)
+        blob = self._open(path, write=False).get(_META_KEY)
         if blob is None:
             return None
         return JobMeta.from_bytes(blob, f"{self.location()} job={job} meta")
 
     # Maintenance ---------------------------------------------------------------------------
 
+    def _stats(self, db: Rdict) -> dict[int, list[tuple[int, int]]]:
+        """Key group -> ``[(version, key count), ...]`` in version order."""
+        stats: dict[int, list[tuple[int, int]]] = {}
+        for key, value in _scan(db, _STATS):
+            group, version = _SLOT.unpack_from(key, 1)
+            stats.setdefault(group, []).append((version, _COUNT.unpack(value)[0]))
+        return stats
+
     def discard_after(self, job: str, version: int) -> None:
-        start = _INDEX + _VERSION.pack(version + 1)
-        for _, _, db in self._range_dbs(job):
-            idents = set()
-            index_keys = []
-            for key, _ in db.items(from_key=start):
-                if not key.startswith(_INDEX):
-                    break
-                index_keys.append(key)
-                idents.add(key[1 + _VERSION.size:])
-            if not index_keys:
-                continue
+        for _, _, path in self._range_paths(job):
+            db = self._open(path)
             batch = WriteBatch(raw_mode=True)
-            for ident in idents:
-                try:
-                    kept = [e for e in _entries(db.get(_DATA + ident)) if e[0] <= version]
-                except _DamagedValue:
-                    msg = (f"snapshot value damaged (checksum or framing) at {self.location()} "
-                           f"job={job} key={_key_of(ident)!r}")
-                    raise SnapshotCorruptedError(msg) from None
-                if kept:
-                    batch.put(_DATA + ident, _join(kept))
-                else:
-                    batch.delete(_DATA + ident)
-            for key in index_keys:
-                batch.delete(key)
-            db.write(batch, self._sync)
-        for db in self._record_dbs(job):
-            db.delete_range(_VERSION.pack(version + 1), b"\xff" * (_VERSION.size + 1))
+            dropped = False
+            for group, versions in self._stats(db).items():
+                for v, _ in versions:
+                    if v > version:
+                        slot = _SLOT.pack(group, v)
+                        batch.delete(_CHUNK + slot)
+                        batch.delete(_STATS + slot)
+                        dropped = True
+            if dropped:
+                db.write(batch, self._sync)
+        for path in self._record_paths(job):
+            self._open(path).delete_range(_VERSION.pack(version + 1), b"\xff" * (_VERSION.size + 1))
 
     def prune(self, job: str, crossing: Sequence[int], horizon: int) -> None:
-        # Values are trimmed to the horizon whenever a key is written; what is left to drop is the
-        # index of versions no resume can return to (every resume is to a retained version).
-        self._horizons[job] = max(horizon, self._horizons.get(job, 0))
-        low, high = _INDEX + _VERSION.pack(0), _INDEX + _VERSION.pack(horizon)
-        for _, _, db in self._range_dbs(job):
-            db.delete_range(low, high)
+        # Every resume is to a retained version, all at or after the horizon: the chunks at or before
+        # it are only ever read together, so they can become one.
+        ranges = self._range_paths(job)
+        layouts: dict[str, list[range]] = {}
+        for table, kgs, _ in ranges:
+            layouts.setdefault(table, []).append(kgs)
+        for table, kgs, path in ranges:
+            db = self._open(path)
+            batch = WriteBatch(raw_mode=True)
+            folded = False
+            for group, versions in self._stats(db).items():
+                old = [(v, count) for v, count in versions if v <= horizon]
+                if len(old) < 2:
+                    continue
+                later = sum(count for _, count in old[1:])
+                if later < old[0][1] and len(old) <= _FOLD_LIMIT:
+                    continue  # folding would rewrite more than what was written since
+                # A deletion must stay while another layout may hold an older value of the key.
+                shadows = any(group in other for other in layouts[table] if other != kgs)
+                slots = [_SLOT.pack(group, v) for v, _ in old]
+                chunks = []
+                for (v, _), blob in zip(old, db.get([_CHUNK + s for s in slots]), strict=True):
+                    try:
+                        chunks.append(_chunk_of_stored(table, group, blob))
+                    except _Damaged as damage:
+                        raise self._damaged(job, table, group, v, damage) from None
+                chunk = _merge(table, group, chunks, shadows)
+                for slot in slots[:-1]:
+                    batch.delete(_CHUNK + slot)
+                    batch.delete(_STATS + slot)
+                batch.put(_CHUNK + slots[-1], _frame(chunk))
+                batch.put(_STATS + slots[-1], _COUNT.pack(chunk.count))
+                folded = True
+            if folded:
+                db.write(batch, self._write_options)
         self._prune_records(job, horizon)
 
     def _prune_records(self, job: str, horizon: int) -> None:
-        for db in self._record_dbs(job):
+        for path in self._record_paths(job):
+            db = self._open(path)
             keep = None
             for key, _ in db.items():
                 if _VERSION.unpack(key)[0] <= horizon:
@@ -360,22 +393,17 @@ class RocksDBSnapshotStore(SnapshotStore):
     def drop_other_ranges(self, job: str, table: str, keep: set[range]) -> None:
         """Delete the databases of ``table`` whose range is not in ``keep`` (the old layout after a
         resume with another parallelism, once the new layout holds a full copy)."""
-        for _, kgs, _ in self._range_dbs(job, table):
+        for _, kgs, path in self._range_paths(job, table):
             if kgs in keep:
                 continue
-            path = os.path.join(self._table_dir(job, table), f"kg-{kgs.start}-{kgs.stop}")
-            with self._lock:
-                db = self._dbs.pop(path, None)
-                if db is not None:
-                    db.close()
+            self._forget(path)
             shutil.rmtree(path, ignore_errors=True)
 
     def delete_job(self, job: str) -> None:
-        self._horizons.pop(job, None)
         job_dir = self._job_dir(job)
         with self._lock:
-            for path in [p for p in self._dbs if p.startswith(job_dir + os.sep)]:
-                self._dbs.pop(path).close()
+            for path in [p for p in [*self._dbs, *self._readers] if p.startswith(job_dir + os.sep)]:
+                self._forget(path)
         shutil.rmtree(job_dir, ignore_errors=True)
 
     def jobs(self) -> list[str]:
@@ -390,15 +418,53 @@ class RocksDBSnapshotStore(SnapshotStore):
 
     def sizes(self, job: str) -> dict[str, int]:
         sizes: dict[str, int] = {}
-        for table, kgs, db in self._range_dbs(job):
-            total = sum(len(k) + len(v) for k, v in _scan(db, _DATA))
+        for table, kgs, path in self._range_paths(job):
+            total = sum(len(k) + len(v) for k, v in _scan(self._open(path, write=False), _CHUNK))
             sizes[f"{table} [{kgs.start}-{kgs.stop - 1}]"] = total
-        sizes["(records)"] = sum(len(k) + len(v) for db in self._record_dbs(job) for k, v in db.items())
+        sizes["(records)"] = sum(len(k) + len(v) for path in self._record_paths(job)
+                                 for k, v in self._open(path, write=False).items())
         return sizes
 
     def close(self) -> None:
         with self._lock:
-            for db in self._dbs.values():
+            for db in [*self._dbs.values(), *self._readers.values()]:
                 db.close()
             self._dbs.clear()
+            self._readers.clear()
 
+
+_GONE = object()
+
+
+def _chunk_of_stored(table: str, group: int, blob: bytes) -> StateChunk:
+    written, count, keys, values = _unframe(blob)
+    return StateChunk(table, group, written, count, keys, values)
+
+
+def _merge(table: str, group: int, chunks: list[StateChunk], keep_removed: bool) -> StateChunk:
+    """One chunk with the effect of ``chunks`` applied in order."""
+    state: dict = {}
+    for chunk in chunks:
+        keys = loads(chunk.keys)
+        state.update(zip(keys, loads(chunk.values), strict=False))
+        for key in keys[chunk.written:]:
+            state[key] = _GONE
+    written = {k: v for k, v in state.items() if v is not _GONE}
+    removed = [k for k, v in state.items() if v is _GONE] if keep_removed else []
+    return make_chunk(table, group, written, removed)
+
+
+def _chunks_of_rows(rows) -> list[StateChunk]:
+    """Per-key rows (pickled keys and values) as one chunk per table and key group."""
+    groups: dict[tuple[str, int], tuple[dict, dict]] = {}
+    for row in rows:
+        written, removed = groups.setdefault((row.table, row.key_group), ({}, {}))
+        key = loads(row.key)
+        if row.value is None:
+            written.pop(key, None)
+            removed[key] = None
+        else:
+            removed.pop(key, None)
+            written[key] = loads(row.value)
+    return [make_chunk(table, group, written, list(removed))
+            for (table, group), (written, removed) in groups.items()]

@@ -7,6 +7,10 @@ Every backend stores the same three things under a job name:
 - task records ``(kind, name, task index) -> bytes`` (source offsets), versioned the same way.
 - the job meta (last completed window, retained versions, plan fingerprint), replaced atomically.
 
+Tasks hand over their changes per key group (``StateChunk``: the keys and the values of one key group
+pickled once each), not per key: pickling is paid per call, and a window changes many keys. Stores that
+keep rows per key expand chunks (``chunk_rows``); the RocksDB store keeps the chunks as they are.
+
 Values carry a CRC-32 so that a damaged row is reported with its location instead of being loaded.
 """
 
@@ -90,6 +94,43 @@ class StateRow(NamedTuple):
     value: bytes | None
 
 
+class StateChunk(NamedTuple):
+    """The changes of one key group of one state table, pickled once per list, not once per key.
+
+    ``keys`` is ``dumps(list)`` of the written keys followed by the removed keys; ``values`` is
+    ``dumps(list)`` of the values of the first ``written`` keys. ``count`` is the number of keys.
+    """
+
+    table: str
+    key_group: int
+    written: int
+    count: int
+    keys: bytes
+    values: bytes
+
+
+def make_chunk(table: str, key_group: int, written: dict, removed: list) -> StateChunk:
+    """Pickle the ``written`` keys and values and the ``removed`` keys of one key group."""
+    keys = [*written, *removed]
+    return StateChunk(table, key_group, len(written), len(keys), dumps(keys),
+                      dumps(list(written.values())))
+
+
+def chunk_lists(chunk: StateChunk) -> tuple[list, list, list]:
+    """``(written keys, their values, removed keys)`` of a chunk."""
+    keys = loads(chunk.keys)
+    return keys[:chunk.written], loads(chunk.values), keys[chunk.written:]
+
+
+def chunk_rows(chunk: StateChunk) -> list[StateRow]:
+    """The per-key rows of a chunk, for stores that keep one row per key."""
+    keys, values, removed = chunk_lists(chunk)
+    table, group = chunk.table, chunk.key_group
+    rows = [StateRow(table, group, dumps(k), dumps(v)) for k, v in zip(keys, values, strict=True)]
+    rows.extend(StateRow(table, group, dumps(k), None) for k in removed)
+    return rows
+
+
 class TaskRecord(NamedTuple):
     """A small per-task value such as a source offset."""
 
@@ -104,6 +145,8 @@ class TaskSnapshot:
     """What one task writes for one version: changed rows and its records.
 
     ``key_groups`` is the writing task's key-group range (backends that split storage by range use it).
+    Changes come as per-key ``rows`` or as per-key-group ``chunks`` (what tasks write); a snapshot
+    never holds the same key in both.
     """
 
     job: str
@@ -112,6 +155,14 @@ class TaskSnapshot:
     rows: tuple[StateRow, ...] = ()
     records: tuple[TaskRecord, ...] = ()
     horizon: int | None = None  # the oldest retained version, when the writer knows it
+    chunks: tuple[StateChunk, ...] = ()
+
+    def all_rows(self) -> list[StateRow]:
+        """``rows`` and the expanded ``chunks``: the changes one row per key."""
+        rows = list(self.rows)
+        for chunk in self.chunks:
+            rows.extend(chunk_rows(chunk))
+        return rows
 
 
 @attrs.frozen
@@ -157,6 +208,14 @@ class SnapshotStore:
                   version: int) -> Iterator[tuple[bytes, bytes]]:
         """Yield ``(key, value)`` of ``table`` in ``key_groups`` as of ``version`` (deletions applied)."""
         raise NotImplementedError
+
+    def read_into(self, job: str, table: str, key_groups: range, version: int, data: dict) -> None:
+        """Add ``table``'s keys in ``key_groups`` as of ``version`` to ``data``, unpickled.
+
+        What a task's restore uses; stores that keep whole key groups together override it to
+        unpickle a key group at a time.
+        """
+        data.update((loads(k), loads(v)) for k, v in self.read_rows(job, table, key_groups, version))
 
     def read_record(self, job: str, kind: str, name: str, index: int,
                     version: int) -> tuple[int, bytes] | None:

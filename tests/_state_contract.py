@@ -1,0 +1,455 @@
+"""Shared pieces of the snapshot-store contract tests: the oracle, one store of each backend, and
+white-box helpers that inspect or damage what a store keeps.
+
+The oracle is a plain-Python model of the contract (``Model``: per key, the list of ``(version, value
+or deletion)``), never a store's own earlier output. Retention is exercised the way the checkpoint
+coordinator drives it (``Committer`` mirrors ``CheckpointCoordinator.commit``; a test checks that it
+issues the same calls). White-box helpers reach into each store only to inspect or damage what is
+stored (sizes, rows per version, corruption).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pickle
+import struct
+import types
+import urllib.parse
+import uuid
+import zlib
+from collections.abc import Callable
+
+import attrs
+import pytest
+import sqlalchemy as sa
+from rocksdict import AccessType, Options, Rdict
+
+from gyreflow.api.config import Config
+from gyreflow.runtime.checkpoint import CheckpointCoordinator
+from gyreflow.state.backends import (
+    MemoryStateBackend,
+    StateBackend,
+    backend_from_config,
+)
+from gyreflow.state.jdbc_store import META, RECORDS, STATE
+from gyreflow.state.keygroups import key_group_of
+from gyreflow.state.memory_store import MemorySnapshotStore
+from gyreflow.state.rocksdb_store import RocksDBSnapshotStore
+from gyreflow.state.snapshot import (
+    JobMeta,
+    SnapshotCorruptedError,
+    SnapshotStore,
+    StateRow,
+    TaskRecord,
+    TaskSnapshot,
+    dumps,
+    encode_value,
+    loads,
+)
+
+MP = 128  # key groups (the default state.max_parallelism)
+ALL = range(MP)
+TIMEOUT = 30.0  # seconds a child-process operation may take before the test calls it a hang
+
+
+# --- the oracle ----------------------------------------------------------------------------------
+
+
+class Model:
+    """The contract in plain Python: every write of every key and record, nothing pruned."""
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple[str, int, bytes], list[tuple[int, bytes | None]]] = {}
+        self.records: dict[tuple[str, str, int], list[tuple[int, bytes]]] = {}
+
+    def apply(self, snapshot: TaskSnapshot) -> None:
+        for row in snapshot.rows:
+            history = self.rows.setdefault((row.table, row.key_group, row.key), [])
+            history[:] = [e for e in history if e[0] != snapshot.version]  # a rewrite replaces
+            history.append((snapshot.version, row.value))
+            history.sort(key=lambda e: e[0])
+        for record in snapshot.records:
+            history = self.records.setdefault((record.kind, record.name, record.index), [])
+            history[:] = [e for e in history if e[0] != snapshot.version]
+            history.append((snapshot.version, record.value))
+            history.sort(key=lambda e: e[0])
+
+    def discard_after(self, version: int) -> None:
+        for history in [*self.rows.values(), *self.records.values()]:
+            history[:] = [e for e in history if e[0] <= version]
+
+    def read(self, table: str, key_groups: range, version: int) -> dict[bytes, bytes]:
+        out = {}
+        for (tbl, kg, key), history in self.rows.items():
+            if tbl != table or kg not in key_groups:
+                continue
+            visible = [value for v, value in history if v <= version]
+            if visible and visible[-1] is not None:
+                out[key] = visible[-1]
+        return out
+
+    def read_record(self, kind: str, name: str, index: int, version: int):
+        visible = [e for e in self.records.get((kind, name, index), []) if e[0] <= version]
+        return visible[-1] if visible else None
+
+
+def row(table: str, key: object, value: object | None) -> StateRow:
+    """A state row as a task writes it: pickled key and value, key group from the key."""
+    return StateRow(table, key_group_of(key, MP), dumps(key),
+                    None if value is None else dumps(value))
+
+
+def record(value: object, name: str = "numbers", index: int = 0) -> TaskRecord:
+    return TaskRecord("source", name, index, dumps(value))
+
+
+# --- one store of each backend -------------------------------------------------------------------
+
+
+def backend_kind(overrides: dict) -> str:
+    if overrides["state.backend"] != "jdbc":
+        return overrides["state.backend"]
+    return "postgresql" if overrides.get("state.url") else "sqlite"
+
+
+@attrs.define
+class Ctx:
+    """An open store of one backend, a model, and the jobs this test created (for cleanup)."""
+
+    kind: str
+    backend: StateBackend
+    store: SnapshotStore
+    jobs: list[str] = attrs.field(factory=list)
+
+    def new_job(self) -> str:
+        job = f"job-{uuid.uuid4().hex}"  # PostgreSQL is shared by the whole session
+        self.jobs.append(job)
+        return job
+
+    def reopen(self) -> SnapshotStore:
+        """Close the store and open a fresh one on the same storage (a restarted process)."""
+        self.store.close()
+        self.store = self.backend.open_store()
+        return self.store
+
+    def write(self, model: Model | None, snapshot: TaskSnapshot) -> None:
+        self.store.write(snapshot)
+        if model is not None:
+            model.apply(snapshot)
+
+    def read(self, job: str, table: str, version: int, key_groups: range = ALL) -> dict:
+        pairs = list(self.store.read_rows(job, table, key_groups, version))
+        found = dict(pairs)
+        assert len(found) == len(pairs), "a key was returned twice"
+        return found
+
+
+STATEMENT_TIMEOUT_MS = 20_000
+
+
+def with_pg_options(url: str, statement_timeout_ms: int, search_path: str | None = None) -> str:
+    """``url`` with server settings for every connection (libpq ``options``)."""
+    options = f"-c statement_timeout={statement_timeout_ms}"
+    if search_path:
+        options += f" -c search_path={search_path}"
+    parsed = sa.engine.make_url(url)
+    return parsed.update_query_dict({"options": options}).render_as_string(hide_password=False)
+
+
+@pytest.fixture(name="ctx")
+def ctx_fixture(backend_overrides):
+    """An open store of each backend (the test modules import this fixture)."""
+    kind = backend_kind(backend_overrides)
+    backend = backend_from_config(Config.load(None, backend_overrides, environ={}))
+    if kind == "postgresql":  # a pathological query plan fails its test instead of hanging the run
+        backend = attrs.evolve(backend, url=with_pg_options(backend.url, STATEMENT_TIMEOUT_MS))
+    context = Ctx(kind, backend, backend.open_store())
+    yield context
+    for job in context.jobs:
+        context.store.delete_job(job)
+    context.store.close()
+
+
+@attrs.define
+class Committer:
+    """Commits versions the way ``CheckpointCoordinator.commit`` does: keep the last ``keep``,
+    then prune the versions that reached the new horizon."""
+
+    store: SnapshotStore
+    job: str
+    keep: int
+    retained: tuple[int, ...] = ()
+
+    def commit(self, window: int) -> None:
+        old_horizon = self.retained[0] if self.retained else 0
+        self.retained = (*self.retained, window)[-self.keep:]
+        self.store.commit(JobMeta(self.job, "fp", window, self.retained, {"count": 2}))
+        horizon = self.retained[0]
+        crossing = ([v for v in self.retained if old_horizon < v <= horizon]
+                    if horizon > old_horizon else [])
+        if crossing:
+            self.store.prune(self.job, crossing, horizon)
+
+
+class RecordingWriter:
+    """A snapshot writer that records the calls it gets (and applies them to nothing)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def commit(self, meta, on_done) -> None:
+        self.calls.append(("commit", meta.last_completed, meta.retained))
+        on_done()
+
+    def prune(self, job, crossing, horizon, drop=None) -> None:
+        self.calls.append(("prune", tuple(crossing), horizon))
+
+
+class RecordingStore:
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def commit(self, meta) -> None:
+        self.calls.append(("commit", meta.last_completed, meta.retained))
+
+    def prune(self, job, crossing, horizon) -> None:
+        self.calls.append(("prune", tuple(crossing), horizon))
+
+
+@pytest.mark.parametrize("keep", [1, 2, 3, 5])
+def test_committer_issues_the_same_calls_as_the_checkpoint_coordinator(keep):
+    graph = types.SimpleNamespace(fingerprint=lambda: "fp",
+                                  pipeline=types.SimpleNamespace(vertices=[]))
+    coordinator = CheckpointCoordinator("job", graph, None,
+                                        MemoryStateBackend(retained_snapshots=keep))
+    writer = RecordingWriter()
+    store = RecordingStore()
+    committer = Committer(store, "job", keep)
+    for window in range(1, 12):
+        coordinator.commit(window, writer, lambda: None)
+        committer.commit(window)
+    assert store.calls == writer.calls
+    assert any(call[0] == "prune" for call in store.calls)
+
+
+# --- white-box inspection and damage -------------------------------------------------------------
+#
+# RocksDB, as its module documents it: ``<path>/<quoted job>/state/<quoted table>/kg-A-B`` databases
+# where ``c + key group (>H) + version (>Q)`` holds a chunk: a header (crc32 of the rest, written key
+# count, key count, length of the pickled keys, crc32 of the pickled keys: five >I), the pickled list of
+# keys (written ones first, then removed ones) and the pickled list of the written keys' values. The
+# meta and task records live in other databases under the job directory, found here by their stored
+# bytes. Inspection opens databases read-only next to the live store; damage closes the store, edits
+# the database and opens a fresh store.
+
+HEADER = struct.Struct(">IIIII")
+
+
+def chunk_key(kg: int, version: int) -> bytes:
+    return b"c" + struct.pack(">HQ", kg, version)
+
+
+def parse_chunk(value: bytes) -> tuple[list, list, list]:
+    """The stored layout: ``(written keys, their values, removed keys)``, checksums checked."""
+    crc, written, count, length, keys_crc = HEADER.unpack_from(value)
+    assert zlib.crc32(value[4:]) == crc
+    keys_blob = value[HEADER.size:HEADER.size + length]
+    assert zlib.crc32(keys_blob) == keys_crc
+    keys = pickle.loads(keys_blob)
+    values = pickle.loads(value[HEADER.size + length:])
+    assert len(keys) == count and len(values) == written
+    return keys[:written], values, keys[written:]
+
+
+def rocksdb_job_dir(store: RocksDBSnapshotStore, job: str) -> str:
+    return os.path.join(store.path, urllib.parse.quote(job, safe=""))
+
+
+def rocksdb_table_dir(store: RocksDBSnapshotStore, job: str, table: str) -> str:
+    return os.path.join(rocksdb_job_dir(store, job), "state", urllib.parse.quote(table, safe=""))
+
+
+def rocksdb_databases(root: str) -> list[str]:
+    pattern = os.path.join(glob.escape(root), "**", "CURRENT")
+    return sorted(os.path.dirname(p) for p in glob.glob(pattern, recursive=True))
+
+
+def rocksdb_items(path: str) -> list[tuple[bytes, bytes]]:
+    db = Rdict(path, options=Options(raw_mode=True), access_type=AccessType.read_only())
+    try:
+        return list(db.items())
+    finally:
+        db.close()
+
+
+def stored_cells(ctx: Ctx, job: str) -> dict[tuple[str, int, bytes], dict[int, bytes]]:
+    """Every stored ``(table, key group, key) -> {version: framed value}`` of ``job``."""
+    store = ctx.store
+    cells: dict[tuple[str, int, bytes], dict[int, bytes]] = {}
+    if isinstance(store, MemorySnapshotStore):
+        data = store._jobs.get(job)
+        for ident, versions in (data.rows.items() if data else ()):
+            if versions:
+                cells[ident] = dict(versions)
+    elif isinstance(store, RocksDBSnapshotStore):
+        for path in rocksdb_databases(os.path.join(rocksdb_job_dir(store, job), "state")):
+            table = urllib.parse.unquote(os.path.basename(os.path.dirname(path)))
+            for key, value in rocksdb_items(path):
+                if key.startswith(b"c"):
+                    kg, version = struct.unpack_from(">HQ", key, 1)
+                    written, values, removed = parse_chunk(value)
+                    for k, v in [*zip(written, values, strict=True), *((k, None) for k in removed)]:
+                        cells.setdefault((table, kg, dumps(k)), {})[version] = encode_value(
+                            None if v is None else dumps(v))
+    else:
+        query = sa.select(STATE.c.tbl, STATE.c.kg, STATE.c.k, STATE.c.version, STATE.c.v).where(
+            STATE.c.job == job)
+        with store.engine.connect() as conn:
+            for tbl, kg, k, version, v in conn.execute(query):
+                cells.setdefault((tbl, kg, bytes(k)), {})[version] = bytes(v)
+    return cells
+
+
+def total_size(store: SnapshotStore, job: str) -> int:
+    return sum(store.sizes(job).values())
+
+
+def mutate_rocksdb(ctx: Ctx, find: Callable[[bytes, bytes], bool],
+                   fn: Callable[[bytes, bytes], bytes], under: str = "") -> None:
+    """Close the store; in the one database under the job directory holding the one key for which
+    ``find(key, value)``, store ``fn(key, value)`` instead; open a fresh store."""
+    root = os.path.join(rocksdb_job_dir(ctx.store, ctx.jobs[-1]), under)
+    ctx.store.close()
+    hits = [(path, key, value) for path in rocksdb_databases(root)
+            for key, value in rocksdb_items(path) if find(key, value)]
+    assert len(hits) == 1, f"expected one stored value to damage, found {len(hits)}"
+    path, key, value = hits[0]
+    db = Rdict(path, options=Options(raw_mode=True))
+    try:
+        db[key] = fn(key, value)
+    finally:
+        db.close()
+    ctx.reopen()
+
+
+def corrupt_row(ctx: Ctx, job: str, victim: StateRow, version: int,
+                fn: Callable[[bytes], bytes]) -> None:
+    """Replace the framed value stored for ``victim``'s key at ``version`` with ``fn(value)``."""
+    table, kg, key = victim.table, victim.key_group, victim.key
+    store = ctx.store
+    assert job == ctx.jobs[-1]
+    if isinstance(store, MemorySnapshotStore):
+        versions = store._jobs[job].rows[(table, kg, key)]
+        versions[version] = fn(versions[version])
+    elif isinstance(store, RocksDBSnapshotStore):
+        def damage(_, value: bytes) -> bytes:
+            written, _, removed = parse_chunk(value)
+            assert key in [dumps(k) for k in [*written, *removed]]
+            return fn(value)
+
+        # the chunk holding the key at that version: its whole stored value is damaged
+        mutate_rocksdb(
+            ctx, lambda k, _: k == chunk_key(kg, version), damage,
+            under=os.path.relpath(rocksdb_table_dir(store, job, table),
+                                  rocksdb_job_dir(store, job)))
+    else:
+        where = sa.and_(STATE.c.job == job, STATE.c.tbl == table, STATE.c.kg == kg,
+                        STATE.c.k == key, STATE.c.version == version)
+        with store.engine.begin() as conn:
+            stored = bytes(conn.execute(sa.select(STATE.c.v).where(where)).scalar_one())
+            conn.execute(sa.update(STATE).where(where).values(v=fn(stored)))
+
+
+def corrupt_meta(ctx: Ctx, job: str, meta: JobMeta, fn: Callable[[bytes], bytes]) -> None:
+    store = ctx.store
+    assert job == ctx.jobs[-1]
+    if isinstance(store, MemorySnapshotStore):
+        store._jobs[job].meta = fn(store._jobs[job].meta)
+    elif isinstance(store, RocksDBSnapshotStore):
+        mutate_rocksdb(ctx, lambda _, value: value == meta.to_bytes(),
+                       lambda _, value: fn(value))
+    else:
+        where = META.c.job == job
+        with store.engine.begin() as conn:
+            stored = bytes(conn.execute(sa.select(META.c.body).where(where)).scalar_one())
+            conn.execute(sa.update(META).where(where).values(body=fn(stored)))
+
+
+def corrupt_record(ctx: Ctx, job: str, rec: TaskRecord, version: int,
+                   fn: Callable[[bytes], bytes]) -> None:
+    """Damage ``rec`` as stored at ``version`` (its value must be unique in the job)."""
+    store = ctx.store
+    assert job == ctx.jobs[-1]
+    if isinstance(store, MemorySnapshotStore):
+        versions = store._jobs[job].records[(rec.kind, rec.name, rec.index)]
+        versions[version] = fn(versions[version])
+    elif isinstance(store, RocksDBSnapshotStore):
+        framed = encode_value(rec.value)
+        mutate_rocksdb(ctx, lambda key, value: value == framed
+                       and not key.startswith((b"c", b"n")),
+                       lambda _, value: fn(value))
+    else:
+        where = sa.and_(RECORDS.c.job == job, RECORDS.c.kind == rec.kind,
+                        RECORDS.c.name == rec.name, RECORDS.c.idx == rec.index,
+                        RECORDS.c.version == version)
+        with store.engine.begin() as conn:
+            stored = bytes(conn.execute(sa.select(RECORDS.c.v).where(where)).scalar_one())
+            conn.execute(sa.update(RECORDS).where(where).values(v=fn(stored)))
+
+
+def flip_last(blob: bytes) -> bytes:
+    return blob[:-1] + bytes([blob[-1] ^ 0x5A])
+
+
+def flip_middle(blob: bytes) -> bytes:
+    middle = len(blob) // 2
+    return blob[:middle] + bytes([blob[middle] ^ 0x01]) + blob[middle + 1:]
+
+
+def flip_first(blob: bytes) -> bytes:
+    return bytes([blob[0] ^ 0x80]) + blob[1:]
+
+
+
+def check_corrupted(error: pytest.ExceptionInfo, store: SnapshotStore, *parts: str) -> None:
+    message = str(error.value)
+    assert store.location() in message, message
+    for part in parts:
+        assert part in message, (part, message)
+
+
+DAMAGE = {
+    "flip-last-byte": flip_last,
+    "flip-middle-byte": flip_middle,
+    "flip-flag-byte": flip_first,
+    "flip-flag-bit": lambda blob: bytes([blob[0] ^ 0x01]) + blob[1:],
+    "truncated-to-3": lambda blob: blob[:3],
+    "truncated-by-1": lambda blob: blob[:-1],
+    "emptied": lambda blob: b"",
+}
+
+
+def outcome(read: Callable[[], object]) -> tuple[str, object]:
+    """``("corrupted", message)``, ``("read", result)`` or ``("error", what)`` of ``read()``."""
+    try:
+        return "read", read()
+    except SnapshotCorruptedError as exc:
+        return "corrupted", str(exc)
+    except Exception as exc:  # noqa: BLE001 - any other exception is an outcome to report
+        return "error", f"{type(exc).__name__}: {exc}"
+
+
+
+def snapshot_of(job: str, version: int, keyed) -> TaskSnapshot:
+    """What a task writes: per table, the changed keys' values and the removed keys."""
+    rows = []
+    for table in keyed.tables.values():
+        changed, removed = table.take_changes()
+        rows += [row(table.name, k, v) for k, v in changed.items()]
+        rows += [row(table.name, k, None) for k in removed]
+    return TaskSnapshot(job, version, keyed.key_groups, tuple(rows))
+
+
+def restore(ctx: Ctx, job: str, table: str, version: int) -> dict:
+    return {loads(k): loads(v) for k, v in ctx.store.read_rows(job, table, ALL, version)}

@@ -1,0 +1,183 @@
+"""Snapshot-store contract: restoring keyed state (unpicklable state, task chunks, rescaled layouts,
+read-only reads of another process's ranges) on every backend.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import threading
+import uuid
+
+import pytest
+from _state_contract import (
+    ALL,
+    MP,
+    Model,
+    ctx_fixture,  # noqa: F401 - the ``ctx`` fixture
+    restore,
+    rocksdb_table_dir,
+    row,
+    snapshot_of,
+    stored_cells,
+)
+
+from gyreflow.api.config import Config
+from gyreflow.state.backends import (
+    RocksDBStateBackend,
+    backend_from_config,
+)
+from gyreflow.state.keygroups import key_group_of
+from gyreflow.state.snapshot import (
+    StateRow,
+    TaskSnapshot,
+    dumps,
+    loads,
+)
+
+# --- unpicklable state ---------------------------------------------------------------------------
+
+
+def test_unpicklable_values_cannot_be_serialised():
+    with pytest.raises((pickle.PicklingError, AttributeError, TypeError)):
+        dumps(lambda: 1)
+    with pytest.raises((pickle.PicklingError, AttributeError, TypeError)):
+        dumps(threading.Lock())
+
+
+def test_unpicklable_state_fails_the_same_way_on_every_backend(backend_overrides, tmp_path):
+    from gyreflow.api import Environment, SizeTumblingWindow, UserFunctionError
+
+    overrides = {**backend_overrides, "environment.type": "local", "environment.parallelism": 1,
+                 "progress.enabled": False}
+    env = Environment.from_config(None, overrides)
+    job = f"unpicklable-{uuid.uuid4().hex}"
+    pipeline = env.pipeline("unpicklable")
+    pipeline.task(lambda ctx: ctx.source(list(range(8)), SizeTumblingWindow(4), parallelism=1)
+                  .map(lambda x: (x % 2, lambda: x)).key_by(lambda r: r[0])
+                  .reduce(lambda a, b: b).with_name("keep").collect(), name=job)
+    with pytest.raises(UserFunctionError) as error:
+        pipeline.execute()
+    assert error.value.operator == "keep"
+    assert error.value.window == 1
+    message = re.sub(r"0x[0-9a-f]+", "0x?", str(error.value))
+    assert "operator 'keep' failed in window 1" in message
+    assert "Can't pickle" in message
+    assert "lambda" in message
+    store = backend_from_config(Config.load(None, backend_overrides, environ={})).open_store()
+    try:
+        assert store.read_meta(job) is None  # nothing was committed
+        store.delete_job(job)
+    finally:
+        store.close()
+
+
+# --- keyed state through a store -----------------------------------------------------------------
+
+
+
+def test_keyed_state_snapshots_restore_the_working_state(ctx):
+    job = ctx.new_job()
+    keyed = ctx.backend.create_keyed_store()
+    counts, lists, maps = keyed.value_state("counts"), keyed.list_state("seen"), keyed.map_state("m")
+    expected = {}
+    for version in range(1, 5):
+        for word in ["a", "b", "c", ("t", version), "naïve", 10**30][: version + 2]:
+            counts.put(word, counts.get(word, 0) + 1)
+            lists.append(word, version)
+            maps.put(word, version, str(version))
+        if version == 3:
+            counts.delete("a")
+            lists.clear("b")
+            maps.remove("c", 1)
+        ctx.write(None, snapshot_of(job, version, keyed))
+        expected[version] = {name: {k: (list(v) if isinstance(v, list) else
+                                        dict(v) if isinstance(v, dict) else v)
+                                    for k, v in keyed.tables[name].data.items()}
+                             for name in ("counts", "seen", "m")}
+    for version, tables in expected.items():
+        for name, data in tables.items():
+            assert restore(ctx, job, name, version) == data, (version, name)
+    # nothing changed: the next snapshot writes no rows
+    assert snapshot_of(job, 5, keyed).rows == ()
+
+
+# --- rescaled layouts ----------------------------------------------------------------------------
+
+
+def test_rescaled_layouts_merge_by_latest_version_and_old_ranges_can_be_dropped(ctx):
+    job = ctx.new_job()
+    model = Model()
+    old_layout = [range(0, 64), range(64, 128)]
+    keys = [f"k{i}" for i in range(300)]
+
+    def in_range(kgs: range, version: int, suffix: str) -> tuple[StateRow, ...]:
+        return tuple(row("t", k, (version, k)) for k in keys
+                     if key_group_of(k, MP) in kgs and k.endswith(suffix))
+
+    for version, suffix in ((1, ""), (2, "7")):
+        for kgs in old_layout:
+            ctx.write(model, TaskSnapshot(job, version, kgs, in_range(kgs, version, suffix)))
+    for kgs in old_layout:  # and each old task deletes a key of its own at version 2
+        gone = next(k for k in keys if key_group_of(k, MP) in kgs and not k.endswith("7"))
+        ctx.write(model, TaskSnapshot(job, 2, kgs, (row("t", gone, None),)))
+    # the rescaled run (one task owning every key group) changes some keys at version 3 ...
+    ctx.write(model, TaskSnapshot(job, 3, ALL, in_range(ALL, 3, "1")
+                                  + (row("t", "k5", None),)))
+    for version in (1, 2, 3):
+        assert ctx.read(job, "t", version) == model.read("t", ALL, version)
+        for kgs in (range(0, 64), range(64, 128), range(50, 80)):
+            assert ctx.read(job, "t", version, kgs) == model.read("t", kgs, version)
+    # ... and at version 4 writes a full copy in the new layout; then the old ranges go
+    state = model.read("t", ALL, 3)
+    ctx.write(model, TaskSnapshot(job, 4, ALL, tuple(
+        StateRow("t", key_group_of(loads(k), MP), k, v) for k, v in state.items())))
+    ctx.store.drop_other_ranges(job, "t", {ALL})
+    assert ctx.read(job, "t", 4) == model.read("t", ALL, 4) == state
+    ctx.write(model, TaskSnapshot(job, 5, ALL, (row("t", "k8", "new"), row("t", "k9", None))))
+    assert ctx.read(job, "t", 5) == model.read("t", ALL, 5)
+    ctx.reopen()
+    assert ctx.read(job, "t", 5) == model.read("t", ALL, 5)
+    if ctx.kind == "rocksdb":
+        table_dir = rocksdb_table_dir(ctx.store, job, "t")
+        assert sorted(os.listdir(table_dir)) == ["kg-0-128"]
+        assert [name for name in ctx.store.sizes(job) if name != "(records)"] == ["t [0-127]"]
+
+
+def test_discard_after_undoes_a_rescaled_run_across_layouts(ctx):
+    job = ctx.new_job()
+    model = Model()
+    keys = range(200)
+    for kgs in (range(0, 64), range(64, 128)):
+        ctx.write(model, TaskSnapshot(job, 1, kgs, tuple(
+            row("t", k, ("old", k)) for k in keys if key_group_of(k, MP) in kgs)))
+    # the rescaled run writes a full copy at version 2 and changes at 3, then crashes uncommitted
+    ctx.write(model, TaskSnapshot(job, 2, ALL, tuple(row("t", k, ("new", k)) for k in keys)))
+    ctx.write(model, TaskSnapshot(job, 3, ALL, (row("t", 1, None), row("t", 2, "x"))))
+    ctx.reopen()
+    ctx.store.discard_after(job, 1)
+    model.discard_after(1)
+    for version in (1, 2, 3):
+        assert ctx.read(job, "t", version) == model.read("t", ALL, version)
+    assert all(sorted(v) == [1] for v in stored_cells(ctx, job).values())
+
+
+def test_rocksdb_stores_each_writing_range_separately(tmp_path):
+    store = RocksDBStateBackend(path=str(tmp_path / "rocks")).open_store()
+    try:
+        rows_low = tuple(row("t", k, 1) for k in range(100) if key_group_of(k, MP) < 64)
+        rows_high = tuple(row("t", k, 1) for k in range(100) if key_group_of(k, MP) >= 64)
+        store.write(TaskSnapshot("job", 1, range(0, 64), rows_low))
+        store.write(TaskSnapshot("job", 1, range(64, 128), rows_high))
+        store.write(TaskSnapshot("job", 2, ALL, rows_low[:3]))
+        assert sorted(os.listdir(rocksdb_table_dir(store, "job", "t"))) == [
+            "kg-0-128", "kg-0-64", "kg-64-128"]
+        assert len(dict(store.read_rows("job", "t", ALL, 2))) == len(rows_low) + len(rows_high)
+        store.drop_other_ranges("job", "t", {range(0, 64), range(64, 128)})
+        assert sorted(os.listdir(rocksdb_table_dir(store, "job", "t"))) == ["kg-0-64", "kg-64-128"]
+        store.drop_other_ranges("job", "t", {ALL})
+        assert not os.listdir(rocksdb_table_dir(store, "job", "t"))
+        assert dict(store.read_rows("job", "t", ALL, 2)) == {}
+    finally:
+        store.close()
