@@ -17,7 +17,7 @@ from gyreflow.runtime.fetch import FetchService, Worker
 from gyreflow.runtime.operators import CollectOperator, Operator, SinkOperator, build_operator
 from gyreflow.scheduler.events import Done, EventKind, OperatorMetrics, TaskEvent
 from gyreflow.state.keygroups import key_group_of, key_group_range
-from gyreflow.state.snapshot import StateChunk, TaskRecord, TaskSnapshot, dumps, loads, make_chunk
+from gyreflow.state.snapshot import TaskRecord, TaskSnapshot, chunks_by_key_group, dumps, loads
 
 
 @attrs.define(eq=False)
@@ -276,7 +276,7 @@ class Task:
                 continue
             name = table.name
             try:
-                chunks.extend(_chunks(name, changed, removed, groups))
+                chunks.extend(chunks_by_key_group(name, changed, removed, groups))
             except Exception as exc:  # noqa: BLE001 - name the key the snapshot cannot store
                 raise _unstorable(name, changed, removed, groups) from exc
         records = ()
@@ -326,25 +326,6 @@ class Task:
         """Window ``window`` is completed: let sinks make their staged output visible."""
         for op in self.sinks:
             op.publish(window)
-
-
-def _chunks(table: str, changed: dict, removed: set, groups: int) -> list[StateChunk]:
-    """The changes of one table as one chunk per key group."""
-    by_group: dict[int, tuple[dict, list]] = {}
-    for key, value in changed.items():
-        group = key_group_of(key, groups)
-        entry = by_group.get(group)
-        if entry is None:
-            entry = by_group[group] = ({}, [])
-        entry[0][key] = value
-    for key in removed:
-        group = key_group_of(key, groups)
-        entry = by_group.get(group)
-        if entry is None:
-            entry = by_group[group] = ({}, [])
-        entry[1].append(key)
-    return [make_chunk(table, group, written, gone)
-            for group, (written, gone) in sorted(by_group.items())]
 
 
 def _unstorable(table: str, changed: dict, removed: set, groups: int) -> RecordError:

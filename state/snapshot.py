@@ -24,6 +24,8 @@ from typing import NamedTuple
 
 import attrs
 
+from gyreflow.state.keygroups import key_group_of
+
 _HEADER = struct.Struct(">BI")  # flag, crc32
 _VALUE, _DELETED = 0, 1
 
@@ -114,6 +116,25 @@ def make_chunk(table: str, key_group: int, written: dict, removed: list) -> Stat
     keys = [*written, *removed]
     return StateChunk(table, key_group, len(written), len(keys), dumps(keys),
                       dumps(list(written.values())))
+
+
+def chunks_by_key_group(table: str, changed: dict, removed, max_parallelism: int) -> list[StateChunk]:
+    """A table's changes (``changed`` key -> value, ``removed`` keys) as one chunk per key group."""
+    by_group: dict[int, tuple[dict, list]] = {}
+    for key, value in changed.items():
+        group = key_group_of(key, max_parallelism)
+        entry = by_group.get(group)
+        if entry is None:
+            entry = by_group[group] = ({}, [])
+        entry[0][key] = value
+    for key in removed:
+        group = key_group_of(key, max_parallelism)
+        entry = by_group.get(group)
+        if entry is None:
+            entry = by_group[group] = ({}, [])
+        entry[1].append(key)
+    return [make_chunk(table, group, written, gone)
+            for group, (written, gone) in sorted(by_group.items())]
 
 
 def chunk_lists(chunk: StateChunk) -> tuple[list, list, list]:

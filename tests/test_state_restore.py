@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import pickle
 import re
+import subprocess
+import sys
 import threading
 import uuid
 
@@ -14,6 +16,8 @@ import pytest
 from _state_contract import (
     ALL,
     MP,
+    TIMEOUT,
+    Committer,
     Model,
     ctx_fixture,  # noqa: F401 - the ``ctx`` fixture
     restore,
@@ -32,6 +36,7 @@ from gyreflow.state.keygroups import key_group_of
 from gyreflow.state.snapshot import (
     StateRow,
     TaskSnapshot,
+    chunks_by_key_group,
     dumps,
     loads,
 )
@@ -74,7 +79,6 @@ def test_unpicklable_state_fails_the_same_way_on_every_backend(backend_overrides
 
 
 # --- keyed state through a store -----------------------------------------------------------------
-
 
 
 def test_keyed_state_snapshots_restore_the_working_state(ctx):
@@ -179,5 +183,94 @@ def test_rocksdb_stores_each_writing_range_separately(tmp_path):
         store.drop_other_ranges("job", "t", {ALL})
         assert not os.listdir(rocksdb_table_dir(store, "job", "t"))
         assert dict(store.read_rows("job", "t", ALL, 2)) == {}
+    finally:
+        store.close()
+
+
+# --- chunks: what tasks write ---------------------------------------------------------------------
+
+
+def chunk_snapshot(job: str, version: int, keyed) -> TaskSnapshot:
+    """What ``Task._snapshot`` writes: per table, the changes as one chunk per key group."""
+    chunks = []
+    for table in keyed.tables.values():
+        changed, removed = table.take_changes()
+        chunks += chunks_by_key_group(table.name, changed, removed, MP)
+    return TaskSnapshot(job, version, keyed.key_groups, chunks=tuple(chunks))
+
+
+def test_task_chunks_restore_the_working_state_at_every_version(ctx):
+    """Chunks written the way tasks write them restore, through ``read_into`` and ``read_rows``,
+    the working state as it was at each version (the oracle: copies of the working dicts)."""
+    job = ctx.new_job()
+    keyed = ctx.backend.create_keyed_store()
+    counts, lists = keyed.value_state("counts"), keyed.list_state("seen")
+    committer = Committer(ctx.store, job, keep=3)
+    expected = {}
+    keys = [f"w{i}" for i in range(300)] + [("t", 1), 7, 10**30, b"raw", None]
+    for version in range(1, 9):
+        for i, key in enumerate(keys):
+            if (i + version) % 3 == 0:
+                counts.put(key, (version, i))
+                lists.append(key, version)
+        if version % 2 == 0:  # deletions, a None value, and a key deleted then written again
+            for key in keys[version::7]:
+                counts.delete(key)
+                lists.clear(key)
+            counts.put("none-valued", None)
+            counts.put(keys[version], "back")
+        snapshot = chunk_snapshot(job, version, keyed)
+        assert all(c.count <= len(keys) + 1 for c in snapshot.chunks)
+        ctx.write(None, snapshot)
+        committer.commit(version)
+        expected[version] = {name: {k: (list(v) if isinstance(v, list) else v)
+                                    for k, v in keyed.tables[name].data.items()}
+                             for name in ("counts", "seen")}
+    ctx.reopen()
+    for version in committer.retained:
+        for name, data in expected[version].items():
+            restored: dict = {}
+            ctx.store.read_into(job, name, ALL, version, restored)
+            assert restored == data, (version, name)
+            assert restore(ctx, job, name, version) == data, (version, name)
+            for kgs in (range(0, 50), range(50, 128)):  # another parallelism: sub-ranges
+                part: dict = {}
+                ctx.store.read_into(job, name, kgs, version, part)
+                assert part == {k: v for k, v in data.items() if key_group_of(k, MP) in kgs}
+    assert chunk_snapshot(job, 9, keyed).chunks == ()  # nothing changed: nothing to write
+
+
+READER = """
+import sys
+from gyreflow.state.rocksdb_store import RocksDBSnapshotStore
+store = RocksDBSnapshotStore(sys.argv[1])
+data = {}
+store.read_into("job", "t", range(int(sys.argv[2]), int(sys.argv[3])), 2, data)
+print(len(data), sum(v for v in data.values()))
+store.close()
+"""
+
+
+def test_rocksdb_readers_in_other_processes_restore_ranges_a_writer_holds_open(tmp_path):
+    """After a resume with another parallelism, tasks in several processes read the old layout's
+    ranges while a process holds them open for writing: readers open them read-only."""
+    path = str(tmp_path / "rocks")
+    store = RocksDBStateBackend(path=path).open_store()
+    try:
+        store.write(TaskSnapshot("job", 1, ALL, tuple(row("t", k, k) for k in range(1000))))
+        store.write(TaskSnapshot("job", 2, ALL, tuple(row("t", k, 2 * k) for k in range(0, 1000, 2))))
+        expected = {k: (2 * k if k % 2 == 0 else k) for k in range(1000)}
+        halves = [(0, 64), (64, 128)]
+        readers = [subprocess.Popen([sys.executable, "-c", READER, path, str(a), str(b)],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                   for a, b in halves for _ in range(2)]  # two readers of each half at once
+        outputs = [reader.communicate(timeout=TIMEOUT) for reader in readers]
+        for reader, (_, err) in zip(readers, outputs, strict=True):
+            assert reader.returncode == 0, err
+        for (a, b), (out, _) in zip([h for h in halves for _ in range(2)], outputs, strict=True):
+            part = {k: v for k, v in expected.items() if a <= key_group_of(k, MP) < b}
+            assert out.split() == [str(len(part)), str(sum(part.values()))]
+        store.write(TaskSnapshot("job", 3, ALL, (row("t", 1, -1),)))  # the writer goes on
+        assert dict(store.read_rows("job", "t", ALL, 3))[dumps(1)] == dumps(-1)
     finally:
         store.close()
