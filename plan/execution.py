@@ -79,16 +79,33 @@ class ExecutionTask:
     name: str
 
 
+@attrs.frozen
+class IterationLoop:
+    """An iteration group inside a cycle: its tasks run supersteps of each window together."""
+
+    group: int
+    tasks: tuple[int, ...]
+    max_iterations: int
+
+
 @attrs.frozen(eq=False)
 class ExecutionCycle:
-    """The unit the scheduler drives: events go to the head tasks, Done events come from the tails."""
+    """The unit the scheduler drives: events go to the head tasks, Done events come from the tails.
+
+    ``loops`` are the iteration groups nested in the cycle; the scheduler drives their supersteps.
+    """
 
     id: int
     group: ExecutionVertexGroup
     tasks: tuple[ExecutionTask, ...]
     heads: tuple[int, ...]
     tails: tuple[int, ...]
-    iterative: bool = False
+    loops: tuple[IterationLoop, ...] = ()
+
+    @property
+    def iterative(self) -> bool:
+        """Whether the cycle contains an iteration group."""
+        return bool(self.loops)
 
 
 @attrs.frozen(eq=False)
@@ -132,8 +149,12 @@ class ExecutionGraph:
             has_output = {e.source for e in self.edges if e.source in members and e.target in members}
             heads = tuple(t.id for t in group_tasks if t.vertex_id not in has_input)
             tails = tuple(t.id for t in group_tasks if t.vertex_id not in has_output)
-            iterative = any(child.kind is GroupKind.ITERATION for child in group.children)
-            cycles.append(ExecutionCycle(group.id, group, group_tasks, heads, tails, iterative))
+            loops = tuple(
+                IterationLoop(child.id, tuple(t.id for t in group_tasks if t.vertex_id in child.vertex_ids),
+                              max(v.spec.max_iterations for vid in child.vertex_ids
+                                  for v in self.vertex(vid).chain if v.kind is OperatorKind.ITERATION))
+                for child in group.children if child.kind is GroupKind.ITERATION)
+            cycles.append(ExecutionCycle(group.id, group, group_tasks, heads, tails, loops))
         return cycles
 
     def fingerprint(self) -> str:
@@ -207,9 +228,19 @@ def build_execution_graph(graph: PipelineGraph) -> ExecutionGraph:
     components: dict[int, list[int]] = {}
     for ev in vertices:
         components.setdefault(find(ev.id), []).append(ev.id)
-    groups = tuple(
-        ExecutionVertexGroup(index + 1, GroupKind.WINDOW, tuple(members))
-        for index, members in enumerate(sorted(components.values()))
-    )
+    ordered = sorted(components.values())
+    # Each vertex that runs an iteration (a graph computation) is an iteration group nested in its
+    # window group: the scheduler runs its supersteps inside every window.
+    looping = [ev.id for ev in vertices if any(v.kind is OperatorKind.ITERATION for v in ev.chain)]
+    next_id = len(ordered) + 1
+    groups = []
+    for index, members in enumerate(ordered):
+        children = []
+        for vid in members:
+            if vid in looping:
+                children.append(ExecutionVertexGroup(next_id, GroupKind.ITERATION, (vid,)))
+                next_id += 1
+        groups.append(ExecutionVertexGroup(index + 1, GroupKind.WINDOW, tuple(members), tuple(children)))
+    groups = tuple(groups)
     root = ExecutionVertexGroup(0, GroupKind.PIPELINE, tuple(ev.id for ev in vertices), groups)
     return ExecutionGraph(graph, vertices, edges, root)

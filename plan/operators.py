@@ -134,3 +134,35 @@ class CollectSpec(OperatorSpec):
     name: str
     op = "collect"
     kind = OperatorKind.SINK
+
+
+class GraphMode(enum.Enum):
+    """How a graph operator runs its vertex program in each window."""
+
+    STATIC = "static"  # every vertex restarts from init(); emits every vertex
+    INCREMENTAL = "incremental"  # values persist; starts from touched vertices; emits changed ones
+    TRAVERSAL = "traversal"  # starts from request messages; emits what the program emits
+
+
+@attrs.frozen(eq=False)
+class GraphComputeSpec(OperatorSpec):
+    """Run a vertex-centric ``program`` over a graph view in supersteps inside every window.
+
+    Inputs by ordinal: vertices ``(id, value)`` (when ``has_vertices``), edge halves ``(vertex, other,
+    value, is_out)``, start messages ``(vertex, message)`` (when ``has_starts``), and the loop edge that
+    carries messages between supersteps.
+    """
+
+    program: object
+    directed: bool
+    mode: GraphMode
+    has_vertices: bool = True
+    has_starts: bool = False
+    op = "graph"
+    kind = OperatorKind.ITERATION
+    keyed = True
+
+    @property
+    def max_iterations(self) -> int:
+        """The iteration limit of the program."""
+        return self.program.max_iterations

@@ -2,13 +2,74 @@
 
 from __future__ import annotations
 
+from gyreflow.plan.operators import OperatorKind
+from gyreflow.runtime.graph_operator import VERTEX_COUNT, GraphOperator, LocalLoopExchange
 from gyreflow.runtime.task import Task
+from gyreflow.scheduler.events import Done, EventKind, TaskEvent
+
+_SUPERSTEP = (EventKind.EXECUTE_FIRST_ITERATION, EventKind.EXECUTE_COMPUTE)
+
+
+class IterationTask(Task):
+    """A task whose chain is a graph operator: the window's input is held when its barriers align
+    (INPUT_READY), and the scheduler's iteration events run the supersteps; FinishIteration emits the
+    results and finishes the window the way every task does (barrier, snapshot, Done)."""
+
+    loop = None
+    _end_deferred = False
+
+    def create(self) -> None:
+        super().create()
+        self.graph: GraphOperator = self.head
+        self.graph.loop = self.loop
+
+    def on_event(self, event: TaskEvent) -> None:
+        kind = event.kind
+        if kind is EventKind.INIT_ITERATION:
+            count = self.graph.init_iteration(event.window)
+            self._report_step(event, 0, ((VERTEX_COUNT, count),))
+        elif kind in _SUPERSTEP and event.iteration > 0:
+            work, partials = self.graph.superstep(event.iteration, event.payload)
+            self._report_step(event, work, partials)
+        elif kind is EventKind.FINISH_ITERATION:
+            self.graph.finish_iteration(event.window)
+            Task._finish_window(self, event.window)
+            if self._end_deferred and not self.graph.pending:
+                self._end_deferred = False
+                Task._end_of_input(self)
+        else:
+            super().on_event(event)
+
+    def rollback(self, window: int, recover_sinks: bool = True) -> None:
+        super().rollback(window, recover_sinks)
+        self.graph.slots.clear()  # cached neighbour slots describe the graph before the restore
+
+    def _report_step(self, event: TaskEvent, work: int, partials: tuple) -> None:
+        self.report(Done(self.cycle, self.spec.id, event.window, event.kind, event.iteration,
+                         active=work, partials=partials))
+
+    def _finish_window(self, window: int) -> None:
+        """Every input's barrier for ``window`` arrived: hold the input until the scheduler says."""
+        self.graph.input_complete(window)
+        self.report(Done(self.cycle, self.spec.id, window, EventKind.INPUT_READY))
+
+    def _end_of_input(self) -> None:
+        if self.graph.pending:
+            self._end_deferred = True  # windows still to iterate: end after the last one
+        else:
+            super()._end_of_input()
 
 
 def task_class_for(vertex) -> type[Task]:
     """The task class that runs ``vertex``: iteration vertices get an ``IterationTask``."""
+    if any(v.kind is OperatorKind.ITERATION for v in vertex.chain):
+        return IterationTask
     return Task
 
 
 def wire_iterations(tasks: list[Task]) -> None:
     """Connect the tasks of every iteration vertex through an in-process loop exchange."""
+    exchanges: dict[int, LocalLoopExchange] = {}
+    for task in tasks:
+        if isinstance(task, IterationTask):
+            task.loop = exchanges.setdefault(task.vertex.id, LocalLoopExchange())

@@ -361,5 +361,9 @@ def build_operator(name: str, spec: specs.OperatorSpec) -> Operator:
         return SinkOperator(name, spec.sink)
     if isinstance(spec, specs.CollectSpec):
         return CollectOperator(name, spec.name)
+    if isinstance(spec, specs.GraphComputeSpec):
+        from gyreflow.runtime.graph_operator import GraphOperator  # noqa: PLC0415 - it builds on this module
+
+        return GraphOperator(name, spec)
     msg = f"no running operator for {type(spec).__name__}"
     raise TypeError(msg)

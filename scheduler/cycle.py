@@ -6,8 +6,6 @@ results back as new events.
 
 from __future__ import annotations
 
-import enum
-
 from transitions import Machine
 
 from gyreflow.plan.execution import ExecutionCycle
@@ -28,45 +26,24 @@ from gyreflow.scheduler.events import (
     WindowCompleted,
     WindowFinished,
 )
-
-
-class CycleState(enum.Enum):
-    """GeaFlow's cycle states."""
-
-    START = "START"
-    ROLLBACK = "ROLLBACK"
-    INIT = "INIT"
-    ITERATION_INIT = "ITERATION_INIT"
-    EXECUTE_COMPUTE = "EXECUTE_COMPUTE"
-    ITERATION_FINISH = "ITERATION_FINISH"
-    CLEAN_CYCLE = "CLEAN_CYCLE"
-    END = "END"
-
+from gyreflow.scheduler.iteration import IterationScheduler
+from gyreflow.scheduler.states import CycleState, SchedulingError
 
 S = CycleState
 
-# Conditional transitions are tried in the order listed; the first whose conditions hold wins.
+# Conditional transitions are tried in the order listed; the first whose conditions hold wins. The
+# iteration states belong to the iteration groups nested in a cycle (scheduler/iteration.py): the
+# cycle itself stays in EXECUTE_COMPUTE while windows, and their supersteps, run.
 TRANSITIONS = [
     {"trigger": "begin", "source": S.START, "dest": S.ROLLBACK, "conditions": "is_recovering"},
     {"trigger": "begin", "source": S.START, "dest": S.INIT},
     {"trigger": "rolled_back", "source": S.ROLLBACK, "dest": S.INIT},
-    {"trigger": "initialized", "source": S.INIT, "dest": S.ITERATION_INIT, "conditions": "is_iterative"},
     {"trigger": "initialized", "source": S.INIT, "dest": S.EXECUTE_COMPUTE},
-    {"trigger": "iteration_ready", "source": S.ITERATION_INIT, "dest": S.EXECUTE_COMPUTE},
-    {"trigger": "round_done", "source": S.EXECUTE_COMPUTE, "dest": S.ITERATION_FINISH,
-     "conditions": "is_iterative"},
     {"trigger": "round_done", "source": S.EXECUTE_COMPUTE, "dest": S.CLEAN_CYCLE,
      "conditions": "all_windows_completed"},
     {"trigger": "round_done", "source": S.EXECUTE_COMPUTE, "dest": S.EXECUTE_COMPUTE},
-    {"trigger": "iteration_done", "source": S.ITERATION_FINISH, "dest": S.CLEAN_CYCLE,
-     "conditions": "all_windows_completed"},
-    {"trigger": "iteration_done", "source": S.ITERATION_FINISH, "dest": S.ITERATION_INIT},
     {"trigger": "cleaned", "source": S.CLEAN_CYCLE, "dest": S.END},
 ]
-
-
-class SchedulingError(RuntimeError):
-    """An event arrived that the cycle's state does not allow; carries the cycle's history."""
 
 
 class CycleScheduler:
@@ -100,6 +77,7 @@ class CycleScheduler:
         self._reported: dict[int, set[int]] = {}
         self._acks: dict[int, set[int]] = {}
         self._dones: dict[int, list[Done]] = {}
+        self.loops = [IterationScheduler(cycle.id, loop, resume_from) for loop in cycle.loops]
         self.machine = Machine(
             model=self,
             states=CycleState,
@@ -115,10 +93,6 @@ class CycleScheduler:
     def is_recovering(self) -> bool:
         """Whether the cycle resumes from a completed window."""
         return self.resume_from > 0
-
-    def is_iterative(self) -> bool:
-        """Whether the cycle contains an iteration group."""
-        return self.cycle.iterative
 
     def all_windows_completed(self) -> bool:
         """Whether every source is exhausted and every window up to the last one is completed
@@ -167,6 +141,12 @@ class CycleScheduler:
         self.history.append((self.state.name, event))
         if isinstance(event, TaskFailed):
             return [JobFailed(event.error)]
+        for loop in self.loops:
+            if loop.owns(event):
+                if self.state is not S.EXECUTE_COMPUTE:
+                    self._invalid(event)
+                self._out.extend(loop.handle(event))
+                return self._drain()
         phase = event.phase
         if phase is EventKind.EXECUTE_COMPUTE:
             self._on_window_done(event)

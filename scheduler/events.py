@@ -24,6 +24,7 @@ class EventKind(enum.Enum):
     CLEAN_CYCLE = "CleanCycle"
     DESTROY_TASK = "DestroyTask"
     CHECKPOINT = "Checkpoint"  # a Done phase only: a task's snapshot of a window is durable
+    INPUT_READY = "InputReady"  # a Done phase only: an iteration task holds all input of a window
     DONE = "Done"
 
 
@@ -36,6 +37,7 @@ class TaskEvent:
     task: int
     window: int = 0
     iteration: int = 0
+    payload: tuple = ()  # iteration events: every task's partial aggregates of the previous step
 
 
 def CreateTask(cycle: int, task: int, window: int = 0) -> TaskEvent:  # noqa: N802 - event names
@@ -53,9 +55,25 @@ def LaunchSource(cycle: int, task: int, window: int) -> TaskEvent:  # noqa: N802
     return TaskEvent(EventKind.LAUNCH_SOURCE, cycle, task, window)
 
 
-def ExecuteCompute(cycle: int, task: int, window: int, iteration: int = 0) -> TaskEvent:  # noqa: N802
-    """Run one round of a non-source head task."""
-    return TaskEvent(EventKind.EXECUTE_COMPUTE, cycle, task, window, iteration)
+def ExecuteCompute(cycle: int, task: int, window: int, iteration: int = 0,  # noqa: N802
+                   payload: tuple = ()) -> TaskEvent:
+    """Run one round: superstep ``iteration`` (> 1) of an iteration task."""
+    return TaskEvent(EventKind.EXECUTE_COMPUTE, cycle, task, window, iteration, payload)
+
+
+def InitIteration(cycle: int, task: int, window: int) -> TaskEvent:  # noqa: N802
+    """An iteration task takes window ``window``'s input into its graph and prepares superstep 1."""
+    return TaskEvent(EventKind.INIT_ITERATION, cycle, task, window)
+
+
+def ExecuteFirstIteration(cycle: int, task: int, window: int, payload: tuple = ()) -> TaskEvent:  # noqa: N802
+    """Run superstep 1 of window ``window``."""
+    return TaskEvent(EventKind.EXECUTE_FIRST_ITERATION, cycle, task, window, 1, payload)
+
+
+def FinishIteration(cycle: int, task: int, window: int, iteration: int) -> TaskEvent:  # noqa: N802
+    """The supersteps of window ``window`` ended after ``iteration``: emit the results, finish it."""
+    return TaskEvent(EventKind.FINISH_ITERATION, cycle, task, window, iteration)
 
 
 def Rollback(cycle: int, task: int, window: int) -> TaskEvent:  # noqa: N802
@@ -90,6 +108,11 @@ class Done:
     there), CHECKPOINT when the task's snapshot of the window is durable, and the event's own kind for
     lifecycle commands. ``exhausted`` on an EXECUTE_COMPUTE Done means the task's input ended after
     this window and its last state is durable: it reports no later window.
+
+    Iteration tasks also report INPUT_READY (all input of a window arrived), INIT_ITERATION and each
+    superstep (EXECUTE_FIRST_ITERATION, then EXECUTE_COMPUTE with ``iteration`` > 0) with ``active``,
+    the work left for the next superstep (messages sent, plus vertices that stay active), and
+    ``partials``, the task's partial aggregates as ``(name, value)`` pairs.
     """
 
     cycle: int
@@ -101,6 +124,8 @@ class Done:
     metrics: tuple[tuple[str, OperatorMetrics], ...] = ()
     collected: tuple[tuple[str, tuple], ...] = ()
     seconds: float = 0.0
+    active: int = 0
+    partials: tuple = ()
 
 
 @attrs.frozen

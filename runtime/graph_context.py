@@ -1,0 +1,270 @@
+"""The vertex context a vertex program sees, with message sending specialised per combiner.
+
+Messages of one superstep accumulate in a list indexed by a task-local *slot* per target vertex (an
+index into ``ids``), so sending along an edge costs one list read and write, not dict lookups; each
+vertex's neighbour slots are computed once and cached until its edges change.
+"""
+
+from __future__ import annotations
+
+import copy
+import operator
+from collections.abc import Callable
+
+_DIRECTIONS = ("out", "in", "both")
+_IMMUTABLE = (int, float, complex, str, bytes, tuple, frozenset)
+
+
+class _Empty:
+    """The content of a slot no message reached yet: adding a message or comparing with one yields
+    the message, so the sending loops need no emptiness test."""
+
+    __slots__ = ()
+
+    def __add__(self, message):
+        return message if isinstance(message, _IMMUTABLE) else copy.copy(message)
+
+    __radd__ = __add__
+
+    def __gt__(self, message) -> bool:  # message < EMPTY
+        return True
+
+    def __lt__(self, message) -> bool:  # message > EMPTY
+        return True
+
+    def __repr__(self) -> str:
+        return "EMPTY"
+
+
+EMPTY = _Empty()
+_NONE_MESSAGE = "a message cannot be None; send another value"
+
+
+class Slots:
+    """Task-local slot numbers for message targets, and each vertex's neighbour slots by direction."""
+
+    def __init__(self) -> None:
+        self.slot_of: dict = {}
+        self.ids: list = []
+        self.cache: dict[str, dict] = {d: {} for d in _DIRECTIONS}
+
+    def slot(self, vertex) -> int:
+        """The slot of ``vertex``, assigned on first use."""
+        slot = self.slot_of.get(vertex)
+        if slot is None:
+            slot = self.slot_of[vertex] = len(self.ids)
+            self.ids.append(vertex)
+        return slot
+
+    def forget(self, vertices) -> None:
+        """The edges of ``vertices`` changed: drop their cached neighbour slots."""
+        for cache in self.cache.values():
+            for vertex in vertices:
+                cache.pop(vertex, None)
+
+    def clear(self) -> None:
+        """Drop everything (the graph was restored from a snapshot)."""
+        self.__init__()
+
+
+class VertexContextImpl:
+    """The ``VertexContext`` of ``gyreflow.api.graph``: one object reused for every vertex."""
+
+    __slots__ = ("_acc", "_aggregates", "_aggregators", "_directed", "_in_data", "_previous", "_slots",
+                 "emitted", "id", "iteration", "num_vertices", "out_edges", "value", "window")
+
+    def __init__(self, directed: bool, aggregators: dict, slots: Slots) -> None:
+        self._directed = directed
+        self._aggregators = aggregators
+        self._slots = slots
+        self._aggregates: dict = {}
+        self._previous: dict = {}
+        self._acc: list = []
+        self.emitted: list = []
+        self.id = None
+        self.value = None
+        self.iteration = 0
+        self.window = 0
+        self.num_vertices = 0
+        self.out_edges: list = []
+        self._in_data: dict = {}
+
+    @property
+    def in_edges(self) -> list:
+        """The in-edges as ``(source vertex, edge value)`` (every incident edge if undirected)."""
+        if not self._directed:
+            return self.out_edges
+        return self._in_data.get(self.id, [])
+
+    @property
+    def out_degree(self) -> int:
+        """The number of out-edges (incident edges in an undirected graph)."""
+        return len(self.out_edges)
+
+    def _neighbour_slots(self, direction: str) -> list[int]:
+        if not self._directed or direction == "out":
+            direction, edges = "out", self.out_edges
+        elif direction == "in":
+            edges = self.in_edges
+        elif direction == "both":
+            edges = self.out_edges + self.in_edges
+        else:
+            msg = f"direction must be 'out', 'in' or 'both', got {direction!r}"
+            raise ValueError(msg)
+        cache = self._slots.cache[direction]
+        slots = cache.get(self.id)
+        if slots is None:
+            slot = self._slots.slot
+            slots = cache[self.id] = [slot(target) for target, _ in edges]
+            acc = self._acc
+            missing = len(self._slots.ids) - len(acc)
+            if missing > 0:
+                acc.extend([EMPTY] * missing)
+        return slots
+
+    def _target_slot(self, target) -> int:
+        slot = self._slots.slot(target)
+        acc = self._acc
+        if slot >= len(acc):
+            acc.extend([EMPTY] * (slot + 1 - len(acc)))
+        return slot
+
+    def aggregate(self, name: str, value) -> None:
+        """Add ``value`` to aggregator ``name``."""
+        try:
+            combine = self._aggregators[name].combine
+        except KeyError:
+            msg = f"no aggregator {name!r}; the program declares {sorted(self._aggregators)}"
+            raise KeyError(msg) from None
+        aggregates = self._aggregates
+        aggregates[name] = combine(aggregates[name], value) if name in aggregates else value
+
+    def aggregated(self, name: str):
+        """The combined value of aggregator ``name`` in the previous iteration."""
+        return self._previous[name]
+
+    def emit(self, record) -> None:
+        """Emit ``record`` when the window's supersteps finish."""
+        self.emitted.append(record)
+
+    def send(self, target, message) -> None:
+        """Send ``message`` to ``target`` for the next iteration."""
+        raise NotImplementedError
+
+    def send_to_neighbours(self, message, direction: str = "out") -> None:
+        """Send ``message`` along every edge in ``direction``."""
+        raise NotImplementedError
+
+
+class _ListContext(VertexContextImpl):
+    __slots__ = ()
+
+    def send(self, target, message) -> None:
+        if message is None:
+            raise ValueError(_NONE_MESSAGE)
+        acc = self._acc
+        slot = self._target_slot(target)
+        current = acc[slot]
+        if current is EMPTY:
+            acc[slot] = [message]
+        else:
+            current.append(message)
+
+    def send_to_neighbours(self, message, direction: str = "out") -> None:
+        if message is None:
+            raise ValueError(_NONE_MESSAGE)
+        acc = self._acc
+        for slot in self._neighbour_slots(direction):
+            current = acc[slot]
+            if current is EMPTY:
+                acc[slot] = [message]
+            else:
+                current.append(message)
+
+
+class _SumContext(VertexContextImpl):
+    __slots__ = ()
+
+    def send(self, target, message) -> None:
+        if message is None:
+            raise ValueError(_NONE_MESSAGE)
+        self._acc[self._target_slot(target)] += message
+
+    def send_to_neighbours(self, message, direction: str = "out") -> None:
+        if message is None:
+            raise ValueError(_NONE_MESSAGE)
+        acc = self._acc
+        for slot in self._neighbour_slots(direction):
+            acc[slot] += message
+
+
+class _MinContext(VertexContextImpl):
+    __slots__ = ()
+
+    def send(self, target, message) -> None:
+        if message is None:
+            raise ValueError(_NONE_MESSAGE)
+        acc = self._acc
+        slot = self._target_slot(target)
+        if message < acc[slot]:
+            acc[slot] = message
+
+    def send_to_neighbours(self, message, direction: str = "out") -> None:
+        if message is None:
+            raise ValueError(_NONE_MESSAGE)
+        acc = self._acc
+        for slot in self._neighbour_slots(direction):
+            if message < acc[slot]:
+                acc[slot] = message
+
+
+class _MaxContext(VertexContextImpl):
+    __slots__ = ()
+
+    def send(self, target, message) -> None:
+        if message is None:
+            raise ValueError(_NONE_MESSAGE)
+        acc = self._acc
+        slot = self._target_slot(target)
+        if message > acc[slot]:
+            acc[slot] = message
+
+    def send_to_neighbours(self, message, direction: str = "out") -> None:
+        if message is None:
+            raise ValueError(_NONE_MESSAGE)
+        acc = self._acc
+        for slot in self._neighbour_slots(direction):
+            if message > acc[slot]:
+                acc[slot] = message
+
+
+def _combining_context(combine: Callable) -> type[VertexContextImpl]:
+    class _CombineContext(VertexContextImpl):
+        __slots__ = ()
+
+        def send(self, target, message) -> None:
+            acc = self._acc
+            slot = self._target_slot(target)
+            current = acc[slot]
+            acc[slot] = message if current is EMPTY else combine(current, message)
+
+        def send_to_neighbours(self, message, direction: str = "out") -> None:
+            acc = self._acc
+            for slot in self._neighbour_slots(direction):
+                current = acc[slot]
+                acc[slot] = message if current is EMPTY else combine(current, message)
+
+    return _CombineContext
+
+
+def context_class(combine: Callable | None) -> type[VertexContextImpl]:
+    """The context class for a program's combiner (None: every message is delivered)."""
+    if combine is None:
+        return _ListContext
+    if combine is operator.add:
+        return _SumContext
+    if combine is min:
+        return _MinContext
+    if combine is max:
+        return _MaxContext
+    return _combining_context(combine)

@@ -1,0 +1,351 @@
+"""The running graph operator: one task's share of a graph view and the supersteps of its program.
+
+The task keeps its vertices (by key group) in keyed state tables, so the graph is snapshotted and
+restored with every window like any keyed state: ``NAME:vertices`` (id -> value the vertex stream
+gave), ``NAME:out`` and ``NAME:in`` (id -> list of ``(other vertex, edge value)``) and, for incremental
+computations, ``NAME:values`` (id -> computed value). Input of a window is held until the scheduler's
+InitIteration for that window; supersteps then exchange messages with the other tasks of the operator
+through a loop exchange, combined per target vertex when the program has a combiner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from gyreflow.plan.operators import GraphComputeSpec, GraphMode
+from gyreflow.runtime.errors import RecordError
+from gyreflow.runtime.graph_context import EMPTY, Slots, context_class
+from gyreflow.runtime.operators import Operator
+from gyreflow.state.keygroups import key_group_of
+
+VERTEX_COUNT = "__vertices__"
+_MISSING = object()
+
+
+def _base_method(program, name: str) -> bool:
+    from gyreflow.api.graph import VertexCentricCompute  # noqa: PLC0415 - api depends on runtime
+
+    return getattr(type(program), name) is getattr(VertexCentricCompute, name)
+
+
+def merger(combine: Callable | None) -> Callable[[dict, dict], None]:
+    """The function that merges one message box into another, per target vertex."""
+    if combine is None:
+        def merge_lists(box: dict, more: dict) -> None:
+            for key, messages in more.items():
+                if key in box:
+                    box[key].extend(messages)
+                else:
+                    box[key] = messages
+        return merge_lists
+
+    def merge_combined(box: dict, more: dict) -> None:
+        for key, message in more.items():
+            box[key] = combine(box[key], message) if key in box else message
+    return merge_combined
+
+
+class LocalLoopExchange:
+    """Carries messages between the tasks of one graph operator in this process.
+
+    Messages sent in superstep i are kept under i + 1 until their target task takes them.
+    """
+
+    def __init__(self) -> None:
+        self.boxes: dict[tuple[int, int], dict] = {}
+
+    def put(self, index: int, iteration: int, messages: dict, merge: Callable[[dict, dict], None]) -> None:
+        """Add ``messages`` (vertex -> message or message list) for task ``index``."""
+        key = (index, iteration)
+        box = self.boxes.get(key)
+        if box is None:
+            self.boxes[key] = messages
+        else:
+            merge(box, messages)
+
+    def take(self, index: int, iteration: int) -> dict:
+        """Remove and return task ``index``'s messages for ``iteration``."""
+        return self.boxes.pop((index, iteration), {})
+
+    def discard(self, index: int) -> None:
+        """Drop every message still addressed to task ``index`` (the window's supersteps ended)."""
+        for key in [k for k in self.boxes if k[0] == index]:
+            del self.boxes[key]
+
+
+class GraphOperator(Operator):
+    """Runs a ``GraphComputeSpec`` in one task: holds window input, runs supersteps, emits results."""
+
+    def __init__(self, name: str, spec: GraphComputeSpec) -> None:
+        super().__init__(name)
+        self.spec = spec
+        self.program = spec.program
+        self.mode = spec.mode
+        roles = (["vertex"] if spec.has_vertices else []) + ["edge"] + (["start"] if spec.has_starts else [])
+        self.roles = roles
+        combine = type(self.program).combine
+        self.combine = combine
+        self.merge = merger(combine)
+        self.collecting: list[tuple[str, list]] = []
+        self.pending: dict[int, list[tuple[str, list]]] = {}
+        self.loop = None
+        self.touched: set = set()
+        self.changed: set = set()
+        self.values: dict = {}
+        self.num_vertices = 0
+        self.window = 0
+        self.owner_cache: dict = {}
+        self.plain_result = _base_method(self.program, "result")
+        self.plain_init = _base_method(self.program, "init")
+
+    def open(self, ctx) -> None:
+        super().open(ctx)
+        state = ctx.state
+        self._tables()
+        self.index = ctx.task_index
+        self.parallelism = ctx.parallelism
+        self.max_parallelism = state.max_parallelism
+        aggregators = dict(type(self.program).aggregators)
+        self.slots = Slots()
+        self.context = context_class(self.combine)(self.spec.directed, aggregators, self.slots)
+        self.aggregators = aggregators
+
+    # Window input ---------------------------------------------------------------------------
+
+    def process(self, batch: list) -> None:
+        self.process_input(0, batch)
+
+    def process_input(self, ordinal: int, batch: list) -> None:
+        self.records_in += len(batch)
+        self.collecting.append((self.roles[ordinal], batch))
+
+    def _tables(self) -> None:
+        # Looked up again for every window: a rollback may have replaced the tables' contents.
+        state = self.ctx.state
+        self.raw = state.table(f"{self.name}:vertices")
+        self.out_table = state.table(f"{self.name}:out")
+        self.in_table = state.table(f"{self.name}:in") if self.spec.directed else self.out_table
+        if self.mode is GraphMode.INCREMENTAL:
+            self.values = self.values_table().data
+
+    def input_complete(self, window: int) -> None:
+        """All input of ``window`` arrived: hold it until the window's InitIteration."""
+        self.pending[window] = self.collecting
+        self.collecting = []
+
+    def init_iteration(self, window: int) -> int:
+        """Add window ``window``'s vertices and edges to the graph; returns the task's vertex count."""
+        self.window = window
+        self._tables()
+        self.touched = touched = set()
+        self.changed = set()
+        self.context.emitted = []
+        starts: dict = {}
+        raw = self.raw.data
+        out_data = self.out_table.data
+        in_data = self.in_table.data
+        new_vertices = []
+        for role, batch in self.pending.pop(window, ()):
+            if role == "vertex":
+                for vid, value in batch:
+                    if vid not in raw:
+                        new_vertices.append(vid)
+                    raw[vid] = value
+                    touched.add(vid)
+                self.raw.mark_changed(vid for vid, _ in batch)
+            elif role == "edge":
+                for vid, other, value, is_out in batch:
+                    if vid not in raw:
+                        raw[vid] = None
+                        new_vertices.append(vid)
+                    adjacency = out_data if is_out else in_data
+                    edges = adjacency.get(vid)
+                    if edges is None:
+                        adjacency[vid] = [(other, value)]
+                    else:
+                        edges.append((other, value))
+                    touched.add(vid)
+                self.slots.forget(vid for vid, _, _, _ in batch)
+                self.out_table.mark_changed(vid for vid, _, _, is_out in batch if is_out)
+                self.in_table.mark_changed(vid for vid, _, _, is_out in batch if not is_out)
+            else:
+                self._deposit(starts, batch)
+        self.raw.mark_changed(new_vertices)
+        if self.mode is GraphMode.STATIC:
+            if self.plain_init:
+                self.values = dict(raw)
+            else:
+                self.values = {vid: self._init(vid, value) for vid, value in raw.items()}
+        elif self.mode is GraphMode.INCREMENTAL:
+            values = self.values
+            for vid in new_vertices:
+                values[vid] = self._init(vid, raw[vid])
+            self.changed.update(new_vertices)
+        else:
+            self.values = {}
+        if starts:
+            self.loop.put(self.index, 1, starts, self.merge)
+        return len(raw)
+
+    def _init(self, vid, value):
+        try:
+            return self.program.init(vid, value)
+        except Exception as exc:  # noqa: BLE001 - a user function failed on this vertex
+            raise RecordError(self.name, (vid, value), exc) from exc
+
+    def _deposit(self, box: dict, batch: list) -> None:
+        if self.combine is None:
+            for vid, message in batch:
+                if vid in box:
+                    box[vid].append(message)
+                else:
+                    box[vid] = [message]
+        else:
+            combine = self.combine
+            for vid, message in batch:
+                box[vid] = combine(box[vid], message) if vid in box else message
+
+    # Supersteps ------------------------------------------------------------------------------
+
+    def superstep(self, iteration: int, payload: tuple) -> tuple[int, tuple]:
+        """Run superstep ``iteration``; returns the work left (messages, active vertices) and the
+        task's partial aggregates."""
+        program = self.program
+        ctx = self.context
+        combined = self._combine_partials(payload)
+        if iteration == 1:
+            self.num_vertices = combined.pop(VERTEX_COUNT, 0)
+            combined = {name: agg.zero for name, agg in self.aggregators.items()}
+        elif self._terminates(iteration - 1, combined):
+            self.loop.discard(self.index)
+            return 0, ()
+        inbox = self.loop.take(self.index, iteration)
+        raw = self.raw.data
+        values = self.values
+        if self.mode is GraphMode.TRAVERSAL:
+            for vid in inbox:
+                if vid not in values and vid in raw:
+                    values[vid] = self._init(vid, raw[vid])
+        if iteration == 1:
+            active = (values.keys() if self.mode is GraphMode.STATIC
+                      else self.touched if self.mode is GraphMode.INCREMENTAL else inbox.keys())
+        elif program.always_active:
+            active = values.keys()
+        else:
+            active = inbox.keys()
+        ctx.iteration = iteration
+        ctx.window = self.window
+        ctx.num_vertices = self.num_vertices
+        ctx._previous = combined
+        ctx._aggregates = {}
+        ctx._acc = acc = [EMPTY] * len(self.slots.ids)
+        ctx._in_data = self.in_table.data
+        out_data = self.out_table.data
+        compute = program.compute
+        incremental = self.mode is GraphMode.INCREMENTAL
+        changed = self.changed
+        wrap = self.combine is not None
+        empty: list = []
+        vid = messages = None
+        try:
+            for vid in list(active):
+                old = values.get(vid, _MISSING)
+                if old is _MISSING:
+                    continue  # a message to a vertex the graph does not have
+                ctx.id = vid
+                ctx.value = old
+                ctx.out_edges = out_data.get(vid, empty)
+                messages = inbox.get(vid, _MISSING)
+                if messages is _MISSING:
+                    messages = []
+                elif wrap:
+                    messages = [messages]
+                compute(ctx, messages)
+                new = ctx.value
+                if new is not old:
+                    values[vid] = new
+                    if incremental and new != old:
+                        changed.add(vid)
+        except Exception as exc:  # noqa: BLE001 - a user function failed on this vertex
+            raise RecordError(self.name, (vid, messages), exc) from exc
+        ids = self.slots.ids
+        work = self._send(iteration + 1, {ids[s]: m for s, m in enumerate(acc) if m is not EMPTY})
+        ctx._acc = []
+        if program.always_active:
+            work += len(values)
+        return work, tuple(ctx._aggregates.items())
+
+    def _combine_partials(self, payload: tuple) -> dict:
+        combined: dict = {}
+        for partials in payload:
+            for name, value in partials:
+                if name == VERTEX_COUNT:
+                    combined[name] = combined.get(name, 0) + value
+                elif name in combined:
+                    combined[name] = self.aggregators[name].combine(combined[name], value)
+                else:
+                    combined[name] = value
+        for name, agg in self.aggregators.items():
+            combined.setdefault(name, agg.zero)
+        return combined
+
+    def _terminates(self, iteration: int, aggregates: dict) -> bool:
+        try:
+            return bool(self.program.terminate(iteration, aggregates))
+        except Exception as exc:  # noqa: BLE001
+            raise RecordError(self.name, ("terminate", iteration, aggregates), exc) from exc
+
+    def _send(self, iteration: int, outgoing: dict) -> int:
+        """Hand messages to their target tasks; returns how many target vertices got messages."""
+        if not outgoing:
+            return 0
+        parallelism = self.parallelism
+        if parallelism == 1:
+            self.loop.put(0, iteration, outgoing, self.merge)
+            return len(outgoing)
+        by_task: dict[int, dict] = {}
+        owners = self.owner_cache
+        mp = self.max_parallelism
+        for vid, message in outgoing.items():
+            owner = owners.get(vid)
+            if owner is None:
+                owner = owners[vid] = key_group_of(vid, mp) * parallelism // mp
+            box = by_task.get(owner)
+            if box is None:
+                by_task[owner] = {vid: message}
+            else:
+                box[vid] = message
+        for owner, box in by_task.items():
+            self.loop.put(owner, iteration, box, self.merge)
+        return len(outgoing)
+
+    def finish_iteration(self, window: int) -> None:
+        """The window's supersteps ended: emit its results."""
+        self.loop.discard(self.index)
+        program = self.program
+        values = self.values
+        if self.mode is GraphMode.TRAVERSAL:
+            records = self.context.emitted
+            self.context.emitted = []
+            self.values = {}
+        else:
+            if self.mode is GraphMode.STATIC:
+                keys = values.keys()
+            else:
+                keys = list(self.changed)
+                self.values_table().mark_changed(self.changed)
+                self.changed = set()
+            if self.plain_result:
+                records = [(vid, values[vid]) for vid in keys]
+            else:
+                result = program.result
+                vid = None
+                try:
+                    records = [(vid, result(vid, values[vid])) for vid in keys]
+                except Exception as exc:  # noqa: BLE001
+                    raise RecordError(self.name, (vid, values.get(vid)), exc) from exc
+        self._emit(records)
+
+    def values_table(self):
+        """The state table of computed values (incremental computations)."""
+        return self.ctx.state.table(f"{self.name}:values")
