@@ -1,0 +1,187 @@
+"""Map-side combine on Spark: keyed counts and aggregations pre-combine in each task before a shuffle.
+
+Without it every record of a keyed ``count``/``aggregate`` crosses the Spark shuffle (pickled, sent,
+unpickled) only to be folded into a handful of per-key values, where PySpark's ``reduceByKey``
+combines inside each partition first. Only operators whose result does not depend on how their input
+is split qualify: ``count`` (integer sums) and ``aggregate`` (the user's ``merge`` is part of the
+contract). ``reduce`` does not: its ``fn(accumulated, record)`` takes a key's first record unchanged and
+is not required to be associative, so pre-reducing would change which calls run and what they return.
+
+Upstream, a combining edge keeps one partial value per key for the current window and sends it, one
+message per target task, just before the window's barrier. Downstream, the target's head operator
+merges such a message into its own partial state as if it had counted/added the records itself
+(``records_in`` counts the original records). Both sides are built by the Spark executor, so a combined
+message never reaches an operator that does not expect one.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+
+from gyreflow.plan import operators as specs
+from gyreflow.plan.graph import Partitioning
+from gyreflow.runtime.emitter import _by_key
+from gyreflow.runtime.errors import RecordError
+from gyreflow.runtime.operators import AggregateOperator, CountOperator
+from gyreflow.state.keygroups import key_group_of, task_of_key_group
+
+COUNT = "count"
+AGGREGATE = "aggregate"
+
+
+class Combined:
+    """A pre-combined window share: ``values`` per key (counts or accumulators) of ``records`` records."""
+
+    __slots__ = ("records", "values")
+
+    def __init__(self, records: int, values: dict) -> None:
+        self.records = records
+        self.values = values
+
+    def __reduce__(self):
+        return Combined, (self.records, self.values)
+
+
+def combine_kind(edge, target_head_spec) -> str | None:
+    """How ``edge`` may pre-combine into its target (``COUNT``, ``AGGREGATE``) or None."""
+    if edge.partitioning is not Partitioning.KEY:
+        return None
+    if isinstance(target_head_spec, specs.CountSpec) and edge.key_fn is target_head_spec.key_fn:
+        return COUNT
+    if isinstance(target_head_spec, specs.AggregateSpec) and edge.key_fn is target_head_spec.key_fn:
+        return AGGREGATE
+    return None
+
+
+def _drop(message) -> None:
+    """A deliver that discards: used to replay a batch only to raise its routing error."""
+
+
+class CountCombiner:
+    """Counts an edge's records per key (``Counter.update``, in C) and routes the distinct keys at the
+    window's end: a keyed count shuffles at most one (key, count) per key and task."""
+
+    def __init__(self, delivers: list, key_fn: Callable, max_parallelism: int, target: str) -> None:
+        self.delivers = delivers
+        self.key_fn = None if key_fn is specs.identity else key_fn
+        self.max_parallelism = max_parallelism
+        self.counts: Counter = Counter()
+        self.targets: dict = {}
+        self.target = target
+        self.exact = _by_key([_drop] * len(delivers), key_fn, max_parallelism, target)
+
+    def route(self, batch: list) -> None:
+        """Count ``batch``; a failing key function or an unhashable key raises the routing error."""
+        try:
+            self.counts.update(batch if self.key_fn is None else map(self.key_fn, batch))
+        except Exception:
+            self.exact(batch)  # raises the RecordError of the plain route, naming the record
+            raise
+
+    def control(self, deliver: Callable) -> Callable:
+        """Wrap one target's deliver: a barrier or end of input first flushes the window's counts."""
+
+        def send(message) -> None:
+            if type(message) is not list:
+                self.flush()
+            deliver(message)
+
+        return send
+
+    def flush(self) -> None:
+        counts, self.counts = self.counts, Counter()
+        if not counts:
+            return
+        parallelism = len(self.delivers)
+        parts: list[dict] = [{} for _ in range(parallelism)]
+        records = [0] * parallelism
+        targets, groups = self.targets, self.max_parallelism
+        for key, n in counts.items():
+            task = targets.get(key)
+            if task is None:
+                try:
+                    task = task_of_key_group(key_group_of(key, groups), parallelism, groups)
+                except TypeError as exc:
+                    raise RecordError(f"key_by of {self.target}", key, exc) from exc
+                if len(targets) < 1 << 20:
+                    targets[key] = task
+            parts[task][key] = n
+            records[task] += n
+        for deliver, part, n in zip(self.delivers, parts, records, strict=True):
+            if part:
+                deliver([Combined(n, part)])
+
+
+class AggregateCombiner:
+    """Wraps one target's deliver: adds the routed records into per-key accumulators and sends them
+    just before the window's barrier."""
+
+    def __init__(self, deliver: Callable, key_fn: Callable, function, operator: str) -> None:
+        self.deliver = deliver
+        self.key_fn = key_fn
+        self.function = function
+        self.operator = operator
+        self.partial: dict = {}
+        self.records = 0
+
+    def __call__(self, message) -> None:
+        if type(message) is list:
+            self._add(message)
+            return
+        partial, self.partial = self.partial, {}
+        if partial:
+            self.deliver([Combined(self.records, partial)])
+        self.records = 0
+        self.deliver(message)
+
+    def _add(self, batch: list) -> None:
+        self.records += len(batch)
+        key_fn, partial = self.key_fn, self.partial
+        init, add = self.function.init, self.function.add
+        record = None
+        try:
+            for record in batch:
+                key = key_fn(record)
+                try:
+                    partial[key] = add(partial[key], record)
+                except KeyError:
+                    if key in partial:  # the KeyError came from the user's function
+                        raise
+                    partial[key] = add(init(), record)
+        except Exception as exc:  # noqa: BLE001 - the same error the operator would raise
+            raise RecordError(self.operator, record, exc) from exc
+
+
+def accept_combined(op) -> None:
+    """Let the running operator ``op`` (a count or aggregate at the head of its task) take combined
+    messages besides record batches."""
+    plain = op.process_input
+    if isinstance(op, CountOperator):
+
+        def merge(combined: Combined) -> None:
+            op.partial.update(combined.values)
+    elif isinstance(op, AggregateOperator):
+        fn = op.function.merge
+
+        def merge(combined: Combined) -> None:
+            partial = op.partial
+            key = None
+            try:
+                for key, acc in combined.values.items():
+                    partial[key] = fn(partial[key], acc) if key in partial else acc
+            except Exception as exc:  # noqa: BLE001
+                raise RecordError(op.name, key, exc) from exc
+    else:
+        msg = f"operator {op.name!r} cannot take pre-combined input"
+        raise TypeError(msg)
+
+    def process_input(ordinal: int, batch: list) -> None:
+        if len(batch) == 1 and type(batch[0]) is Combined:
+            combined = batch[0]
+            merge(combined)
+            op.records_in += combined.records
+        else:
+            plain(ordinal, batch)
+
+    op.process_input = process_input

@@ -1,0 +1,72 @@
+"""The SparkSession gyreflow's Spark environment runs on: created once from ``[spark]`` config."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+
+
+def spark_session(config) -> Callable[[], object]:
+    """A factory for the SparkSession that ``config``'s ``[spark]`` keys describe (created once)."""
+    cached: list = []
+
+    def factory():
+        if cached:
+            return cached[0]
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        _share_import_path()
+        from pyspark.sql import SparkSession
+
+        builder = (SparkSession.builder.master(config["spark.master"])
+                   .appName(config["spark.app_name"])
+                   .config("spark.ui.showConsoleProgress", "false")
+                   .config("spark.python.worker.reuse", "true")
+                   # Tasks read their state from the backend, not from cached blocks: waiting
+                   # for a block-local slot (3 s by default) only delays each round.
+                   .config("spark.locality.wait", "0"))
+        for key, value in config["spark.conf"]:
+            builder = builder.config(key, value)
+        with _jvm_output_to(SPARK_LOG):
+            session = builder.getOrCreate()
+        session.sparkContext.setLogLevel("ERROR")
+        cached.append(session)
+        return session
+
+    return factory
+
+
+SPARK_LOG = os.path.join(tempfile.gettempdir(), "gyreflow-spark.log")
+
+
+def _share_import_path() -> None:
+    """Let Python workers import what the driver imports from its own folders.
+
+    cloudpickle pickles functions and classes of importable modules by reference, so a worker must be
+    able to import the pipeline script's modules. Python workers inherit the driver's environment
+    (through the JVM), so the driver's non-interpreter ``sys.path`` entries go into ``PYTHONPATH``.
+    """
+    prefixes = tuple({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+    own = [p for p in (os.path.abspath(entry or os.curdir) for entry in sys.path)
+           if os.path.isdir(p) and not os.path.realpath(p).startswith(prefixes)]
+    existing = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(own + existing))
+
+
+@contextlib.contextmanager
+def _jvm_output_to(path: str):
+    """Start the JVM with its standard error in ``path``: Spark's start-up chatter (log4j, JVM
+    warnings) stays out of the user's terminal; gyreflow reports task failures itself."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(log, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(log)

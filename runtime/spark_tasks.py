@@ -1,0 +1,262 @@
+"""Spark tasks: what one Spark partition runs for one execution vertex in one window round.
+
+Partition ``i`` of a vertex's stage runs task ``i`` with the local runtime's own Task, Worker,
+FetchService, EmitterService, TaskRunner and Dispatcher. It returns ``(target vertex, target index,
+payload)`` items: channel messages for downstream tasks, and Done events. A stage with downstream
+vertices forwards its Done events (and those it received) to task 0 of its first downstream vertex, so
+they reach the driver through the tail stages' collect without any stage being read twice.
+
+The plan (execution graph, channel wiring, combining edges) travels once per run as a Spark broadcast
+of its cloudpickled bytes; each Python worker unpickles it once per run and keeps it, like its tasks,
+in module state (``_PLANS``, ``_TASKS``), for the rounds it serves next.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import attrs
+
+from gyreflow.plan.execution import ExecutionGraph
+from gyreflow.plan.graph import Partitioning
+from gyreflow.runtime.emitter import EmitterService, OutputEdge
+from gyreflow.runtime.iteration import task_class_for
+from gyreflow.runtime.snapshot_writers import InlineSnapshotWriter
+from gyreflow.runtime.spark_combine import (
+    AGGREGATE,
+    COUNT,
+    AggregateCombiner,
+    CountCombiner,
+    accept_combined,
+    combine_kind,
+)
+from gyreflow.runtime.task import Task, TaskCheckpoints
+from gyreflow.runtime.task_runner import Dispatcher, TaskError, TaskRunner
+from gyreflow.scheduler.events import LaunchSource, TaskFailed
+
+DONE = -1  # target vertex (or channel) of items that carry a Done event
+
+
+@attrs.frozen(eq=False)
+class RunPlan:
+    """What every task of a run needs, whatever the round: shipped once per run (broadcast)."""
+
+    job: str
+    graph: ExecutionGraph
+    cycle_of: dict[int, int]
+    channels: dict[int, list[tuple[int, int, int, int]]]  # task id -> [(edge, target vertex, idx, ch)]
+    ordinals: dict[int, list[int]]  # task id -> input ordinals by channel
+    combine: dict[tuple[int, int], str]  # (vertex id, output edge index) -> COUNT | AGGREGATE
+    forward_to: dict[int, int]  # vertex id -> the downstream vertex its Done events go to
+
+    @classmethod
+    def build(cls, job: str, graph: ExecutionGraph) -> RunPlan:
+        ordinals, channels = _link_channels(graph)
+        cycle_of = {t.id: c.id for c in graph.cycles() for t in c.tasks}
+        combine = {}
+        forward_to = {}
+        for vertex in graph.vertices:
+            outputs = graph.outputs(vertex.id)
+            for index, edge in enumerate(outputs):
+                kind = combine_kind(edge, graph.vertex(edge.target).head.spec)
+                if kind is not None and len(graph.inputs(edge.target)) == 1:
+                    combine[(vertex.id, index)] = kind
+            if outputs:
+                forward_to[vertex.id] = min(edge.target for edge in outputs)
+        return cls(job, graph, cycle_of, channels, ordinals, combine, forward_to)
+
+
+@attrs.frozen(eq=False)
+class Round:
+    """One vertex's part of one window round (pickled into the stage's closure: keep it small)."""
+
+    run_id: str
+    plan: object  # a Spark Broadcast of the cloudpickled RunPlan
+    vertex_id: int
+    window: int
+    backend: object
+    batch_size: int
+    horizon: int = 0  # the oldest retained version: older versions are trimmed as keys are written
+    rescaled: frozenset[str] = frozenset()
+
+
+class _Holder:
+    """Per-task mutable slots the task's callbacks write into; swapped every round."""
+
+    def __init__(self) -> None:
+        self.out: list = []
+        self.dones: list = []
+        self.seq = itertools.count()
+
+
+class _RoundWriter(InlineSnapshotWriter):
+    """An inline writer whose store is opened for one round and closed in ``finally``."""
+
+    def __init__(self) -> None:
+        super().__init__(None, lambda exc: None)
+
+
+# A reused Python worker keeps these between rounds: run id -> plan, and
+# (run id, vertex, index) -> (task, holder, window).
+_PLANS: dict[str, RunPlan] = {}
+_TASKS: dict[tuple[str, int, int], tuple[Task, _Holder, int]] = {}
+
+
+def _plan(spec: Round) -> RunPlan:
+    plan = _PLANS.get(spec.run_id)
+    if plan is None:
+        from pyspark import cloudpickle
+
+        for stale in [k for k in _TASKS if k[0] != spec.run_id]:
+            _close_quietly(_TASKS.pop(stale)[0])
+        _PLANS.clear()
+        plan = _PLANS[spec.run_id] = cloudpickle.loads(spec.plan.value)
+    return plan
+
+
+def _build_task(plan: RunPlan, spec: Round, index: int) -> tuple[Task, _Holder]:
+    graph = plan.graph
+    vertex = graph.vertex(spec.vertex_id)
+    task_spec = next(t for t in graph.tasks() if t.vertex_id == vertex.id and t.index == index)
+    holder = _Holder()
+    checkpoints = TaskCheckpoints(plan.job, None, _RoundWriter(), 1, frozenset())
+    task = task_class_for(vertex)(task_spec, vertex, plan.cycle_of[task_spec.id],
+                                  plan.ordinals[task_spec.id], None, spec.backend, spec.batch_size,
+                                  lambda event: holder.dones.append(event), time.monotonic,
+                                  checkpoints)
+
+    def deliverer(target_vertex: int, target_index: int, channel: int):
+        def deliver(message) -> None:
+            holder.out.append((target_vertex, target_index, (channel, next(holder.seq), message)))
+        return deliver
+
+    by_edge: dict[int, list] = {}
+    for edge_index, target_vertex, target_index, channel in plan.channels[task_spec.id]:
+        by_edge.setdefault(edge_index, []).append(deliverer(target_vertex, target_index, channel))
+    max_parallelism = spec.backend.max_parallelism
+    edges, counters = [], {}
+    for i, edge in enumerate(graph.outputs(vertex.id)):
+        delivers = by_edge.get(i, [])
+        target = graph.vertex(edge.target).head
+        kind = plan.combine.get((vertex.id, i))
+        if kind == COUNT:
+            counters[i] = CountCombiner(delivers, edge.key_fn, max_parallelism, target.name)
+            delivers = [counters[i].control(d) for d in delivers]
+        elif kind == AGGREGATE:
+            delivers = [AggregateCombiner(d, target.spec.key_fn, target.spec.function, target.name)
+                        for d in delivers]
+        edges.append(OutputEdge(edge.partitioning, delivers, edge.key_fn, target.name, index))
+    emitter = EmitterService(edges, max_parallelism)
+    for i, counter in counters.items():
+        emitter.routes[i] = counter.route
+    if counters and len(emitter.routes) == 1:
+        emitter.emit = emitter.routes[0]
+    task.emitter = emitter
+    task.create()
+    if any(plan.combine.get((e.source, graph.outputs(e.source).index(e)))
+           for e in graph.inputs(vertex.id)):
+        accept_combined(task.head)
+    return task, holder
+
+
+def run_partition(spec: Round, index: int, messages: list) -> list:
+    """Run task ``index`` of ``spec.vertex_id`` for window ``spec.window`` inside a Spark task."""
+    plan = _plan(spec)
+    window = spec.window
+    key = (spec.run_id, spec.vertex_id, index)
+    forwarded = [m[2] for m in messages if m[0] == DONE]
+    cached = _TASKS.pop(key, None)
+    fresh = cached is None or cached[2] != window - 1
+    if fresh:
+        task, holder = _build_task(plan, spec, index)
+    else:
+        task, holder, _ = cached
+    holder.out, holder.dones = [], []
+    writer = task.checkpoints.writer
+    store = spec.backend.open_store()
+    writer.store = store
+    # The local runtime's own pieces run the task: a Dispatcher routes the round's LaunchSource to
+    # the task's TaskRunner, whose queue also holds the channel messages fetched for this task.
+    runner = TaskRunner(task, holder.dones.append)
+    dispatcher = Dispatcher({task.spec.id: runner})
+    try:
+        task.ctx.window = window
+        task.last_snapshot = window - 1
+        task.checkpoints = attrs.evolve(task.checkpoints, store=store, horizon=spec.horizon,
+                                        rescaled=spec.rescaled if fresh else frozenset())
+        if fresh and window > 1:
+            task.rollback(window - 1, recover_sinks=False)
+        # Channels that ended in an earlier round end again, for tasks that start fresh downstream.
+        if task.source_reader is not None and task.exhausted:
+            task.emitter.end_of_input()
+        elif task.source_reader is None and task.worker.ended and not fresh:
+            task.emitter.end_of_input()
+        messages = [m for m in messages if m[0] != DONE]
+        messages.sort(key=lambda m: (m[0], m[1]))
+        runner.inbox.extend((channel, message) for channel, _seq, message in messages)
+        if task.source_reader is not None:
+            dispatcher.dispatch(LaunchSource(task.cycle, task.spec.id, window))
+        while runner.step():
+            pass
+        finished = task.ctx.window > window or task.worker.ended or task.exhausted
+        if runner.failed or not finished:
+            # Without a failure here, an unfinished window means an upstream task failed (every
+            # healthy round brings each task its barrier): drop what this task staged of it.
+            _close_quietly(task)
+        else:
+            _TASKS[key] = (task, holder, window)
+    except Exception as exc:  # noqa: BLE001 - restoring failed: reported to the driver
+        _close_quietly(task)
+        error = TaskError(f"task {task.name!r} failed to restore window {window - 1}: "
+                          f"{type(exc).__name__}: {exc}")
+        error.__cause__ = exc
+        holder.dones.append(TaskFailed(task.cycle, task.spec.id, window, error))
+    finally:
+        store.close()
+        writer.store = None
+    items = holder.out
+    holder.out = []
+    dones = forwarded + holder.dones
+    target = plan.forward_to.get(spec.vertex_id, DONE)
+    seq = itertools.count()
+    items.extend((target, 0, (DONE, next(seq), event)) if target != DONE else (DONE, 0, event)
+                 for event in dones)
+    return items
+
+
+def _close_quietly(task: Task) -> None:
+    try:
+        task.destroy()
+    except Exception:  # noqa: BLE001, S110 - best effort: the task is being dropped
+        pass
+
+
+def _link_channels(graph: ExecutionGraph):
+    """For every task: its input ordinals by channel, and where each of its outputs goes."""
+    tasks = graph.tasks()
+    by_vertex: dict[int, list] = {}
+    for t in tasks:
+        by_vertex.setdefault(t.vertex_id, []).append(t)
+    ordinals: dict[int, list[int]] = {t.id: [] for t in tasks}
+    channels: dict[int, list[tuple[int, int, int, int]]] = {t.id: [] for t in tasks}
+    for edge in graph.edges:
+        edge_index = graph.outputs(edge.source).index(edge)
+        for s in by_vertex[edge.source]:
+            targets = by_vertex[edge.target]
+            if edge.partitioning is Partitioning.FORWARD:
+                targets = [targets[s.index]]
+            for t in targets:
+                ordinals[t.id].append(edge.ordinal)
+                channels[s.id].append((edge_index, edge.target, t.index, len(ordinals[t.id]) - 1))
+    return ordinals, channels
+
+
+def stage(spec: Round):
+    """The function of a vertex's ``mapPartitionsWithIndex`` stage for one round."""
+
+    def run(index: int, iterator):
+        messages = [payload for _, payload in iterator if payload is not None]
+        return iter(run_partition(spec, index, messages))
+
+    return run
