@@ -13,8 +13,9 @@ without reading chunks. A snapshot writes one chunk per changed key group: its c
 Restoring a key group unpickles its chunks in version order, one ``loads`` per list, not per key.
 
 Pruning folds the chunks a retained version can no longer tell apart (those at or before the oldest
-retained version) into one, once they hold as many keys again as the oldest of them: each written key
-is rewritten a bounded number of times, and a key group is restored from a few chunks.
+retained version) into one, once the later ones hold as many keys as the oldest (each written key is
+rewritten a bounded number of times on average) or once there are 32 to 63 of them (so a key group is
+restored from a bounded number of chunks).
 
 A database is opened read-write only by the process that runs the task owning its range (or the one
 that commits and prunes); readers open it read-only, so tasks in several processes can restore from
@@ -48,6 +49,7 @@ from gyreflow.state.snapshot import (
     encode_value,
     loads,
     make_chunk,
+    unpickle_chunk,
 )
 
 _VERSION = struct.Struct(">Q")
@@ -57,7 +59,9 @@ _COUNT = struct.Struct(">I")
 _FRAME = struct.Struct(">IIIII")
 _CHUNK, _STATS = b"c", b"n"
 _META_KEY = b"m"
-_FOLD_LIMIT = 32  # chunks at or before the horizon that always get folded, whatever their sizes
+# Chunks at or before the horizon that get folded whatever their sizes: 32 to 63, by key group, so
+# that key groups changing at the same pace are not all rewritten by the same prune.
+_FOLD_LIMIT, _FOLD_SPREAD = 32, 32
 
 
 def _quote(name: str) -> str:
@@ -277,9 +281,8 @@ class RocksDBSnapshotStore(SnapshotStore):
                 written, _, keys, values = _unframe(blob)
             except _Damaged as damage:
                 raise self._damaged(job, table, group, v, damage) from None
-            keys = loads(keys)
-            data.update(zip(keys[:written] if len(keys) > written else keys, loads(values),
-                            strict=True))
+            keys, values = unpickle_chunk(keys, values)
+            data.update(zip(keys[:written] if len(keys) > written else keys, values, strict=True))
             for key in keys[written:]:
                 data.pop(key, None)
 
@@ -356,7 +359,7 @@ class RocksDBSnapshotStore(SnapshotStore):
                 if len(old) < 2:
                     continue
                 later = sum(count for _, count in old[1:])
-                if later < old[0][1] and len(old) <= _FOLD_LIMIT:
+                if later < old[0][1] and len(old) < _FOLD_LIMIT + group * 7 % _FOLD_SPREAD:
                     continue  # folding would rewrite more than what was written since
                 # A deletion must stay while another layout may hold an older value of the key.
                 shadows = any(group in other for other in layouts[table] if other != kgs)
@@ -445,8 +448,8 @@ def _merge(table: str, group: int, chunks: list[StateChunk], keep_removed: bool)
     """One chunk with the effect of ``chunks`` applied in order."""
     state: dict = {}
     for chunk in chunks:
-        keys = loads(chunk.keys)
-        state.update(zip(keys, loads(chunk.values), strict=False))
+        keys, values = unpickle_chunk(chunk.keys, chunk.values)
+        state.update(zip(keys, values, strict=False))
         for key in keys[chunk.written:]:
             state[key] = _GONE
     written = {k: v for k, v in state.items() if v is not _GONE}

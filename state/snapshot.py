@@ -16,6 +16,7 @@ Values carry a CRC-32 so that a damaged row is reported with its location instea
 
 from __future__ import annotations
 
+import io
 import pickle
 import struct
 import zlib
@@ -99,8 +100,10 @@ class StateRow(NamedTuple):
 class StateChunk(NamedTuple):
     """The changes of one key group of one state table, pickled once per list, not once per key.
 
-    ``keys`` is ``dumps(list)`` of the written keys followed by the removed keys; ``values`` is
-    ``dumps(list)`` of the values of the first ``written`` keys. ``count`` is the number of keys.
+    ``keys`` is the pickled list of the written keys followed by the removed keys; ``values`` is the
+    pickled list of the values of the first ``written`` keys, pickled by the same pickler right after
+    the keys: objects shared by both (a key inside its value) are stored once, so ``values`` loads
+    only after ``keys`` (``unpickle_chunk``). ``count`` is the number of keys.
     """
 
     table: str
@@ -111,11 +114,22 @@ class StateChunk(NamedTuple):
     values: bytes
 
 
-def make_chunk(table: str, key_group: int, written: dict, removed: list) -> StateChunk:
+def make_chunk(table: str, key_group: int, written: dict, removed) -> StateChunk:
     """Pickle the ``written`` keys and values and the ``removed`` keys of one key group."""
     keys = [*written, *removed]
-    return StateChunk(table, key_group, len(written), len(keys), dumps(keys),
-                      dumps(list(written.values())))
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, protocol=5)
+    pickler.dump(keys)
+    middle = buffer.tell()
+    pickler.dump(list(written.values()))
+    data = buffer.getvalue()
+    return StateChunk(table, key_group, len(written), len(keys), data[:middle], data[middle:])
+
+
+def unpickle_chunk(keys: bytes, values: bytes) -> tuple[list, list]:
+    """The key list and the value list of a chunk's pickled ``keys`` and ``values``."""
+    unpickler = pickle.Unpickler(io.BytesIO(keys + values))
+    return unpickler.load(), unpickler.load()
 
 
 def chunks_by_key_group(table: str, changed: dict, removed, max_parallelism: int) -> list[StateChunk]:
@@ -139,8 +153,8 @@ def chunks_by_key_group(table: str, changed: dict, removed, max_parallelism: int
 
 def chunk_lists(chunk: StateChunk) -> tuple[list, list, list]:
     """``(written keys, their values, removed keys)`` of a chunk."""
-    keys = loads(chunk.keys)
-    return keys[:chunk.written], loads(chunk.values), keys[chunk.written:]
+    keys, values = unpickle_chunk(chunk.keys, chunk.values)
+    return keys[:chunk.written], values, keys[chunk.written:]
 
 
 def chunk_rows(chunk: StateChunk) -> list[StateRow]:

@@ -11,6 +11,7 @@ stored (sizes, rows per version, corruption).
 from __future__ import annotations
 
 import glob
+import io
 import os
 import pickle
 import struct
@@ -238,7 +239,8 @@ def test_committer_issues_the_same_calls_as_the_checkpoint_coordinator(keep):
 # RocksDB, as its module documents it: ``<path>/<quoted job>/state/<quoted table>/kg-A-B`` databases
 # where ``c + key group (>H) + version (>Q)`` holds a chunk: a header (crc32 of the rest, written key
 # count, key count, length of the pickled keys, crc32 of the pickled keys: five >I), the pickled list of
-# keys (written ones first, then removed ones) and the pickled list of the written keys' values. The
+# keys (written ones first, then removed ones) and the pickled list of the written keys' values (by
+# the same pickler, so objects shared with the keys are references to them). The
 # meta and task records live in other databases under the job directory, found here by their stored
 # bytes. Inspection opens databases read-only next to the live store; damage closes the store, edits
 # the database and opens a fresh store.
@@ -256,8 +258,10 @@ def parse_chunk(value: bytes) -> tuple[list, list, list]:
     assert zlib.crc32(value[4:]) == crc
     keys_blob = value[HEADER.size:HEADER.size + length]
     assert zlib.crc32(keys_blob) == keys_crc
-    keys = pickle.loads(keys_blob)
-    values = pickle.loads(value[HEADER.size + length:])
+    unpickler = pickle.Unpickler(io.BytesIO(value[HEADER.size:]))
+    keys = unpickler.load()
+    values = unpickler.load()  # pickled right after the keys, by the same pickler
+    assert keys == pickle.loads(keys_blob)
     assert len(keys) == count and len(values) == written
     return keys[:written], values, keys[written:]
 
