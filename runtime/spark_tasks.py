@@ -34,6 +34,7 @@ from gyreflow.runtime.spark_combine import (
 from gyreflow.runtime.task import Task, TaskCheckpoints
 from gyreflow.runtime.task_runner import Dispatcher, TaskError, TaskRunner
 from gyreflow.scheduler.events import LaunchSource, TaskFailed
+from gyreflow.state.snapshot import SnapshotCorruptedError
 
 DONE = -1  # target vertex (or channel) of items that carry a Done event
 
@@ -208,8 +209,11 @@ def run_partition(spec: Round, index: int, messages: list) -> list:
             _TASKS[key] = (task, holder, window)
     except Exception as exc:  # noqa: BLE001 - restoring failed: reported to the driver
         _close_quietly(task)
-        error = TaskError(f"task {task.name!r} failed to restore window {window - 1}: "
-                          f"{type(exc).__name__}: {exc}")
+        where = f"task {task.name!r} could not restore window {window - 1}"
+        if isinstance(exc, SnapshotCorruptedError):  # keeps its type: the caller can name a version
+            error: Exception = SnapshotCorruptedError(f"{where}: {exc}")
+        else:
+            error = TaskError(f"{where}: {type(exc).__name__}: {exc}")
         error.__cause__ = exc
         holder.dones.append(TaskFailed(task.cycle, task.spec.id, window, error))
     finally:
