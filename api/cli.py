@@ -13,7 +13,7 @@ from rich.markup import escape
 from gyreflow.api.config import ENVIRONMENT_TYPES, Config, ConfigError, schema_markdown
 from gyreflow.api.session import RunSettings, using_settings
 from gyreflow.plan.explain import FORMATS
-from gyreflow.runtime.errors import UserFunctionError
+from gyreflow.runtime.errors import SnapshotNotRetainedError, SnapshotWriteError, UserFunctionError
 from gyreflow.state.snapshot import (
     BackendUnavailableError,
     IncompatiblePlanError,
@@ -81,7 +81,7 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
         _fail(console, f"{exc}\nCompleted windows are kept: fix the function and run again "
                        "with --resume.", 1)
     except (StateExistsError, IncompatiblePlanError, BackendUnavailableError,
-            SnapshotCorruptedError) as exc:
+            SnapshotCorruptedError, SnapshotNotRetainedError, SnapshotWriteError) as exc:
         hint = ""
         if isinstance(exc, SnapshotCorruptedError):
             hint = ("\nTo resume from an earlier retained snapshot, run with --resume "

@@ -14,6 +14,7 @@ import attrs
 
 from gyreflow.plan.execution import ExecutionGraph
 from gyreflow.plan.operators import OperatorKind
+from gyreflow.runtime.errors import SnapshotNotRetainedError
 from gyreflow.state.keygroups import key_group_range
 from gyreflow.state.snapshot import (
     IncompatiblePlanError,
@@ -101,10 +102,12 @@ class CheckpointCoordinator:
         if options.from_window is not None:
             if options.from_window not in meta.retained:
                 msg = (
-                    f"window {options.from_window} is not a retained snapshot of job {self.job!r}; "
-                    f"retained: {', '.join(map(str, meta.retained)) or 'none'}"
+                    f"window {options.from_window} is not a retained snapshot of job {self.job!r} "
+                    f"in {self.store.location()}; retained: "
+                    f"{', '.join(map(str, meta.retained)) or 'none'} (state.retained_snapshots "
+                    "sets how many are kept); nothing was changed"
                 )
-                raise ValueError(msg)
+                raise SnapshotNotRetainedError(msg)
             window = options.from_window
             retained = tuple(v for v in meta.retained if v <= window)
         self.store.discard_after(self.job, window)

@@ -75,6 +75,32 @@ def _rebuild_user_error(operator, window, task, record, tb, cause, located):
     return error
 
 
+class SnapshotNotRetainedError(ValueError):
+    """``--from-window N`` names a version the store no longer (or never) retained."""
+
+
+class SnapshotWriteError(RuntimeError):
+    """The snapshot store failed while the job ran: no window after ``last_completed`` completed.
+
+    ``backend`` describes the store, ``window`` is the window whose snapshot or commit failed.
+    """
+
+    def __init__(self, backend: str, window: int, last_completed: int, cause: BaseException,
+                 committing: bool = False) -> None:
+        self.backend = backend
+        self.window = window
+        self.last_completed = last_completed
+        self.cause = cause
+        what = "committing" if committing else "writing the snapshot of"
+        reason = (str(cause).strip().splitlines() or [type(cause).__name__])[0]  # not the SQL dump
+        msg = (
+            f"the snapshot store failed while {what} window {window} ({backend}): {reason}. "
+            f"The last completed window is {last_completed}; once the store works again, run with "
+            f"--resume to continue from window {last_completed + 1}"
+        )
+        super().__init__(msg)
+
+
 def locate_failure(operator: str, batch: list, probe, cause: BaseException) -> RecordError:
     """Find the first record of ``batch`` on which ``probe`` raises.
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import enum
 import functools
+import itertools
 import queue
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -14,6 +17,7 @@ from gyreflow.plan.execution import ExecutionGraph
 from gyreflow.plan.graph import Partitioning
 from gyreflow.runtime.checkpoint import CheckpointCoordinator, RecoveryOptions
 from gyreflow.runtime.emitter import EmitterService, OutputEdge
+from gyreflow.runtime.errors import SnapshotWriteError
 from gyreflow.runtime.faults import crash_point
 from gyreflow.runtime.iteration import task_class_for, wire_iterations
 from gyreflow.runtime.metrics import TaskResult, WindowMetrics
@@ -54,6 +58,60 @@ class _Committed:
     window: int
 
 
+@attrs.frozen
+class _Flushed:
+    """Every snapshot write handed to the writer before this marker is durable."""
+
+
+class _Flush(enum.Enum):
+    NOT_SENT = "not sent"
+    SENT = "sent"
+    DONE = "done"
+
+
+class _WatchedWriter:
+    """Passes operations to a snapshot writer and remembers which are not yet durable, so that a
+    store failure can name the window it failed on (operations are applied in order)."""
+
+    def __init__(self, writer) -> None:
+        self.writer = writer
+        self._pending: dict[int, tuple[int, bool]] = {}
+        self._ids = itertools.count()
+        self._lock = threading.Lock()
+
+    def _watch(self, window: int, committing: bool, on_done: Callable[[], None]):
+        ident = next(self._ids)
+        with self._lock:
+            self._pending[ident] = (window, committing)
+
+        def done() -> None:
+            with self._lock:
+                self._pending.pop(ident, None)
+            on_done()
+
+        return done
+
+    def write(self, snapshot, on_done) -> None:
+        if snapshot is None:
+            self.writer.write(None, on_done)
+        else:
+            self.writer.write(snapshot, self._watch(snapshot.version, False, on_done))
+
+    def commit(self, meta, on_done) -> None:
+        self.writer.commit(meta, self._watch(meta.last_completed, True, on_done))
+
+    def prune(self, job, crossing, horizon, drop=None) -> None:
+        self.writer.prune(job, crossing, horizon, drop)
+
+    def close(self) -> None:
+        self.writer.close()
+
+    def oldest_pending(self) -> tuple[int, bool] | None:
+        """(window, is a commit) of the oldest operation not yet durable."""
+        with self._lock:
+            return self._pending[min(self._pending)] if self._pending else None
+
+
 class LocalExecutor:
     """Runs every task in this process, cooperatively: each TaskRunner handles one queued item per
     turn, so results do not depend on thread timing and nothing is pickled. Snapshots are written by
@@ -81,6 +139,7 @@ class LocalExecutor:
         else:
             # The parent reads the store to resume; the writer process owns it from its first write.
             writer = ProcessSnapshotWriter(backend, on_error, before_start=store.close)
+        writer = _WatchedWriter(writer)
         coordinator = CheckpointCoordinator(name, graph, store, backend)
         runners: dict[int, TaskRunner] = {}
         try:
@@ -109,8 +168,12 @@ class LocalExecutor:
         sources = tuple(v.name for v in graph.pipeline.sources())
         launched: dict[tuple[int, int], float] = {}
         completed = {cycle: resume_from for cycle in scheduler.cycles}
-        committed = resume_from
+        finished = dict(completed)
+        committed = resume_from  # the last window whose commit was sent
+        durable = resume_from  # the last window whose commit is durable
         outstanding_commits = 0
+        failure: BaseException | None = None
+        flush = _Flush.NOT_SENT
         sink_tasks = [r.task for r in runners.values() if any(
             v.spec.kind.value == "sink" for v in r.task.vertex.chain)]
         started = self.clock()
@@ -121,12 +184,15 @@ class LocalExecutor:
             while pending:
                 instruction = pending.popleft()
                 if isinstance(instruction, SendEvents):
+                    if failure is not None:
+                        continue  # failing: launch nothing new, clean nothing up
                     for event in instruction.events:
                         if event.kind is EventKind.LAUNCH_SOURCE:
                             launched.setdefault((event.cycle, event.window), self.clock())
                         dispatcher.dispatch(event)
                 elif isinstance(instruction, WindowFinished):
                     crash_point("window-finished", instruction.window)
+                    finished[instruction.cycle] = instruction.window
                     key = (instruction.cycle, instruction.window)
                     seconds = self.clock() - launched.pop(key, started)
                     metrics = WindowMetrics.from_dones(name, instruction.cycle, instruction.window,
@@ -144,48 +210,77 @@ class LocalExecutor:
                                            functools.partial(reports.put, _Committed(committed)))
                         outstanding_commits += 1
                 elif isinstance(instruction, JobFailed):
-                    raise instruction.error
+                    if failure is None:
+                        # Stop, but first let every window that was finishing complete: its
+                        # snapshots may be durable already, and completed windows stay completed.
+                        failure = instruction.error
                 elif isinstance(instruction, CycleFinished):
                     pass
             report = _poll(reports)
-            if report is not None:
-                if isinstance(report, _Committed):
-                    outstanding_commits -= 1
-                    crash_point("after-commit", report.window)
-                    for index, task in enumerate(sink_tasks):  # durable: its output may be seen
-                        task.publish(report.window)
-                        if index == 0:
-                            crash_point("mid-publish", report.window)
-                    continue
-                pending.extend(self._handle_report(scheduler, report))
-                continue
-            if (scheduler.finished and not outstanding_commits
-                    and not any(r.has_work() for r in runner_list)):
-                break
-            progressed = False
-            for runner in runner_list:
-                if runner.step():
-                    progressed = True
-            if not progressed:
+            if report is None:
+                if failure is None:
+                    if (scheduler.finished and not outstanding_commits
+                            and not any(r.has_work() for r in runner_list)):
+                        break
+                    if any([runner.step() for runner in runner_list]):
+                        continue
+                else:
+                    before = getattr(failure, "window", None)
+                    if any([runner.drain_step(before) for runner in runner_list]):
+                        flush = _Flush.NOT_SENT
+                        continue
+                    if flush is _Flush.NOT_SENT and min(finished.values()) > committed:
+                        # The writer applies operations in order: once this no-op is durable,
+                        # every snapshot handed to it before has been acknowledged.
+                        flush = _Flush.SENT
+                        writer.write(None, functools.partial(reports.put, _Flushed()))
+                    elif flush is not _Flush.SENT and not outstanding_commits:
+                        raise failure
                 # Only snapshot writes are outstanding: wait for the writer to report.
                 try:
                     report = reports.get(timeout=300)
                 except queue.Empty:
+                    if failure is not None:
+                        raise failure from None
                     msg = f"job {name!r} stalled: no task has work and no snapshot completed in 300 s"
                     raise RuntimeError(msg) from None
-                reports.put(report)  # handled at the top of the loop
+            if isinstance(report, _Committed):
+                outstanding_commits -= 1
+                durable = report.window
+                crash_point("after-commit", report.window)
+                for index, task in enumerate(sink_tasks):  # durable: its output may be seen
+                    task.publish(report.window)
+                    if index == 0:
+                        crash_point("mid-publish", report.window)
+            elif isinstance(report, _Flushed):
+                flush = _Flush.DONE
+            elif isinstance(report, _WriterFailed):
+                if failure is not None:
+                    raise failure  # the first failure is the one to report
+                raise self._write_error(report.error, writer, durable, committed)
+            elif failure is None:
+                pending.extend(scheduler.handle(report))
+            else:
+                try:
+                    pending.extend(scheduler.handle(report))
+                except Exception:  # noqa: BLE001 - already failing: report the first failure
+                    raise failure from None
         result.seconds = self.clock() - started
         result.last_completed = committed
         self.listener.on_finish(result)
         return result
 
-    @staticmethod
-    def _handle_report(scheduler: JobScheduler, report) -> list:
-        if isinstance(report, _WriterFailed):
-            error = report.error
-            msg = f"writing a snapshot failed: {type(error).__name__}: {error}"
-            raise RuntimeError(msg) from error
-        return scheduler.handle(report)
+    def _write_error(self, error: BaseException, writer, durable: int,
+                     committed: int) -> SnapshotWriteError:
+        """The error for a failed snapshot store: which backend, which window."""
+        failed = writer.oldest_pending()
+        if failed is None:
+            window, committing = (committed, True) if committed > durable else (durable + 1, False)
+        else:
+            window, committing = failed
+        out = SnapshotWriteError(self.state_backend.describe(), window, durable, error, committing)
+        out.__cause__ = error
+        return out
 
     def _build_runners(self, graph: ExecutionGraph, report,
                        checkpoints: TaskCheckpoints) -> dict[int, TaskRunner]:

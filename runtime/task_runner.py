@@ -7,11 +7,16 @@ from collections.abc import Callable
 
 from gyreflow.runtime.errors import RecordError, UserFunctionError
 from gyreflow.runtime.task import Task
-from gyreflow.scheduler.events import TaskEvent, TaskFailed
+from gyreflow.scheduler.events import EventKind, TaskEvent, TaskFailed
+from gyreflow.state.snapshot import SnapshotCorruptedError
 
 
 class TaskError(RuntimeError):
     """A task failed outside user functions (reading input, writing output, engine faults)."""
+
+    def __init__(self, message: str, window: int = 0) -> None:
+        super().__init__(message)
+        self.window = window
 
 
 class TaskRunner:
@@ -37,6 +42,7 @@ class TaskRunner:
         if self.failed:
             return False
         task = self.task
+        item = None
         try:
             if self.inbox:
                 item = self.inbox.popleft()
@@ -52,18 +58,51 @@ class TaskRunner:
             self._fail(UserFunctionError(exc.operator, task.ctx.window if task.ctx else 0,
                                          task.name, exc.record, exc.cause, exc.located))
         except Exception as exc:  # noqa: BLE001 - every failure becomes a TaskFailed event
-            window = task.ctx.window if task.ctx else 0
-            error = TaskError(f"task {task.name!r} failed in window {window}: "
-                              f"{type(exc).__name__}: {exc}")
-            error.__cause__ = exc
-            self._fail(error)
+            self._fail(_task_error(task, item, exc))
         return True
+
+    def drain_step(self, before: int | None) -> bool:
+        """Like ``step`` after the job failed: queued items are still handled (windows that were
+        finishing may complete), but a source reads only windows before ``before`` (none if None)."""
+        if self.failed:
+            return False
+        if not self.inbox:
+            window = self.next_source_window()
+            if window is None or before is None or window >= before:
+                return False
+        return self.step()
+
+    def next_source_window(self) -> int | None:
+        """The window the task's source reads next, if it has one launched."""
+        task = self.task
+        if task.reading is not None:
+            return task.reading.window
+        return task.launches[0] if task.launches else None
 
     def _fail(self, error: BaseException) -> None:
         self.failed = True
         task = self.task
-        window = task.ctx.window if task.ctx else 0
+        window = getattr(error, "window", None) or (task.ctx.window if task.ctx else 0)
         self.report(TaskFailed(task.cycle, task.spec.id, window, error))
+
+
+def _task_error(task: Task, item, exc: Exception) -> Exception:
+    """The error a task failure stops the job with. Restoring names the window being restored; a
+    damaged snapshot keeps its type (and its location in the message) so that callers can say how to
+    resume from an earlier version."""
+    restoring = getattr(item, "kind", None) is EventKind.ROLLBACK
+    if restoring:
+        window = item.window
+        where = f"task {task.name!r} could not restore window {window}"
+    else:
+        window = task.ctx.window if task.ctx else 0
+        where = f"task {task.name!r} failed in window {window}"
+    if isinstance(exc, SnapshotCorruptedError):
+        error: Exception = SnapshotCorruptedError(f"{where}: {exc}")
+    else:
+        error = TaskError(f"{where}: {type(exc).__name__}: {exc}", window)
+    error.__cause__ = exc
+    return error
 
 
 class Dispatcher:
