@@ -6,17 +6,23 @@ import json
 import os
 import pickle
 import re
+import sqlite3
+from collections import Counter
 
 import pytest
 
 from gyreflow.api import (
     AggregateFunction,
     ConfigError,
+    Environment,
     GeneratorSource,
     SizeTumblingWindow,
     UserFunctionError,
 )
 from gyreflow.api.config import ENVIRONMENT_TYPES, STATE_BACKENDS
+from gyreflow.runtime.errors import SnapshotNotRetainedError, SnapshotWriteError
+from gyreflow.state.backends import backend_from_config
+from gyreflow.state.snapshot import SnapshotCorruptedError
 
 
 def run(env, build, name: str = "job"):
@@ -326,3 +332,119 @@ def test_api_misuse_is_reported_when_building(make_env):
 def test_window_size_must_be_positive():
     with pytest.raises(ValueError):
         SizeTumblingWindow(0)
+
+
+# --- failures keep completed windows -----------------------------------------------------------
+
+LINES_PER_WINDOW = 5
+POISON_WINDOW = 6
+WORD_LINES = [f"w{(i * 7) % 11} w{(i * 3) % 5}" for i in range(8 * LINES_PER_WINDOW)]
+WORD_LINES[(POISON_WINDOW - 1) * LINES_PER_WINDOW + 2] = "w1 poison w2"
+POISON_ON = {"on": True}
+
+
+def pair_or_fail(word):
+    if POISON_ON["on"] and word == "poison":
+        raise Boom("poisoned word")
+    return word, 1
+
+
+def count_words(ctx):
+    (ctx.source(WORD_LINES, SizeTumblingWindow(LINES_PER_WINDOW), parallelism=1)
+        .flat_map(str.split).map(pair_or_fail).with_name("pair")
+        .key_by(lambda kv: kv[0]).reduce(lambda a, b: (a[0], a[1] + b[1])).with_name("count")
+        .collect("counts"))
+
+
+def running_counts() -> dict[int, dict[str, int]]:
+    """Oracle: per window, the words of the window with their counts over windows 1..w."""
+    totals: Counter = Counter()
+    expected = {}
+    for window, start in enumerate(range(0, len(WORD_LINES), LINES_PER_WINDOW), start=1):
+        words = [w for line in WORD_LINES[start:start + LINES_PER_WINDOW] for w in line.split()]
+        totals.update(words)
+        expected[window] = {w: totals[w] for w in set(words)}
+    return expected
+
+
+def durable_env(tmp_path, parallelism: int, backend: str = "rocksdb"):
+    return Environment.local(parallelism, progress=False, config={
+        "state.backend": backend, "state.path": str(tmp_path / "state")})
+
+
+def stored_last_completed(env, job: str) -> int:
+    store = backend_from_config(env.config).open_store()
+    try:
+        meta = store.read_meta(job)
+    finally:
+        store.close()
+    return 0 if meta is None else meta.last_completed
+
+
+@pytest.mark.parametrize("parallelism", [1, 3])
+def test_failure_keeps_the_windows_finished_before_it_and_resumes(tmp_path, monkeypatch,
+                                                                  parallelism):
+    monkeypatch.setitem(POISON_ON, "on", True)
+    env = durable_env(tmp_path, parallelism)
+    with pytest.raises(UserFunctionError) as info:
+        run(env, count_words)
+    assert info.value.window == POISON_WINDOW
+    # Every window before the failing one had all its input: it completes before the job stops.
+    assert stored_last_completed(env, "errors/job") == POISON_WINDOW - 1
+    monkeypatch.setitem(POISON_ON, "on", False)
+    pipeline = env.pipeline("errors")
+    pipeline.task(count_words, name="job")
+    resumed = pipeline.execute(resume=True)["job"].by_window("counts")
+    expected = running_counts()
+    assert {w: dict(records) for w, records in resumed.items()} == {
+        w: expected[w] for w in range(POISON_WINDOW, len(expected) + 1)}
+
+
+def test_from_window_that_is_not_retained_lists_the_retained_ones(tmp_path, monkeypatch):
+    monkeypatch.setitem(POISON_ON, "on", False)
+    env = durable_env(tmp_path, 1)
+    run(env, count_words)
+    pipeline = env.pipeline("errors")
+    pipeline.task(count_words, name="job")
+    with pytest.raises(SnapshotNotRetainedError) as info:
+        pipeline.execute(resume=True, from_window=2)
+    assert isinstance(info.value, ValueError)
+    assert "window 2 is not a retained snapshot" in str(info.value)
+    assert "retained: 7, 8" in str(info.value)  # state.retained_snapshots = 2, 8 windows
+    assert stored_last_completed(env, "errors/job") == 8
+
+
+def test_damaged_snapshot_names_the_window_being_restored_and_the_row(tmp_path, monkeypatch):
+    monkeypatch.setitem(POISON_ON, "on", True)
+    env = durable_env(tmp_path, 1, backend="jdbc")
+    with pytest.raises(UserFunctionError):
+        run(env, count_words)
+    last = POISON_WINDOW - 1
+    with sqlite3.connect(tmp_path / "state" / "snapshots.db") as conn:
+        rowid, table, key_group = conn.execute(
+            "SELECT rowid, tbl, kg FROM gyreflow_state WHERE version = ? ORDER BY kg, k LIMIT 1",
+            (last,)).fetchone()
+        conn.execute("UPDATE gyreflow_state SET v = substr(v, 1, 3) WHERE rowid = ?", (rowid,))
+    pipeline = env.pipeline("errors")
+    pipeline.task(count_words, name="job")
+    with pytest.raises(SnapshotCorruptedError) as info:
+        pipeline.execute(resume=True)
+    message = str(info.value)
+    assert f"could not restore window {last}" in message
+    for part in ("gyreflow_state", f"tbl={table}", f"kg={key_group}", f"version={last}"):
+        assert part in message, message
+    assert "window 1:" not in message
+
+
+def test_snapshot_write_error_names_backend_window_and_how_to_resume():
+    cause = RuntimeError("write failed in jdbc:sqlite:///x.db: OperationalError: disk I/O error\n"
+                         "[SQL: INSERT INTO gyreflow_state ...]")
+    error = SnapshotWriteError("jdbc at sqlite:///x.db", 9, 7, cause)
+    message = str(error)
+    assert "writing the snapshot of window 9 (jdbc at sqlite:///x.db)" in message
+    assert "disk I/O error" in message
+    assert "[SQL:" not in message
+    assert "last completed window is 7" in message
+    assert "--resume to continue from window 8" in message
+    committing = str(SnapshotWriteError("rocksdb at /s", 4, 3, OSError("no space"), True))
+    assert "committing window 4 (rocksdb at /s): no space" in committing
