@@ -135,7 +135,15 @@ class WordCountCase:
     name: str
     config: Callable[[], dict]
     window_medians: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)  # the job process's CPU seconds per run
     failure: str | None = None  # set when a guarded run failed; later repetitions are skipped
+
+    def run(self, lines: list[str], job: str):
+        """One run of the word count job, recording its process CPU time."""
+        started = time.process_time()
+        result = wordcount_run(lines, self.config(), job)
+        self.cpu.append(time.process_time() - started)
+        return result
 
 
 @dataclass

@@ -56,7 +56,6 @@ DATAFRAME = f"PySpark DataFrame groupBy.count(), {SPARK_MASTER}"
 GF_LOCAL = "gyreflow local, batch, key_by().count()"
 GF_FILE = "gyreflow on Spark, batch, lines from a file (diagnostic)"
 RDD_ALL_WORDS = "PySpark RDD, every word shuffled (diagnostic)"
-RDD_ROUND = "PySpark RDD, every word shuffled, gyreflow's job structure (diagnostic)"
 
 TINY_SPARK = "gyreflow on Spark, {n} windows of {lines} lines"
 TINY_SPARK_ONE = "gyreflow on Spark, the same lines as 1 window"
@@ -178,41 +177,6 @@ def rdd_all_words_engine(sc, lines: list[str], batch_size: int) -> Engine:
     return Engine(RDD_ALL_WORDS, run, dict)
 
 
-_DONE = -1  # the target of items that carry a task's Done event (and collected output)
-
-
-def rdd_round_engine(sc, lines: list[str], batch_size: int) -> Engine:
-    """The same data movement in the Spark job structure of a gyreflow round (see
-    runtime/spark_executor.py ``_run_round``), without gyreflow's tasks: each stage's output is a
-    list of (target vertex, target index, payload) items, persisted; the next stage reads it through
-    ``filter(target vertex).map(...).partitionBy(...)``; one ``collect`` of
-    ``union(stage.filter(done) for every stage)`` brings the Done events (and the counts, as
-    gyreflow's collected output rides in them) to the driver."""
-
-    def source(it):
-        items = [(1, target, words) for target, words in _word_batches(it, batch_size)]
-        items.append((_DONE, 0, []))
-        return iter(items)
-
-    def count(it):
-        counted = _count_batches(it)
-        return iter([(_DONE, 0, list(counted.items()))])
-
-    def run() -> list:
-        first = sc.parallelize(lines, PARALLELISM).mapPartitions(source).persist()
-        second = (first.filter(lambda item: item[0] == 1).map(lambda item: (item[1], item[2]))
-                  .partitionBy(PARALLELISM, lambda index: index).mapPartitions(count).persist())
-        try:
-            dones = sc.union([stage.filter(lambda item: item[0] == _DONE).map(lambda item: item[2])
-                              for stage in (first, second)]).collect()
-        finally:
-            first.unpersist(blocking=False)
-            second.unpersist(blocking=False)
-        return [pair for done in dones for pair in done]
-
-    return Engine(RDD_ROUND, run, dict)
-
-
 def dataframe_engine(spark, lines: list[str]) -> Engine:
     """split/explode/groupBy.count().collect() over a one-column DataFrame of the lines (built from
     the in-memory list in the timed region, like the RDD job's parallelize)."""
@@ -319,53 +283,28 @@ def plan_size(env: Environment, lines: list[str]) -> tuple[int, float, int]:
     return len(data), seconds, len(execution.vertices)
 
 
-def why_lines(gf_batch: float, rdd: float, all_words: float, round_structure: float,
-              from_file: float, *, shuffled: int, distinct: int, plan_bytes: int,
-              plan_pickle: float, stages: int) -> list[str]:
-    """Split the gap between gyreflow's batch run and the RDD job into the diagnostic rows' steps:
-    RDD -> every word shuffled -> gyreflow's job structure -> gyreflow; plus the input in the plan."""
+def why_lines(gf_batch: float, rdd: float, all_words: float, from_file: float, round_cost: float,
+              rdd_round: float, *, plan_bytes: int, plan_pickle: float) -> list[str]:
+    """Split the gap between gyreflow's batch run and the RDD job into measured parts."""
 
     def step(delta: float) -> str:
         return f"{delta:+.2f} s" if delta > 0 else f"{delta:+.2f} s, no measurable cost in this run"
 
-    movement, structure = all_words - rdd, round_structure - all_words
-    shipping = gf_batch - from_file
-    rest = gf_batch - round_structure - max(shipping, 0.0)
-    lines = [
+    return [
         f"gyreflow on Spark takes {gf_batch - rdd:.2f} s longer than the RDD job ({gf_batch:.2f} vs "
-        f"{rdd:.2f} s). The diagnostic rows split the gap into steps; they are best runs on a "
-        "noisy machine, so the steps add up only roughly:",
-        f"No map-side combine ({step(movement)}: {rdd:.2f} -> {all_words:.2f} s): gyreflow's keyed "
-        f"count runs after the key edge, so all {shuffled:,} words cross the shuffle (in pickled "
-        f"batches), while reduceByKey combines inside each partition and shuffles at most "
-        f"{PARALLELISM} x {distinct:,} (word, count) pairs.",
-        f"The round's Spark job structure ({step(structure)}: {all_words:.2f} -> "
-        f"{round_structure:.2f} s): each stage's output is persisted, so it is deserialized again "
-        "by a second Python pass (filter/map/partitionBy) to enter the shuffle and by a third (the "
-        "collect's Done-event filter), which reads every batch of words to find a few Done events.",
+        f"{rdd:.2f} s). The diagnostic rows are best runs on a noisy machine, so the parts add up "
+        "only roughly:",
+        f"A round's fixed cost ({step(round_cost - rdd_round)}): gyreflow's round over the tiny "
+        f"input takes {round_cost:.2f} s against {rdd_round:.2f} s for a one-shuffle RDD job over "
+        "the same lines (two stages, a Spark shuffle, a state store opened and closed per task, "
+        "the scheduler and the commit on the driver).",
+        f"The input inside the plan ({step(gf_batch - from_file)}: {from_file:.2f} s when the same "
+        f"pipeline reads the lines from a file): the in-memory source is part of the plan "
+        f"({plan_bytes / 1e6:.1f} MB, {plan_pickle * 1000:.0f} ms to pickle), broadcast once per "
+        "run; every Python worker unpickles it once.",
+        f"Without a map-side combine (the reduce row) every word crosses the shuffle: the same "
+        f"data movement without gyreflow takes {all_words:.2f} s.",
     ]
-    if shipping > 0:
-        lines.append(
-            f"The input inside the plan ({step(shipping)}: {from_file:.2f} s when the same "
-            f"pipeline reads the lines from a file): the in-memory source is part of the execution "
-            f"graph that every stage's closure carries ({plan_bytes / 1e6:.1f} MB, "
-            f"{plan_pickle * 1000:.0f} ms per pickle in the driver, {stages} stages per round "
-            "plus the shippability check; every Spark task unpickles it), where parallelize ships "
-            "each partition's lines once.")
-    else:
-        lines.append(
-            f"Shipping the input inside the plan ({plan_bytes / 1e6:.1f} MB pickled per stage, "
-            f"{plan_pickle * 1000:.0f} ms per pickle) costs nothing measurable in this run: the same "
-            f"pipeline reading the lines from a file takes {from_file:.2f} s.")
-    if rest > 0:
-        lines.append(
-            f"gyreflow's own work, the rest ({rest:+.2f} s): the driver's scheduler and "
-            "commit, the Task/Worker/Fetch/Emitter machinery and the state writes in the tasks.")
-    else:
-        lines.append(
-            f"Nothing is left for gyreflow's own work ({rest:+.2f} s): in this run the steps "
-            "above already add up to more than the gap (they overlap, and the runs are noisy).")
-    return lines
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -454,7 +393,6 @@ def main(argv: list[str] | None = None) -> int:
             gyreflow_engine(GF_LOCAL, local_env, lines, AllWindow(), 1),
             gyreflow_engine(GF_FILE, spark_env, FileSource(text_path), AllWindow(), 1),
             rdd_all_words_engine(sc, lines, env.config["runtime.batch_size"]),
-            rdd_round_engine(sc, lines, env.config["runtime.batch_size"]),
         ]
         tiny_engines = [
             gyreflow_engine(tiny_spark_name, spark_env, tiny, tiny_window, args.tiny_windows),
@@ -531,7 +469,6 @@ def main(argv: list[str] | None = None) -> int:
 
     # --- notes, targets and why ---
     ratio = gf_batch / rdd
-    shuffled = best_run(GF_BATCH)["shuffled"]
     split_driver = split_total - split_jobs
     notes = [
         f"Input: {args.words:,} words in {len(lines):,} lines of {WORDS_PER_LINE} "
@@ -552,15 +489,18 @@ def main(argv: list[str] | None = None) -> int:
         ".map(lambda w: (w, 1)).reduceByKey(add).collect()`; the DataFrame job builds a one-column "
         f"DataFrame from `parallelize([(line,) ...], {PARALLELISM})` (inside the timed region) "
         "and runs `select(explode(split(line, ' '))).groupBy('word').count().collect()`.",
+        f"How a round runs on Spark: one stage per execution vertex ({stages} here), the keyed "
+        "count pre-combines in each source task before the shuffle (at most "
+        f"{PARALLELISM} x {len(expected):,} (word, count) pairs cross it, as with reduceByKey), the "
+        "tasks' Done events ride with the data to the last stage and one collect per round brings "
+        f"them to the driver; the plan (the in-memory input included, {plan_bytes / 1e6:.1f} MB "
+        f"pickled in {plan_pickle:.2f} s) is broadcast once per run. The lambda row's reduce is not "
+        "pre-combined (its function need not be associative), so every word crosses the shuffle.",
         "Diagnostic rows: the FileSource row is the batch pipeline reading the same lines from a "
-        "local file (`FileSource`), so the input is not part of the plan that Spark ships. The "
-        "two last RDD rows move data the way gyreflow does, without gyreflow: every word crosses "
-        f"the shuffle, in per-target lists built per {env.config['runtime.batch_size']:,} lines "
-        "read (gyreflow's runtime.batch_size), and is counted after it with Counter.update; the "
-        "first as a plain RDD chain, the second in the Spark job structure of a gyreflow round "
-        "(runtime/spark_executor.py `_run_round`: each stage's output persisted as tagged items, "
-        "read again through filter/map/partitionBy by the next stage, and once more by the "
-        "`union(stage.filter(done))` collect that brings the Done events to the driver).",
+        "local file (`FileSource`), so the input is not part of the plan. The last RDD row moves "
+        "data the way gyreflow's reduce row does, without gyreflow: every word crosses the shuffle, "
+        f"in per-target lists built per {env.config['runtime.batch_size']:,} lines read (gyreflow's "
+        "runtime.batch_size), and is counted after it with Counter.update.",
         f"Set-up, excluded from the timings: SparkSession start-up {startup:.2f} s (started by "
         f"gyreflow's Spark environment, shared by every Spark engine; spark.ui.enabled=false); a "
         f"tiny RDD job with a shuffle starting the Python workers {worker_warmup:.2f} s; a tiny "
@@ -570,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{gyreflow_first - tiny_one:.2f} s more. Part of it is each Python worker importing "
         f"gyreflow (the modules a Spark task needs import in {import_seconds:.2f} s in a fresh "
         "interpreter here); the rest is code running for the first time in the workers and the JVM "
-        "(persisted and unioned RDDs, the scratch RocksDB).",
+        "(the broadcast plan, the scratch RocksDB).",
         f"Per-window overhead on Spark: {args.tiny_windows} windows of {TINY_WINDOW_LINES} lines "
         f"({TINY_WINDOW_LINES // PARALLELISM} per source task) take {tiny_spark:.2f} s, "
         f"{per_round:.3f} s per window round; each window beyond the first adds {marginal:.3f} s "
@@ -585,8 +525,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.window_words:,}-word windows: {windowed / windows:.2f} s per window "
         f"({windows} windows in {windowed:.2f} s); against the batch run (one window, "
         f"{gf_batch:.2f} s) each extra window costs {window_marginal:.2f} s: a round's fixed "
-        f"cost, plus the plan (input included, {plan_bytes / 1e6:.1f} MB pickled) shipped again "
-        f"for each of the {stages} stages of every round, plus writing each window's state.",
+        "cost plus writing each window's state changes (every window on Spark).",
     ]
     machine = machine_line()
     load_end = os.getloadavg()[0]
@@ -605,12 +544,8 @@ def main(argv: list[str] | None = None) -> int:
     ]
     why = []
     if ratio > TARGET_VS_RDD:
-        why = why_lines(gf_batch, rdd, best(RDD_ALL_WORDS), best(RDD_ROUND), best(GF_FILE),
-                        shuffled=shuffled, distinct=len(expected), plan_bytes=plan_bytes,
-                        plan_pickle=plan_pickle, stages=stages)
-        why.append(f"For scale, a whole round over {len(tiny)} lines costs {tiny_one:.2f} s against "
-                   f"{best(TINY_RDD):.2f} s for a one-shuffle RDD job over the same lines (see the "
-                   "per-window notes).")
+        why = why_lines(gf_batch, rdd, best(RDD_ALL_WORDS), best(GF_FILE), tiny_one,
+                        best(TINY_RDD), plan_bytes=plan_bytes, plan_pickle=plan_pickle)
 
     print()
     for note in [f"Machine: {machine}.", *notes]:
@@ -633,7 +568,7 @@ def main(argv: list[str] | None = None) -> int:
             "Word count of the same generated text on one SparkSession (`local[2]`): gyreflow on "
             "Spark as a batch job (`AllWindow`) and as a stream of large windows, a hand-written "
             "PySpark RDD job, a PySpark DataFrame query, and gyreflow's in-process engine, plus "
-            "three diagnostic rows that explain the gap. seconds is the best run, median the "
+            "two diagnostic rows. seconds is the best run, median the "
             "median run; words/s is input words per second of the best run; \"time vs RDD\" is "
             "the best run's time as a multiple of the hand-written RDD job's (lower is faster). "
             "The second table measures what one window round (one Spark job) costs.",
