@@ -152,6 +152,111 @@ class ConnectedComponents(VertexCentricCompute):
         vertex.send_to_neighbours(label, self.direction)
 
 
+class _Offered:
+    """An incremental program's value: the result plus how many out- and in-edges the vertex has
+    already offered it along. Equal when the results are equal, so that offering a value along new
+    edges is not a change the window emits."""
+
+    __slots__ = ("in_seen", "out_seen", "result")
+
+    def __init__(self, result: Any, out_seen: int = 0, in_seen: int = 0) -> None:
+        self.result = result
+        self.out_seen = out_seen
+        self.in_seen = in_seen
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Offered) and self.result == other.result
+
+    def __hash__(self) -> int:
+        return hash(self.result)
+
+    def __reduce__(self):
+        return _Offered, (self.result, self.out_seen, self.in_seen)
+
+    def __repr__(self) -> str:
+        return f"_Offered({self.result!r}, out_seen={self.out_seen}, in_seen={self.in_seen})"
+
+
+class IncrementalConnectedComponents(VertexCentricCompute):
+    """Weakly connected components of a growing graph, with work proportional to what a window
+    changes: a vertex offers its label along the edges added since it last offered it (new edges
+    are appended to a vertex's edge lists), and along every edge only when its label improves.
+
+    The value remembers how many edges were offered the label; it compares equal by label, so only
+    label changes are emitted. A count older than the edge list (after a restore) only causes a
+    label to be offered again, which is harmless.
+    """
+
+    combine = min
+    max_iterations = NO_LIMIT
+
+    def __init__(self, directed: bool = True) -> None:
+        self.directed = directed
+        self.direction = _direction(directed)
+
+    def init(self, vertex_id: Any, value: Any) -> _Offered:
+        """Every vertex starts as its own component."""
+        return _Offered(vertex_id)
+
+    def compute(self, vertex, messages: list) -> None:
+        """Adopt a smaller label and pass it on; offer the label along edges added since."""
+        state = vertex.value
+        label = state.result
+        out_edges = vertex.out_edges
+        in_edges = vertex.in_edges if self.directed else ()
+        if messages and messages[0] < label:
+            label = messages[0]
+            vertex.send_to_neighbours(label, self.direction)
+            vertex.value = _Offered(label, len(out_edges), len(in_edges))
+        elif len(out_edges) > state.out_seen or len(in_edges) > state.in_seen:
+            send = vertex.send
+            for other, _ in out_edges[state.out_seen:]:
+                send(other, label)
+            for other, _ in in_edges[state.in_seen:]:
+                send(other, label)
+            vertex.value = _Offered(label, len(out_edges), len(in_edges))
+
+    def result(self, vertex_id: Any, value: _Offered) -> Any:
+        """The component label."""
+        return value.result
+
+
+class IncrementalBreadthFirstSearch(VertexCentricCompute):
+    """Hop counts from ``source`` in a growing graph: a vertex offers ``hops + 1`` along the out-edges
+    added since it last did, and along every out-edge only when its own count improves (see
+    ``IncrementalConnectedComponents``)."""
+
+    combine = min
+
+    def __init__(self, source: Any, max_iterations: int = NO_LIMIT) -> None:
+        self.source = source
+        self.max_iterations = max_iterations
+
+    def init(self, vertex_id: Any, value: Any) -> _Offered:
+        """0 for the source, ``UNREACHABLE`` otherwise."""
+        return _Offered(0 if vertex_id == self.source else UNREACHABLE)
+
+    def compute(self, vertex, messages: list) -> None:
+        """Take a smaller hop count and pass it on; offer it along out-edges added since."""
+        state = vertex.value
+        hops = state.result
+        out_edges = vertex.out_edges
+        if messages and messages[0] < hops:
+            hops = messages[0]
+            vertex.send_to_neighbours(hops + 1)
+            vertex.value = _Offered(hops, len(out_edges))
+        elif len(out_edges) > state.out_seen:
+            if hops != UNREACHABLE:
+                send = vertex.send
+                for other, _ in out_edges[state.out_seen:]:
+                    send(other, hops + 1)
+            vertex.value = _Offered(hops, len(out_edges))
+
+    def result(self, vertex_id: Any, value: _Offered) -> int:
+        """The hop count."""
+        return value.result
+
+
 class LabelPropagation(VertexCentricCompute):
     """CDLP: labels start as vertex ids; in each of ``iterations`` synchronous steps a vertex takes
     the most frequent label among its neighbours (in- and out-neighbours with multiplicity in a
@@ -350,13 +455,14 @@ def sssp(graph: GraphView, source: Any) -> Stream:
 def incremental_wcc(graph: GraphView) -> Stream:
     """Components of a growing graph: each window emits ``(vertex, label)`` for the vertices whose
     label changed (including new vertices); folding the windows gives the current labelling."""
-    return graph.incremental_compute(ConnectedComponents(graph.directed), name="incremental-wcc")
+    return graph.incremental_compute(IncrementalConnectedComponents(graph.directed),
+                                     name="incremental-wcc")
 
 
 def incremental_bfs(graph: GraphView, source: Any) -> Stream:
     """Hop counts from ``source`` in a growing graph: each window emits ``(vertex, hops)`` for the
     vertices whose hop count changed (including new vertices)."""
-    return graph.incremental_compute(BreadthFirstSearch(source), name="incremental-bfs")
+    return graph.incremental_compute(IncrementalBreadthFirstSearch(source), name="incremental-bfs")
 
 
 def khop(graph: GraphView, requests: Stream, k: int, direction: str = "out") -> Stream:

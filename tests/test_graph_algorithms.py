@@ -261,6 +261,33 @@ def test_incremental_wcc_and_bfs_fold_to_the_static_references(make_env, case):
     check_folded(outputs["bfs"], bfs_after)
 
 
+def test_static_compute_reruns_on_the_graph_so_far_in_every_window(make_env):
+    """Static compute restarts every window on everything appended so far: edges added in a later
+    window must reach every direction's neighbour lists."""
+    vertices, edges = ref.random_graph(35, 30, 90, isolated=2)
+    window = 30
+    pipeline = make_env(parallelism=2).pipeline("static-growing")
+
+    @pipeline.task
+    def grow(ctx):
+        graph = GraphView(ctx.source(vertices, SizeTumblingWindow(len(vertices)), parallelism=1),
+                          ctx.source(edges, SizeTumblingWindow(window), parallelism=1), directed=True)
+        algorithms.wcc(graph).collect("wcc")
+        algorithms.cdlp(graph, CDLP_ITERATIONS).collect("cdlp")
+        algorithms.pagerank(graph, DAMPING, PR_ITERATIONS).collect("pr")
+
+    result = pipeline.execute()
+    for number in range(1, len(edges) // window + 1):
+        so_far = edges[:number * window]
+        wcc = dict(result.by_window("wcc")[number])
+        cdlp = dict(result.by_window("cdlp")[number])
+        pr = dict(result.by_window("pr")[number])
+        assert wcc == ref.wcc(vertices, so_far), f"wcc in window {number}"
+        assert cdlp == ref.cdlp(vertices, so_far, True, CDLP_ITERATIONS), f"cdlp in window {number}"
+        expected = ref.pagerank(vertices, so_far, True, DAMPING, PR_ITERATIONS)
+        assert all(close(pr[v], x) for v, x in expected.items()), f"pagerank in window {number}"
+
+
 # --- k-hop traversal --------------------------------------------------------------------------
 
 
