@@ -264,8 +264,8 @@ class Task:
     def _snapshot(self, version: int, on_durable: Callable[[], None]) -> None:
         """Hand the state changed since the last snapshot, and the source offset, to the writer.
 
-        Changes are pickled per key group (one ``dumps`` of its keys, one of its values): pickling
-        per key cost more than the rest of a snapshot together.
+        Changes are pickled once per key group (``chunks_by_key_group``), not once per key: per-key
+        pickling cost more than the rest of a snapshot together.
         """
         cp = self.checkpoints
         chunks = []
@@ -293,8 +293,8 @@ class Task:
         cp = self.checkpoints
         state = self.ctx.state
         store = cp.store
-        # A restore creates millions of objects at once; the cyclic collector would walk them
-        # again and again while they are created (none of them can form a cycle the restore drops).
+        # A restore creates millions of objects at once, and every few hundred new objects the
+        # cyclic collector would walk the growing state again: it is paused while they are made.
         collecting = gc.isenabled()
         gc.disable()
         try:
