@@ -143,9 +143,10 @@ class RocksDBSnapshotStore(SnapshotStore):
     def _job_dir(self, job: str) -> str:
         return os.path.join(self.path, _quote(job))
 
-    def _open(self, path: str, write: bool = True) -> Rdict:
+    def _open(self, path: str, write: bool = True) -> Rdict | None:
         """The database at ``path``: read-write (created if missing) or, for reading, read-only
-        unless this store already has it open read-write."""
+        unless this store already has it open read-write (None: there is no database to read, as
+        when a writer was killed while creating it)."""
         with self._lock:
             db = self._dbs.get(path)
             if db is not None:
@@ -153,6 +154,8 @@ class RocksDBSnapshotStore(SnapshotStore):
             if not write:
                 db = self._readers.get(path)
                 if db is None:
+                    if not os.path.exists(os.path.join(path, "CURRENT")):
+                        return None
                     db = self._readers[path] = Rdict(path, options=Options(raw_mode=True),
                                                      access_type=AccessType.read_only())
                 return db
@@ -266,7 +269,10 @@ class RocksDBSnapshotStore(SnapshotStore):
         found = []
         paths = self._range_paths(job, table, key_groups)
         for _, _, path in paths:
-            for key, value in _scan(self._open(path, write=False), _CHUNK, start, stop):
+            db = self._open(path, write=False)
+            if db is None:
+                continue
+            for key, value in _scan(db, _CHUNK, start, stop):
                 group, v = _SLOT.unpack_from(key, 1)
                 if v <= version:
                     found.append((group, v, value))
@@ -294,11 +300,11 @@ class RocksDBSnapshotStore(SnapshotStore):
             yield dumps(key), dumps(value)
 
     def read_record(self, job, kind, name, index, version):
-        path = self._record_path(job, kind, name, index)
-        if not os.path.isdir(path):
+        db = self._open(self._record_path(job, kind, name, index), write=False)
+        if db is None:
             return None
         found = None
-        for key, value in self._open(path, write=False).items():
+        for key, value in db.items():
             v = _VERSION.unpack(key)[0]
             if v <= version:
                 found = (v, value)
@@ -308,10 +314,10 @@ class RocksDBSnapshotStore(SnapshotStore):
         return found[0], decode_value(found[1], where)
 
     def read_meta(self, job: str) -> JobMeta | None:
-        path = self._meta_path(job)
-        if not os.path.isdir(path):
+        db = self._open(self._meta_path(job), write=False)
+        if db is None:
             return None
-        blob = self._open(path, write=False).get(_META_KEY)
+        blob = db.get(_META_KEY)
         if blob is None:
             return None
         return JobMeta.from_bytes(blob, f"{self.location()} job={job} meta")
@@ -422,10 +428,12 @@ class RocksDBSnapshotStore(SnapshotStore):
     def sizes(self, job: str) -> dict[str, int]:
         sizes: dict[str, int] = {}
         for table, kgs, path in self._range_paths(job):
-            total = sum(len(k) + len(v) for k, v in _scan(self._open(path, write=False), _CHUNK))
+            db = self._open(path, write=False)
+            total = sum(len(k) + len(v) for k, v in _scan(db, _CHUNK)) if db is not None else 0
             sizes[f"{table} [{kgs.start}-{kgs.stop - 1}]"] = total
-        sizes["(records)"] = sum(len(k) + len(v) for path in self._record_paths(job)
-                                 for k, v in self._open(path, write=False).items())
+        readers = [self._open(path, write=False) for path in self._record_paths(job)]
+        sizes["(records)"] = sum(len(k) + len(v) for db in readers if db is not None
+                                 for k, v in db.items())
         return sizes
 
     def close(self) -> None:

@@ -274,3 +274,24 @@ def test_rocksdb_readers_in_other_processes_restore_ranges_a_writer_holds_open(t
         assert dict(store.read_rows("job", "t", ALL, 3))[dumps(1)] == dumps(-1)
     finally:
         store.close()
+
+
+def test_rocksdb_reads_a_range_left_half_created_by_a_killed_writer_as_empty(tmp_path):
+    """A writer killed while creating a database leaves a directory without one: readers see no
+    rows there (and no meta), and a writer creates the database in it."""
+    store = RocksDBStateBackend(path=str(tmp_path / "rocks")).open_store()
+    try:
+        store.write(TaskSnapshot("job", 1, range(64, 128), tuple(
+            row("t", k, k) for k in range(200) if key_group_of(k, MP) >= 64)))
+        os.makedirs(os.path.join(rocksdb_table_dir(store, "job", "t"), "kg-0-64"))
+        os.makedirs(os.path.join(store.path, "job", "meta"))
+        expected = {dumps(k): dumps(k) for k in range(200) if key_group_of(k, MP) >= 64}
+        assert dict(store.read_rows("job", "t", ALL, 1)) == expected
+        assert store.read_meta("job") is None
+        assert store.read_record("job", "source", "numbers", 0, 1) is None
+        new = next(k for k in range(1000, 2000) if key_group_of(k, MP) < 64)
+        store.write(TaskSnapshot("job", 2, range(0, 64), (row("t", new, "new"),)))
+        expected[dumps(new)] = dumps("new")
+        assert dict(store.read_rows("job", "t", ALL, 2)) == expected
+    finally:
+        store.close()
