@@ -1,5 +1,7 @@
-"""Jobs and helpers of the snapshot benchmark (benchmarks/snapshots.py): the windowed word count, the
-state-size pipeline and its direct store writes, and the recovery job script."""
+"""Jobs and helpers of the snapshot benchmark (benchmarks/snapshots.py).
+
+The windowed word count, the state-size pipeline and its direct store writes, and the recovery job
+script."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Shared pieces of the snapshot-store contract tests: the oracle, one store of each backend, and
-white-box helpers that inspect or damage what a store keeps.
+"""Shared pieces of the snapshot-store contract tests: the oracle, stores, white-box helpers.
+
+The helpers inspect or damage what a store keeps.
 
 The oracle is a plain-Python model of the contract (``Model``: per key, the list of ``(version, value
 or deletion)``), never a store's own earlier output. Retention is exercised the way the checkpoint

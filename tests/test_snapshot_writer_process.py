@@ -1,5 +1,4 @@
-"""The snapshot writer process on every out-of-process backend, and backends that cannot be opened.
-"""
+"""The snapshot writer process on every out-of-process backend, and backends that cannot be opened."""
 
 from __future__ import annotations
 

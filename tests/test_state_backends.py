@@ -1,7 +1,8 @@
-"""The snapshot-store contract, run against every backend: memory, RocksDB, JDBC on SQLite and JDBC
-on a real PostgreSQL server: rows, versions, deletions, key groups, records, meta, discard, retention,
-random histories and incremental cost. Corruption, restores and the writer process have their own
-modules (``test_state_corruption``, ``test_state_restore``, ``test_snapshot_writer_process``).
+"""The snapshot-store contract on every backend: rows, records, meta, discard, retention, incremental cost.
+
+Every test runs against memory, RocksDB, JDBC on SQLite and JDBC on a real PostgreSQL server.
+Corruption, restores and the writer process have their own modules (``test_state_corruption``,
+``test_state_restore``, ``test_snapshot_writer_process``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Snapshot-store contract: damaged rows, deletion markers, meta and records are reported with their
-location on every backend, and RocksDB chunks are checked byte by byte.
+"""Snapshot-store contract: damaged snapshots are reported with their location on every backend.
+
+Damaged rows, deletion markers, meta and records, and RocksDB chunks damaged byte by byte.
 """
 
 from __future__ import annotations

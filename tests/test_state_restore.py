@@ -1,5 +1,6 @@
-"""Snapshot-store contract: restoring keyed state (unpicklable state, task chunks, rescaled layouts,
-read-only reads of another process's ranges) on every backend.
+"""Snapshot-store contract: restoring keyed state on every backend.
+
+Unpicklable state, the chunks tasks write, rescaled layouts, and RocksDB ranges read by other processes.
 """
 
 from __future__ import annotations
