@@ -100,8 +100,9 @@ class VertexContext:
     """What ``compute`` sees of its vertex; the running graph operator provides the implementation.
 
     Attributes: ``id``, ``value`` (assign to change it), ``iteration`` (1-based), ``window``,
-    ``num_vertices`` (in the whole graph), ``out_edges`` and ``in_edges`` (lists of ``(other vertex,
-    edge value)``; in an undirected graph both list every incident edge), ``out_degree``.
+    ``num_vertices`` (in the whole graph), ``out_neighbours`` and ``in_neighbours`` (lists of vertex
+    ids, one per edge; read-only), ``out_edges`` and ``in_edges`` (new lists of ``(other vertex, edge
+    value)`` pairs), ``out_degree``. In an undirected graph out and in both list every incident edge.
     """
 
     id: Any
@@ -109,6 +110,8 @@ class VertexContext:
     iteration: int
     window: int
     num_vertices: int
+    out_neighbours: list
+    in_neighbours: list
     out_edges: list
     in_edges: list
     out_degree: int
@@ -217,17 +220,27 @@ class GraphView:
         return Stream(builder, node)
 
 
+_OUT, _IN = 1, 3  # where an edge half goes in a vertex's graph entry
+
+
 @attrs.frozen
 class _EdgeHalves:
-    """Turns an edge into the records its endpoints store: ``(vertex, other, value, is_out)``; an
-    undirected edge is an out-edge at both ends (a self-loop once)."""
+    """Turns an edge into the records its endpoints store: ``(vertex, other, value, side)`` with side
+    1 for an out-edge and 3 for an in-edge (their places in the vertex's graph entry); an undirected
+    edge is an out-edge at both ends (a self-loop once)."""
 
     directed: bool
 
-    def __call__(self, item: Any) -> list[tuple]:
-        src, dst, value = _edge_record(item)
+    def __call__(self, item: Any) -> tuple:
+        if type(item) is tuple and len(item) == 2:
+            src, dst = item
+            value = None
+        elif type(item) is tuple and len(item) == 3:
+            src, dst, value = item
+        else:
+            src, dst, value = _edge_record(item)
         if self.directed:
-            return [(src, dst, value, True), (dst, src, value, False)]
+            return ((src, dst, value, _OUT), (dst, src, value, _IN))
         if src == dst:
-            return [(src, dst, value, True)]
-        return [(src, dst, value, True), (dst, src, value, True)]
+            return ((src, dst, value, _OUT),)
+        return ((src, dst, value, _OUT), (dst, src, value, _OUT))

@@ -149,7 +149,7 @@ class GraphComputeSpec(OperatorSpec):
     """Run a vertex-centric ``program`` over a graph view in supersteps inside every window.
 
     Inputs by ordinal: vertices ``(id, value)`` (when ``has_vertices``), edge halves ``(vertex, other,
-    value, is_out)``, start messages ``(vertex, message)`` (when ``has_starts``), and the loop edge that
+    value, side)``, start messages ``(vertex, message)`` (when ``has_starts``), and the loop edge that
     carries messages between supersteps.
     """
 

@@ -59,19 +59,27 @@ class Slots:
     def forget(self, vertices) -> None:
         """The edges of ``vertices`` changed: drop their cached neighbour slots."""
         for cache in self.cache.values():
-            for vertex in vertices:
-                cache.pop(vertex, None)
+            if cache:
+                for vertex in vertices:
+                    cache.pop(vertex, None)
 
     def clear(self) -> None:
         """Drop everything (the graph was restored from a snapshot)."""
         self.__init__()
 
 
+def _pairs(entry: list, side: int) -> list:
+    values = entry[side + 1]
+    if values is None:
+        return [(target, None) for target in entry[side]]
+    return list(zip(entry[side], values, strict=True))
+
+
 class VertexContextImpl:
     """The ``VertexContext`` of ``gyreflow.api.graph``: one object reused for every vertex."""
 
-    __slots__ = ("_acc", "_aggregates", "_aggregators", "_directed", "_in_data", "_previous", "_slots",
-                 "emitted", "id", "iteration", "num_vertices", "out_edges", "value", "window")
+    __slots__ = ("_acc", "_aggregates", "_aggregators", "_directed", "_entry", "_previous", "_slots",
+                 "emitted", "id", "iteration", "num_vertices", "value", "window")
 
     def __init__(self, directed: bool, aggregators: dict, slots: Slots) -> None:
         self._directed = directed
@@ -86,36 +94,55 @@ class VertexContextImpl:
         self.iteration = 0
         self.window = 0
         self.num_vertices = 0
-        self.out_edges: list = []
-        self._in_data: dict = {}
+        self._entry: list = [None, [], None, [], None]
+
+    @property
+    def out_neighbours(self) -> list:
+        """The targets of the out-edges, one per edge (every incident edge if undirected).
+        Read-only: the list is the graph's own."""
+        return self._entry[1]
+
+    @property
+    def in_neighbours(self) -> list:
+        """The sources of the in-edges, one per edge (every incident edge if undirected)."""
+        entry = self._entry
+        return entry[1] if entry[3] is None else entry[3]
+
+    @property
+    def out_edges(self) -> list:
+        """The out-edges as ``(target vertex, edge value)`` pairs."""
+        return _pairs(self._entry, 1)
 
     @property
     def in_edges(self) -> list:
-        """The in-edges as ``(source vertex, edge value)`` (every incident edge if undirected)."""
-        if not self._directed:
-            return self.out_edges
-        return self._in_data.get(self.id, [])
+        """The in-edges as ``(source vertex, edge value)`` pairs (every incident edge if undirected)."""
+        entry = self._entry
+        return _pairs(entry, 1 if entry[3] is None else 3)
 
     @property
     def out_degree(self) -> int:
         """The number of out-edges (incident edges in an undirected graph)."""
-        return len(self.out_edges)
+        return len(self._entry[1])
 
     def _neighbour_slots(self, direction: str) -> list[int]:
         if not self._directed or direction == "out":
-            direction, edges = "out", self.out_edges
-        elif direction == "in":
-            edges = self.in_edges
-        elif direction == "both":
-            edges = self.out_edges + self.in_edges
-        else:
+            direction = "out"
+        elif direction not in _DIRECTIONS:
             msg = f"direction must be 'out', 'in' or 'both', got {direction!r}"
             raise ValueError(msg)
         cache = self._slots.cache[direction]
         slots = cache.get(self.id)
         if slots is None:
-            slot = self._slots.slot
-            slots = cache[self.id] = [slot(target) for target, _ in edges]
+            entry = self._entry
+            targets = (entry[1] if direction == "out" else entry[3] if direction == "in"
+                       else entry[1] + entry[3])
+            slot_of = self._slots.slot_of
+            try:
+                slots = [slot_of[target] for target in targets]
+            except KeyError:
+                slot = self._slots.slot
+                slots = [slot(target) for target in targets]
+            cache[self.id] = slots
             acc = self._acc
             missing = len(self._slots.ids) - len(acc)
             if missing > 0:
