@@ -21,9 +21,11 @@ def spark_session(config) -> Callable[[], object]:
         _share_import_path()
         from pyspark.sql import SparkSession
 
-        builder = (SparkSession.builder.master(config["spark.master"])
-                   .appName(config["spark.app_name"])
-                   .config("spark.ui.showConsoleProgress", "false")
+        builder = SparkSession.builder
+        if "PYSPARK_GATEWAY_PORT" not in os.environ:
+            builder = builder.master(config["spark.master"]).appName(config["spark.app_name"])
+        # else spark-submit (or the pyspark shell) started the JVM: its --master and --name win.
+        builder = (builder.config("spark.ui.showConsoleProgress", "false")
                    .config("spark.python.worker.reuse", "true")
                    # Tasks read their state from the backend, not from cached blocks: waiting
                    # for a block-local slot (3 s by default) only delays each round.
