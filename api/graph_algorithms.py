@@ -202,19 +202,19 @@ class IncrementalConnectedComponents(VertexCentricCompute):
         """Adopt a smaller label and pass it on; offer the label along edges added since."""
         state = vertex.value
         label = state.result
-        out_edges = vertex.out_edges
-        in_edges = vertex.in_edges if self.directed else ()
+        out_neighbours = vertex.out_neighbours
+        in_neighbours = vertex.in_neighbours if self.directed else ()
         if messages and messages[0] < label:
             label = messages[0]
             vertex.send_to_neighbours(label, self.direction)
-            vertex.value = _Offered(label, len(out_edges), len(in_edges))
-        elif len(out_edges) > state.out_seen or len(in_edges) > state.in_seen:
+            vertex.value = _Offered(label, len(out_neighbours), len(in_neighbours))
+        elif len(out_neighbours) > state.out_seen or len(in_neighbours) > state.in_seen:
             send = vertex.send
-            for other, _ in out_edges[state.out_seen:]:
+            for other in out_neighbours[state.out_seen:]:
                 send(other, label)
-            for other, _ in in_edges[state.in_seen:]:
+            for other in in_neighbours[state.in_seen:]:
                 send(other, label)
-            vertex.value = _Offered(label, len(out_edges), len(in_edges))
+            vertex.value = _Offered(label, len(out_neighbours), len(in_neighbours))
 
     def result(self, vertex_id: Any, value: _Offered) -> Any:
         """The component label."""
@@ -240,17 +240,17 @@ class IncrementalBreadthFirstSearch(VertexCentricCompute):
         """Take a smaller hop count and pass it on; offer it along out-edges added since."""
         state = vertex.value
         hops = state.result
-        out_edges = vertex.out_edges
+        out_neighbours = vertex.out_neighbours
         if messages and messages[0] < hops:
             hops = messages[0]
             vertex.send_to_neighbours(hops + 1)
-            vertex.value = _Offered(hops, len(out_edges))
-        elif len(out_edges) > state.out_seen:
+            vertex.value = _Offered(hops, len(out_neighbours))
+        elif len(out_neighbours) > state.out_seen:
             if hops != UNREACHABLE:
                 send = vertex.send
-                for other, _ in out_edges[state.out_seen:]:
+                for other in out_neighbours[state.out_seen:]:
                     send(other, hops + 1)
-            vertex.value = _Offered(hops, len(out_edges))
+            vertex.value = _Offered(hops, len(out_neighbours))
 
     def result(self, vertex_id: Any, value: _Offered) -> int:
         """The hop count."""
@@ -298,9 +298,9 @@ class LocalClusteringCoefficient(VertexCentricCompute):
         """Iteration 1: share the out-neighbour set; iteration 2: count links between neighbours."""
         if vertex.iteration == 1:
             me = vertex.id
-            successors = {other for other, _ in vertex.out_edges}
+            successors = set(vertex.out_neighbours)
             successors.discard(me)
-            near = successors.union(other for other, _ in vertex.in_edges)
+            near = successors.union(vertex.in_neighbours)
             near.discard(me)
             vertex.value = near if len(near) >= 2 else 0.0
             shared = frozenset(successors)
