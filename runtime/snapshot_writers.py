@@ -136,7 +136,10 @@ class ProcessSnapshotWriter(SnapshotWriter):
         self._request("commit", (meta,), on_done)
 
     def prune(self, job, crossing, horizon, drop=None) -> None:
-        self._request("prune", (job, tuple(crossing), horizon, drop), lambda: None)
+        # No reply (token 0) unless it fails: every reply wakes this process's reply thread, which
+        # takes the interpreter lock from the computing thread.
+        if not self._failed:
+            self._send(("prune", 0, job, tuple(crossing), horizon, drop))
 
     def _read_replies(self) -> None:
         stream = self._process.stdout
@@ -235,7 +238,8 @@ def _serve(parent: int, backend: str = "") -> None:
                     store.commit(args[0])
                 elif op == "prune":
                     _prune(store, *args)
-                reply(("ok", token))
+                if token:
+                    reply(("ok", token))
             except Exception as exc:  # noqa: BLE001 - reported to the job, which stops
                 reply(("error", token, f"{op} failed in {store.location() if store else 'store'}: "
                                        f"{type(exc).__name__}: {exc}"))

@@ -230,8 +230,15 @@ class RocksDBSnapshotStore(SnapshotStore):
         for table, groups in by_table.items():
             db = self._open(os.path.join(self._table_dir(job, table), f"kg-{kgs.start}-{kgs.stop}"))
             slots = [_SLOT.pack(group, version) for group in groups]
-            # A version written again (a retried write) is merged into what it wrote before.
-            earlier = db.get([_CHUNK + slot for slot in slots])
+            # A version written again (a retried write) is merged into what it wrote before. Its
+            # small count entries say whether there is one: looking up the chunks themselves would
+            # read the blocks of the key groups' large older chunks next to them.
+            earlier = [None] * len(slots)
+            again = [i for i, count in enumerate(db.get([_STATS + slot for slot in slots]))
+                     if count is not None]
+            if again:
+                for i, stored in zip(again, db.get([_CHUNK + slots[i] for i in again]), strict=True):
+                    earlier[i] = stored if stored is not None else b""
             batch = WriteBatch(raw_mode=True)
             for (group, chunks), slot, stored in zip(groups.items(), slots, earlier, strict=True):
                 if stored is not None:
