@@ -10,6 +10,11 @@ SIGKILL when it reaches that point for that window. Points:
 - ``mid-publish``      the first sink task published the window, the others not yet
 - ``mid-window``       a source read the first batch of the window
 
+The local and the Spark executor both reach ``window-finished``, ``before-commit``, ``after-commit`` and
+``mid-publish`` in the job's own process (on Spark, the driver). ``snapshot-written`` belongs to the
+local executor's snapshot writer process, and ``mid-window`` to the process that reads the source (on
+Spark, a Python worker: it kills the worker, not the job).
+
 Unset (the normal case), every check is a constant-time no-op.
 """
 
