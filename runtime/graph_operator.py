@@ -361,3 +361,29 @@ class GraphOperator(Operator):
     def values_table(self):
         """The state table of computed values (incremental computations)."""
         return self.ctx.state.table(f"{self.name}:values")
+
+    # Moving between processes ------------------------------------------------------------
+
+    def export_state(self) -> tuple:
+        """Everything this task holds of the graph and the window in progress, to rebuild it in
+        another process (Spark runs each superstep as a job of its own)."""
+        tables = {}
+        for table in self.ctx.state.tables.values():
+            if table.name.startswith(f"{self.name}:"):
+                tables[table.name] = (table.data, table.changed, table.removed)
+        values = None if self.mode is GraphMode.INCREMENTAL else self.values
+        return (tables, values, self.collecting, self.pending, self.touched, self.changed,
+                self.num_vertices, self.window, self.context.emitted, self.slots)
+
+    def import_state(self, state: tuple) -> None:
+        """Take over what ``export_state`` gave."""
+        (tables, values, self.collecting, self.pending, self.touched, self.changed,
+         self.num_vertices, self.window, emitted, slots) = state
+        for name, (data, changed, removed) in tables.items():
+            table = self.ctx.state.table(name)
+            table.data, table.changed, table.removed = data, changed, removed
+        self._tables()
+        if values is not None:
+            self.values = values
+        self.context.emitted = emitted
+        self.slots.__dict__.update(slots.__dict__)

@@ -33,6 +33,7 @@ from gyreflow.runtime.faults import crash_point
 from gyreflow.runtime.local_executor import JobListener
 from gyreflow.runtime.metrics import TaskResult, WindowMetrics
 from gyreflow.runtime.snapshot_writers import SnapshotWriter
+from gyreflow.runtime.spark_graph import SparkGraphRunner
 from gyreflow.runtime.spark_session import SPARK_LOG, spark_session
 from gyreflow.runtime.spark_tasks import Round, RunPlan, stage
 from gyreflow.scheduler.cycle import JobScheduler
@@ -152,6 +153,7 @@ class SparkExecutor:
         scheduler = JobScheduler(graph.cycles(), self.config["scheduler.max_flying_windows"],
                                  resume_from, backend.snapshot_every)
         run_id = uuid.uuid4().hex
+        graphs = SparkGraphRunner(scheduler, graph, _by_index)  # graph vertices: a job per step
         sink_writers = self._sink_writers(graph)
         driver = _DriverWriter(backend)
         shipped = sc.broadcast(plan)  # the plan travels once per run, not in every stage's closure
@@ -216,9 +218,12 @@ class SparkExecutor:
                             else frozenset())
                 spec = Round(run_id, shipped, -1, window, backend, self.config["runtime.batch_size"],
                              horizon, rescaled)
-                for event in self._run_round(sc, graph, spec):
+                dones = self._run_round(sc, graph, spec, graphs)
+                pending.extend(graphs.take_instructions())
+                for event in dones:
                     pending.extend(scheduler.handle(event))
         finally:
+            graphs.close()
             driver.close()
             _quietly(shipped.destroy)
         for writer in sink_writers:
@@ -228,7 +233,8 @@ class SparkExecutor:
         self.listener.on_finish(result)
         return result
 
-    def _run_round(self, sc, graph: ExecutionGraph, template: Round) -> list:
+    def _run_round(self, sc, graph: ExecutionGraph, template: Round,
+                   graphs: SparkGraphRunner | None = None) -> list:
         """One Spark job for one window: a stage per execution vertex, one collect of Done events."""
         outputs = {}
         persisted = []
@@ -243,7 +249,10 @@ class SparkExecutor:
                 parts = [_read(outputs[u], vertex.id, _consumers(graph, u)) for u in upstream]
                 base = (parts[0] if len(parts) == 1 else sc.union(parts)).partitionBy(
                     vertex.parallelism, _by_index)
-            rdd = base.mapPartitionsWithIndex(stage(spec))
+            if graphs is not None and graphs.handles(vertex):
+                rdd = graphs.run(sc, vertex, base, spec)
+            else:
+                rdd = base.mapPartitionsWithIndex(stage(spec))
             consumers = _consumers(graph, vertex.id)
             if consumers > 1:  # read by two downstream stages: run it once
                 rdd.persist()

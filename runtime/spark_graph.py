@@ -1,0 +1,250 @@
+"""Graph computations on Spark: each iteration step of a window is a Spark job of its own.
+
+A window round reaches a graph vertex with its input RDD (vertices, edges and start messages,
+partitioned by target task). From there the driver runs a short sequence of jobs, each one
+``mapPartitionsWithIndex`` over the co-partitioned union of the tasks' *state* (one element per
+task: its share of the graph and of the window in progress) and the *loop messages* sent in the
+previous step: the input job (the window's input arrives; the task reports INPUT_READY), then, as the
+driver-side iteration scheduler answers the collected Done events, InitIteration, ExecuteFirstIteration,
+ExecuteCompute per superstep, and FinishIteration, whose job emits the results to the downstream
+stages and snapshots the task. Each job's output is local-checkpointed, so the lineage stays one step
+long however many supersteps run. The graph's state at the end of a window stays cached for the next
+window's round; a task without it (the first window after a start or a resume) restores from the
+state backend.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from gyreflow.runtime.iteration import IterationTask, task_class_for
+from gyreflow.runtime.spark_tasks import DONE, Round, _build_task, _plan
+from gyreflow.runtime.task_runner import Dispatcher, TaskError, TaskRunner
+from gyreflow.scheduler.events import EventKind, SendEvents, TaskFailed
+
+STATE = -2  # target vertex of items that carry a task's graph state
+LOOP = -3  # target vertex of items that carry loop messages between supersteps
+_ITERATION_EVENTS = (EventKind.INIT_ITERATION, EventKind.EXECUTE_FIRST_ITERATION,
+                     EventKind.EXECUTE_COMPUTE, EventKind.FINISH_ITERATION)
+
+
+class _SparkLoop:
+    """The loop exchange of one task in one job: incoming boxes from the job's input, outgoing boxes
+    as output items."""
+
+    def __init__(self, incoming: dict[int, dict], merge) -> None:
+        self.incoming = incoming
+        self.outgoing: list = []
+
+    def put(self, index: int, iteration: int, messages: dict, merge) -> None:
+        self.outgoing.append((index, (iteration, messages)))
+
+    def take(self, index: int, iteration: int) -> dict:
+        return self.incoming.pop(iteration, {})
+
+    def discard(self, index: int) -> None:
+        self.incoming.clear()
+
+
+def _merge_boxes(items: list, merge) -> dict[int, dict]:
+    boxes: dict[int, dict] = {}
+    for iteration, messages in items:
+        box = boxes.get(iteration)
+        if box is None:
+            boxes[iteration] = messages
+        else:
+            merge(box, messages)
+    return boxes
+
+
+def _graph_job(spec: Round, events: dict[int, object] | None):
+    """The function of one graph job: ``events`` by task index, or None for the input job."""
+
+    def run(index: int, iterator):
+        state, loops, messages = None, [], []
+        for _, payload in iterator:
+            kind, body = payload
+            if kind == STATE:
+                state = body
+            elif kind == LOOP:
+                loops.append(body)
+            else:
+                messages.append(body)
+        return iter(_run_graph_task(spec, index, state, loops, messages,
+                                    None if events is None else events.get(index)))
+
+    return run
+
+
+def _run_graph_task(spec: Round, index: int, state, loops: list, messages: list, event) -> list:
+    plan = _plan(spec)
+    window = spec.window
+    task, holder = _build_task(plan, spec, index)
+    holder.out, holder.dones = [], []
+    forwarded = [m[2] for m in messages if m[0] == DONE]
+    writer = task.checkpoints.writer
+    store = spec.backend.open_store()
+    writer.store = store
+    runner = TaskRunner(task, holder.dones.append)
+    dispatcher = Dispatcher({task.spec.id: runner})
+    items: list = []
+    try:
+        task.checkpoints = attrs.evolve(task.checkpoints, store=store, horizon=spec.horizon,
+                                        rescaled=spec.rescaled if state is None else frozenset())
+        graph = task.graph
+        if state is None:
+            task.ctx.window = window
+            task.last_snapshot = window - 1
+            if window > 1:
+                task.rollback(window - 1, recover_sinks=False)
+        else:
+            graph_state, task.ctx.window, task.last_snapshot, task._end_deferred = state
+            graph.import_state(graph_state)
+        loop = _SparkLoop(_merge_boxes(loops, graph.merge), graph.merge)
+        graph.loop = loop
+        if event is None:  # the input job: upstream tasks end their channels again every round
+            data = [m for m in messages if m[0] != DONE]
+            data.sort(key=lambda m: (m[0], m[1]))
+            runner.inbox.extend((channel, message) for channel, _seq, message in data)
+        else:
+            dispatcher.dispatch(event)
+        while runner.step():
+            pass
+        if not runner.failed:
+            exported = (graph.export_state(), task.ctx.window, task.last_snapshot, task._end_deferred)
+            items.append((STATE, index, exported))
+            items.extend((LOOP, target, body) for target, body in loop.outgoing)
+    except Exception as exc:  # noqa: BLE001 - reported to the driver
+        error = TaskError(f"task {task.name!r} failed in window {window}: {type(exc).__name__}: {exc}")
+        error.__cause__ = exc
+        holder.dones.append(TaskFailed(task.cycle, task.spec.id, window, error))
+    finally:
+        store.close()
+        writer.store = None
+        _quietly_destroy(task)
+    items.extend(holder.out)
+    items.extend((DONE, 0, event) for event in forwarded + holder.dones)
+    return items
+
+
+def _quietly_destroy(task) -> None:
+    try:
+        task.destroy()
+    except Exception:  # noqa: BLE001, S110 - the task object is dropped after every job
+        pass
+
+
+def _is(kind: int):
+    return lambda item: item[0] == kind
+
+
+def _states(iterator):
+    """A job's state items, keyed by their task index: each sits in its own task's partition."""
+    return ((index, (STATE, body)) for kind, index, body in iterator if kind == STATE)
+
+
+def _loop_item(item):
+    return item[1], (LOOP, item[2])
+
+
+def _payload(item):
+    return item[2]
+
+
+def _downstream(item) -> bool:
+    return item[0] >= 0
+
+
+class SparkGraphRunner:
+    """Runs the graph vertices of a plan on Spark for the executor: the jobs of each window, the
+    state kept between windows, and the scheduler's answers to the Done events the jobs report."""
+
+    def __init__(self, scheduler, graph, partition_by) -> None:
+        self.scheduler = scheduler
+        self.partition_by = partition_by  # the executor's partition function: equal partitioners
+        self.task_of = {t.id: (t.vertex_id, t.index) for t in graph.tasks()}
+        self.iterating = {v.id for v in graph.vertices if task_class_for(v) is IterationTask}
+        self.states: dict[int, tuple[int, object]] = {}  # vertex -> (window, state RDD)
+        self.instructions: list = []
+        self.failed = False
+
+    def handles(self, vertex) -> bool:
+        """Whether ``vertex`` runs a graph computation."""
+        return vertex.id in self.iterating
+
+    def take_instructions(self) -> list:
+        """What the scheduler answered during the round, besides the graph jobs' own events."""
+        out, self.instructions = self.instructions, []
+        return out
+
+    def run(self, sc, vertex, base, spec: Round):
+        """Run window ``spec.window`` of graph vertex ``vertex`` whose input is ``base`` (partitioned
+        by target task); returns the RDD of its output items for the downstream stages."""
+        parallelism = vertex.parallelism
+        previous = self.states.pop(vertex.id, None)
+        inputs = base.mapValues(_as_data)
+        if previous is not None and previous[0] == spec.window - 1:
+            inputs = previous[1].union(inputs)
+        rdd = self._job(inputs, parallelism, _graph_job(spec, None))
+        outputs = [rdd.filter(_downstream)]
+        while not self.failed:
+            events = self._answer(rdd, vertex)
+            if not events:
+                break
+            states = rdd.mapPartitions(_states, preservesPartitioning=True)
+            loops = rdd.filter(_is(LOOP)).map(_loop_item).partitionBy(parallelism, self.partition_by)
+            rdd = self._job(states.union(loops), parallelism, _graph_job(spec, events))
+            outputs.append(rdd.filter(_downstream))
+        self.states[vertex.id] = (spec.window, rdd.mapPartitions(_states, preservesPartitioning=True))
+        if previous is not None:
+            _unpersist(previous[1])
+        return outputs[0] if len(outputs) == 1 else sc.union(outputs)
+
+    def _job(self, inputs, parallelism: int, function):
+        rdd = inputs.partitionBy(parallelism, self.partition_by).mapPartitionsWithIndex(
+            function, preservesPartitioning=True)
+        rdd.localCheckpoint()  # cut the lineage: each step reads only the step before
+        return rdd
+
+    def _answer(self, rdd, vertex) -> dict[int, object]:
+        """Collect the job's Done events, hand them to the scheduler, and return the iteration events
+        it sends to this vertex's tasks (by task index)."""
+        dones = rdd.filter(_is(DONE)).map(_payload).collect()
+        failures = [d for d in dones if isinstance(d, TaskFailed)]
+        if failures:
+            self.failed = True
+            self.instructions.extend(self.scheduler.handle(failures[0]))
+            return {}
+        events: dict[int, object] = {}
+        for done in dones:
+            for instruction in self.scheduler.handle(done):
+                if not isinstance(instruction, SendEvents):
+                    self.instructions.append(instruction)
+                    continue
+                rest = []
+                for event in instruction.events:
+                    owner = self.task_of.get(event.task)
+                    if event.kind in _ITERATION_EVENTS and owner is not None and owner[0] == vertex.id:
+                        events[owner[1]] = event
+                    else:
+                        rest.append(event)
+                if rest:
+                    self.instructions.append(SendEvents(tuple(rest)))
+        return events
+
+    def close(self) -> None:
+        """Release the cached graph states."""
+        for _, rdd in self.states.values():
+            _unpersist(rdd)
+        self.states.clear()
+
+
+def _as_data(payload):
+    return ("data", payload)
+
+
+def _unpersist(rdd) -> None:
+    try:
+        rdd.unpersist(blocking=False)
+    except Exception:  # noqa: BLE001, S110 - best effort
+        pass
