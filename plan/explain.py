@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gyreflow.plan.execution import ExecutionGraph, ExecutionVertexGroup
+from gyreflow.plan.execution import ExecutionGraph, ExecutionVertexGroup, GroupKind
 from gyreflow.plan.graph import PipelineGraph, PipelineVertex
 
 FORMATS = ("text", "dot", "mermaid")
@@ -59,13 +59,14 @@ def _text(title: str, graph: PipelineGraph, execution: ExecutionGraph) -> str:
             tails = sorted({tasks[t].vertex_id for t in cycle.tails})
             line += f": cycle {cycle.id}, heads {heads}, tails {tails}"
         lines.append(line)
-        if group.children:
-            for child in group.children:
-                walk(child, depth + 1)
-        else:
+        nested = {vid for child in group.children for vid in child.vertex_ids}
+        if group.kind is not GroupKind.PIPELINE:
             for vid in group.vertex_ids:
-                ev = execution.vertex(vid)
-                lines.append(f"{pad}  vertex {vid}: {ev.name}  p={ev.parallelism}")
+                if vid not in nested:
+                    ev = execution.vertex(vid)
+                    lines.append(f"{pad}  vertex {vid}: {ev.name}  p={ev.parallelism}")
+        for child in group.children:
+            walk(child, depth + 1)
 
     walk(execution.root, 1)
     for e in execution.edges:
