@@ -76,6 +76,7 @@ class Task:
         self.exhausted_at = 0
         self.last_snapshot = 0
         self.sinks: list = []
+        self._groups: dict = {}  # key -> key group, memoised for snapshots
 
     # Lifecycle ----------------------------------------------------------------------------
 
@@ -276,7 +277,7 @@ class Task:
                 continue
             name = table.name
             try:
-                chunks.extend(chunks_by_key_group(name, changed, removed, groups))
+                chunks.extend(chunks_by_key_group(name, changed, removed, groups, self._groups))
             except Exception as exc:  # noqa: BLE001 - name the key the snapshot cannot store
                 raise _unstorable(name, changed, removed, groups) from exc
         records = ()

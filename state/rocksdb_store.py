@@ -383,13 +383,14 @@ class RocksDBSnapshotStore(SnapshotStore):
                         chunks.append(_chunk_of_stored(table, group, blob))
                     except _Damaged as damage:
                         raise self._damaged(job, table, group, v, damage) from None
-                chunk = _merge(table, group, chunks, shadows)
                 for slot in slots[:-1]:
                     batch.delete(_CHUNK + slot)
                     batch.delete(_STATS + slot)
-                batch.put(_CHUNK + slots[-1], _frame(chunk))
-                batch.put(_STATS + slots[-1], _COUNT.pack(chunk.count))
                 folded = True
+                if not _covers(chunks[-1], chunks[:-1]):
+                    chunk = _merge(table, group, chunks, shadows)
+                    batch.put(_CHUNK + slots[-1], _frame(chunk))
+                    batch.put(_STATS + slots[-1], _COUNT.pack(chunk.count))
             if folded:
                 db.write(batch, self._write_options)
         self._prune_records(job, horizon)
@@ -457,6 +458,15 @@ _GONE = object()
 def _chunk_of_stored(table: str, group: int, blob: bytes) -> StateChunk:
     written, count, keys, values = _unframe(blob)
     return StateChunk(table, group, written, count, keys, values)
+
+
+def _covers(last: StateChunk, earlier: list[StateChunk]) -> bool:
+    """Whether ``last`` holds every key of ``earlier`` (which it then supersedes as it is: a key
+    group rewritten whole, as a small one often is, is folded without unpickling its values)."""
+    if last.count < max(chunk.count for chunk in earlier):
+        return False
+    keys = set(loads(last.keys))
+    return all(keys.issuperset(loads(chunk.keys)) for chunk in earlier)
 
 
 def _merge(table: str, group: int, chunks: list[StateChunk], keep_removed: bool) -> StateChunk:

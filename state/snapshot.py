@@ -132,11 +132,22 @@ def unpickle_chunk(keys: bytes, values: bytes) -> tuple[list, list]:
     return unpickler.load(), unpickler.load()
 
 
-def chunks_by_key_group(table: str, changed: dict, removed, max_parallelism: int) -> list[StateChunk]:
-    """A table's changes (``changed`` key -> value, ``removed`` keys) as one chunk per key group."""
+def chunks_by_key_group(table: str, changed: dict, removed, max_parallelism: int,
+                        groups: dict | None = None) -> list[StateChunk]:
+    """A table's changes (``changed`` key -> value, ``removed`` keys) as one chunk per key group.
+
+    ``groups`` memoises ``key -> key group`` across calls (the same keys change window after window;
+    hashing a key costs more than looking it up); it is cleared when it holds a million keys.
+    """
     by_group: dict[int, tuple[dict, list]] = {}
+    if groups is None:
+        groups = {}
+    elif len(groups) > 1 << 20:
+        groups.clear()
     for key, value in changed.items():
-        group = key_group_of(key, max_parallelism)
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = key_group_of(key, max_parallelism)
         entry = by_group.get(group)
         if entry is None:
             entry = by_group[group] = ({}, [])
