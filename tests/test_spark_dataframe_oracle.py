@@ -192,3 +192,50 @@ def test_windowed_keyed_aggregate_matches_dataframe_query(make_env, parallelism,
     got = {w: {city: tuple(value) for city, value in values.items()}
            for w, values in as_windows(result.by_window("totals")).items()}
     assert got == sum_count_oracle
+
+
+SOURCE_TASKS = 3
+TASK_WINDOW = 300  # records per source task per window: 1,000 per task, so 4 windows
+
+
+@pytest.fixture(scope="module")
+def parallel_source_oracle(spark) -> dict[int, dict[str, tuple[int, int]]]:
+    """(running sum of amounts, running count) per (window, city) when SOURCE_TASKS source tasks
+    read the records: task ``p % SOURCE_TASKS`` reads record ``p`` as its ``p // SOURCE_TASKS``-th,
+    so its window is ``(p // SOURCE_TASKS) // TASK_WINDOW + 1``."""
+    records = spark.createDataFrame([(i, city, amount) for i, (city, amount)
+                                     in enumerate(city_amounts())],
+                                    "position long, city string, amount long")
+    window = F.floor(F.floor(F.col("position") / SOURCE_TASKS) / TASK_WINDOW) + 1
+    per_window = (records.withColumn("window", window).groupBy("window", "city")
+                  .agg(F.sum("amount").alias("total"), F.count(F.lit(1)).alias("n")))
+    rows = _running_totals(per_window, "city", ["total", "n"]).collect()
+    return _windows(rows, "city", lambda row: (row["total"], row["n"]))
+
+
+@pytest.mark.parametrize("parallelism", [2])
+def test_counts_and_aggregates_sent_by_several_source_tasks(make_env, parallelism,
+                                                            parallel_source_oracle):
+    """Every source task sends records of every city in every window (on Spark each sends one
+    pre-combined count or accumulator per city and receiving task); the receiving tasks must end
+    each window with the DataFrame's running totals, and the operators must count every record."""
+    records = city_amounts()
+    pipeline = make_env(parallelism).pipeline("oracle-parallel-source")
+
+    @pipeline.task
+    def per_city(ctx):
+        cities = (ctx.source(records, SizeTumblingWindow(TASK_WINDOW), parallelism=SOURCE_TASKS)
+                  .key_by(lambda r: r[0]))
+        cities.count().with_name("city_count").collect("counts")
+        cities.aggregate(SumAndCount()).with_name("city_sum").collect("totals")
+
+    result = pipeline.execute()["per_city"]
+    totals = {w: {city: tuple(value) for city, value in values.items()}
+              for w, values in as_windows(result.by_window("totals")).items()}
+    assert totals == parallel_source_oracle
+    counts = as_windows(result.by_window("counts"))
+    assert counts == {w: {city: n for city, (_, n) in values.items()}
+                      for w, values in parallel_source_oracle.items()}
+    for name in ("city_count", "city_sum"):
+        seen = sum(w.operators[name].records_in for w in result.windows if name in w.operators)
+        assert seen == RECORDS, f"{name} counted {seen} input records, the input has {RECORDS}"
