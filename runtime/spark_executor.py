@@ -222,10 +222,14 @@ class SparkExecutor:
                 pending.extend(graphs.take_instructions())
                 for event in dones:
                     pending.extend(scheduler.handle(event))
-        finally:
-            graphs.close()
-            driver.close()
-            _quietly(shipped.destroy)
+        except BaseException:
+            # The job failed: clean up without letting a clean-up error hide why it failed.
+            for action in (graphs.close, driver.close, shipped.destroy):
+                _quietly(action)
+            raise
+        graphs.close()
+        driver.close()
+        _quietly(shipped.destroy)
         for writer in sink_writers:
             writer.close()
         result.seconds = time.monotonic() - started
