@@ -83,7 +83,9 @@ def _run_graph_task(spec: Round, index: int, state, loops: list, messages: list,
     holder.out, holder.dones = [], []
     forwarded = [m[2] for m in messages if m[0] == DONE]
     writer = task.checkpoints.writer
-    store = spec.backend.open_store()
+    # Only the input job (restoring) and the finishing job (snapshotting) touch the backend.
+    needs_store = event is None or event.kind is EventKind.FINISH_ITERATION
+    store = spec.backend.open_store() if needs_store else None
     writer.store = store
     runner = TaskRunner(task, holder.dones.append)
     dispatcher = Dispatcher({task.spec.id: runner})
@@ -119,7 +121,8 @@ def _run_graph_task(spec: Round, index: int, state, loops: list, messages: list,
         error.__cause__ = exc
         holder.dones.append(TaskFailed(task.cycle, task.spec.id, window, error))
     finally:
-        store.close()
+        if store is not None:
+            store.close()
         writer.store = None
         _quietly_destroy(task)
     items.extend(holder.out)
@@ -164,7 +167,8 @@ class SparkGraphRunner:
         self.partition_by = partition_by  # the executor's partition function: equal partitioners
         self.task_of = {t.id: (t.vertex_id, t.index) for t in graph.tasks()}
         self.iterating = {v.id for v in graph.vertices if task_class_for(v) is IterationTask}
-        self.states: dict[int, tuple[int, object]] = {}  # vertex -> (window, state RDD)
+        self.states: dict[int, tuple[int, object]] = {}  # vertex -> (window, last job's RDD)
+        self.spent: dict[int, list] = {}  # vertex -> the earlier jobs' RDDs of its last round
         self.instructions: list = []
         self.failed = False
 
@@ -181,12 +185,14 @@ class SparkGraphRunner:
         """Run window ``spec.window`` of graph vertex ``vertex`` whose input is ``base`` (partitioned
         by target task); returns the RDD of its output items for the downstream stages."""
         parallelism = vertex.parallelism
+        for spent in self.spent.pop(vertex.id, ()):  # the downstream stages of that round ran
+            _unpersist(spent)
         previous = self.states.pop(vertex.id, None)
         inputs = base.mapValues(_as_data)
         if previous is not None and previous[0] == spec.window - 1:
-            inputs = previous[1].union(inputs)
+            inputs = previous[1].mapPartitions(_states, preservesPartitioning=True).union(inputs)
         rdd = self._job(inputs, parallelism, _graph_job(spec, None))
-        outputs = [rdd.filter(_downstream)]
+        jobs = [rdd]
         while not self.failed:
             events = self._answer(rdd, vertex)
             if not events:
@@ -194,16 +200,21 @@ class SparkGraphRunner:
             states = rdd.mapPartitions(_states, preservesPartitioning=True)
             loops = rdd.filter(_is(LOOP)).map(_loop_item).partitionBy(parallelism, self.partition_by)
             rdd = self._job(states.union(loops), parallelism, _graph_job(spec, events))
-            outputs.append(rdd.filter(_downstream))
-        self.states[vertex.id] = (spec.window, rdd.mapPartitions(_states, preservesPartitioning=True))
+            jobs.append(rdd)
         if previous is not None:
             _unpersist(previous[1])
+        self.states[vertex.id] = (spec.window, rdd)
+        self.spent[vertex.id] = jobs[:-1]
+        outputs = [job.filter(_downstream) for job in jobs]
         return outputs[0] if len(outputs) == 1 else sc.union(outputs)
 
     def _job(self, inputs, parallelism: int, function):
         rdd = inputs.partitionBy(parallelism, self.partition_by).mapPartitionsWithIndex(
             function, preservesPartitioning=True)
-        rdd.localCheckpoint()  # cut the lineage: each step reads only the step before
+        # Persisted, so that reading it again (its Done events, states, loop messages, output) never
+        # runs the step again, and local-checkpointed: the lineage stays one step long.
+        rdd.persist()
+        rdd.localCheckpoint()
         return rdd
 
     def _answer(self, rdd, vertex) -> dict[int, object]:
@@ -233,10 +244,14 @@ class SparkGraphRunner:
         return events
 
     def close(self) -> None:
-        """Release the cached graph states."""
+        """Release the cached graph states and steps."""
         for _, rdd in self.states.values():
             _unpersist(rdd)
+        for spent in self.spent.values():
+            for rdd in spent:
+                _unpersist(rdd)
         self.states.clear()
+        self.spent.clear()
 
 
 def _as_data(payload):
