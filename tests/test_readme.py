@@ -57,3 +57,33 @@ def test_batch_example_writes_the_means_it_promises(tmp_path, monkeypatch):
     for city, value in readings:
         oracle.setdefault(city, []).append(value)
     assert sorted(map(tuple, rows)) == sorted((c, sum(v) / len(v)) for c, v in oracle.items())
+
+
+def test_readme_config_table_matches_the_schema():
+    """The table between the config markers is what ``gyreflow config --schema`` prints."""
+    from click.testing import CliRunner
+
+    from gyreflow.api.cli import main
+
+    printed = CliRunner().invoke(main, ["config", "--schema"]).output.strip()
+    text = README.read_text(encoding="utf-8")
+    table = text.split("<!-- BEGIN config -->", 1)[1].split("<!-- END config -->", 1)[0].strip()
+    assert table == printed
+
+
+def test_graph_example_prints_the_graphalytics_pagerank(tmp_path, monkeypatch):
+    block = next(b for b in python_blocks() if "pagerank(" in b)
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(block, "README graph example", "exec"), {})  # noqa: S102 - our own README
+    printed = dict(eval(out.getvalue()))  # noqa: S307 - a list of (id, rank) pairs we printed
+    # independent oracle: the Graphalytics definition as a plain loop (no dangling vertices here)
+    vertices, edges, d = [1, 2, 3], [(1, 2), (2, 3), (3, 1), (1, 3)], 0.85
+    out_degree = {v: sum(1 for s, _ in edges if s == v) for v in vertices}
+    rank = {v: 1 / len(vertices) for v in vertices}
+    for _ in range(20):
+        rank = {v: (1 - d) / len(vertices) + d * sum(rank[s] / out_degree[s] for s, t in edges if t == v)
+                for v in vertices}
+    assert printed.keys() == rank.keys()
+    assert all(abs(printed[v] - rank[v]) < 1e-12 for v in vertices)
