@@ -11,9 +11,19 @@ stages and snapshots the task. Each job's output is local-checkpointed, so the l
 long however many supersteps run. The graph's state at the end of a window stays cached for the next
 window's round; a task without it (the first window after a start or a resume) restores from the
 state backend.
+
+Costs per step, and what keeps them down: a task's state travels as bytes pickled once by the task,
+so the passes that only route it (the Done filter, the loop filter) copy bytes instead of unpickling a
+graph; a job reads the previous job's persisted output as it is (each task's state sits in its own
+partition) plus the shuffled loop messages, with no Python pass in between. Within a window a Python
+worker keeps each task it ran, live, in ``_LIVE`` under the job's step: the next step's task, when it
+lands on the same worker (most steps with reused workers), goes on with it and never unpickles its
+state; on any other worker, or after a failure, the pickled state is the fallback.
 """
 
 from __future__ import annotations
+
+import pickle
 
 import attrs
 
@@ -24,6 +34,9 @@ from gyreflow.scheduler.events import EventKind, SendEvents, TaskFailed
 
 STATE = -2  # target vertex of items that carry a task's graph state
 LOOP = -3  # target vertex of items that carry loop messages between supersteps
+# A reused Python worker keeps the tasks it ran within a window: (run id, vertex, index) ->
+# ((window, step), task, holder). Only the job of the next step takes one over.
+_LIVE: dict[tuple[str, int, int], tuple[tuple[int, int], object, object]] = {}
 _ITERATION_EVENTS = (EventKind.INIT_ITERATION, EventKind.EXECUTE_FIRST_ITERATION,
                      EventKind.EXECUTE_COMPUTE, EventKind.FINISH_ITERATION)
 
@@ -57,13 +70,18 @@ def _merge_boxes(items: list, merge) -> dict[int, dict]:
     return boxes
 
 
-def _graph_job(spec: Round, events: dict[int, object] | None):
-    """The function of one graph job: ``events`` by task index, or None for the input job."""
+def _graph_job(spec: Round, events: dict[int, object] | None, step: int = 0):
+    """The function of one graph job, step ``step`` of its window: ``events`` by task index, or None
+    for the input job (step 0)."""
 
     def run(index: int, iterator):
         state, loops, messages = None, [], []
-        for _, payload in iterator:
-            kind, body = payload
+        for item in iterator:
+            if len(item) == 3:  # the previous job's own items: only this task's state is for it
+                if item[0] == STATE:
+                    state = item[2]
+                continue
+            kind, body = item[1]
             if kind == STATE:
                 state = body
             elif kind == LOOP:
@@ -71,15 +89,26 @@ def _graph_job(spec: Round, events: dict[int, object] | None):
             else:
                 messages.append(body)
         return iter(_run_graph_task(spec, index, state, loops, messages,
-                                    None if events is None else events.get(index)))
+                                    None if events is None else events.get(index), step))
 
     return run
 
 
-def _run_graph_task(spec: Round, index: int, state, loops: list, messages: list, event) -> list:
+def _run_graph_task(spec: Round, index: int, state, loops: list, messages: list, event,
+                    step: int = 0) -> list:
     plan = _plan(spec)
     window = spec.window
-    task, holder = _build_task(plan, spec, index)
+    key = (spec.run_id, spec.vertex_id, index)
+    for stale in [k for k in _LIVE if k[0] != spec.run_id]:
+        _quietly_destroy(_LIVE.pop(stale)[1])
+    live = _LIVE.pop(key, None)
+    if live is not None and (event is None or live[0] != (window, step - 1)):
+        _quietly_destroy(live[1])  # another window's or step's task: the pickled state is the truth
+        live = None
+    if live is None:
+        task, holder = _build_task(plan, spec, index)
+    else:
+        _, task, holder = live
     holder.out, holder.dones = [], []
     forwarded = [m[2] for m in messages if m[0] == DONE]
     writer = task.checkpoints.writer
@@ -94,13 +123,15 @@ def _run_graph_task(spec: Round, index: int, state, loops: list, messages: list,
         task.checkpoints = attrs.evolve(task.checkpoints, store=store, horizon=spec.horizon,
                                         rescaled=spec.rescaled if state is None else frozenset())
         graph = task.graph
-        if state is None:
+        if live is not None:
+            pass  # the task of the previous step, as that step left it
+        elif state is None:
             task.ctx.window = window
             task.last_snapshot = window - 1
             if window > 1:
                 task.rollback(window - 1, recover_sinks=False)
         else:
-            graph_state, task.ctx.window, task.last_snapshot, task._end_deferred = state
+            graph_state, task.ctx.window, task.last_snapshot, task._end_deferred = pickle.loads(state)
             graph.import_state(graph_state)
         loop = _SparkLoop(_merge_boxes(loops, graph.merge), graph.merge)
         graph.loop = loop
@@ -114,8 +145,12 @@ def _run_graph_task(spec: Round, index: int, state, loops: list, messages: list,
             pass
         if not runner.failed:
             exported = (graph.export_state(), task.ctx.window, task.last_snapshot, task._end_deferred)
-            items.append((STATE, index, exported))
+            items.append((STATE, index, pickle.dumps(exported, pickle.HIGHEST_PROTOCOL)))
             items.extend((LOOP, target, body) for target, body in loop.outgoing)
+            if not needs_store or event is None:  # a superstep follows: keep the task for it
+                live = _LIVE[key] = ((window, step), task, holder)
+            else:
+                live = None
     except Exception as exc:  # noqa: BLE001 - reported to the driver
         error = TaskError(f"task {task.name!r} failed in window {window}: {type(exc).__name__}: {exc}")
         error.__cause__ = exc
@@ -124,7 +159,8 @@ def _run_graph_task(spec: Round, index: int, state, loops: list, messages: list,
         if store is not None:
             store.close()
         writer.store = None
-        _quietly_destroy(task)
+        if live is None or _LIVE.get(key) is not live:
+            _quietly_destroy(task)
     items.extend(holder.out)
     items.extend((DONE, 0, event) for event in forwarded + holder.dones)
     return items
@@ -139,11 +175,6 @@ def _quietly_destroy(task) -> None:
 
 def _is(kind: int):
     return lambda item: item[0] == kind
-
-
-def _states(iterator):
-    """A job's state items, keyed by their task index: each sits in its own task's partition."""
-    return ((index, (STATE, body)) for kind, index, body in iterator if kind == STATE)
 
 
 def _loop_item(item):
@@ -190,16 +221,20 @@ class SparkGraphRunner:
         previous = self.states.pop(vertex.id, None)
         inputs = base.mapValues(_as_data)
         if previous is not None and previous[0] == spec.window - 1:
-            inputs = previous[1].mapPartitions(_states, preservesPartitioning=True).union(inputs)
+            inputs = previous[1].union(inputs)  # as it is: each task's state sits in its partition
         rdd = self._job(inputs, parallelism, _graph_job(spec, None))
         jobs = [rdd]
+        step = 0
         while not self.failed:
             events = self._answer(rdd, vertex)
             if not events:
                 break
-            states = rdd.mapPartitions(_states, preservesPartitioning=True)
             loops = rdd.filter(_is(LOOP)).map(_loop_item).partitionBy(parallelism, self.partition_by)
-            rdd = self._job(states.union(loops), parallelism, _graph_job(spec, events))
+            # The shuffle's batches are pickled lists like the default serializer's: read both as one
+            # RDD (PySpark would otherwise re-serialize the loop messages in a Python pass of its own).
+            loops._jrdd_deserializer = rdd._jrdd_deserializer
+            step += 1
+            rdd = self._job(rdd.union(loops), parallelism, _graph_job(spec, events, step))
             jobs.append(rdd)
         if previous is not None:
             _unpersist(previous[1])
