@@ -68,6 +68,12 @@ class VertexCentricCompute:
 
     Messages to one vertex are combined with ``combine`` when a subclass defines it (``operator.add``,
     ``min`` and ``max`` take a fast path); ``compute`` then receives a list of one combined message.
+    A message cannot be None. Messages to a vertex the graph does not have are dropped.
+
+    Incremental compute emits a vertex when its value changed in the window, judged by ``!=`` on the
+    values (a program may keep bookkeeping in a value object whose equality looks at the result
+    only). A vertex's edges keep their arrival order and a window's new edges are appended at the
+    end, so a program can tell the new ones by remembering how many it has seen.
     """
 
     max_iterations: int = 100
@@ -102,7 +108,8 @@ class VertexContext:
     Attributes: ``id``, ``value`` (assign to change it), ``iteration`` (1-based), ``window``,
     ``num_vertices`` (in the whole graph), ``out_neighbours`` and ``in_neighbours`` (lists of vertex
     ids, one per edge; read-only), ``out_edges`` and ``in_edges`` (new lists of ``(other vertex, edge
-    value)`` pairs), ``out_degree``. In an undirected graph out and in both list every incident edge.
+    value)`` pairs), ``out_degree``. In an undirected graph out and in both list every incident edge,
+    and ``send_to_neighbours`` sends once per incident edge whatever the direction ("both" included).
     """
 
     id: Any
