@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import abc
 import operator
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import attrs
 
@@ -58,7 +59,7 @@ class Aggregator:
         return cls(zero, max)
 
 
-class VertexCentricCompute:
+class VertexCentricCompute(abc.ABC):
     """A vertex program: ``compute`` runs once per active vertex in every iteration (superstep).
 
     In the first iteration every vertex is active (static compute) or every vertex the window touched
@@ -85,9 +86,9 @@ class VertexCentricCompute:
         """The value a vertex starts with (static compute: every window; otherwise when it appears)."""
         return value
 
+    @abc.abstractmethod
     def compute(self, vertex: VertexContext, messages: list) -> None:
         """Run one vertex for one iteration: read ``messages``, set the value, send messages."""
-        raise NotImplementedError
 
     def terminate(self, iteration: int, aggregates: dict[str, Any]) -> bool:
         """Whether to stop after ``iteration``, given the aggregates combined in it."""
@@ -98,11 +99,12 @@ class VertexCentricCompute:
         return value
 
     def start(self, request: Any) -> Iterable[tuple[Any, Any]]:
-        """Traversal only: the ``(vertex_id, message)`` pairs one request starts with."""
-        raise NotImplementedError
+        """Traversal only: the ``(vertex_id, message)`` pairs one request starts with (a traversal
+        refuses a program that does not define it)."""
+        return ()
 
 
-class VertexContext:
+class VertexContext(Protocol):
     """What ``compute`` sees of its vertex; the running graph operator provides the implementation.
 
     Attributes: ``id``, ``value`` (assign to change it), ``iteration`` (1-based), ``window``,
@@ -125,23 +127,18 @@ class VertexContext:
 
     def send(self, target: Any, message: Any) -> None:
         """Send ``message`` to vertex ``target`` for the next iteration."""
-        raise NotImplementedError
 
     def send_to_neighbours(self, message: Any, direction: str = "out") -> None:
         """Send ``message`` along every ``"out"``, ``"in"`` or ``"both"`` edge."""
-        raise NotImplementedError
 
     def aggregate(self, name: str, value: Any) -> None:
         """Add ``value`` to the global aggregator ``name`` of this iteration."""
-        raise NotImplementedError
 
     def aggregated(self, name: str) -> Any:
         """The combined value of aggregator ``name`` in the previous iteration (its zero at first)."""
-        raise NotImplementedError
 
     def emit(self, record: Any) -> None:
         """Traversal: emit ``record`` on the output stream when the iteration finishes."""
-        raise NotImplementedError
 
 
 def _vertex_record(item: Any) -> tuple[Any, Any]:
@@ -211,6 +208,9 @@ class GraphView:
                   name: str | None = None) -> Stream:
         """Traversal on the current graph: each request's ``program.start(request)`` messages start
         the iteration in the request's window; emits what ``ctx.emit`` produced."""
+        if type(program).start is VertexCentricCompute.start:
+            msg = f"traversal needs a program that defines start(request); {type(program).__name__} does not"
+            raise TypeError(msg)
         starts = requests.flat_map(program.start)
         return self._operator(program, GraphMode.TRAVERSAL, starts, name)
 

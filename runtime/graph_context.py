@@ -7,6 +7,7 @@ vertex's neighbour slots are computed once and cached until its edges change.
 
 from __future__ import annotations
 
+import abc
 import copy
 import operator
 from collections.abc import Callable
@@ -75,7 +76,7 @@ def _pairs(entry: list, side: int) -> list:
     return list(zip(entry[side], values, strict=True))
 
 
-class VertexContextImpl:
+class VertexContextImpl(abc.ABC):
     """The ``VertexContext`` of ``gyreflow.api.graph``: one object reused for every vertex."""
 
     __slots__ = ("_acc", "_aggregates", "_aggregators", "_directed", "_entry", "_previous", "_slots",
@@ -174,13 +175,13 @@ class VertexContextImpl:
         """Emit ``record`` when the window's supersteps finish."""
         self.emitted.append(record)
 
+    @abc.abstractmethod
     def send(self, target, message) -> None:
         """Send ``message`` to ``target`` for the next iteration."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def send_to_neighbours(self, message, direction: str = "out") -> None:
         """Send ``message`` along every edge in ``direction``."""
-        raise NotImplementedError
 
 
 class _ListContext(VertexContextImpl):

@@ -486,3 +486,27 @@ def test_docs_snippets_run_and_print_what_they_say(capsys, tmp_path, monkeypatch
         assert line in printed
     edges = [(1, 2), (3, 4), (2, 3), (5, 6)]
     assert namespace["labels"] == ref.wcc([1, 2, 3, 4, 5, 6], edges)
+
+
+def test_programs_must_define_compute_and_traversals_start():
+    from gyreflow.api import Environment
+    from gyreflow.api.graph import GraphView, VertexCentricCompute
+
+    class NoCompute(VertexCentricCompute):
+        pass
+
+    class NoStart(VertexCentricCompute):
+        def compute(self, vertex, messages):
+            pass
+
+    with pytest.raises(TypeError, match="abstract"):
+        NoCompute()
+    pipeline = Environment.local(progress=False).pipeline("refused")
+
+    @pipeline.task
+    def traverse(ctx):
+        graph = GraphView(None, ctx.source([(1, 2)]))
+        graph.traversal(ctx.source([1]), NoStart()).collect()
+
+    with pytest.raises(TypeError, match="NoStart does not"):
+        pipeline.execute()
