@@ -58,12 +58,12 @@ def read_dir(directory: Path) -> dict[str, list[str]]:
             for path in directory.iterdir()}
 
 
-def fold(files: dict[str, list[str]]) -> dict[int, dict[int, int]]:
+def fold(files: dict[str, list[str]], windows: int = WINDOWS) -> dict[int, dict[int, int]]:
     """The labelling after each window: the window files folded in order; each window must list a
     vertex once and only when its label changed."""
     labels: dict[int, int] = {}
     after = {}
-    for window in range(1, WINDOWS + 1):
+    for window in range(1, windows + 1):
         seen = set()
         for line in files.get(f"window-{window:06d}.jsonl", []):
             record = json.loads(line)

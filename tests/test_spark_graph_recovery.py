@@ -21,6 +21,7 @@ from pathlib import Path
 
 import graph_reference as ref
 import pytest
+from test_graph_recovery import fold as fold_windows
 from test_graph_recovery import make_edges, read_dir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,6 +31,11 @@ WINDOW = 400  # 3 windows: on Spark each superstep is a job, so a window costs s
 WINDOWS = EDGES // WINDOW
 KILLED = -signal.SIGKILL
 TIMEOUT = 900
+
+
+def fold(files: dict[str, list[str]]) -> dict[int, dict[int, int]]:
+    """The labelling after each of this test's windows (see ``test_graph_recovery.fold``)."""
+    return fold_windows(files, WINDOWS)
 
 
 def edges() -> list[tuple[int, int]]:
@@ -42,25 +48,6 @@ def oracle() -> dict[int, dict[int, int]]:
     for window in range(1, WINDOWS + 1):
         so_far = edges()[:window * WINDOW]
         after[window] = ref.wcc(list(dict.fromkeys(v for edge in so_far for v in edge)), so_far)
-    return after
-
-
-def fold(files: dict[str, list[str]]) -> dict[int, dict[int, int]]:
-    """The labelling after each window: the window files folded in order; a window lists a vertex
-    once, and only when its label changed."""
-    labels: dict[int, int] = {}
-    after = {}
-    for window in range(1, WINDOWS + 1):
-        seen = set()
-        for line in files.get(f"window-{window:06d}.jsonl", []):
-            record = json.loads(line)
-            assert record["window"] == window, line
-            vertex, component = record["vertex"], record["component"]
-            assert vertex not in seen, f"vertex {vertex} twice in window {window}"
-            assert labels.get(vertex) != component, f"window {window}: {vertex} did not change"
-            seen.add(vertex)
-            labels[vertex] = component
-        after[window] = dict(labels)
     return after
 
 

@@ -37,11 +37,11 @@ import subprocess
 import sys
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from test_recovery import word_count_oracle
 
 ROOT = Path(__file__).resolve().parents[1]
 WORD_COUNT = ROOT / "examples" / "word_count.py"
@@ -77,13 +77,7 @@ def make_lines(count: int = LINES, seed: int = 20251121) -> list[str]:
 
 def oracle(lines: list[str], window: int) -> dict[int, dict[str, int]]:
     """Window w -> every word of its lines with its count over windows 1..w."""
-    totals: Counter = Counter()
-    expected = {}
-    for number, start in enumerate(range(0, len(lines), window), start=1):
-        words = [word for line in lines[start:start + window] for word in line.split()]
-        totals.update(words)
-        expected[number] = {word: totals[word] for word in set(words)}
-    return expected
+    return word_count_oracle(lines, window)
 
 
 def oracle_files(by_window: dict[int, dict[str, int]]) -> dict[str, list[str]]:
