@@ -10,7 +10,7 @@ from gyreflow.api.session import current_settings
 from gyreflow.plan.execution import build_execution_graph
 from gyreflow.plan.graph import PipelineGraph
 from gyreflow.runtime.checkpoint import RecoveryOptions
-from gyreflow.runtime.local_executor import JobListener, LocalExecutor
+from gyreflow.runtime.local.host import JobListener, LocalExecutor
 from gyreflow.runtime.metrics import TaskResult
 from gyreflow.state.backends import backend_from_config
 
@@ -110,14 +110,14 @@ class SparkEnvironment(Environment):
 
     def __init__(self, config: Config) -> None:
         super().__init__(config)
-        from gyreflow.runtime.spark_executor import spark_session
+        from gyreflow.runtime.spark.host import spark_session
 
         self.session = spark_session(config)
 
     def run_task(self, name: str, graph: PipelineGraph, listener: JobListener | None,
                  recovery: RecoveryOptions | None = None) -> TaskResult:
         """Run ``graph`` on Spark."""
-        from gyreflow.runtime.spark_executor import SparkExecutor
+        from gyreflow.runtime.spark.host import SparkExecutor
 
         executor = SparkExecutor(self.config, self.state_backend, self.session, listener)
         return executor.run(name, build_execution_graph(graph), recovery)

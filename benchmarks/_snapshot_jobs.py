@@ -344,7 +344,7 @@ def size_run(case: SizeCase, config: dict, job: str, oracle: dict) -> PipelineWi
 
 
 def snapshot_chunks(table: str, changed: dict, groups: int) -> list:
-    """The chunks of a snapshot, built as runtime/task.py ``Task._snapshot`` builds them."""
+    """The chunks of a snapshot, built as runtime/dataflow/task.py ``Task._snapshot`` builds them."""
     return chunks_by_key_group(table, changed, (), groups)
 
 

@@ -312,7 +312,7 @@ def run_sizes(args, work: Path, sizes: tuple[int, ...],
         f"(which hold the N-key state), median of {args.direct_writes} snapshots per row, each "
         "changing fresh random keys, taken round-robin over all the stores. build chunks = "
         "`chunks_by_key_group` of the changed keys (one chunk per key group: its keys pickled in "
-        "one list, its values in another), exactly as runtime/task.py `Task._snapshot` builds "
+        "one list, its values in another), exactly as runtime/dataflow/task.py `Task._snapshot` builds "
         "them (done in the job process); "
         "store.write = `store.write(TaskSnapshot(...))` in this process (what the writer "
         "process does). "

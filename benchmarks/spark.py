@@ -260,7 +260,7 @@ def time_spark_jobs(fn: Callable[[], object]) -> tuple[float, float, object]:
 def gyreflow_import_seconds() -> float:
     """Seconds a fresh interpreter takes to import the modules a gyreflow Spark task needs."""
     code = ("import time; start = time.perf_counter(); "
-            "import gyreflow.api, gyreflow.runtime.spark_executor, gyreflow.state.backends; "
+            "import gyreflow.api, gyreflow.runtime.spark.host, gyreflow.state.backends; "
             "print(time.perf_counter() - start)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return float(out.stdout.strip())

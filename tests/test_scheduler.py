@@ -461,7 +461,7 @@ def test_exhaustion_after_a_window_finished_cancels_the_launched_next_window():
 
 
 def test_cancelled_launch_reported_under_the_last_window_is_ignored_after_cleanup_began():
-    # runtime/task.py (read_step): an exhausted head answers every later LaunchSource with
+    # runtime/dataflow/task.py (read_step): an exhausted head answers every later LaunchSource with
     # Done(LAUNCH_SOURCE, window=<the window its input ended in>, exhausted=True). When it handles
     # the cancelled LaunchSource(2) only after window 1 completed, that answer reaches a cycle in
     # CLEAN_CYCLE; like every trailing report it changes nothing and must not be an error.

@@ -356,7 +356,7 @@ def test_print_sink_writes_window_and_repr(make_env, environment_type):
 
     if environment_type == "spark":
         # An in-memory stream cannot reach Spark executors: refused before any data moves.
-        from gyreflow.runtime.spark_executor import PlanNotShippableError
+        from gyreflow.runtime.spark.host import PlanNotShippableError
 
         with pytest.raises(PlanNotShippableError, match="cannot be sent to Spark executors"):
             run(make_env(1), build)

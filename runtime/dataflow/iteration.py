@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from gyreflow.plan.operators import OperatorKind
-from gyreflow.runtime.graph_operator import VERTEX_COUNT, GraphOperator, LocalLoopExchange
-from gyreflow.runtime.task import Task
+from gyreflow.runtime.dataflow.graph_operator import VERTEX_COUNT, GraphOperator, LocalLoopExchange
+from gyreflow.runtime.dataflow.task import Task
 from gyreflow.scheduler.events import Done, EventKind, TaskEvent
 
 _SUPERSTEP = (EventKind.EXECUTE_FIRST_ITERATION, EventKind.EXECUTE_COMPUTE)

@@ -17,8 +17,8 @@ from collections.abc import Callable
 
 from gyreflow.plan.operators import GraphComputeSpec, GraphMode
 from gyreflow.runtime.errors import RecordError
-from gyreflow.runtime.graph_context import EMPTY, Slots, context_class
-from gyreflow.runtime.operators import Operator
+from gyreflow.runtime.dataflow.graph_context import EMPTY, Slots, context_class
+from gyreflow.runtime.dataflow.operators import Operator
 from gyreflow.state.keygroups import key_group_of
 
 VERTEX_COUNT = "__vertices__"

@@ -6,7 +6,7 @@ from collections import deque
 from collections.abc import Callable
 
 from gyreflow.runtime.errors import RecordError, UserFunctionError
-from gyreflow.runtime.task import Task
+from gyreflow.runtime.dataflow.task import Task
 from gyreflow.scheduler.events import EventKind, TaskEvent, TaskFailed
 from gyreflow.state.snapshot import SnapshotCorruptedError
 

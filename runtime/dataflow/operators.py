@@ -362,7 +362,7 @@ def build_operator(name: str, spec: specs.OperatorSpec) -> Operator:
     if isinstance(spec, specs.CollectSpec):
         return CollectOperator(name, spec.name)
     if isinstance(spec, specs.GraphComputeSpec):
-        from gyreflow.runtime.graph_operator import GraphOperator  # noqa: PLC0415 - it builds on this module
+        from gyreflow.runtime.dataflow.graph_operator import GraphOperator  # noqa: PLC0415 - it builds on this module
 
         return GraphOperator(name, spec)
     msg = f"no running operator for {type(spec).__name__}"

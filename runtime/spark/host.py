@@ -30,12 +30,12 @@ import attrs
 from gyreflow.plan.execution import ExecutionGraph
 from gyreflow.runtime.checkpoint import CheckpointCoordinator, RecoveryOptions
 from gyreflow.runtime.faults import crash_point
-from gyreflow.runtime.local_executor import JobListener
+from gyreflow.runtime.local.host import JobListener
 from gyreflow.runtime.metrics import TaskResult, WindowMetrics
-from gyreflow.runtime.snapshot_writers import SnapshotWriter
-from gyreflow.runtime.spark_graph import SparkGraphRunner
-from gyreflow.runtime.spark_session import SPARK_LOG, spark_session
-from gyreflow.runtime.spark_tasks import Round, RunPlan, stage
+from gyreflow.runtime.local.snapshot_writers import SnapshotWriter
+from gyreflow.runtime.spark.graph_steps import SparkGraphRunner
+from gyreflow.runtime.spark.session import SPARK_LOG, spark_session
+from gyreflow.runtime.spark.partition import Round, RunPlan, stage
 from gyreflow.scheduler.cycle import JobScheduler
 from gyreflow.scheduler.events import (
     Done,

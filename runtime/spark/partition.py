@@ -20,10 +20,10 @@ import attrs
 
 from gyreflow.plan.execution import ExecutionGraph
 from gyreflow.plan.graph import Partitioning
-from gyreflow.runtime.emitter import EmitterService, OutputEdge
-from gyreflow.runtime.iteration import task_class_for
-from gyreflow.runtime.snapshot_writers import InlineSnapshotWriter
-from gyreflow.runtime.spark_combine import (
+from gyreflow.runtime.dataflow.emitter import EmitterService, OutputEdge
+from gyreflow.runtime.dataflow.iteration import task_class_for
+from gyreflow.runtime.local.snapshot_writers import InlineSnapshotWriter
+from gyreflow.runtime.spark.combine import (
     AGGREGATE,
     COUNT,
     AggregateCombiner,
@@ -31,8 +31,8 @@ from gyreflow.runtime.spark_combine import (
     accept_combined,
     combine_kind,
 )
-from gyreflow.runtime.task import Task, TaskCheckpoints
-from gyreflow.runtime.task_runner import Dispatcher, TaskError, TaskRunner
+from gyreflow.runtime.dataflow.task import Task, TaskCheckpoints
+from gyreflow.runtime.dataflow.task_runner import Dispatcher, TaskError, TaskRunner
 from gyreflow.scheduler.events import LaunchSource, TaskFailed
 from gyreflow.state.snapshot import SnapshotCorruptedError
 

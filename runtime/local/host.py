@@ -16,14 +16,14 @@ import attrs
 from gyreflow.plan.execution import ExecutionGraph
 from gyreflow.plan.graph import Partitioning
 from gyreflow.runtime.checkpoint import CheckpointCoordinator, RecoveryOptions
-from gyreflow.runtime.emitter import EmitterService, OutputEdge
+from gyreflow.runtime.dataflow.emitter import EmitterService, OutputEdge
 from gyreflow.runtime.errors import SnapshotWriteError
 from gyreflow.runtime.faults import crash_point
-from gyreflow.runtime.iteration import task_class_for, wire_iterations
+from gyreflow.runtime.dataflow.iteration import task_class_for, wire_iterations
 from gyreflow.runtime.metrics import TaskResult, WindowMetrics
-from gyreflow.runtime.snapshot_writers import InlineSnapshotWriter, ProcessSnapshotWriter
-from gyreflow.runtime.task import TaskCheckpoints
-from gyreflow.runtime.task_runner import Dispatcher, TaskRunner
+from gyreflow.runtime.local.snapshot_writers import InlineSnapshotWriter, ProcessSnapshotWriter
+from gyreflow.runtime.dataflow.task import TaskCheckpoints
+from gyreflow.runtime.dataflow.task_runner import Dispatcher, TaskRunner
 from gyreflow.scheduler.cycle import JobScheduler
 from gyreflow.scheduler.events import (
     CycleFinished,

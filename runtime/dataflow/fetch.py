@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from gyreflow.runtime.channels import Barrier, EndOfInput
+from gyreflow.runtime.dataflow.channels import Barrier, EndOfInput
 
 
 class Worker:
