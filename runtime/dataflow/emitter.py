@@ -114,9 +114,9 @@ class EmitterService:
         for route in self.routes:
             route(batch)
 
-    def barrier(self, window: int) -> None:
-        """Close ``window`` on every output channel."""
-        barrier = Barrier(window)
+    def barrier(self, window: int, checkpoint: bool = True) -> None:
+        """Close ``window`` on every output channel; ``checkpoint`` asks downstream tasks to snapshot it."""
+        barrier = Barrier(window, checkpoint)
         for deliver in self.channels:
             deliver(barrier)
 
