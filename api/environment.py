@@ -10,7 +10,8 @@ from gyreflow.api.session import current_settings
 from gyreflow.plan.execution import build_execution_graph
 from gyreflow.plan.graph import PipelineGraph
 from gyreflow.runtime.checkpoint import RecoveryOptions
-from gyreflow.runtime.local.host import JobListener, LocalExecutor
+from gyreflow.runtime.driver import JobDriver, JobListener
+from gyreflow.runtime.local.host import LocalHost
 from gyreflow.runtime.metrics import TaskResult
 from gyreflow.state.backends import backend_from_config
 
@@ -93,8 +94,8 @@ class LocalEnvironment(Environment):
     def run_task(self, name: str, graph: PipelineGraph, listener: JobListener | None,
                  recovery: RecoveryOptions | None = None) -> TaskResult:
         """Run ``graph`` in this process."""
-        executor = LocalExecutor(self.config, self.state_backend, listener)
-        return executor.run(name, build_execution_graph(graph), recovery)
+        driver = JobDriver(self.config, LocalHost(self.config, self.state_backend), listener)
+        return driver.run(name, build_execution_graph(graph), recovery)
 
 
 class SparkEnvironment(Environment):
@@ -117,10 +118,11 @@ class SparkEnvironment(Environment):
     def run_task(self, name: str, graph: PipelineGraph, listener: JobListener | None,
                  recovery: RecoveryOptions | None = None) -> TaskResult:
         """Run ``graph`` on Spark."""
-        from gyreflow.runtime.spark.host import SparkExecutor
+        from gyreflow.runtime.spark.host import SparkHost
 
-        executor = SparkExecutor(self.config, self.state_backend, self.session, listener)
-        return executor.run(name, build_execution_graph(graph), recovery)
+        host = SparkHost(self.config, self.state_backend, self.session)
+        driver = JobDriver(self.config, host, listener)
+        return driver.run(name, build_execution_graph(graph), recovery)
 
 
 _ENVIRONMENTS = {"local": LocalEnvironment, "spark": SparkEnvironment}

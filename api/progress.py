@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from gyreflow.runtime.local.host import JobListener
+from gyreflow.runtime.driver import JobListener
 from gyreflow.runtime.metrics import TaskResult, WindowMetrics
 
 

@@ -9,9 +9,12 @@ from __future__ import annotations
 from transitions import Machine
 
 from gyreflow.plan.execution import ExecutionCycle
+from gyreflow.scheduler.checkpoints import AbortReason, CheckpointTracker, PendingCheckpoint
 from gyreflow.scheduler.context import WindowContext
 from gyreflow.scheduler.events import (
     CleanCycle,
+    CommitDurable,
+    CommitWindow,
     CreateTask,
     CycleFinished,
     DestroyTask,
@@ -20,6 +23,7 @@ from gyreflow.scheduler.events import (
     InitCycle,
     JobFailed,
     LaunchSource,
+    PublishWindow,
     Rollback,
     SendEvents,
     TaskFailed,
@@ -66,16 +70,14 @@ class CycleScheduler:
         self.cycle = cycle
         self.context = WindowContext(max_flying_windows=max_flying_windows)
         self.resume_from = resume_from
-        self.snapshot_every = snapshot_every
-        self.last_completed = resume_from
         self.task_ids = tuple(t.id for t in cycle.tasks)
+        self.checkpoints = CheckpointTracker(self.task_ids, snapshot_every, resume_from)
         self.history: list[tuple[str, object]] = []
         self._out: list = []
         self._awaiting: set[int] = set()
         self._head_exhausted: dict[int, int] = {}
         self._ended: dict[int, int] = {}
         self._reported: dict[int, set[int]] = {}
-        self._acks: dict[int, set[int]] = {}
         self._dones: dict[int, list[Done]] = {}
         self.loops = [IterationScheduler(cycle.id, loop, resume_from) for loop in cycle.loops]
         self.machine = Machine(
@@ -89,6 +91,11 @@ class CycleScheduler:
         )
 
     # Conditions ---------------------------------------------------------------------------
+
+    @property
+    def last_completed(self) -> int:
+        """The last window whose checkpoint completed (finished and durable on every task)."""
+        return self.checkpoints.last_completed
 
     def is_recovering(self) -> bool:
         """Whether the cycle resumes from a completed window."""
@@ -117,8 +124,15 @@ class CycleScheduler:
         self._send(InitCycle(self.cycle.id, t, self.resume_from) for t in self.task_ids)
 
     def on_enter_EXECUTE_COMPUTE(self) -> None:  # noqa: N802
-        launch = self.context.windows_to_launch()
-        self._send(LaunchSource(self.cycle.id, h, w) for w in launch for h in self.cycle.heads)
+        # The one place that decides which windows are snapshotted: the request rides on the launch
+        # and, from the heads, on the window's barriers to every task.
+        events = []
+        for window in self.context.windows_to_launch():
+            checkpoint = self.checkpoints.requests(window)
+            if checkpoint:
+                self.checkpoints.open(window)
+            events.extend(LaunchSource(self.cycle.id, h, window, checkpoint) for h in self.cycle.heads)
+        self._send(events)
 
     def on_enter_CLEAN_CYCLE(self) -> None:  # noqa: N802
         self._awaiting = set(self.task_ids)
@@ -177,7 +191,11 @@ class CycleScheduler:
         if event.exhausted:
             self._head_exhausted.setdefault(event.task, event.window)
             if len(self._head_exhausted) == len(self.cycle.heads):
-                self.context.terminate_at(max(self._head_exhausted.values()))
+                last = max(self._head_exhausted.values())
+                self.context.terminate_at(last)
+                self.checkpoints.cancel_after(last)
+                if last > self.last_completed:
+                    self.checkpoints.open(last)  # the last window is always made durable
                 self._complete_ready_windows()
 
     def _on_window_done(self, event: Done) -> None:
@@ -189,6 +207,7 @@ class CycleScheduler:
             self._invalid(event)
         if event.exhausted:
             self._ended.setdefault(event.task, event.window)
+            self.checkpoints.task_ended(event.task, event.window)
         else:
             self._dones.setdefault(event.window, []).append(event)
             if event.task in self.cycle.tails:
@@ -200,17 +219,12 @@ class CycleScheduler:
             return  # already covered by a completed window (e.g. replayed after a rollback)
         if self.state is not S.EXECUTE_COMPUTE:
             self._invalid(event)
-        self._acks.setdefault(event.window, set()).add(event.task)
+        self.checkpoints.acknowledge(event.task, event.window)  # UNKNOWN: a host that persists more
         self._complete_ready_windows()
 
-    def is_commit_point(self, window: int) -> bool:
-        """Whether tasks snapshot ``window``: every ``snapshot_every``-th window, and the last one."""
-        return window % self.snapshot_every == 0 or window == self.context.terminate
-
-    def _durable(self, window: int) -> bool:
-        acks = self._acks.get(window, set())
-        ended = self._ended
-        return all(t in acks or ended.get(t, window + 1) <= window for t in self.task_ids)
+    def abort_checkpoints(self, reason: AbortReason) -> list[PendingCheckpoint]:
+        """The job stops: give up every pending checkpoint."""
+        return self.checkpoints.abort_all(reason)
 
     def _complete_ready_windows(self) -> None:
         progressed = False
@@ -227,15 +241,8 @@ class CycleScheduler:
             self._reported.pop(window, None)
             self._out.append(WindowFinished(self.cycle.id, window, tuple(self._dones.pop(window, ()))))
             progressed = True
-        for window in range(self.last_completed + 1, ctx.last_finished + 1):
-            if not self.is_commit_point(window):
-                continue
-            if not self._durable(window):
-                break
-            self.last_completed = window
-            for done in [w for w in self._acks if w <= window]:
-                del self._acks[done]
-            self._out.append(WindowCompleted(self.cycle.id, window))
+        for checkpoint in self.checkpoints.complete_ready(ctx.last_finished):
+            self._out.append(WindowCompleted(self.cycle.id, checkpoint.window))
             progressed = True
         if progressed or self.all_windows_completed():
             self.round_done()
@@ -261,25 +268,58 @@ _ACKED_PHASES = {
 
 
 class JobScheduler:
-    """Runs every cycle of an execution graph; finished when every cycle reached END."""
+    """Runs every cycle of an execution graph and turns their completed windows into job-level
+    commits: window ``w`` is committed once every cycle completed it, and published once its commit
+    is durable (commits are applied in order, so several may be outstanding). Finished when every
+    cycle reached END and every commit is durable."""
 
     def __init__(self, cycles: list[ExecutionCycle], max_flying_windows: int, resume_from: int = 0,
                  snapshot_every: int = 1):
         self.cycles = {c.id: CycleScheduler(c, max_flying_windows, resume_from, snapshot_every)
                        for c in cycles}
+        self.completed = dict.fromkeys(self.cycles, resume_from)
+        self.committing = resume_from  # the last window whose commit was asked for
+        self.committed = resume_from  # the last window whose commit is durable
+        self.outstanding: list[int] = []  # commits asked for and not yet durable, in order
 
     def start(self) -> list:
         """Start every cycle."""
         out = []
         for cycle in self.cycles.values():
             out.extend(cycle.start())
+        return self._job_level(out)
+
+    def handle(self, event: Done | TaskFailed | CommitDurable) -> list:
+        """Route a task's ``event`` to its cycle, or take a commit's durability."""
+        if isinstance(event, CommitDurable):
+            if not self.outstanding or event.window != self.outstanding[0]:
+                msg = (f"the commit of window {event.window} was reported durable; "
+                       f"outstanding commits: {self.outstanding}")
+                raise SchedulingError(msg)
+            self.outstanding.pop(0)
+            self.committed = event.window
+            return [PublishWindow(event.window)]
+        return self._job_level(self.cycles[event.cycle].handle(event))
+
+    def _job_level(self, instructions: list) -> list:
+        out = []
+        for instruction in instructions:
+            if isinstance(instruction, WindowCompleted):
+                self.completed[instruction.cycle] = instruction.window
+                lowest = min(self.completed.values())
+                if lowest > self.committing:
+                    self.committing = lowest
+                    self.outstanding.append(lowest)
+                    out.append(CommitWindow(lowest))
+            else:
+                out.append(instruction)
         return out
 
-    def handle(self, event: Done | TaskFailed) -> list:
-        """Route ``event`` to its cycle."""
-        return self.cycles[event.cycle].handle(event)
+    def abort_checkpoints(self, reason: AbortReason) -> list[PendingCheckpoint]:
+        """The job stops: every cycle gives up its pending checkpoints."""
+        return [c for cycle in self.cycles.values() for c in cycle.abort_checkpoints(reason)]
 
     @property
     def finished(self) -> bool:
-        """Whether every cycle ended."""
-        return all(c.state is S.END for c in self.cycles.values())
+        """Whether every cycle ended and every commit is durable."""
+        return all(c.state is S.END for c in self.cycles.values()) and not self.outstanding

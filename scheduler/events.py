@@ -38,6 +38,7 @@ class TaskEvent:
     window: int = 0
     iteration: int = 0
     payload: tuple = ()  # iteration events: every task's partial aggregates of the previous step
+    checkpoint: bool = True  # LaunchSource: whether the driver asks for a snapshot of this window
 
 
 def CreateTask(cycle: int, task: int, window: int = 0) -> TaskEvent:  # noqa: N802 - event names
@@ -50,9 +51,9 @@ def InitCycle(cycle: int, task: int, window: int = 0) -> TaskEvent:  # noqa: N80
     return TaskEvent(EventKind.INIT_CYCLE, cycle, task, window)
 
 
-def LaunchSource(cycle: int, task: int, window: int) -> TaskEvent:  # noqa: N802
-    """Read window ``window`` from a head task's source."""
-    return TaskEvent(EventKind.LAUNCH_SOURCE, cycle, task, window)
+def LaunchSource(cycle: int, task: int, window: int, checkpoint: bool = True) -> TaskEvent:  # noqa: N802
+    """Read window ``window`` from a head task's source; with ``checkpoint`` every task snapshots it."""
+    return TaskEvent(EventKind.LAUNCH_SOURCE, cycle, task, window, checkpoint=checkpoint)
 
 
 def ExecuteCompute(cycle: int, task: int, window: int, iteration: int = 0,  # noqa: N802
@@ -162,6 +163,28 @@ class WindowCompleted:
     """``window`` finished and every task's state for it is durable: commit it, then publish."""
 
     cycle: int
+    window: int
+
+
+@attrs.frozen
+class CommitWindow:
+    """Job level: every cycle completed ``window``; record it as the job's last completed window
+    (one atomic write), then report ``CommitDurable``."""
+
+    window: int
+
+
+@attrs.frozen
+class CommitDurable:
+    """The runtime's answer to ``CommitWindow``: the commit of ``window`` is durable."""
+
+    window: int
+
+
+@attrs.frozen
+class PublishWindow:
+    """Job level: the commit of ``window`` is durable; sinks may make its output visible."""
+
     window: int
 
 

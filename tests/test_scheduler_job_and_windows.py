@@ -23,14 +23,18 @@ from test_scheduler import (
 
 from gyreflow.scheduler.context import WindowContext
 from gyreflow.scheduler.cycle import CycleState, JobScheduler
+from gyreflow.scheduler.states import SchedulingError
 from gyreflow.scheduler.events import (
     CleanCycle,
+    CommitDurable,
+    CommitWindow,
     CreateTask,
     CycleFinished,
     DestroyTask,
     EventKind,
     InitCycle,
     LaunchSource,
+    PublishWindow,
     SendEvents,
     WindowCompleted,
     WindowFinished,
@@ -74,7 +78,7 @@ def test_job_scheduler_routes_events_by_cycle_and_finishes_when_every_cycle_ends
         job.handle(event)
     assert job.handle(done(2, 1, cycle=2)) == [
         WindowFinished(2, 1, (done(1, 1, cycle=2), done(2, 1, cycle=2))),
-        WindowCompleted(2, 1),
+        CommitWindow(1),  # job level: every cycle completed window 1
         SendEvents((CleanCycle(2, 1, 1), CleanCycle(2, 2, 1))),
     ]
     job.handle(ack(1, EventKind.CLEAN_CYCLE, 1, cycle=2))
@@ -83,6 +87,10 @@ def test_job_scheduler_routes_events_by_cycle_and_finishes_when_every_cycle_ends
         SendEvents((DestroyTask(2, 1, 1), DestroyTask(2, 2, 1))),
         CycleFinished(2, 1),
     ]
+    assert not job.finished  # the commit of window 1 is not durable yet
+    with pytest.raises(SchedulingError):
+        job.handle(CommitDurable(2))
+    assert job.handle(CommitDurable(1)) == [PublishWindow(1)]
     assert job.finished
 
 

@@ -12,6 +12,7 @@ class Worker:
     """Processes a task's input in window order: a window ends when its barrier arrived on every
     input channel that has not ended; until then, channels that already delivered the barrier are
     blocked and their later messages wait (barrier alignment, as in asynchronous barrier snapshots).
+    ``finish_window(window, checkpoint)`` gets whether the window's barriers asked for a snapshot.
     """
 
     def __init__(self, ordinals: list[int], process: Callable[[int, list], None],
@@ -23,6 +24,7 @@ class Worker:
         self.active = set(range(len(ordinals)))
         self.blocked: set[int] = set()
         self.barrier_window: int | None = None
+        self.barrier_checkpoint = False
         self.buffers: dict[int, deque] = {c: deque() for c in range(len(ordinals))}
         self.ended = not ordinals
 
@@ -40,6 +42,7 @@ class Worker:
         elif isinstance(message, Barrier):
             if self.barrier_window is None:
                 self.barrier_window = message.window
+                self.barrier_checkpoint = message.checkpoint
             elif message.window != self.barrier_window:
                 msg = (f"channel {channel} sent the barrier of window {message.window} while "
                        f"window {self.barrier_window} is being aligned")
@@ -54,22 +57,22 @@ class Worker:
     def _advance(self) -> None:
         while True:
             if self.active and self.active <= self.blocked:
-                window = self.barrier_window
-                self.barrier_window = None
-                self.blocked.clear()
-                self.finish_window(window)
+                self._aligned()
                 self._replay()
                 continue
             if not self.active and not self.ended:
                 if self.blocked:  # a barrier came from a channel that then ended
-                    window = self.barrier_window
-                    self.barrier_window = None
-                    self.blocked.clear()
-                    self.finish_window(window)
+                    self._aligned()
                     continue
                 self.ended = True
                 self.end_of_input()
             return
+
+    def _aligned(self) -> None:
+        window, checkpoint = self.barrier_window, self.barrier_checkpoint
+        self.barrier_window = None
+        self.blocked.clear()
+        self.finish_window(window, checkpoint)
 
     def _replay(self) -> None:
         progressed = True

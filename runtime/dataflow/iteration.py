@@ -17,6 +17,7 @@ class IterationTask(Task):
 
     loop = None
     _end_deferred = False
+    _checkpoint: dict | None = None  # window -> whether its barriers asked for a snapshot
 
     def create(self) -> None:
         super().create()
@@ -33,7 +34,8 @@ class IterationTask(Task):
             self._report_step(event, work, partials)
         elif kind is EventKind.FINISH_ITERATION:
             self.graph.finish_iteration(event.window)
-            Task._finish_window(self, event.window)
+            checkpoint = (self._checkpoint or {}).pop(event.window, True)
+            Task._finish_window(self, event.window, checkpoint)
             if self._end_deferred and not self.graph.pending:
                 self._end_deferred = False
                 Task._end_of_input(self)
@@ -48,10 +50,24 @@ class IterationTask(Task):
         self.report(Done(self.cycle, self.spec.id, event.window, event.kind, event.iteration,
                          active=work, partials=partials))
 
-    def _finish_window(self, window: int) -> None:
+    def _finish_window(self, window: int, checkpoint: bool = True) -> None:
         """Every input's barrier for ``window`` arrived: hold the input until the scheduler says."""
+        if self._checkpoint is None:
+            self._checkpoint = {}
+        self._checkpoint[window] = checkpoint
         self.graph.input_complete(window)
         self.report(Done(self.cycle, self.spec.id, window, EventKind.INPUT_READY))
+
+    def export_progress(self) -> tuple:
+        """What a host that moves the task between processes (Spark) must carry with its graph."""
+        return (self.graph.export_state(), self.ctx.window, self.last_snapshot, self._end_deferred,
+                self._checkpoint)
+
+    def import_progress(self, progress: tuple, checkpoints) -> None:
+        """Continue from ``export_progress``'s result, with this step's ``checkpoints``."""
+        graph_state, self.ctx.window, self.last_snapshot, self._end_deferred, self._checkpoint = progress
+        self.checkpoints = checkpoints
+        self.graph.import_state(graph_state)
 
     def _end_of_input(self) -> None:
         if self.graph.pending:

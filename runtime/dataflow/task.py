@@ -66,7 +66,7 @@ class Task:
         self.worker = Worker(input_ordinals, self._process_input, self._finish_window,
                              self._end_of_input)
         self.fetch = FetchService(self.worker)
-        self.launches: deque[int] = deque()
+        self.launches: deque[tuple[int, bool]] = deque()  # (window, snapshot it)
         self.reading: _WindowRead | None = None
         self.exhausted = False
         self.lookahead: list = []
@@ -139,7 +139,7 @@ class Task:
             if self.exhausted:  # restored past the end of its input: tell downstream at once
                 self._end_of_input()
         elif kind is EventKind.LAUNCH_SOURCE:
-            self.launches.append(event.window)
+            self.launches.append((event.window, event.checkpoint))
         elif kind is EventKind.CLEAN_CYCLE:
             self.launches.clear()  # windows launched past the end of the input were cancelled
             self._ack(event)
@@ -161,14 +161,14 @@ class Task:
     def read_step(self) -> None:
         """Read one batch of the current window (or start the next launched one)."""
         if self.reading is None:
-            window = self.launches.popleft()
+            window, checkpoint = self.launches.popleft()
             if self.exhausted:
                 self.report(Done(self.cycle, self.spec.id, self.exhausted_at,
                                  EventKind.LAUNCH_SOURCE, exhausted=True))
                 return
             self.ctx.window = window
             self.window_started = self.clock()
-            self.reading = _WindowRead.start(window, self.window_spec, self.clock)
+            self.reading = _WindowRead.start(window, checkpoint, self.window_spec, self.clock)
         read = self.reading
         budget = read.budget(self.batch_size)
         batch = self._take(budget)
@@ -194,7 +194,7 @@ class Task:
             self.exhausted = ended
             if ended:
                 self.exhausted_at = read.window
-            self._finish_window(read.window)
+            self._finish_window(read.window, read.checkpoint)
             self.report(Done(self.cycle, self.spec.id, read.window, EventKind.LAUNCH_SOURCE,
                              exhausted=ended))
             if ended:
@@ -221,7 +221,9 @@ class Task:
         else:
             self.emitter.emit(batch)
 
-    def _finish_window(self, window: int) -> None:
+    def _finish_window(self, window: int, checkpoint: bool = True) -> None:
+        """Every record of ``window`` is in: finish the operators, forward the barrier, snapshot the
+        window when the driver asked for it (``checkpoint``, carried by the barrier), report Done."""
         self.ctx.window = window
         for op in self.operators:
             op.finish(window)
@@ -233,9 +235,13 @@ class Task:
             metrics.append((op.name, OperatorMetrics(op.records_in, op.records_out)))
             op.records_in = op.records_out = 0
         collected = tuple((op.result_name, tuple(op.take())) for op in self.collectors)
-        self.emitter.barrier(window)
-        if self.checkpoints is not None and window % self.checkpoints.snapshot_every == 0:
-            self._snapshot(window, self._report_checkpoint(window))
+        self.emitter.barrier(window, checkpoint)
+        cp = self.checkpoints
+        if cp is not None:
+            if checkpoint:
+                self._snapshot(window, self._report_checkpoint(window))
+            elif cp.every_window:  # persisted for the next round, not a checkpoint of the job
+                self._snapshot(window, _nothing)
         now = self.clock()
         self.report(Done(self.cycle, self.spec.id, window, EventKind.EXECUTE_COMPUTE,
                          metrics=tuple(metrics), collected=collected,
@@ -323,10 +329,33 @@ class Task:
             for op in self.sinks:
                 op.recover(window)
 
+    def enter_window(self, window: int, checkpoints: TaskCheckpoints, restore: bool) -> None:
+        """On a host whose tasks live for one round (Spark): window ``window`` starts now, in this
+        task kept from window ``window - 1`` or, with ``restore``, built afresh and restored from the
+        snapshot of ``window - 1``; ``checkpoints`` holds this round's store. Channels that ended in
+        an earlier round end again, for downstream tasks that start afresh."""
+        self.checkpoints = checkpoints
+        self.ctx.window = window
+        self.last_snapshot = window - 1
+        if restore and window > 1:
+            self.rollback(window - 1, recover_sinks=False)
+        if self.source_reader is not None and self.exhausted:
+            self.emitter.end_of_input()
+        elif self.source_reader is None and self.worker.ended and not restore:
+            self.emitter.end_of_input()
+
+    def finished_window(self, window: int) -> bool:
+        """Whether the task is done with ``window`` (finished it, or its input ended)."""
+        return self.ctx.window > window or self.worker.ended or self.exhausted
+
     def publish(self, window: int) -> None:
         """Window ``window`` is completed: let sinks make their staged output visible."""
         for op in self.sinks:
             op.publish(window)
+
+
+def _nothing() -> None:
+    """A snapshot nobody waits for."""
 
 
 def _unstorable(table: str, changed: dict, removed: set, groups: int) -> RecordError:
@@ -348,7 +377,7 @@ class TaskCheckpoints:
     job: str
     store: object
     writer: object
-    snapshot_every: int = 1
+    every_window: bool = False  # the host persists every window (tasks that live one round)
     rescaled: frozenset[str] = frozenset()
     horizon: int | None = None  # the oldest retained version, when the caller knows it
 
@@ -358,15 +387,16 @@ class _WindowRead:
     """Progress of reading one window from a source."""
 
     window: int
+    checkpoint: bool
     size: int | None
     deadline: float | None
     count: int = 0
 
     @classmethod
-    def start(cls, window: int, spec, clock) -> _WindowRead:
+    def start(cls, window: int, checkpoint: bool, spec, clock) -> _WindowRead:
         size = getattr(spec, "size", None)
         seconds = getattr(spec, "seconds", None)
-        return cls(window, size, None if seconds is None else clock() + seconds)
+        return cls(window, checkpoint, size, None if seconds is None else clock() + seconds)
 
     def budget(self, batch_size: int) -> int:
         if self.size is None:

@@ -1,72 +1,26 @@
-"""The local executor: runs an execution graph in this process under the cycle scheduler."""
+"""The in-process host: every task of a job runs in this process, stepped cooperatively.
+
+A Dispatcher routes the driver's events to TaskRunners (one queue each); each TaskRunner handles one
+queued item per turn, so results do not depend on thread timing and nothing is pickled. Snapshots are
+written by a child process (or inline for the memory backend) while the next windows compute.
+"""
 
 from __future__ import annotations
 
-import enum
-import functools
 import itertools
-import queue
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
-
-import attrs
 
 from gyreflow.plan.execution import ExecutionGraph
 from gyreflow.plan.graph import Partitioning
-from gyreflow.runtime.checkpoint import CheckpointCoordinator, RecoveryOptions
 from gyreflow.runtime.dataflow.emitter import EmitterService, OutputEdge
-from gyreflow.runtime.errors import SnapshotWriteError
-from gyreflow.runtime.faults import crash_point
 from gyreflow.runtime.dataflow.iteration import task_class_for, wire_iterations
-from gyreflow.runtime.metrics import TaskResult, WindowMetrics
-from gyreflow.runtime.local.snapshot_writers import InlineSnapshotWriter, ProcessSnapshotWriter
 from gyreflow.runtime.dataflow.task import TaskCheckpoints
 from gyreflow.runtime.dataflow.task_runner import Dispatcher, TaskRunner
-from gyreflow.scheduler.cycle import JobScheduler
-from gyreflow.scheduler.events import (
-    CycleFinished,
-    EventKind,
-    JobFailed,
-    SendEvents,
-    WindowCompleted,
-    WindowFinished,
-)
-
-
-class JobListener:
-    """Receives progress while a job runs; the default does nothing."""
-
-    def on_start(self, name: str, graph: ExecutionGraph) -> None:
-        """The job is about to start."""
-
-    def on_window(self, metrics: WindowMetrics) -> None:
-        """A window finished."""
-
-    def on_finish(self, result: TaskResult) -> None:
-        """The job finished."""
-
-
-@attrs.frozen
-class _WriterFailed:
-    error: BaseException
-
-
-@attrs.frozen
-class _Committed:
-    window: int
-
-
-@attrs.frozen
-class _Flushed:
-    """Every snapshot write handed to the writer before this marker is durable."""
-
-
-class _Flush(enum.Enum):
-    NOT_SENT = "not sent"
-    SENT = "sent"
-    DONE = "done"
+from gyreflow.runtime.errors import SnapshotWriteError
+from gyreflow.runtime.host import HostLink
+from gyreflow.runtime.local.snapshot_writers import InlineSnapshotWriter, ProcessSnapshotWriter
 
 
 class _WatchedWriter:
@@ -112,175 +66,90 @@ class _WatchedWriter:
             return self._pending[min(self._pending)] if self._pending else None
 
 
-class LocalExecutor:
-    """Runs every task in this process, cooperatively: each TaskRunner handles one queued item per
-    turn, so results do not depend on thread timing and nothing is pickled. Snapshots are written by
-    a background thread while the next windows compute."""
+class LocalHost:
+    """Runs every task of a job in this process."""
 
-    def __init__(self, config, state_backend, listener: JobListener | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    name = "local"
+
+    def __init__(self, config, backend, clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
-        self.state_backend = state_backend
-        self.listener = listener or JobListener()
+        self.backend = backend
         self.clock = clock
+        self.runners: dict[int, TaskRunner] = {}
+        self._runner_list: list[TaskRunner] = []
+        self._writer: _WatchedWriter | None = None
+        self._store = None
+        self._sinks: list = []
 
-    def run(self, name: str, graph: ExecutionGraph,
-            recovery: RecoveryOptions | None = None) -> TaskResult:
-        """Run ``graph`` to the end of its input and return its result."""
-        backend = self.state_backend
-        store = backend.open_store()  # an unreachable backend fails here, before any data moves
-        reports: queue.SimpleQueue = queue.SimpleQueue()
+    @property
+    def writer(self) -> _WatchedWriter:
+        """The job's snapshot writer."""
+        return self._writer
 
-        def on_error(exc: BaseException) -> None:
-            reports.put(_WriterFailed(exc))
-
-        if backend.name == "memory":
-            writer = InlineSnapshotWriter(store, on_error)
+    def open(self, job: str, graph: ExecutionGraph, store, link: HostLink, resume_from: int,
+             rescaled: frozenset[str], horizon: int) -> None:
+        """Build every task's runner; tasks restore from ``store`` (in this process) before the
+        writer process opens it for their first snapshot."""
+        self._store = store
+        if self.backend.name == "memory":
+            writer = InlineSnapshotWriter(store, link.writer_failed)
         else:
             # The parent reads the store to resume; the writer process owns it from its first write.
-            writer = ProcessSnapshotWriter(backend, on_error, before_start=store.close)
-        writer = _WatchedWriter(writer)
-        coordinator = CheckpointCoordinator(name, graph, store, backend)
-        runners: dict[int, TaskRunner] = {}
-        try:
-            resume_from = coordinator.prepare(recovery or RecoveryOptions())
-            checkpoints = TaskCheckpoints(name, store, writer, backend.snapshot_every,
-                                          frozenset(coordinator.rescaled))
-            runners = self._build_runners(graph, reports.put, checkpoints)
-            return self._drive(name, graph, runners, reports, coordinator, writer, resume_from)
-        finally:
-            for runner in runners.values():
-                if runner.task.ctx is not None:
-                    try:
-                        runner.task.destroy()
-                    except Exception:  # noqa: BLE001, S110 - best effort on the way out
-                        pass
-            writer.close()
-            if backend.name != "memory":
-                store.close()
+            writer = ProcessSnapshotWriter(self.backend, link.writer_failed, before_start=store.close)
+        self._writer = _WatchedWriter(writer)
+        checkpoints = TaskCheckpoints(job, store, self._writer, False, rescaled)
+        self.runners = self._build_runners(graph, link.report, checkpoints)
+        self._runner_list = list(self.runners.values())
+        self._dispatcher = Dispatcher(self.runners)
+        self._sinks = [r.task for r in self._runner_list
+                       if any(v.spec.kind.value == "sink" for v in r.task.vertex.chain)]
 
-    def _drive(self, name, graph, runners, reports, coordinator, writer,
-               resume_from) -> TaskResult:
-        dispatcher = Dispatcher(runners)
-        scheduler = JobScheduler(graph.cycles(), self.config["scheduler.max_flying_windows"],
-                                 resume_from, self.state_backend.snapshot_every)
-        result = TaskResult(name)
-        sources = tuple(v.name for v in graph.pipeline.sources())
-        launched: dict[tuple[int, int], float] = {}
-        completed = {cycle: resume_from for cycle in scheduler.cycles}
-        finished = dict(completed)
-        committed = resume_from  # the last window whose commit was sent
-        durable = resume_from  # the last window whose commit is durable
-        outstanding_commits = 0
-        failure: BaseException | None = None
-        flush = _Flush.NOT_SENT
-        sink_tasks = [r.task for r in runners.values() if any(
-            v.spec.kind.value == "sink" for v in r.task.vertex.chain)]
-        started = self.clock()
-        self.listener.on_start(name, graph)
-        pending = deque(scheduler.start())
-        runner_list = list(runners.values())
-        while True:
-            while pending:
-                instruction = pending.popleft()
-                if isinstance(instruction, SendEvents):
-                    if failure is not None:
-                        continue  # failing: launch nothing new, clean nothing up
-                    for event in instruction.events:
-                        if event.kind is EventKind.LAUNCH_SOURCE:
-                            launched.setdefault((event.cycle, event.window), self.clock())
-                        dispatcher.dispatch(event)
-                elif isinstance(instruction, WindowFinished):
-                    crash_point("window-finished", instruction.window)
-                    finished[instruction.cycle] = instruction.window
-                    key = (instruction.cycle, instruction.window)
-                    seconds = self.clock() - launched.pop(key, started)
-                    metrics = WindowMetrics.from_dones(name, instruction.cycle, instruction.window,
-                                                       seconds, instruction.dones, sources)
-                    result.windows.append(metrics)
-                    result.add_collected(instruction.window, instruction.dones)
-                    self.listener.on_window(metrics)
-                elif isinstance(instruction, WindowCompleted):
-                    completed[instruction.cycle] = instruction.window
-                    lowest = min(completed.values())
-                    if lowest > committed:
-                        committed = lowest
-                        crash_point("before-commit", committed)
-                        coordinator.commit(committed, writer,
-                                           functools.partial(reports.put, _Committed(committed)))
-                        outstanding_commits += 1
-                elif isinstance(instruction, JobFailed):
-                    if failure is None:
-                        # Stop, but first let every window that was finishing complete: its
-                        # snapshots may be durable already, and completed windows stay completed.
-                        failure = instruction.error
-                elif isinstance(instruction, CycleFinished):
-                    pass
-            report = _poll(reports)
-            if report is None:
-                if failure is None:
-                    if (scheduler.finished and not outstanding_commits
-                            and not any(r.has_work() for r in runner_list)):
-                        break
-                    if any([runner.step() for runner in runner_list]):
-                        continue
-                else:
-                    before = getattr(failure, "window", None)
-                    if any([runner.drain_step(before) for runner in runner_list]):
-                        flush = _Flush.NOT_SENT
-                        continue
-                    if flush is _Flush.NOT_SENT and min(finished.values()) > committed:
-                        # The writer applies operations in order: once this no-op is durable,
-                        # every snapshot handed to it before has been acknowledged.
-                        flush = _Flush.SENT
-                        writer.write(None, functools.partial(reports.put, _Flushed()))
-                    elif flush is not _Flush.SENT and not outstanding_commits:
-                        raise failure
-                # Only snapshot writes are outstanding: wait for the writer to report.
-                try:
-                    report = reports.get(timeout=300)
-                except queue.Empty:
-                    if failure is not None:
-                        raise failure from None
-                    msg = f"job {name!r} stalled: no task has work and no snapshot completed in 300 s"
-                    raise RuntimeError(msg) from None
-            if isinstance(report, _Committed):
-                outstanding_commits -= 1
-                durable = report.window
-                crash_point("after-commit", report.window)
-                for index, task in enumerate(sink_tasks):  # durable: its output may be seen
-                    task.publish(report.window)
-                    if index == 0:
-                        crash_point("mid-publish", report.window)
-            elif isinstance(report, _Flushed):
-                flush = _Flush.DONE
-            elif isinstance(report, _WriterFailed):
-                if failure is not None:
-                    raise failure  # the first failure is the one to report
-                raise self._write_error(report.error, writer, durable, committed)
-            elif failure is None:
-                pending.extend(scheduler.handle(report))
-            else:
-                try:
-                    pending.extend(scheduler.handle(report))
-                except Exception:  # noqa: BLE001 - already failing: report the first failure
-                    raise failure from None
-        result.seconds = self.clock() - started
-        result.last_completed = committed
-        self.listener.on_finish(result)
-        return result
+    def send(self, events) -> None:
+        """Queue each event at its task's runner."""
+        dispatch = self._dispatcher.dispatch
+        for event in events:
+            dispatch(event)
 
-    def _write_error(self, error: BaseException, writer, durable: int,
-                     committed: int) -> SnapshotWriteError:
+    def step(self) -> bool:
+        """One turn of every runner; False when none had work."""
+        return any([runner.step() for runner in self._runner_list])
+
+    def drain_step(self, before: int | None) -> bool:
+        """One draining turn of every runner (see ``TaskRunner.drain_step``)."""
+        return any([runner.drain_step(before) for runner in self._runner_list])
+
+    def has_work(self) -> bool:
+        """Whether a runner has queued items or source work."""
+        return any(r.has_work() for r in self._runner_list)
+
+    def publishers(self):
+        """The sink tasks' publish functions."""
+        return [task.publish for task in self._sinks]
+
+    def describe_write_failure(self, error: BaseException, durable: int,
+                               committed: int) -> SnapshotWriteError:
         """The error for a failed snapshot store: which backend, which window."""
-        failed = writer.oldest_pending()
+        failed = self._writer.oldest_pending()
         if failed is None:
             window, committing = (committed, True) if committed > durable else (durable + 1, False)
         else:
             window, committing = failed
-        out = SnapshotWriteError(self.state_backend.describe(), window, durable, error, committing)
+        out = SnapshotWriteError(self.backend.describe(), window, durable, error, committing)
         out.__cause__ = error
         return out
+
+    def close(self, failed: bool) -> None:
+        """Destroy every task (best effort), close the writer and the store."""
+        for runner in self._runner_list:
+            if runner.task.ctx is not None:
+                try:
+                    runner.task.destroy()
+                except Exception:  # noqa: BLE001, S110 - best effort on the way out
+                    pass
+        if self._writer is not None:
+            self._writer.close()
+        if self._store is not None and self.backend.name != "memory":
+            self._store.close()
 
     def _build_runners(self, graph: ExecutionGraph, report,
                        checkpoints: TaskCheckpoints) -> dict[int, TaskRunner]:
@@ -304,7 +173,7 @@ class LocalExecutor:
         for t in tasks:
             vertex = graph.vertex(t.vertex_id)
             task = task_class_for(vertex)(t, vertex, cycle_of[t.id], inputs[t.id], None,
-                                          self.state_backend, batch_size, report, self.clock,
+                                          self.backend, batch_size, report, self.clock,
                                           checkpoints)
             runners[t.id] = TaskRunner(task, report)
         delivers: dict[tuple[int, int], list] = {}
@@ -314,13 +183,7 @@ class LocalExecutor:
             edges = [OutputEdge(edge.partitioning, delivers.get((t.id, id(edge)), []), edge.key_fn,
                                 graph.vertex(edge.target).head.name, t.index)
                      for edge in graph.outputs(t.vertex_id)]
-            runners[t.id].task.emitter = EmitterService(edges, self.state_backend.max_parallelism)
+            runners[t.id].task.emitter = EmitterService(edges, self.backend.max_parallelism)
         wire_iterations([r.task for r in runners.values()])
         return runners
 
-
-def _poll(reports: queue.SimpleQueue):
-    try:
-        return reports.get_nowait()
-    except queue.Empty:
-        return None

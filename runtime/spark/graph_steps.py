@@ -30,7 +30,7 @@ import attrs
 from gyreflow.runtime.dataflow.iteration import IterationTask, task_class_for
 from gyreflow.runtime.spark.partition import DONE, Round, _build_task, _plan
 from gyreflow.runtime.dataflow.task_runner import Dispatcher, TaskError, TaskRunner
-from gyreflow.scheduler.events import EventKind, SendEvents, TaskFailed
+from gyreflow.scheduler.events import EventKind, TaskFailed
 
 STATE = -2  # target vertex of items that carry a task's graph state
 LOOP = -3  # target vertex of items that carry loop messages between supersteps
@@ -120,19 +120,15 @@ def _run_graph_task(spec: Round, index: int, state, loops: list, messages: list,
     dispatcher = Dispatcher({task.spec.id: runner})
     items: list = []
     try:
-        task.checkpoints = attrs.evolve(task.checkpoints, store=store, horizon=spec.horizon,
-                                        rescaled=spec.rescaled if state is None else frozenset())
+        checkpoints = attrs.evolve(task.checkpoints, store=store, horizon=spec.horizon,
+                                   rescaled=spec.rescaled if state is None else frozenset())
         graph = task.graph
         if live is not None:
-            pass  # the task of the previous step, as that step left it
+            task.checkpoints = checkpoints  # the task of the previous step, as that step left it
         elif state is None:
-            task.ctx.window = window
-            task.last_snapshot = window - 1
-            if window > 1:
-                task.rollback(window - 1, recover_sinks=False)
+            task.enter_window(window, checkpoints, restore=True)
         else:
-            graph_state, task.ctx.window, task.last_snapshot, task._end_deferred = pickle.loads(state)
-            graph.import_state(graph_state)
+            task.import_progress(pickle.loads(state), checkpoints)
         loop = _SparkLoop(_merge_boxes(loops, graph.merge), graph.merge)
         graph.loop = loop
         if event is None:  # the input job: upstream tasks end their channels again every round
@@ -144,8 +140,8 @@ def _run_graph_task(spec: Round, index: int, state, loops: list, messages: list,
         while runner.step():
             pass
         if not runner.failed:
-            exported = (graph.export_state(), task.ctx.window, task.last_snapshot, task._end_deferred)
-            items.append((STATE, index, pickle.dumps(exported, pickle.HIGHEST_PROTOCOL)))
+            exported = pickle.dumps(task.export_progress(), pickle.HIGHEST_PROTOCOL)
+            items.append((STATE, index, exported))
             items.extend((LOOP, target, body) for target, body in loop.outgoing)
             if not needs_store or event is None:  # a superstep follows: keep the task for it
                 live = _LIVE[key] = ((window, step), task, holder)
@@ -190,27 +186,31 @@ def _downstream(item) -> bool:
 
 
 class SparkGraphRunner:
-    """Runs the graph vertices of a plan on Spark for the executor: the jobs of each window, the
-    state kept between windows, and the scheduler's answers to the Done events the jobs report."""
+    """Runs the graph vertices of a plan on Spark for the host: the jobs of each window, the state
+    kept between windows. The jobs' Done events go to the driver (``link``); the driver's answers,
+    the next step's iteration events, come back through ``deliver``."""
 
-    def __init__(self, scheduler, graph, partition_by) -> None:
-        self.scheduler = scheduler
-        self.partition_by = partition_by  # the executor's partition function: equal partitioners
+    def __init__(self, link, graph, partition_by) -> None:
+        self.link = link
+        self.partition_by = partition_by  # the host's partition function: equal partitioners
         self.task_of = {t.id: (t.vertex_id, t.index) for t in graph.tasks()}
         self.iterating = {v.id for v in graph.vertices if task_class_for(v) is IterationTask}
         self.states: dict[int, tuple[int, object]] = {}  # vertex -> (window, last job's RDD)
         self.spent: dict[int, list] = {}  # vertex -> the earlier jobs' RDDs of its last round
-        self.instructions: list = []
+        self.inbox: dict[int, dict[int, object]] = {}  # vertex -> task index -> next event
         self.failed = False
+
+    def takes(self, event) -> bool:
+        """Keep ``event`` if it is an iteration event for a graph task; whether it was kept."""
+        owner = self.task_of.get(event.task)
+        if event.kind not in _ITERATION_EVENTS or owner is None or owner[0] not in self.iterating:
+            return False
+        self.inbox.setdefault(owner[0], {})[owner[1]] = event
+        return True
 
     def handles(self, vertex) -> bool:
         """Whether ``vertex`` runs a graph computation."""
         return vertex.id in self.iterating
-
-    def take_instructions(self) -> list:
-        """What the scheduler answered during the round, besides the graph jobs' own events."""
-        out, self.instructions = self.instructions, []
-        return out
 
     def run(self, sc, vertex, base, spec: Round):
         """Run window ``spec.window`` of graph vertex ``vertex`` whose input is ``base`` (partitioned
@@ -229,10 +229,8 @@ class SparkGraphRunner:
             events = self._answer(rdd, vertex)
             if not events:
                 break
-            loops = rdd.filter(_is(LOOP)).map(_loop_item).partitionBy(parallelism, self.partition_by)
-            # The shuffle's batches are pickled lists like the default serializer's: read both as one
-            # RDD (PySpark would otherwise re-serialize the loop messages in a Python pass of its own).
-            loops._jrdd_deserializer = rdd._jrdd_deserializer
+            loops = (rdd.filter(_is(LOOP)).map(_loop_item).partitionBy(parallelism, self.partition_by)
+                     .map(_same, preservesPartitioning=True))  # in the serializer of ``rdd``
             step += 1
             rdd = self._job(rdd.union(loops), parallelism, _graph_job(spec, events, step))
             jobs.append(rdd)
@@ -253,30 +251,17 @@ class SparkGraphRunner:
         return rdd
 
     def _answer(self, rdd, vertex) -> dict[int, object]:
-        """Collect the job's Done events, hand them to the scheduler, and return the iteration events
-        it sends to this vertex's tasks (by task index)."""
+        """Report the job's Done events to the driver and return the iteration events it answers
+        with for this vertex's tasks (by task index)."""
         dones = rdd.filter(_is(DONE)).map(_payload).collect()
         failures = [d for d in dones if isinstance(d, TaskFailed)]
         if failures:
             self.failed = True
-            self.instructions.extend(self.scheduler.handle(failures[0]))
-            return {}
-        events: dict[int, object] = {}
+            dones = failures[:1]
         for done in dones:
-            for instruction in self.scheduler.handle(done):
-                if not isinstance(instruction, SendEvents):
-                    self.instructions.append(instruction)
-                    continue
-                rest = []
-                for event in instruction.events:
-                    owner = self.task_of.get(event.task)
-                    if event.kind in _ITERATION_EVENTS and owner is not None and owner[0] == vertex.id:
-                        events[owner[1]] = event
-                    else:
-                        rest.append(event)
-                if rest:
-                    self.instructions.append(SendEvents(tuple(rest)))
-        return events
+            self.link.report(done)
+        self.link.settle()  # the driver handles them now; its answers arrive through ``takes``
+        return self.inbox.pop(vertex.id, {})
 
     def close(self) -> None:
         """Release the cached graph states and steps."""
@@ -287,6 +272,10 @@ class SparkGraphRunner:
                 _unpersist(rdd)
         self.states.clear()
         self.spent.clear()
+
+
+def _same(item):
+    return item
 
 
 def _as_data(payload):

@@ -1,13 +1,14 @@
-"""The Spark executor: the same plan and the same cycle scheduler, each window round one Spark job.
+"""The Spark host: the job driver's events run on Spark, each window round one Spark job.
 
 Per round (window ``w``), every execution vertex becomes a ``mapPartitionsWithIndex`` stage whose
-partition ``i`` runs task ``i`` of the vertex (see ``spark_tasks``). Records leave a task in batches
+partition ``i`` runs task ``i`` of the vertex (see ``partition``). Records leave a task in batches
 tagged with the target task index, so a ``key`` edge is a Spark shuffle with gyreflow's key-group
 partitioner (``partitionBy`` on the target index); a keyed count or aggregate pre-combines in the
-sending task (``spark_combine``). Done events (metrics, collected output, checkpoint acknowledgements)
+sending task (``combine``). Done events (metrics, collected output, checkpoint acknowledgements)
 ride downstream with the data to the tail stages, and one action per round, a ``collect`` of the tail
 stages, brings them to the driver, where the scheduler runs. A stage is persisted only when two
-downstream vertices read it, so no stage runs or is read twice.
+downstream vertices read it, so no stage runs or is read twice. Lifecycle events (create, roll back,
+initialise, clean) run in a small control job whose tasks acknowledge what they did.
 
 Keyed state lives in the configured backend, by key group, so any Python worker can serve any task: a
 task restores its key groups from the backend unless the worker that ran it in the previous round
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import time
 import uuid
 from collections import deque
 from collections.abc import Callable
@@ -28,29 +28,17 @@ from collections.abc import Callable
 import attrs
 
 from gyreflow.plan.execution import ExecutionGraph
-from gyreflow.runtime.checkpoint import CheckpointCoordinator, RecoveryOptions
-from gyreflow.runtime.faults import crash_point
-from gyreflow.runtime.local.host import JobListener
-from gyreflow.runtime.metrics import TaskResult, WindowMetrics
+from gyreflow.runtime.errors import SnapshotWriteError
+from gyreflow.runtime.host import HostLink
 from gyreflow.runtime.local.snapshot_writers import SnapshotWriter
 from gyreflow.runtime.spark.graph_steps import SparkGraphRunner
+from gyreflow.runtime.spark.partition import Round, RunPlan, control_stage, stage
 from gyreflow.runtime.spark.session import SPARK_LOG, spark_session
-from gyreflow.runtime.spark.partition import Round, RunPlan, stage
-from gyreflow.scheduler.cycle import JobScheduler
-from gyreflow.scheduler.events import (
-    Done,
-    EventKind,
-    JobFailed,
-    SendEvents,
-    TaskFailed,
-    WindowCompleted,
-    WindowFinished,
-)
+from gyreflow.scheduler.events import EventKind, TaskFailed
 from gyreflow.state.backends import RocksDBStateBackend
 
-__all__ = ["SPARK_LOG", "PlanNotShippableError", "SparkExecutor", "spark_session"]
+__all__ = ["SPARK_LOG", "PlanNotShippableError", "SparkHost", "spark_session"]
 
-_ACKED = (EventKind.INIT_CYCLE, EventKind.ROLLBACK, EventKind.CLEAN_CYCLE)
 PRUNE_EVERY = 10  # commits between two prunes of old versions by the driver
 
 
@@ -70,9 +58,11 @@ class _DriverWriter(SnapshotWriter):
         self.pending: dict[str, tuple[list[int], int]] = {}
         self.commits = 0
 
-    def write(self, snapshot, on_done) -> None:  # tasks write their own snapshots on Spark
-        msg = "the Spark driver writes no task snapshots"
-        raise NotImplementedError(msg)
+    def write(self, snapshot, on_done) -> None:
+        if snapshot is not None:  # tasks write their own snapshots on Spark
+            msg = "the Spark driver writes no task snapshots"
+            raise NotImplementedError(msg)
+        on_done()  # nothing is in flight between rounds
 
     def commit(self, meta, on_done) -> None:
         if self.store is None:
@@ -113,133 +103,153 @@ class _DriverWriter(SnapshotWriter):
             self.flush()
 
 
-class SparkExecutor:
-    """Runs an execution graph on Spark: the driver runs the scheduler, each round is a Spark job."""
+class SparkHost:
+    """Runs a job's tasks on Spark for the driver: each window a Spark job (a round), each batch of
+    lifecycle events a small control job whose tasks acknowledge what they did."""
 
-    def __init__(self, config, state_backend, session_factory: Callable[[], object],
-                 listener: JobListener | None = None) -> None:
+    name = "spark"
+
+    def __init__(self, config, backend, session_factory: Callable[[], object]) -> None:
         self.config = config
-        self.state_backend = state_backend
         self.session_factory = session_factory
-        self.listener = listener or JobListener()
-
-    def run(self, name: str, graph: ExecutionGraph,
-            recovery: RecoveryOptions | None = None) -> TaskResult:
-        """Run ``graph`` to the end of its input on Spark and return its result."""
-        plan = _shippable_plan(name, graph)
-        backend = self.state_backend
-        scratch = None
+        self._scratch = None
         if backend.name == "memory":
             # Spark tasks run in other processes: memory state is kept in a scratch RocksDB that
             # lives as long as this run (so it survives nothing, like the memory backend).
-            scratch = tempfile.mkdtemp(prefix="gyreflow-spark-state-")
+            self._scratch = tempfile.mkdtemp(prefix="gyreflow-spark-state-")
             backend = RocksDBStateBackend(backend.max_parallelism, backend.snapshot_every,
-                                          backend.retained_snapshots, path=scratch)
-        store = backend.open_store()
-        try:
-            coordinator = CheckpointCoordinator(name, graph, store, backend)
-            resume_from = coordinator.prepare(recovery or RecoveryOptions())
-        finally:
-            store.close()
-        try:
-            spark = self.session_factory()
-            return self._drive(spark, name, graph, plan, backend, coordinator, resume_from)
-        finally:
-            if scratch is not None:
-                shutil.rmtree(scratch, ignore_errors=True)
+                                          backend.retained_snapshots, path=self._scratch)
+        self.backend = backend
+        self._writer: _DriverWriter | None = None
+        self._windows: deque[tuple[int, bool]] = deque()  # launched windows: (window, snapshot it)
+        self._control: list = []  # lifecycle events for the next control job
+        self._destroy: list = []  # DestroyTask events, carried out when the host closes
+        self._sink_writers: list = []
+        self._graphs: SparkGraphRunner | None = None
+        self._shipped = None
+        self._sc = None
 
-    def _drive(self, spark, name, graph, plan, backend, coordinator, resume_from) -> TaskResult:
-        sc = spark.sparkContext
-        scheduler = JobScheduler(graph.cycles(), self.config["scheduler.max_flying_windows"],
-                                 resume_from, backend.snapshot_every)
-        run_id = uuid.uuid4().hex
-        graphs = SparkGraphRunner(scheduler, graph, _by_index)  # graph vertices: a job per step
-        sink_writers = self._sink_writers(graph)
-        driver = _DriverWriter(backend)
-        shipped = sc.broadcast(plan)  # the plan travels once per run, not in every stage's closure
-        result = TaskResult(name)
-        sources = tuple(v.name for v in graph.pipeline.sources())
-        completed = {cycle: resume_from for cycle in scheduler.cycles}
-        committed = resume_from
-        started = time.monotonic()
-        launched: dict[int, float] = {}
-        self.listener.on_start(name, graph)
-        pending = deque(scheduler.start())
-        windows_to_run: list[int] = []
-        try:
-            while True:
-                while pending:
-                    instruction = pending.popleft()
-                    if isinstance(instruction, SendEvents):
-                        for event in instruction.events:
-                            if event.kind is EventKind.LAUNCH_SOURCE:
-                                if event.window not in windows_to_run:
-                                    windows_to_run.append(event.window)
-                                    launched.setdefault(event.window, time.monotonic())
-                            elif event.kind is EventKind.ROLLBACK:
-                                for writer in sink_writers:
-                                    writer.recover(event.window)
-                                pending.extend(scheduler.handle(
-                                    Done(event.cycle, event.task, event.window, event.kind)))
-                            elif event.kind in _ACKED:
-                                pending.extend(scheduler.handle(
-                                    Done(event.cycle, event.task, event.window, event.kind)))
-                    elif isinstance(instruction, WindowFinished):
-                        crash_point("window-finished", instruction.window)
-                        seconds = time.monotonic() - launched.pop(instruction.window, started)
-                        metrics = WindowMetrics.from_dones(name, instruction.cycle,
-                                                           instruction.window, seconds,
-                                                           instruction.dones, sources)
-                        result.windows.append(metrics)
-                        result.add_collected(instruction.window, instruction.dones)
-                        self.listener.on_window(metrics)
-                    elif isinstance(instruction, WindowCompleted):
-                        completed[instruction.cycle] = instruction.window
-                        lowest = min(completed.values())
-                        if lowest > committed:
-                            committed = lowest
-                            crash_point("before-commit", committed)
-                            coordinator.commit(committed, driver, lambda: None)
-                            crash_point("after-commit", committed)
-                            for index, writer in enumerate(sink_writers):
-                                writer.publish(committed)
-                                if index == 0:
-                                    crash_point("mid-publish", committed)
-                    elif isinstance(instruction, JobFailed):
-                        raise instruction.error
-                if scheduler.finished:
-                    break
-                if not windows_to_run:
-                    msg = f"job {name!r} stalled: the scheduler launched no window and did not finish"
-                    raise RuntimeError(msg)
-                window = windows_to_run.pop(0)
-                horizon = coordinator.retained[0] if coordinator.retained else 0
-                rescaled = (frozenset(coordinator.rescaled) if window == resume_from + 1
-                            else frozenset())
-                spec = Round(run_id, shipped, -1, window, backend, self.config["runtime.batch_size"],
-                             horizon, rescaled)
-                dones = self._run_round(sc, graph, spec, graphs)
-                pending.extend(graphs.take_instructions())
-                for event in dones:
-                    pending.extend(scheduler.handle(event))
-        except BaseException:
-            # The job failed: clean up without letting a clean-up error hide why it failed.
-            for action in (graphs.close, driver.close, shipped.destroy):
-                _quietly(action)
-            raise
-        graphs.close()
-        driver.close()
-        _quietly(shipped.destroy)
-        for writer in sink_writers:
-            writer.close()
-        result.seconds = time.monotonic() - started
-        result.last_completed = committed
-        self.listener.on_finish(result)
-        return result
+    @property
+    def writer(self) -> _DriverWriter:
+        """The driver's commits and prunes (tasks write their own snapshots inside Spark tasks)."""
+        return self._writer
 
-    def _run_round(self, sc, graph: ExecutionGraph, template: Round,
-                   graphs: SparkGraphRunner | None = None) -> list:
+    def open(self, job: str, graph: ExecutionGraph, store, link: HostLink, resume_from: int,
+             rescaled: frozenset[str], horizon: int) -> None:
+        """Ship the plan once (a broadcast). The driver's store is closed: it may hold state
+        databases open that the tasks open next, in other processes."""
+        store.close()
+        plan = _shippable_plan(job, graph)  # fails before any data moves
+        self._writer = _DriverWriter(self.backend)
+        self.graph = graph
+        self.link = link
+        self.resume_from = resume_from
+        self.rescaled = rescaled
+        self.horizon = horizon
+        self._sc = self.session_factory().sparkContext
+        self._shipped = self._sc.broadcast(plan)  # travels once per run, not in every closure
+        self._run_id = uuid.uuid4().hex
+        self._graphs = SparkGraphRunner(link, graph, _by_index)  # graph vertices: a job per step
+        self._sink_writers = _sink_writers(graph)
+        self._task_of = {t.id: (t.vertex_id, t.index) for t in graph.tasks()}
+
+    def send(self, events) -> None:
+        """Queue launched windows for their rounds, iteration events for the graph runner and
+        lifecycle events for the next control job."""
+        for event in events:
+            if event.kind is EventKind.LAUNCH_SOURCE:
+                if all(window != event.window for window, _ in self._windows):
+                    self._windows.append((event.window, event.checkpoint))
+            elif self._graphs.takes(event):
+                continue
+            elif event.kind is EventKind.DESTROY_TASK:
+                self._destroy.append(event)
+            else:
+                self._control.append(event)
+
+    def step(self) -> bool:
+        """Run the queued lifecycle events (one control job) or the next window (one round)."""
+        if self._control:
+            events, self._control = self._control, []
+            self._report(self._run_control(events))
+            return True
+        if self._windows:
+            window, checkpoint = self._windows.popleft()
+            self._report(self._run_round(window, checkpoint))
+            return True
+        return False
+
+    def drain_step(self, before: int | None) -> bool:
+        """Rounds run to their end: once the job fails, nothing is in flight and nothing starts."""
+        self._windows.clear()
+        self._control.clear()
+        return False
+
+    def has_work(self) -> bool:
+        """Whether a window or lifecycle events wait to run."""
+        return bool(self._windows or self._control)
+
+    def publishers(self):
+        """The sinks' writers, on the driver: they make a committed window's staged output visible."""
+        return [writer.publish for writer in self._sink_writers]
+
+    def describe_write_failure(self, error: BaseException, durable: int,
+                               committed: int) -> SnapshotWriteError:
+        """The error for a failed commit (the driver's only writes)."""
+        out = SnapshotWriteError(self.backend.describe(), committed, durable, error, True)
+        out.__cause__ = error
+        return out
+
+    def close(self, failed: bool) -> None:
+        """Close the tasks the workers hold, release cached RDDs, the writer and the scratch state."""
+        actions = []
+        if self._destroy and not failed:
+            actions.append(lambda: self._run_control(self._destroy))
+        if self._graphs is not None:
+            actions.append(self._graphs.close)
+        if self._writer is not None:
+            actions.append(self._writer.close)
+        if self._shipped is not None:
+            actions.append(self._shipped.destroy)
+        if not failed:
+            actions.extend(writer.close for writer in self._sink_writers)
+        try:
+            for action in actions:
+                if failed:
+                    _quietly(action)  # a clean-up error must not hide why the job failed
+                else:
+                    action()
+        finally:
+            if self._scratch is not None:
+                shutil.rmtree(self._scratch, ignore_errors=True)
+
+    # Spark jobs -----------------------------------------------------------------------------
+
+    def _report(self, events) -> None:
+        for event in events:
+            self.link.report(event)
+
+    def _spec(self, window: int, checkpoint: bool = True) -> Round:
+        rescaled = self.rescaled if window in (self.resume_from, self.resume_from + 1) else frozenset()
+        return Round(self._run_id, self._shipped, -1, window, self.backend,
+                     self.config["runtime.batch_size"], self.horizon, rescaled, checkpoint)
+
+    def _run_control(self, events) -> list:
+        """One Spark job carrying out lifecycle events in the tasks; returns their acknowledgements."""
+        by_task: dict[int, list] = {}
+        for event in events:
+            by_task.setdefault(event.task, []).append(event)
+        items = [(*self._task_of[task], tuple(queued)) for task, queued in by_task.items()]
+        slices = max(1, min(len(items), self._sc.defaultParallelism))
+        spec = self._spec(max(event.window for event in events))
+        acks = self._sc.parallelize(items, slices).mapPartitions(control_stage(spec)).collect()
+        failures = [a for a in acks if isinstance(a, TaskFailed)]
+        return failures[:1] if failures else acks
+
+    def _run_round(self, window: int, checkpoint: bool) -> list:
         """One Spark job for one window: a stage per execution vertex, one collect of Done events."""
+        sc, graph, graphs = self._sc, self.graph, self._graphs
+        template = self._spec(window, checkpoint)
         outputs = {}
         persisted = []
         tails = []
@@ -253,7 +263,7 @@ class SparkExecutor:
                 parts = [_read(outputs[u], vertex.id, _consumers(graph, u)) for u in upstream]
                 base = (parts[0] if len(parts) == 1 else sc.union(parts)).partitionBy(
                     vertex.parallelism, _by_index)
-            if graphs is not None and graphs.handles(vertex):
+            if graphs.handles(vertex):
                 rdd = graphs.run(sc, vertex, base, spec)
             else:
                 rdd = base.mapPartitionsWithIndex(stage(spec))
@@ -270,19 +280,18 @@ class SparkExecutor:
             for rdd in persisted:
                 rdd.unpersist(blocking=False)
         failures = [d for d in dones if isinstance(d, TaskFailed)]
-        if failures:
-            return [failures[0]]
-        return dones
+        return failures[:1] if failures else dones
 
-    def _sink_writers(self, graph: ExecutionGraph) -> list:
-        """Driver-side writers of every sink task: they publish and recover staged output."""
-        writers = []
-        for vertex in graph.pipeline.vertices:
-            sink = getattr(vertex.spec, "sink", None)
-            if sink is not None:
-                writers.extend(sink.create_writer(i, vertex.parallelism)
-                               for i in range(vertex.parallelism))
-        return writers
+
+def _sink_writers(graph: ExecutionGraph) -> list:
+    """Driver-side writers of every sink task: they publish staged output."""
+    writers = []
+    for vertex in graph.pipeline.vertices:
+        sink = getattr(vertex.spec, "sink", None)
+        if sink is not None:
+            writers.extend(sink.create_writer(i, vertex.parallelism)
+                           for i in range(vertex.parallelism))
+    return writers
 
 
 def _quietly(action: Callable) -> None:

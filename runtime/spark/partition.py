@@ -33,7 +33,7 @@ from gyreflow.runtime.spark.combine import (
 )
 from gyreflow.runtime.dataflow.task import Task, TaskCheckpoints
 from gyreflow.runtime.dataflow.task_runner import Dispatcher, TaskError, TaskRunner
-from gyreflow.scheduler.events import LaunchSource, TaskFailed
+from gyreflow.scheduler.events import Done, EventKind, LaunchSource, TaskEvent, TaskFailed
 from gyreflow.state.snapshot import SnapshotCorruptedError
 
 DONE = -1  # target vertex (or channel) of items that carry a Done event
@@ -80,6 +80,7 @@ class Round:
     batch_size: int
     horizon: int = 0  # the oldest retained version: older versions are trimmed as keys are written
     rescaled: frozenset[str] = frozenset()
+    checkpoint: bool = True  # whether the driver asked for the window's snapshot
 
 
 class _Holder:
@@ -121,7 +122,7 @@ def _build_task(plan: RunPlan, spec: Round, index: int) -> tuple[Task, _Holder]:
     vertex = graph.vertex(spec.vertex_id)
     task_spec = next(t for t in graph.tasks() if t.vertex_id == vertex.id and t.index == index)
     holder = _Holder()
-    checkpoints = TaskCheckpoints(plan.job, None, _RoundWriter(), 1, frozenset())
+    checkpoints = TaskCheckpoints(plan.job, None, _RoundWriter(), True, frozenset())
     task = task_class_for(vertex)(task_spec, vertex, plan.cycle_of[task_spec.id],
                                   plan.ordinals[task_spec.id], None, spec.backend, spec.batch_size,
                                   lambda event: holder.dones.append(event), time.monotonic,
@@ -182,26 +183,17 @@ def run_partition(spec: Round, index: int, messages: list) -> list:
     runner = TaskRunner(task, holder.dones.append)
     dispatcher = Dispatcher({task.spec.id: runner})
     try:
-        task.ctx.window = window
-        task.last_snapshot = window - 1
-        task.checkpoints = attrs.evolve(task.checkpoints, store=store, horizon=spec.horizon,
-                                        rescaled=spec.rescaled if fresh else frozenset())
-        if fresh and window > 1:
-            task.rollback(window - 1, recover_sinks=False)
-        # Channels that ended in an earlier round end again, for tasks that start fresh downstream.
-        if task.source_reader is not None and task.exhausted:
-            task.emitter.end_of_input()
-        elif task.source_reader is None and task.worker.ended and not fresh:
-            task.emitter.end_of_input()
+        checkpoints = attrs.evolve(task.checkpoints, store=store, horizon=spec.horizon,
+                                   rescaled=spec.rescaled if fresh else frozenset())
+        task.enter_window(window, checkpoints, restore=fresh)
         messages = [m for m in messages if m[0] != DONE]
         messages.sort(key=lambda m: (m[0], m[1]))
         runner.inbox.extend((channel, message) for channel, _seq, message in messages)
         if task.source_reader is not None:
-            dispatcher.dispatch(LaunchSource(task.cycle, task.spec.id, window))
+            dispatcher.dispatch(LaunchSource(task.cycle, task.spec.id, window, spec.checkpoint))
         while runner.step():
             pass
-        finished = task.ctx.window > window or task.worker.ended or task.exhausted
-        if runner.failed or not finished:
+        if runner.failed or not task.finished_window(window):
             # Without a failure here, an unfinished window means an upstream task failed (every
             # healthy round brings each task its barrier): drop what this task staged of it.
             _close_quietly(task)
@@ -227,6 +219,103 @@ def run_partition(spec: Round, index: int, messages: list) -> list:
     items.extend((target, 0, (DONE, next(seq), event)) if target != DONE else (DONE, 0, event)
                  for event in dones)
     return items
+
+
+def run_control(spec: Round, items: list[tuple[int, int, tuple[TaskEvent, ...]]]) -> list:
+    """Carry out lifecycle events inside a Spark task; ``items`` are (vertex id, task index, events).
+
+    CreateTask builds the task (operators opened, source reader created) and keeps it in this
+    worker; Rollback restores its state, source offset and sinks' staged output to the event's
+    window; InitCycle and CleanCycle ready the task for the next window or end its launches;
+    DestroyTask closes the task if this worker holds it. Each task reports its own acknowledgement,
+    or TaskFailed naming what it could not do. A task kept here serves the next round when that
+    round runs on this worker; on any other worker the round restores it from the backend.
+    """
+    plan = _plan(spec)
+    out: list = []
+    store = None
+    try:
+        for vertex_id, index, events in items:
+            task_spec = attrs.evolve(spec, vertex_id=vertex_id)
+            for event in events:
+                if event.kind is EventKind.ROLLBACK and store is None:
+                    store = spec.backend.open_store()
+                failure = _control(plan, task_spec, index, event, store, out)
+                if failure is not None:
+                    out.append(failure)
+                    break
+    finally:
+        if store is not None:
+            store.close()
+    return out
+
+
+def _control(plan: RunPlan, spec: Round, index: int, event: TaskEvent, store, out: list):
+    key = (spec.run_id, spec.vertex_id, index)
+    kind = event.kind
+    cached = _TASKS.pop(key, None)
+    task = None
+    try:
+        if kind is EventKind.CREATE_TASK:
+            if cached is not None:
+                _close_quietly(cached[0])
+            task, holder = _build_task(plan, spec, index)
+            _TASKS[key] = (task, holder, 0)
+            return None
+        if kind is EventKind.DESTROY_TASK:
+            if cached is not None:
+                _close_quietly(cached[0])
+            return None
+        if kind is EventKind.ROLLBACK:
+            if cached is not None:
+                _close_quietly(cached[0])
+            task, holder = _build_task(plan, spec, index)
+            task.checkpoints = attrs.evolve(task.checkpoints, store=store, horizon=spec.horizon,
+                                            rescaled=spec.rescaled)
+            task.checkpoints.writer.store = store
+            try:
+                task.rollback(event.window)  # state, source offset and the sinks' staged output
+            finally:
+                task.checkpoints.writer.store = None
+            cached = (task, holder, event.window)
+        elif kind is EventKind.INIT_CYCLE:
+            if cached is not None and cached[2] == event.window:
+                task = cached[0]
+                task.ctx.window = event.window + 1
+                task.last_snapshot = event.window
+                cached = (task, cached[1], event.window)
+            else:  # not built here: the first round restores it from the backend
+                cached = None
+        elif kind is EventKind.CLEAN_CYCLE:
+            if cached is not None:
+                cached[0].launches.clear()
+        else:
+            msg = f"a Spark control job cannot carry out {kind.value}"
+            raise NotImplementedError(msg)
+        if cached is not None:
+            _TASKS[key] = cached
+        out.append(Done(plan.cycle_of[event.task], event.task, event.window, kind))
+        return None
+    except Exception as exc:  # noqa: BLE001 - reported to the driver
+        if task is not None:
+            _close_quietly(task)
+        name = next(t.name for t in plan.graph.tasks() if t.id == event.task)
+        where = f"task {name!r} could not carry out {kind.value} (window {event.window})"
+        if isinstance(exc, SnapshotCorruptedError):
+            error: Exception = SnapshotCorruptedError(f"{where}: {exc}")
+        else:
+            error = TaskError(f"{where}: {type(exc).__name__}: {exc}")
+        error.__cause__ = exc
+        return TaskFailed(plan.cycle_of[event.task], event.task, event.window, error)
+
+
+def control_stage(spec: Round):
+    """The function of a control job's ``mapPartitions``: lifecycle events in, acknowledgements out."""
+
+    def run(iterator):
+        return iter(run_control(spec, list(iterator)))
+
+    return run
 
 
 def _close_quietly(task: Task) -> None:

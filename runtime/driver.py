@@ -1,0 +1,253 @@
+"""The job driver: the one job loop, whatever engine runs the tasks.
+
+It owns the scheduler core (which decides when a window is snapshotted and when it is complete), the
+checkpoint coordinator (resume, commit, prune), the order commit -> publish -> prune, the crash
+points, failure draining and per-window metrics. An engine is a ``Host`` (runtime/host.py): the
+in-process host (runtime/local) or the Spark host (runtime/spark).
+"""
+
+from __future__ import annotations
+
+import enum
+import queue
+import time
+from collections import deque
+from collections.abc import Callable
+
+import attrs
+
+from gyreflow.plan.execution import ExecutionGraph
+from gyreflow.runtime.checkpoint import CheckpointCoordinator, RecoveryOptions
+from gyreflow.runtime.faults import crash_point
+from gyreflow.runtime.host import Host, HostLink
+from gyreflow.runtime.metrics import TaskResult, WindowMetrics
+from gyreflow.scheduler.checkpoints import AbortReason
+from gyreflow.scheduler.cycle import JobScheduler
+from gyreflow.scheduler.events import (
+    CommitDurable,
+    CommitWindow,
+    EventKind,
+    JobFailed,
+    PublishWindow,
+    SendEvents,
+    WindowFinished,
+)
+
+STALL_SECONDS = 300  # no task has work and nothing was reported for this long: the job is stuck
+
+
+class JobListener:
+    """Receives progress while a job runs; the default does nothing."""
+
+    def on_start(self, name: str, graph: ExecutionGraph) -> None:
+        """The job is about to start."""
+
+    def on_window(self, metrics: WindowMetrics) -> None:
+        """A window finished."""
+
+    def on_finish(self, result: TaskResult) -> None:
+        """The job finished."""
+
+
+@attrs.frozen
+class _WriterFailed:
+    error: BaseException
+
+
+@attrs.frozen
+class _Flushed:
+    """Every snapshot write handed to the writer before this marker is durable."""
+
+
+class _Flush(enum.Enum):
+    NOT_SENT = "not sent"
+    SENT = "sent"
+    DONE = "done"
+
+
+class JobDriver:
+    """Runs one job's execution graph on a host, from its last completed window to the end of its input.
+
+    >>> from gyreflow.runtime.local.host import LocalHost  # doctest: +SKIP
+    >>> JobDriver(config, LocalHost(config, backend)).run("job", graph)  # doctest: +SKIP
+    """
+
+    def __init__(self, config, host: Host, listener: JobListener | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.config = config
+        self.host = host
+        self.listener = listener or JobListener()
+        self.clock = clock
+        self._reports: queue.SimpleQueue = queue.SimpleQueue()
+
+    def run(self, name: str, graph: ExecutionGraph,
+            recovery: RecoveryOptions | None = None) -> TaskResult:
+        """Run ``graph`` to the end of its input and return its result."""
+        host = self.host
+        backend = host.backend
+        store = backend.open_store()  # an unreachable backend fails here, before any data moves
+        failed = True
+        try:
+            coordinator = CheckpointCoordinator(name, graph, store, backend)
+            resume_from = coordinator.prepare(recovery or RecoveryOptions())
+            horizon = coordinator.retained[0] if coordinator.retained else 0
+            link = HostLink(self._reports.put, self._settle, self._writer_failed)
+            host.open(name, graph, store, link, resume_from, frozenset(coordinator.rescaled), horizon)
+            store = None  # the host owns it now
+            result = self._drive(name, graph, coordinator, resume_from)
+            failed = False
+            return result
+        finally:
+            if store is not None:
+                store.close()
+            host.close(failed)
+
+    # The loop -------------------------------------------------------------------------------
+
+    def _drive(self, name: str, graph: ExecutionGraph, coordinator: CheckpointCoordinator,
+               resume_from: int) -> TaskResult:
+        host = self.host
+        self.scheduler = scheduler = JobScheduler(
+            graph.cycles(), self.config["scheduler.max_flying_windows"], resume_from,
+            host.backend.snapshot_every)
+        self.name = name
+        self.coordinator = coordinator
+        self.result = TaskResult(name)
+        self.sources = tuple(v.name for v in graph.pipeline.sources())
+        self.launched: dict[tuple[int, int], float] = {}
+        self.finished = {cycle: resume_from for cycle in scheduler.cycles}
+        self.failure: BaseException | None = None
+        self.writer_failure: BaseException | None = None
+        self.durable = resume_from
+        self.started = self.clock()
+        self.pending: deque = deque()
+        flush = _Flush.NOT_SENT
+        self.listener.on_start(name, graph)
+        self.pending.extend(scheduler.start())
+        while True:
+            self._carry_out()
+            report = _poll(self._reports)
+            if report is None:
+                if self.failure is None:
+                    if scheduler.finished and not host.has_work():
+                        break
+                    if host.step():
+                        continue
+                else:
+                    if host.drain_step(getattr(self.failure, "window", None)):
+                        flush = _Flush.NOT_SENT
+                        continue
+                    if flush is _Flush.NOT_SENT and min(self.finished.values()) > scheduler.committing:
+                        # The writer applies operations in order: once this no-op is durable, every
+                        # snapshot handed to it before has been acknowledged.
+                        flush = _Flush.SENT
+                        host.writer.write(None, lambda: self._reports.put(_Flushed()))
+                    elif flush is not _Flush.SENT and not scheduler.outstanding:
+                        self._carry_out()
+                        scheduler.abort_checkpoints(AbortReason.JOB_FAILED)
+                        raise self.failure
+                try:  # only snapshot writes are outstanding: wait for the writer to report
+                    report = self._reports.get(timeout=STALL_SECONDS)
+                except queue.Empty:
+                    if self.failure is not None:
+                        raise self.failure from None
+                    msg = (f"job {name!r} stalled: no task has work and no snapshot completed in "
+                           f"{STALL_SECONDS} s")
+                    raise RuntimeError(msg) from None
+            if isinstance(report, _Flushed):
+                flush = _Flush.DONE
+            else:
+                self._take(report)
+        self.result.seconds = self.clock() - self.started
+        self.result.last_completed = scheduler.committed
+        self.listener.on_finish(self.result)
+        return self.result
+
+    def _settle(self) -> None:
+        """Handle every queued report now (a host's synchronous round asks for the answers)."""
+        while True:
+            report = _poll(self._reports)
+            if report is None:
+                break
+            if isinstance(report, _Flushed):
+                continue
+            self._take(report)
+        self._carry_out()
+
+    def _take(self, report) -> None:
+        """Hand one report to the scheduler (or stop on a writer failure)."""
+        if isinstance(report, _WriterFailed):
+            if self.failure is not None:
+                raise self.failure  # the first failure is the one to report
+            raise self.host.describe_write_failure(report.error, self.durable,
+                                                   self.scheduler.committing)
+        if self.failure is None:
+            self.pending.extend(self.scheduler.handle(report))
+            return
+        try:
+            self.pending.extend(self.scheduler.handle(report))
+        except Exception:  # noqa: BLE001 - already failing: report the first failure
+            raise self.failure from None
+
+    def _carry_out(self) -> None:
+        """Carry out the scheduler's instructions, in order."""
+        pending = self.pending
+        while pending:
+            instruction = pending.popleft()
+            if isinstance(instruction, SendEvents):
+                if self.failure is not None:
+                    continue  # failing: launch nothing new, clean nothing up
+                now = self.clock()
+                for event in instruction.events:
+                    if event.kind is EventKind.LAUNCH_SOURCE:
+                        self.launched.setdefault((event.cycle, event.window), now)
+                self.host.send(instruction.events)
+            elif isinstance(instruction, WindowFinished):
+                self._window_finished(instruction)
+            elif isinstance(instruction, CommitWindow):
+                self._commit(instruction.window)
+            elif isinstance(instruction, PublishWindow):
+                self._publish(instruction.window)
+            elif isinstance(instruction, JobFailed) and self.failure is None:
+                # Stop, but first let every window that was finishing complete: its snapshots may be
+                # durable already, and completed windows stay completed.
+                self.failure = instruction.error
+
+    def _window_finished(self, instruction: WindowFinished) -> None:
+        crash_point("window-finished", instruction.window)
+        self.finished[instruction.cycle] = instruction.window
+        key = (instruction.cycle, instruction.window)
+        seconds = self.clock() - self.launched.pop(key, self.started)
+        metrics = WindowMetrics.from_dones(self.name, instruction.cycle, instruction.window, seconds,
+                                           instruction.dones, self.sources)
+        self.result.windows.append(metrics)
+        self.result.add_collected(instruction.window, instruction.dones)
+        self.listener.on_window(metrics)
+
+    def _commit(self, window: int) -> None:
+        """Record ``window`` as completed (one atomic write); its durability comes back as an event,
+        and pruning what retention no longer needs follows the commit through the ordered writer."""
+        crash_point("before-commit", window)
+        reports = self._reports
+        self.coordinator.commit(window, self.host.writer,
+                                lambda: reports.put(CommitDurable(window)))
+
+    def _publish(self, window: int) -> None:
+        """The commit of ``window`` is durable: its output may be seen."""
+        self.durable = window
+        crash_point("after-commit", window)
+        for index, publish in enumerate(self.host.publishers()):
+            publish(window)
+            if index == 0:
+                crash_point("mid-publish", window)
+
+    def _writer_failed(self, error: BaseException) -> None:
+        """The snapshot writer's error callback (any thread)."""
+        self._reports.put(_WriterFailed(error))
+
+
+def _poll(reports: queue.SimpleQueue):
+    try:
+        return reports.get_nowait()
+    except queue.Empty:
+        return None
