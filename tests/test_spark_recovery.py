@@ -417,8 +417,7 @@ def test_driver_crash_point_then_resume(point, window, kind, parallelism, resume
                f"{window + 1}" if job.killed_by_test else f"it exited {status}")
     assert fired, (
         f"GYREFLOW_CRASH_AT={crash_at} did not make the Spark driver kill itself: {outcome}. "
-        f"The driver-side crash points are not reached on Spark (runtime/spark_executor.py calls "
-        f"no crash_point; only runtime/local_executor.py does)")
+        "The crash points of the job driver (runtime/driver.py) are not reached on the Spark host")
     if point in ("window-finished", "before-commit", "after-commit"):
         assert visible <= window - 1, f"{crash_at}: window {window} or later was published"
     else:
