@@ -1,1 +1,1 @@
-"""Runtime: dispatcher, task runners, tasks, channels and the executors."""
+"""Runtime: the job driver and host protocol, the dataflow inside tasks, and the in-process and Spark hosts."""

@@ -286,11 +286,14 @@ def test_bad_config_from_environment_variable(make_env, monkeypatch, tmp_path):
     assert calls == []
 
 
-def test_good_config_does_run_the_tracked_generator(make_env, tmp_path):
+def test_good_config_does_run_the_tracked_generator(make_env, tmp_path, environment_type):
     # The counterpart of the tests above: the tracking really observes a run.
     source, calls = tracked_generator(tmp_path)
     result = run(make_env(2), lambda ctx: ctx.source(source).collect())
-    assert sorted(calls.entries()) == [(0, 2), (1, 2)]
+    if environment_type == "local":
+        assert sorted(calls.entries()) == [(0, 2), (1, 2)]
+    else:  # a Spark task may be built on more than one worker (its control job's, its round's)
+        assert set(calls.entries()) == {(0, 2), (1, 2)}
     assert sorted(result.output("collect")) == sorted(list(range(5)) * 2)
 
 

@@ -19,7 +19,7 @@ from _state_contract import (
 )
 
 from gyreflow.api.config import Config
-from gyreflow.runtime.local.snapshot_writers import ProcessSnapshotWriter
+from gyreflow.runtime.snapshot_writers import ProcessSnapshotWriter
 from gyreflow.state.backends import (
     JdbcStateBackend,
     RocksDBStateBackend,

@@ -177,7 +177,8 @@ def test_file_source_other_encoding(make_env, tmp_path):
 
 
 @pytest.mark.parametrize("parallelism", [1, 3, 4])
-def test_generator_source_with_task_index_and_parallelism(make_env, parallelism, call_log):
+def test_generator_source_with_task_index_and_parallelism(make_env, parallelism, call_log,
+                                                         environment_type):
     calls = call_log
 
     def numbers(task_index, count):
@@ -187,7 +188,11 @@ def test_generator_source_with_task_index_and_parallelism(make_env, parallelism,
     result = run(make_env(parallelism, **{"runtime.batch_size": 4}),
                  lambda ctx: ctx.source(GeneratorSource(numbers)).collect())
     assert Counter(result.output("collect")) == Counter(range(30))
-    assert sorted(calls.entries()) == [(i, parallelism) for i in range(parallelism)]
+    expected = [(i, parallelism) for i in range(parallelism)]
+    if environment_type == "local":
+        assert sorted(calls.entries()) == expected
+    else:  # a Spark task may be built on more than one worker (its control job's, its round's)
+        assert sorted(set(calls.entries())) == expected
 
 
 def test_generator_source_without_arguments_runs_as_one_task(make_env, call_log,

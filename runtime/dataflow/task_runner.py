@@ -77,7 +77,7 @@ class TaskRunner:
         task = self.task
         if task.reading is not None:
             return task.reading.window
-        return task.launches[0] if task.launches else None
+        return task.launches[0][0] if task.launches else None
 
     def _fail(self, error: BaseException) -> None:
         self.failed = True

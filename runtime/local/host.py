@@ -20,7 +20,7 @@ from gyreflow.runtime.dataflow.task import TaskCheckpoints
 from gyreflow.runtime.dataflow.task_runner import Dispatcher, TaskRunner
 from gyreflow.runtime.errors import SnapshotWriteError
 from gyreflow.runtime.host import HostLink
-from gyreflow.runtime.local.snapshot_writers import InlineSnapshotWriter, ProcessSnapshotWriter
+from gyreflow.runtime.snapshot_writers import InlineSnapshotWriter, ProcessSnapshotWriter
 
 
 class _WatchedWriter:

@@ -30,7 +30,7 @@ import attrs
 from gyreflow.plan.execution import ExecutionGraph
 from gyreflow.runtime.errors import SnapshotWriteError
 from gyreflow.runtime.host import HostLink
-from gyreflow.runtime.local.snapshot_writers import SnapshotWriter
+from gyreflow.runtime.snapshot_writers import SnapshotWriter
 from gyreflow.runtime.spark.graph_steps import SparkGraphRunner
 from gyreflow.runtime.spark.partition import Round, RunPlan, control_stage, stage
 from gyreflow.runtime.spark.session import SPARK_LOG, spark_session

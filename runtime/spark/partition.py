@@ -22,7 +22,7 @@ from gyreflow.plan.execution import ExecutionGraph
 from gyreflow.plan.graph import Partitioning
 from gyreflow.runtime.dataflow.emitter import EmitterService, OutputEdge
 from gyreflow.runtime.dataflow.iteration import task_class_for
-from gyreflow.runtime.local.snapshot_writers import InlineSnapshotWriter
+from gyreflow.runtime.snapshot_writers import InlineSnapshotWriter
 from gyreflow.runtime.spark.combine import (
     AGGREGATE,
     COUNT,

@@ -78,7 +78,7 @@ class InlineSnapshotWriter(SnapshotWriter):
 
 
 class ProcessSnapshotWriter(SnapshotWriter):
-    """Runs the store in a child process (``python -m gyreflow.runtime.local.snapshot_writers``).
+    """Runs the store in a child process (``python -m gyreflow.runtime.snapshot_writers``).
 
     The child is started at once and imports the store's modules while the job starts, but opens the
     store only on first use, so the parent can first read and repair the store itself (resume); from
@@ -97,7 +97,7 @@ class ProcessSnapshotWriter(SnapshotWriter):
         self._failed = False
         self._opened = False
         self._process: subprocess.Popen | None = subprocess.Popen(
-            [sys.executable, "-m", "gyreflow.runtime.local.snapshot_writers", str(os.getpid()),
+            [sys.executable, "-m", "gyreflow.runtime.snapshot_writers", str(os.getpid()),
              getattr(backend, "name", "")],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         )
