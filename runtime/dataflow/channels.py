@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from gyreflow.plan.graph import Partitioning
+
 
 class Barrier:
     """Marks the end of window ``window`` on one channel; ``checkpoint`` says whether the job driver
@@ -37,3 +39,24 @@ class EndOfInput:
 
 
 END_OF_INPUT = EndOfInput()
+
+
+def link_channels(graph) -> tuple[dict[int, list[int]], list[tuple[object, object, object, int]]]:
+    """Every channel of an execution graph: each task's input ordinals by channel number, and the
+    links ``(edge, source task, target task, channel number at the target)``. A forward edge links
+    task ``i`` to task ``i``; every other edge links every source task to every target task."""
+    tasks = graph.tasks()
+    by_vertex: dict[int, list] = {}
+    for t in tasks:
+        by_vertex.setdefault(t.vertex_id, []).append(t)
+    inputs: dict[int, list[int]] = {t.id: [] for t in tasks}
+    links = []
+    for edge in graph.edges:
+        for s in by_vertex[edge.source]:
+            targets = by_vertex[edge.target]
+            if edge.partitioning is Partitioning.FORWARD:
+                targets = [targets[s.index]]
+            for t in targets:
+                inputs[t.id].append(edge.ordinal)
+                links.append((edge, s, t, len(inputs[t.id]) - 1))
+    return inputs, links

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 
 from gyreflow.plan.execution import ExecutionGraph
-from gyreflow.plan.graph import Partitioning
+from gyreflow.runtime.dataflow.channels import link_channels
 from gyreflow.runtime.dataflow.emitter import EmitterService, OutputEdge
 from gyreflow.runtime.dataflow.iteration import task_class_for, wire_iterations
 from gyreflow.runtime.dataflow.task import TaskCheckpoints
@@ -154,20 +154,8 @@ class LocalHost:
     def _build_runners(self, graph: ExecutionGraph, report,
                        checkpoints: TaskCheckpoints) -> dict[int, TaskRunner]:
         tasks = graph.tasks()
-        by_vertex: dict[int, list] = {}
-        for t in tasks:
-            by_vertex.setdefault(t.vertex_id, []).append(t)
         cycle_of = {t.id: c.id for c in graph.cycles() for t in c.tasks}
-        inputs: dict[int, list[int]] = {t.id: [] for t in tasks}
-        links = []
-        for edge in graph.edges:
-            for s in by_vertex[edge.source]:
-                targets = by_vertex[edge.target]
-                if edge.partitioning is Partitioning.FORWARD:
-                    targets = [targets[s.index]]
-                for t in targets:
-                    inputs[t.id].append(edge.ordinal)
-                    links.append((edge, s, t, len(inputs[t.id]) - 1))
+        inputs, links = link_channels(graph)
         runners: dict[int, TaskRunner] = {}
         batch_size = self.config["runtime.batch_size"]
         for t in tasks:

@@ -19,7 +19,7 @@ import time
 import attrs
 
 from gyreflow.plan.execution import ExecutionGraph
-from gyreflow.plan.graph import Partitioning
+from gyreflow.runtime.dataflow.channels import link_channels
 from gyreflow.runtime.dataflow.emitter import EmitterService, OutputEdge
 from gyreflow.runtime.dataflow.iteration import task_class_for
 from gyreflow.runtime.snapshot_writers import InlineSnapshotWriter
@@ -326,22 +326,12 @@ def _close_quietly(task: Task) -> None:
 
 
 def _link_channels(graph: ExecutionGraph):
-    """For every task: its input ordinals by channel, and where each of its outputs goes."""
-    tasks = graph.tasks()
-    by_vertex: dict[int, list] = {}
-    for t in tasks:
-        by_vertex.setdefault(t.vertex_id, []).append(t)
-    ordinals: dict[int, list[int]] = {t.id: [] for t in tasks}
-    channels: dict[int, list[tuple[int, int, int, int]]] = {t.id: [] for t in tasks}
-    for edge in graph.edges:
-        edge_index = graph.outputs(edge.source).index(edge)
-        for s in by_vertex[edge.source]:
-            targets = by_vertex[edge.target]
-            if edge.partitioning is Partitioning.FORWARD:
-                targets = [targets[s.index]]
-            for t in targets:
-                ordinals[t.id].append(edge.ordinal)
-                channels[s.id].append((edge_index, edge.target, t.index, len(ordinals[t.id]) - 1))
+    """For every task: its input ordinals by channel, and where each of its outputs goes as
+    (output edge index, target vertex, target index, channel)."""
+    ordinals, links = link_channels(graph)
+    channels: dict[int, list[tuple[int, int, int, int]]] = {t.id: [] for t in graph.tasks()}
+    for edge, s, t, channel in links:
+        channels[s.id].append((graph.outputs(edge.source).index(edge), edge.target, t.index, channel))
     return ordinals, channels
 
 
