@@ -10,7 +10,9 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
+from gyreflow.api.cli_errors import fail as _fail
 from gyreflow.api.config import ENVIRONMENT_TYPES, Config, ConfigError, schema_markdown
+from gyreflow.api.graph_cli import graph
 from gyreflow.api.session import RunSettings, using_settings
 from gyreflow.plan.explain import FORMATS
 from gyreflow.runtime.errors import SnapshotNotRetainedError, SnapshotWriteError, UserFunctionError
@@ -35,12 +37,6 @@ def _run_script(script: str, args: tuple[str, ...], settings: RunSettings) -> No
             runpy.run_path(script, run_name="__main__")
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
-
-
-def _fail(console: Console, message: str, code: int) -> None:
-    # Messages quote user data (records, TOML sections): never read them as markup.
-    console.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
-    sys.exit(code)
 
 
 @click.group()
@@ -166,10 +162,8 @@ def show_config(config_path: str | None, schema: bool) -> None:
         _fail(Console(stderr=True), f"configuration: {exc}", 2)
 
 
+main.add_command(graph)
+
 if __name__ == "__main__":
     main()
 
-
-from gyreflow.api.graph_cli import graph  # noqa: E402 - registered after the core commands
-
-main.add_command(graph)

@@ -59,6 +59,13 @@ class Aggregator:
         return cls(zero, max)
 
 
+def identity_default(method: Callable) -> Callable:
+    """Marks a default method that returns the value it is given: the running graph operator skips
+    calling it when a program does not override it."""
+    method.identity_default = True
+    return method
+
+
 class VertexCentricCompute(abc.ABC):
     """A vertex program: ``compute`` runs once per active vertex in every iteration (superstep).
 
@@ -82,6 +89,7 @@ class VertexCentricCompute(abc.ABC):
     combine: ClassVar[Callable[[Any, Any], Any] | None] = None
     aggregators: ClassVar[dict[str, Aggregator]] = {}
 
+    @identity_default
     def init(self, vertex_id: Any, value: Any) -> Any:
         """The value a vertex starts with (static compute: every window; otherwise when it appears)."""
         return value
@@ -94,6 +102,7 @@ class VertexCentricCompute(abc.ABC):
         """Whether to stop after ``iteration``, given the aggregates combined in it."""
         return False
 
+    @identity_default
     def result(self, vertex_id: Any, value: Any) -> Any:
         """What the output stream carries for a vertex: ``(vertex_id, result(vertex_id, value))``."""
         return value

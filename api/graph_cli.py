@@ -7,6 +7,7 @@ import time
 import click
 from rich.console import Console
 
+from gyreflow.api.cli_errors import fail as _fail
 from gyreflow.api.config import ENVIRONMENT_TYPES, Config, ConfigError
 from gyreflow.api.graph_io import FORMATS, GraphFileError, read_edges, read_vertices, write_results
 from gyreflow.api.session import RunSettings, using_settings
@@ -75,8 +76,6 @@ def graph(algorithm: str, vertices_path: str, edges_path: str, directed: bool,
     Values follow LDBC Graphalytics: bfs hops (9223372036854775807 when unreachable), pr ranks,
     wcc and cdlp integer labels, lcc coefficients, sssp distances (infinity when unreachable).
     """
-    from gyreflow.api.cli import _fail  # the cli module registers this command when it loads
-
     console = Console(stderr=True)
     if algorithm in NEEDS_SOURCE and source_vertex is None:
         _fail(console, f"{algorithm} needs --source-vertex", 2)

@@ -1,1 +1,1 @@
-"""Runtime: the job driver and host protocol, the dataflow inside tasks, and the in-process and Spark hosts."""
+"""Runtime: the job driver and host protocol, the dataflow inside tasks, the in-process and Spark hosts."""

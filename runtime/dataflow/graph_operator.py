@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gyreflow.plan.operators import GraphComputeSpec, GraphMode
-from gyreflow.runtime.errors import RecordError
 from gyreflow.runtime.dataflow.graph_context import EMPTY, Slots, context_class
 from gyreflow.runtime.dataflow.operators import Operator
+from gyreflow.runtime.errors import RecordError
 from gyreflow.state.keygroups import key_group_of
 
 VERTEX_COUNT = "__vertices__"
@@ -26,9 +26,8 @@ _MISSING = object()
 
 
 def _base_method(program, name: str) -> bool:
-    from gyreflow.api.graph import VertexCentricCompute  # noqa: PLC0415 - api depends on runtime
-
-    return getattr(type(program), name) is getattr(VertexCentricCompute, name)
+    """Whether ``program`` keeps the default ``name`` method, which returns the value it is given."""
+    return getattr(getattr(type(program), name, None), "identity_default", False)
 
 
 def merger(combine: Callable | None) -> Callable[[dict, dict], None]:

@@ -337,33 +337,3 @@ class CollectOperator(Operator):
         """Return and forget the records staged for the current window."""
         staged, self.buffer = self.buffer, []
         return staged
-
-
-def build_operator(name: str, spec: specs.OperatorSpec) -> Operator:
-    """Create the running operator for ``spec``."""
-    if isinstance(spec, specs.MapSpec):
-        return MapOperator(name, spec.fn)
-    if isinstance(spec, specs.FlatMapSpec):
-        return FlatMapOperator(name, spec.fn)
-    if isinstance(spec, specs.FilterSpec):
-        return FilterOperator(name, spec.fn)
-    if isinstance(spec, specs.ReduceSpec):
-        return ReduceOperator(name, spec.key_fn, spec.fn)
-    if isinstance(spec, specs.AggregateSpec):
-        return AggregateOperator(name, spec.key_fn, spec.function)
-    if isinstance(spec, specs.CountSpec):
-        return CountOperator(name, spec.key_fn)
-    if isinstance(spec, specs.UnionSpec):
-        return UnionOperator(name)
-    if isinstance(spec, specs.JoinSpec):
-        return JoinOperator(name, spec.left_key, spec.right_key, spec.fn)
-    if isinstance(spec, specs.SinkSpec):
-        return SinkOperator(name, spec.sink)
-    if isinstance(spec, specs.CollectSpec):
-        return CollectOperator(name, spec.name)
-    if isinstance(spec, specs.GraphComputeSpec):
-        from gyreflow.runtime.dataflow.graph_operator import GraphOperator  # noqa: PLC0415 - it builds on this module
-
-        return GraphOperator(name, spec)
-    msg = f"no running operator for {type(spec).__name__}"
-    raise TypeError(msg)

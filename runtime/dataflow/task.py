@@ -11,10 +11,11 @@ import attrs
 
 from gyreflow.plan.execution import ExecutionTask, ExecutionVertex
 from gyreflow.runtime.dataflow.emitter import EmitterService
+from gyreflow.runtime.dataflow.fetch import FetchService, Worker
+from gyreflow.runtime.dataflow.operator_factory import build_operator
+from gyreflow.runtime.dataflow.operators import CollectOperator, Operator, SinkOperator
 from gyreflow.runtime.errors import RecordError
 from gyreflow.runtime.faults import crash_point
-from gyreflow.runtime.dataflow.fetch import FetchService, Worker
-from gyreflow.runtime.dataflow.operators import CollectOperator, Operator, SinkOperator, build_operator
 from gyreflow.scheduler.events import Done, EventKind, OperatorMetrics, TaskEvent
 from gyreflow.state.keygroups import key_group_of, key_group_range
 from gyreflow.state.snapshot import TaskRecord, TaskSnapshot, chunks_by_key_group, dumps, loads

@@ -1,0 +1,15 @@
+"""How the command line reports an error a user can fix: one line on stderr and an exit status."""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.markup import escape
+
+
+def fail(console: Console, message: str, code: int) -> None:
+    """Print ``error: message`` and exit with ``code`` (the statuses are listed in the README)."""
+    # Messages quote user data (records, TOML sections): never read them as markup.
+    console.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
+    sys.exit(code)
