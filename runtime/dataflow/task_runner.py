@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from gyreflow.runtime.errors import RecordError, UserFunctionError
 from gyreflow.runtime.dataflow.task import Task
+from gyreflow.runtime.errors import RecordError, UserFunctionError
 from gyreflow.scheduler.events import EventKind, TaskEvent, TaskFailed
 from gyreflow.state.snapshot import SnapshotCorruptedError
 

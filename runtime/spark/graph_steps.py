@@ -28,8 +28,8 @@ import pickle
 import attrs
 
 from gyreflow.runtime.dataflow.iteration import IterationTask, task_class_for
-from gyreflow.runtime.spark.partition import DONE, Round, _build_task, _plan
 from gyreflow.runtime.dataflow.task_runner import Dispatcher, TaskError, TaskRunner
+from gyreflow.runtime.spark.partition import DONE, Round, _build_task, _plan
 from gyreflow.scheduler.events import EventKind, TaskFailed
 
 STATE = -2  # target vertex of items that carry a task's graph state

@@ -22,6 +22,8 @@ from gyreflow.plan.execution import ExecutionGraph
 from gyreflow.runtime.dataflow.channels import link_channels
 from gyreflow.runtime.dataflow.emitter import EmitterService, OutputEdge
 from gyreflow.runtime.dataflow.iteration import task_class_for
+from gyreflow.runtime.dataflow.task import Task, TaskCheckpoints
+from gyreflow.runtime.dataflow.task_runner import Dispatcher, TaskError, TaskRunner
 from gyreflow.runtime.snapshot_writers import InlineSnapshotWriter
 from gyreflow.runtime.spark.combine import (
     AGGREGATE,
@@ -31,8 +33,6 @@ from gyreflow.runtime.spark.combine import (
     accept_combined,
     combine_kind,
 )
-from gyreflow.runtime.dataflow.task import Task, TaskCheckpoints
-from gyreflow.runtime.dataflow.task_runner import Dispatcher, TaskError, TaskRunner
 from gyreflow.scheduler.events import Done, EventKind, LaunchSource, TaskEvent, TaskFailed
 from gyreflow.state.snapshot import SnapshotCorruptedError
 
