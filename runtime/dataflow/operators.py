@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from collections import Counter
 from collections.abc import Callable
 
@@ -9,6 +10,19 @@ from gyreflow.plan import operators as specs
 from gyreflow.runtime.errors import RecordError, locate_failure
 
 _MISSING = object()
+_IMMUTABLE = frozenset({int, float, str, bytes, bool, complex, type(None), frozenset, range})
+
+
+def frozen(value):
+    """``value`` as it is now, safe to hand downstream: immutable values as they are (no copy on the
+    usual path: numbers, strings, tuples of them), anything else as a deep copy, so that a live
+    accumulator updated by a later window never changes what an earlier window emitted."""
+    kind = type(value)
+    if kind in _IMMUTABLE:
+        return value
+    if kind is tuple and all(type(v) in _IMMUTABLE or frozen(v) is v for v in value):
+        return value
+    return pickle.loads(pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
 
 
 def _discard(batch: list) -> None:
@@ -134,7 +148,7 @@ class ReduceOperator(Operator):
         if updated:
             self.table.data.update(updated)
             self.table.mark_changed(updated)
-            self._emit(list(updated.values()))
+            self._emit([frozen(value) for value in updated.values()])
 
 
 class AggregateOperator(Operator):
@@ -185,7 +199,7 @@ class AggregateOperator(Operator):
                 old = stored.get(key, _MISSING)
                 merged = acc if old is _MISSING else merge(old, acc)
                 stored[key] = merged
-                out.append((key, result(merged)))
+                out.append((key, frozen(result(merged))))
         except Exception as exc:  # noqa: BLE001
             raise RecordError(self.name, key, exc) from exc
         self.table.mark_changed(partial)
