@@ -16,7 +16,7 @@ class Worker:
     """
 
     def __init__(self, ordinals: list[int], process: Callable[[int, list], None],
-                 finish_window: Callable[[int], None], end_of_input: Callable[[], None]) -> None:
+                 finish_window: Callable[[int, bool], None], end_of_input: Callable[[], None]) -> None:
         self.ordinals = ordinals
         self.process = process
         self.finish_window = finish_window
