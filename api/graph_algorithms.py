@@ -87,7 +87,7 @@ class PageRank(VertexCentricCompute):
 
     always_active = True
     combine = operator.add
-    aggregators = {"dangling": Aggregator.sum(0.0)}  # noqa: RUF012 - read-only, shared on purpose
+    aggregators = {"dangling": Aggregator.sum(0.0)}
 
     def __init__(self, damping: float = 0.85, iterations: int = 20) -> None:
         if not 0.0 <= damping <= 1.0:

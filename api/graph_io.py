@@ -38,7 +38,7 @@ class GraphFileError(ValueError):
 def _lines(path: str | os.PathLike) -> Iterator[tuple[int, list[str]]]:
     """The non-blank lines of ``path`` as ``(line number, columns)``."""
     try:
-        handle = open(path, encoding="utf-8")  # noqa: SIM115 - closed below
+        handle = open(path, encoding="utf-8")
     except OSError as exc:
         raise GraphFileError(path, None, f"cannot read the file ({exc.strerror})") from None
     with handle:

@@ -104,7 +104,7 @@ class _FileWriter(SinkWriter):
     def _file(self, window: int):
         handle = self.open_files.get(window)
         if handle is None:
-            handle = self.open_files[window] = open(  # noqa: SIM115 - closed in finish_window
+            handle = self.open_files[window] = open(
                 self.staging_path(window), "w", encoding="utf-8"
             )
         return handle

@@ -131,7 +131,7 @@ class _TextFileReader(SourceReader):
 
     def __init__(self, path: str, start: int, stop: int, encoding: str) -> None:
         self._path = path
-        self._file = open(path, "rb")  # noqa: SIM115 - closed in close()
+        self._file = open(path, "rb")
         self._stop = stop
         self._encoding = encoding
         self._seek_split_start(start)

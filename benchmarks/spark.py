@@ -180,7 +180,7 @@ def rdd_all_words_engine(sc, lines: list[str], batch_size: int) -> Engine:
 def dataframe_engine(spark, lines: list[str]) -> Engine:
     """split/explode/groupBy.count().collect() over a one-column DataFrame of the lines (built from
     the in-memory list in the timed region, like the RDD job's parallelize)."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F  # noqa: N812 - the name PySpark documents
 
     sc = spark.sparkContext
 

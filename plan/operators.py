@@ -1,6 +1,7 @@
 """Operator specifications: what each vertex of a plan computes, as immutable values.
 
-The plan only describes operators; ``gyreflow.runtime.dataflow.operators`` turns each spec into a running operator.
+The plan only describes operators; ``gyreflow.runtime.dataflow.operator_factory`` turns each spec into
+a running operator.
 """
 
 from __future__ import annotations

@@ -28,5 +28,8 @@ if [ -z "${GYREFLOW_TEST_POSTGRES_URL:-}" ]; then
   trap 'bash scripts/postgres.sh stop "$pgdir"; rm -rf "$pgdir"' EXIT
 fi
 
-echo "== running the tests"
-"$PYTHON" -m pytest -q "$@"
+echo "== lint (ruff, the version pinned in the test extras)"
+"$PYTHON" -m ruff check .
+
+echo "== running the tests (parallel workers; GYREFLOW_TEST_WORKERS overrides)"
+"$PYTHON" -m pytest -q -n "${GYREFLOW_TEST_WORKERS:-3}" --durations=15 "$@"

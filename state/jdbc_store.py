@@ -87,7 +87,7 @@ class JdbcSnapshotStore(SnapshotStore):
                 sa.event.listen(self.engine, "connect", _sqlite_pragmas)
             with self.engine.begin() as conn:
                 METADATA.create_all(conn)
-        except Exception as exc:  # noqa: BLE001 - every driver error means the same to the user
+        except Exception as exc:
             msg = f"jdbc backend: cannot open {self._shown}: {type(exc).__name__}: {exc}"
             raise BackendUnavailableError(msg) from exc
         self._state_upsert = _upsert(self.engine, STATE, ["job", "tbl", "kg", "k", "version"])

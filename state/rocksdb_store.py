@@ -75,7 +75,7 @@ def _frame(chunk: StateChunk) -> bytes:
     return _COUNT.pack(crc) + tail + keys + values
 
 
-class _Damaged(ValueError):
+class _DamagedChunkError(ValueError):
     """A stored chunk failed its checksum or framing; ``keys`` are its keys when they are intact."""
 
     def __init__(self, keys: list | None = None) -> None:
@@ -84,9 +84,9 @@ class _Damaged(ValueError):
 
 
 def _unframe(blob: bytes | None) -> tuple[int, int, bytes, bytes]:
-    """``(written, count, keys, values)`` of a stored chunk; raises ``_Damaged``."""
+    """``(written, count, keys, values)`` of a stored chunk; raises ``_DamagedChunkError``."""
     if blob is None or len(blob) < _FRAME.size:
-        raise _Damaged
+        raise _DamagedChunkError
     crc, written, count, length, keys_crc = _FRAME.unpack_from(blob)
     view = memoryview(blob)
     if zlib.crc32(view[4:]) != crc:
@@ -98,9 +98,9 @@ def _unframe(blob: bytes | None) -> tuple[int, int, bytes, bytes]:
                     keys = pickle.loads(keys_blob)
                 except Exception:  # noqa: BLE001 - damaged beyond naming its keys
                     keys = None
-        raise _Damaged(keys)
+        raise _DamagedChunkError(keys)
     if written > count or _FRAME.size + length > len(blob):
-        raise _Damaged
+        raise _DamagedChunkError
     return written, count, blob[_FRAME.size:_FRAME.size + length], blob[_FRAME.size + length:]
 
 
@@ -205,7 +205,7 @@ class RocksDBSnapshotStore(SnapshotStore):
         return found
 
     def _damaged(self, job: str, table: str, key_group: int, version: int,
-                 damage: _Damaged) -> SnapshotCorruptedError:
+                 damage: _DamagedChunkError) -> SnapshotCorruptedError:
         keys = ""
         if damage.keys is not None:
             shown = ", ".join(repr(k) for k in damage.keys[:5])
@@ -244,7 +244,7 @@ class RocksDBSnapshotStore(SnapshotStore):
                 if stored is not None:
                     try:
                         chunks = [_chunk_of_stored(table, group, stored), *chunks]
-                    except _Damaged as damage:
+                    except _DamagedChunkError as damage:
                         raise self._damaged(job, table, group, version, damage) from None
                 chunk = chunks[0] if len(chunks) == 1 else _merge(table, group, chunks, True)
                 batch.put(_CHUNK + slot, _frame(chunk))
@@ -292,7 +292,7 @@ class RocksDBSnapshotStore(SnapshotStore):
         for group, v, blob in self._chunks(job, table, key_groups, version):
             try:
                 written, _, keys, values = _unframe(blob)
-            except _Damaged as damage:
+            except _DamagedChunkError as damage:
                 raise self._damaged(job, table, group, v, damage) from None
             keys, values = unpickle_chunk(keys, values)
             data.update(zip(keys[:written] if len(keys) > written else keys, values, strict=True))
@@ -381,7 +381,7 @@ class RocksDBSnapshotStore(SnapshotStore):
                 for (v, _), blob in zip(old, db.get([_CHUNK + s for s in slots]), strict=True):
                     try:
                         chunks.append(_chunk_of_stored(table, group, blob))
-                    except _Damaged as damage:
+                    except _DamagedChunkError as damage:
                         raise self._damaged(job, table, group, v, damage) from None
                 for slot in slots[:-1]:
                     batch.delete(_CHUNK + slot)

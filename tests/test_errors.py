@@ -31,7 +31,7 @@ def run(env, build, name: str = "job"):
     return pipeline.execute()[name]
 
 
-class Boom(Exception):
+class BoomError(Exception):
     """The user's own exception type."""
 
 
@@ -43,7 +43,7 @@ BAD_WINDOW = BAD // WINDOW + 1  # by definition of SizeTumblingWindow with one s
 
 def fail_on_bad(x):
     if x == BAD:
-        raise Boom(f"cannot handle {x}")
+        raise BoomError(f"cannot handle {x}")
     return x
 
 
@@ -76,7 +76,7 @@ def test_failing_map_names_operator_window_task_and_record(make_env, parallelism
     error = info.value
     check_error(error, "parse", BAD_WINDOW, BAD, f"cannot handle {BAD}")
     assert "parse" in error.task
-    assert isinstance(error.cause, Boom)
+    assert isinstance(error.cause, BoomError)
     assert "fail_on_bad" in error.original_traceback
     assert re.search(rf"\[\d+/{parallelism}\]$", error.task)
 
@@ -348,7 +348,7 @@ POISON_ON = {"on": True}
 
 def pair_or_fail(word):
     if POISON_ON["on"] and word == "poison":
-        raise Boom("poisoned word")
+        raise BoomError("poisoned word")
     return word, 1
 
 

@@ -474,7 +474,7 @@ def test_docs_snippets_run_and_print_what_they_say(capsys, tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
     for block in python_blocks(ROOT / "docs" / "graphs.md"):
-        exec(compile(block, "docs/graphs.md", "exec"), namespace)  # noqa: S102 - the docs' own code
+        exec(compile(block, "docs/graphs.md", "exec"), namespace)
     printed = capsys.readouterr().out.splitlines()
     expected_ranks = ref.pagerank([1, 2, 3], [(1, 2), (2, 3), (3, 1), (1, 3)], True, 0.85, 20)
     assert namespace["ranks"].keys() == expected_ranks.keys()

@@ -23,7 +23,6 @@ from test_scheduler import (
 
 from gyreflow.scheduler.context import WindowContext
 from gyreflow.scheduler.cycle import CycleState, JobScheduler
-from gyreflow.scheduler.states import SchedulingError
 from gyreflow.scheduler.events import (
     CleanCycle,
     CommitDurable,
@@ -36,9 +35,9 @@ from gyreflow.scheduler.events import (
     LaunchSource,
     PublishWindow,
     SendEvents,
-    WindowCompleted,
     WindowFinished,
 )
+from gyreflow.scheduler.states import SchedulingError
 
 # --- JobScheduler ---------------------------------------------------------------------------------
 

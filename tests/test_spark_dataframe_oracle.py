@@ -20,7 +20,7 @@ import random
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import Window as SqlWindow
-from pyspark.sql import functions as F
+from pyspark.sql import functions as F  # noqa: N812 - the name PySpark documents
 
 from gyreflow.api import AggregateFunction, Environment, SizeTumblingWindow
 

@@ -68,7 +68,7 @@ def _by_key(delivers: list[Deliver], key_fn: Callable, max_parallelism: int, ope
                 except TypeError as clear:
                     cause = clear
             raise RecordError(f"key_by of {operator}", record, cause) from exc
-        except Exception as exc:  # noqa: BLE001 - a user key function failed
+        except Exception as exc:
             raise RecordError(f"key_by of {operator}", record, exc) from exc
         for deliver, part in zip(delivers, parts, strict=True):
             if part:

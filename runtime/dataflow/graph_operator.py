@@ -204,7 +204,7 @@ class GraphOperator(Operator):
     def _init(self, vid, value):
         try:
             return self.program.init(vid, value)
-        except Exception as exc:  # noqa: BLE001 - a user function failed on this vertex
+        except Exception as exc:
             raise RecordError(self.name, (vid, value), exc) from exc
 
     def _deposit(self, box: dict, batch: list) -> None:
@@ -277,7 +277,7 @@ class GraphOperator(Operator):
                     values[vid] = new
                     if incremental and new != old:
                         changed.add(vid)
-        except Exception as exc:  # noqa: BLE001 - a user function failed on this vertex
+        except Exception as exc:
             raise RecordError(self.name, (vid, messages), exc) from exc
         ids = self.slots.ids
         work = self._send(iteration + 1, {ids[s]: m for s, m in enumerate(acc) if m is not EMPTY})
@@ -303,7 +303,7 @@ class GraphOperator(Operator):
     def _terminates(self, iteration: int, aggregates: dict) -> bool:
         try:
             return bool(self.program.terminate(iteration, aggregates))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise RecordError(self.name, ("terminate", iteration, aggregates), exc) from exc
 
     def _send(self, iteration: int, outgoing: dict) -> int:
@@ -353,7 +353,7 @@ class GraphOperator(Operator):
                 vid = None
                 try:
                     records = [(vid, result(vid, values[vid])) for vid in keys]
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     raise RecordError(self.name, (vid, values.get(vid)), exc) from exc
         self._emit(records)
 

@@ -75,7 +75,7 @@ class MapOperator(Operator):
         fn = self.fn
         try:
             result = [fn(x) for x in batch]
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise locate_failure(self.name, batch, fn, exc) from exc
         self._emit(result)
 
@@ -90,7 +90,7 @@ class FlatMapOperator(Operator):
         fn = self.fn
         try:
             result = [y for x in batch for y in fn(x)]
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise locate_failure(self.name, batch, lambda x: list(fn(x)), exc) from exc
         self._emit(result)
 
@@ -105,7 +105,7 @@ class FilterOperator(Operator):
         fn = self.fn
         try:
             result = [x for x in batch if fn(x)]
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise locate_failure(self.name, batch, fn, exc) from exc
         self._emit(result)
 
@@ -140,7 +140,7 @@ class ReduceOperator(Operator):
                         raise
                     old = values.get(key, _MISSING)
                     updated[key] = record if old is _MISSING else fn(old, record)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise RecordError(self.name, record, exc) from exc
 
     def finish(self, window: int) -> None:
@@ -183,7 +183,7 @@ class AggregateOperator(Operator):
                     if key in partial:  # the KeyError came from the user's function
                         raise
                     partial[key] = add(init(), record)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise RecordError(self.name, record, exc) from exc
 
     def finish(self, window: int) -> None:
@@ -200,7 +200,7 @@ class AggregateOperator(Operator):
                 merged = acc if old is _MISSING else merge(old, acc)
                 stored[key] = merged
                 out.append((key, frozen(result(merged))))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise RecordError(self.name, key, exc) from exc
         self.table.mark_changed(partial)
         self._emit(out)
@@ -225,7 +225,7 @@ class CountOperator(Operator):
         key_fn = self.key_fn
         try:
             self.partial.update(batch if key_fn is None else map(key_fn, batch))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise locate_failure(self.name, batch, lambda r: Counter([key_fn(r)] if key_fn else [r]),
                                  exc) from exc
 
@@ -275,7 +275,7 @@ class JoinOperator(Operator):
                     side[key] = [record]
                 else:
                     bucket.append(record)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise RecordError(self.name, record, exc) from exc
 
     def finish(self, window: int) -> None:
@@ -293,7 +293,7 @@ class JoinOperator(Operator):
                     for rrec in rights:
                         pair = (lrec, rrec)
                         out.append((key, lrec, rrec) if fn is None else fn(lrec, rrec))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise RecordError(self.name, pair, exc) from exc
         self._emit(out)
 
@@ -314,7 +314,7 @@ class SinkOperator(Operator):
         self.records_in += len(batch)
         try:
             self.writer.write(self.ctx.window, batch)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise locate_failure(self.name, batch, lambda _r: None, exc) from exc
 
     def finish(self, window: int) -> None:

@@ -285,7 +285,7 @@ class Task:
             name = table.name
             try:
                 chunks.extend(chunks_by_key_group(name, changed, removed, groups, self._groups))
-            except Exception as exc:  # noqa: BLE001 - name the key the snapshot cannot store
+            except Exception as exc:
                 raise _unstorable(name, changed, removed, groups) from exc
         records = ()
         if self.source_reader is not None:

@@ -149,7 +149,7 @@ class AggregateCombiner:
                     if key in partial:  # the KeyError came from the user's function
                         raise
                     partial[key] = add(init(), record)
-        except Exception as exc:  # noqa: BLE001 - the same error the operator would raise
+        except Exception as exc:
             raise RecordError(self.operator, record, exc) from exc
 
 
@@ -170,7 +170,7 @@ def accept_combined(op) -> None:
             try:
                 for key, acc in combined.values.items():
                     partial[key] = fn(partial[key], acc) if key in partial else acc
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 raise RecordError(op.name, key, exc) from exc
     else:
         msg = f"operator {op.name!r} cannot take pre-combined input"

@@ -318,11 +318,11 @@ def _shippable_plan(name: str, graph: ExecutionGraph) -> bytes:
             raise PlanNotShippableError(msg)
     try:
         return cloudpickle.dumps(RunPlan.build(name, graph))
-    except Exception as exc:  # noqa: BLE001 - any pickling failure: name the operator
+    except Exception as exc:
         for vertex in graph.pipeline.vertices:
             try:
                 cloudpickle.dumps(vertex.spec)
-            except Exception as found:  # noqa: BLE001
+            except Exception as found:
                 msg = (
                     f"job {name!r}: operator {vertex.name!r} cannot be sent to Spark executors "
                     f"({type(found).__name__}: {found}). Sources, sinks and functions must be "
