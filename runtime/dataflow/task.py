@@ -12,6 +12,7 @@ import attrs
 from gyreflow.plan.execution import ExecutionTask, ExecutionVertex
 from gyreflow.runtime.dataflow.emitter import EmitterService
 from gyreflow.runtime.dataflow.fetch import FetchService, Worker
+from gyreflow.runtime.dataflow.fusion import fuse
 from gyreflow.runtime.dataflow.operator_factory import build_operator
 from gyreflow.runtime.dataflow.operators import CollectOperator, Operator, SinkOperator
 from gyreflow.runtime.errors import RecordError
@@ -97,11 +98,12 @@ class Task:
         self.operators = [build_operator(v.name, v.spec) for v in chain]
         self.collectors = [op for op in self.operators if isinstance(op, CollectOperator)]
         self.sinks = [op for op in self.operators if isinstance(op, SinkOperator)]
-        for upstream, downstream in zip(self.operators, self.operators[1:], strict=False):
+        steps = fuse(self.operators)  # consecutive stateless operators run as one comprehension
+        for upstream, downstream in zip(steps, steps[1:], strict=False):
             upstream.out = downstream.process
-        if self.operators:
-            self.operators[-1].out = self.emitter.emit
-            self.head = self.operators[0]
+        if steps:
+            steps[-1].out = self.emitter.emit
+            self.head = steps[0]
         for op in self.operators:
             op.open(self.ctx)
         self.source_records = 0
