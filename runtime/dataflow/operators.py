@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import pickle
 from collections import Counter
 from collections.abc import Callable
@@ -22,7 +23,13 @@ def frozen(value):
         return value
     if kind is tuple and all(type(v) in _IMMUTABLE or frozen(v) is v for v in value):
         return value
-    return pickle.loads(pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
+    try:
+        return pickle.loads(pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
+    except Exception:  # noqa: BLE001 - not picklable: the snapshot reports it, naming the operator
+        try:
+            return copy.deepcopy(value)
+        except Exception:  # noqa: BLE001 - nothing copies it: hand it on as it is
+            return value
 
 
 def _discard(batch: list) -> None:
