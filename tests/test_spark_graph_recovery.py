@@ -26,8 +26,8 @@ from test_graph_recovery import make_edges, read_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "examples" / "incremental_wcc.py"
-EDGES = 1_200
-WINDOW = 400  # 3 windows: on Spark each superstep is a job, so a window costs seconds
+EDGES = 600
+WINDOW = 200  # 3 windows: on Spark each superstep is a job, so a window costs seconds
 WINDOWS = EDGES // WINDOW
 KILLED = -signal.SIGKILL
 TIMEOUT = 900
