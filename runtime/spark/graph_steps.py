@@ -15,7 +15,8 @@ state backend.
 Costs per step, and what keeps them down: a task's state travels as bytes pickled once by the task,
 so the passes that only route it (the Done filter, the loop filter) copy bytes instead of unpickling a
 graph; a job reads the previous job's persisted output as it is (each task's state sits in its own
-partition) plus the shuffled loop messages, with no Python pass in between. Within a window a Python
+partition) plus the shuffled loop messages, brought to the same serializer by one identity pass
+(PySpark's public ``union`` needs equal serializers). Within a window a Python
 worker keeps each task it ran, live, in ``_LIVE`` under the job's step: the next step's task, when it
 lands on the same worker (most steps with reused workers), goes on with it and never unpickles its
 state; on any other worker, or after a failure, the pickled state is the fallback.
