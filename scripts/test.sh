@@ -32,4 +32,4 @@ echo "== lint (ruff, the version pinned in the test extras)"
 "$PYTHON" -m ruff check .
 
 echo "== running the tests (parallel workers; GYREFLOW_TEST_WORKERS overrides)"
-"$PYTHON" -m pytest -q -p no:benchmark -n "${GYREFLOW_TEST_WORKERS:-3}" --durations=15 "$@"
+"$PYTHON" -m pytest -q -p no:benchmark -n "${GYREFLOW_TEST_WORKERS:-3}" --dist loadgroup --durations=15 "$@"

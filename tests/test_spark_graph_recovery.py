@@ -24,6 +24,9 @@ import pytest
 from test_graph_recovery import fold as fold_windows
 from test_graph_recovery import make_edges, read_dir
 
+# One worker runs this module: its uninterrupted reference run is made once, not once per worker.
+pytestmark = pytest.mark.xdist_group("spark-graph-recovery")
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "examples" / "incremental_wcc.py"
 EDGES = 600

@@ -43,6 +43,10 @@ from pathlib import Path
 import pytest
 from test_recovery import word_count_oracle
 
+# One worker runs this module: its uninterrupted reference run (a Spark job in a process of its own)
+# is made once, not once per parallel worker.
+pytestmark = pytest.mark.xdist_group("spark-recovery")
+
 ROOT = Path(__file__).resolve().parents[1]
 WORD_COUNT = ROOT / "examples" / "word_count.py"
 JOB = "word-count/word_count"
