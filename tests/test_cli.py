@@ -55,8 +55,9 @@ def clean_environ() -> dict[str, str]:
 
 
 @pytest.fixture(autouse=True)
-def every_environment(environment_type, monkeypatch):
-    """Every CLI test runs the example on each environment (in process and in subprocesses)."""
+def every_environment(environment_type, no_gyreflow_variables, monkeypatch):
+    """Every CLI test runs the example on each environment (in process and in subprocesses); after
+    the shell's GYREFLOW_* variables are gone, or the environment would fall back to the default."""
     monkeypatch.setenv("GYREFLOW_ENVIRONMENT__TYPE", environment_type)
     monkeypatch.setenv("GYREFLOW_SPARK__MASTER", "local[2]")
 
@@ -134,6 +135,12 @@ def test_run_word_count_in_process(tmp_path, monkeypatch, lines, size):
     assert result.exit_code == 0, result.output
     assert_output(out, lines, size)
     assert sorted(os.listdir(tmp_path)) == ["input.txt", "out"]  # nothing else written
+
+
+def test_the_environment_under_test_is_the_one_the_runs_get(environment_type):
+    # The default environment is spark: a lost variable would quietly run every case on Spark.
+    assert os.environ["GYREFLOW_ENVIRONMENT__TYPE"] == environment_type
+    assert clean_environ()["GYREFLOW_ENVIRONMENT__TYPE"] == environment_type
 
 
 def test_run_quiet_prints_nothing(tmp_path):
@@ -434,7 +441,9 @@ def test_explain_rejects_unknown_format():
 # --- gyreflow config ------------------------------------------------------------------------------
 
 
-def test_config_prints_the_defaults_as_toml():
+def test_config_prints_the_defaults_as_toml(monkeypatch):
+    for name in ("GYREFLOW_ENVIRONMENT__TYPE", "GYREFLOW_SPARK__MASTER"):
+        monkeypatch.delenv(name)  # the defaults alone, not the environment under test
     result = run_cli(["config"])
     assert result.exit_code == 0
     printed = tomllib.loads(result.stdout)

@@ -152,7 +152,26 @@ def run_graph_command(args: list[str], cwd: Path) -> subprocess.CompletedProcess
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("graph", GRAPHS)
-def test_cli_matches_the_expected_output(graph, algorithm, environment_type, tmp_path):
+def test_cli_matches_the_expected_output(graph, algorithm, environment_type, tmp_path, monkeypatch):
+    """The command in this process (click's runner): on Spark, the worker's session serves every
+    case; ``test_cli_in_a_process_of_its_own`` covers the process boundary."""
+    from click.testing import CliRunner
+
+    from gyreflow.api.cli import main
+
+    for name in [n for n in os.environ if n.startswith("GYREFLOW_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    output = tmp_path / f"{graph}-{algorithm}.out"
+    result = CliRunner().invoke(main, cli_args(graph, algorithm, output, environment_type),
+                                env={"COLUMNS": "400", "GYREFLOW_SPARK__MASTER": "local[2]"})
+    assert result.exit_code == 0, result.output
+    check(algorithm, read_output(output), DATA / f"{graph}-{algorithm}")
+
+
+@pytest.mark.parametrize(("graph", "algorithm"), [("example-directed", "PR"),
+                                                  ("example-undirected", "SSSP")])
+def test_cli_in_a_process_of_its_own(graph, algorithm, environment_type, tmp_path):
     output = tmp_path / f"{graph}-{algorithm}.out"
     done = run_graph_command(cli_args(graph, algorithm, output, environment_type), tmp_path)
     assert done.returncode == 0, done.stderr
