@@ -3,6 +3,7 @@ parallelism, batch size and number of windows in flight."""
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import Counter
 
@@ -321,10 +322,49 @@ MIXES = {
 }
 
 
-@pytest.mark.parametrize("mix", sorted(MIXES))
-@pytest.mark.parametrize("parallelism", [1, 4])
-@pytest.mark.parametrize("batch_size", [1, 3, 1024])
-@pytest.mark.parametrize("flying", [1, 3])
+AXES = {"mix": sorted(MIXES), "parallelism": [1, 4], "batch_size": [1, 3, 1024], "flying": [1, 3]}
+
+
+def all_pairs(axes: dict[str, list]) -> list[tuple]:
+    """A small set of combinations in which every pair of values of two axes occurs (greedy)."""
+    names = list(axes)
+    uncovered = {(i, a, j, b) for i, j in itertools.combinations(range(len(names)), 2)
+                 for a in axes[names[i]] for b in axes[names[j]]}
+    chosen = []
+    candidates = list(itertools.product(*axes.values()))
+
+    def gain(combo) -> int:
+        return sum((i, combo[i], j, combo[j]) in uncovered
+                   for i, j in itertools.combinations(range(len(names)), 2))
+
+    while uncovered:
+        best = max(candidates, key=gain)
+        chosen.append(best)
+        uncovered -= {(i, best[i], j, best[j])
+                      for i, j in itertools.combinations(range(len(names)), 2)}
+    return chosen
+
+
+def test_all_pairs_covers_every_pair():
+    chosen = all_pairs(AXES)
+    values = list(AXES.values())
+    for i, j in itertools.combinations(range(len(values)), 2):
+        seen = {(combo[i], combo[j]) for combo in chosen}
+        assert seen == set(itertools.product(values[i], values[j])), (i, j)
+    assert len(chosen) < len(list(itertools.product(*values)))
+
+
+# Every combination in process; on Spark, where each window is a Spark job, every pair of values
+# (each mix with each parallelism, batch size and number of windows in flight, and so on).
+WINDOW_CASES = (
+    [pytest.param("local", *combo, id="local-" + "-".join(map(str, combo)))
+     for combo in itertools.product(*AXES.values())]
+    + [pytest.param("spark", *combo, id="spark-" + "-".join(map(str, combo)))
+       for combo in all_pairs(AXES)])
+
+
+@pytest.mark.parametrize(("environment_type", "mix", "parallelism", "batch_size", "flying"),
+                         WINDOW_CASES)
 def test_same_windows_for_any_parallelism(make_env, mix, parallelism, batch_size, flying):
     build, oracle = MIXES[mix]
     env = make_env(parallelism, **{"runtime.batch_size": batch_size,
