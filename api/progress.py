@@ -45,17 +45,20 @@ class ProgressListener(JobListener):
 
 
 def summary_tables(name: str, results: dict[str, TaskResult], max_windows: int = 12) -> list[Table]:
-    """Per-window metrics of a pipeline's tasks: time and records in/out per operator."""
+    """Per-window metrics of a pipeline's tasks: time and records in/out per operator, for the first
+    and last windows, and totals over every window."""
     tables = []
     for task_name, result in results.items():
         windows = result.windows
-        operators = list(dict.fromkeys(op for w in windows for op in w.operators))
-        table = Table(title=f"{name}/{task_name}: {len(windows)} windows in {result.seconds:.2f} s")
+        summary = result.summary
+        operators = list(summary.operators) or list(
+            dict.fromkeys(op for w in windows for op in w.operators))
+        table = Table(title=f"{name}/{task_name}: {summary.count} windows in {result.seconds:.2f} s")
         table.add_column("window", justify="right")
         table.add_column("seconds", justify="right")
         for op in operators:
             table.add_column(f"{op}\nin → out", justify="right")
-        shown = windows if len(windows) <= max_windows else (
+        shown = windows if summary.count <= max_windows else (
             windows[: max_windows // 2] + [None] + windows[-max_windows // 2:])
         for w in shown:
             if w is None:
@@ -66,12 +69,8 @@ def summary_tables(name: str, results: dict[str, TaskResult], max_windows: int =
                 m = w.operators.get(op)
                 cells.append("" if m is None else _cell(m.records_in, m.records_out))
             table.add_row(str(w.window), f"{w.seconds:.3f}", *cells)
-        totals = []
-        for op in operators:
-            ins = sum(w.operators[op].records_in for w in windows if op in w.operators)
-            outs = sum(w.operators[op].records_out for w in windows if op in w.operators)
-            totals.append(_cell(ins, outs))
-        table.add_row("total", f"{sum(w.seconds for w in windows):.3f}", *totals, style="bold")
+        totals = [_cell(*summary.operators.get(op, (0, 0))) for op in operators]
+        table.add_row("total", f"{summary.seconds:.3f}", *totals, style="bold")
         tables.append(table)
     return tables
 

@@ -137,8 +137,8 @@ def run_throughput(args, lines: list[str], expected: dict[str, int], work: Path,
                     case.failure += f" (the job failed after {result.seconds:.0f} s)"
                 return
             task = result["wordcount"]
-            if len(task.windows) != windows:
-                msg = f"{case.name}: ran {len(task.windows)} windows, expected {windows}"
+            if task.window_count != windows:
+                msg = f"{case.name}: ran {task.window_count} windows, expected {windows}"
                 raise CheckError(msg)
             got = dict(result.output("counts"))
             if got != expected:

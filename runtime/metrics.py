@@ -1,6 +1,14 @@
-"""Per-window metrics and the result of running one pipeline task."""
+"""Per-window metrics and the result of running one pipeline task, in bounded memory.
+
+A stream job runs for months: its result keeps the first and the last windows' metrics (a bounded
+number of each) and a summary of all of them (counts, totals per operator, a histogram of window
+times), never one object per window.
+"""
 
 from __future__ import annotations
+
+import math
+from collections import deque
 
 import attrs
 
@@ -38,15 +46,99 @@ class WindowMetrics:
         return cls(task, cycle, window, seconds, operators, sources)
 
 
+HISTOGRAM_BUCKETS = 40  # window times in powers of two from 1 microsecond to about 6 days
+
+
+def _bucket(seconds: float) -> int:
+    """The histogram bucket of a window time: bucket b holds times below 2**b microseconds."""
+    if seconds <= 1e-6:
+        return 0
+    return min(HISTOGRAM_BUCKETS - 1, math.ceil(math.log2(seconds * 1e6)))
+
+
+@attrs.define
+class WindowSummary:
+    """Every window of a run in constant space: how many, their total time, records per operator
+    and a log2 histogram of window times (``percentile`` reads it)."""
+
+    count: int = 0
+    seconds: float = 0.0
+    max_seconds: float = 0.0
+    operators: dict[str, list[int]] = attrs.field(factory=dict)  # name -> [records in, out]
+    histogram: list[int] = attrs.field(factory=lambda: [0] * HISTOGRAM_BUCKETS)
+
+    def add(self, metrics: WindowMetrics) -> None:
+        """Count one more window."""
+        self.count += 1
+        self.seconds += metrics.seconds
+        self.max_seconds = max(self.max_seconds, metrics.seconds)
+        self.histogram[_bucket(metrics.seconds)] += 1
+        for name, m in metrics.operators.items():
+            totals = self.operators.get(name)
+            if totals is None:
+                totals = self.operators[name] = [0, 0]
+            totals[0] += m.records_in
+            totals[1] += m.records_out
+
+    def percentile(self, fraction: float) -> float:
+        """An upper bound (within a factor of two) of the window time below which ``fraction`` of
+        the windows took.
+
+        >>> summary = WindowSummary()
+        >>> for s in (0.001, 0.001, 0.1): summary.add(WindowMetrics("t", 0, 1, s, {}))
+        >>> summary.percentile(0.5) <= 0.002, summary.percentile(1.0) >= 0.1
+        (True, True)
+        """
+        if not self.count:
+            return 0.0
+        wanted = max(1, math.ceil(fraction * self.count))
+        seen = 0
+        for bucket, count in enumerate(self.histogram):
+            seen += count
+            if seen >= wanted:
+                return min(self.max_seconds, 2.0 ** bucket / 1e6)
+        return self.max_seconds
+
+
+DEFAULT_KEPT_WINDOWS = 1000
+
+
 @attrs.define
 class TaskResult:
-    """The outcome of one pipeline task: per-window metrics and collected records by window."""
+    """The outcome of one pipeline task: metrics of its windows and collected records by window.
+
+    ``windows`` holds the metrics of the first ``kept`` windows and of the last ``kept`` ones, in
+    window order; ``summary`` covers every window (``window_count`` of them).
+    """
 
     name: str
-    windows: list[WindowMetrics] = attrs.field(factory=list)
+    kept: int = DEFAULT_KEPT_WINDOWS
+    first_windows: list[WindowMetrics] = attrs.field(factory=list)
+    last_windows: deque = attrs.field(factory=deque)
+    summary: WindowSummary = attrs.field(factory=WindowSummary)
     collected: dict[str, dict[int, list]] = attrs.field(factory=dict)
     seconds: float = 0.0
     last_completed: int = 0
+
+    def add_window(self, metrics: WindowMetrics) -> None:
+        """Record one finished window's metrics (older ones beyond the bounds are dropped)."""
+        self.summary.add(metrics)
+        if len(self.first_windows) < self.kept:
+            self.first_windows.append(metrics)
+            return
+        self.last_windows.append(metrics)
+        if len(self.last_windows) > self.kept:
+            self.last_windows.popleft()
+
+    @property
+    def windows(self) -> list[WindowMetrics]:
+        """The kept windows' metrics in window order (every window of a run of up to ``2 * kept``)."""
+        return [*self.first_windows, *self.last_windows]
+
+    @property
+    def window_count(self) -> int:
+        """How many windows the run finished."""
+        return self.summary.count
 
     def add_collected(self, window: int, dones: tuple[Done, ...]) -> None:
         """Add the records the tasks of ``window`` collected."""

@@ -6,6 +6,8 @@ results back as new events.
 
 from __future__ import annotations
 
+from collections import deque
+
 from transitions import Machine
 
 from gyreflow.plan.execution import ExecutionCycle
@@ -31,7 +33,7 @@ from gyreflow.scheduler.events import (
     WindowFinished,
 )
 from gyreflow.scheduler.iteration import IterationScheduler
-from gyreflow.scheduler.states import CycleState, SchedulingError
+from gyreflow.scheduler.states import HISTORY, CycleState, SchedulingError
 
 S = CycleState
 
@@ -72,7 +74,7 @@ class CycleScheduler:
         self.resume_from = resume_from
         self.task_ids = tuple(t.id for t in cycle.tasks)
         self.checkpoints = CheckpointTracker(self.task_ids, snapshot_every, resume_from)
-        self.history: list[tuple[str, object]] = []
+        self.history: deque[tuple[str, object]] = deque(maxlen=HISTORY)  # for error messages
         self._out: list = []
         self._awaiting: set[int] = set()
         self._head_exhausted: dict[int, int] = {}
@@ -248,7 +250,7 @@ class CycleScheduler:
             self.round_done()
 
     def _invalid(self, event) -> None:
-        recent = "\n".join(f"  {state}: {ev}" for state, ev in self.history[-10:])
+        recent = "\n".join(f"  {state}: {ev}" for state, ev in self.history)
         msg = (
             f"cycle {self.cycle.id} in state {self.state.name} cannot handle {event}; "
             f"recent history:\n{recent}"

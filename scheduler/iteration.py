@@ -11,6 +11,8 @@ and every task combines them the same way. Like the cycle scheduler, it does no 
 
 from __future__ import annotations
 
+from collections import deque
+
 from transitions import Machine
 
 from gyreflow.plan.execution import IterationLoop
@@ -23,7 +25,7 @@ from gyreflow.scheduler.events import (
     InitIteration,
     SendEvents,
 )
-from gyreflow.scheduler.states import CycleState, SchedulingError
+from gyreflow.scheduler.states import HISTORY, CycleState, SchedulingError
 
 S = CycleState
 
@@ -61,7 +63,7 @@ class IterationScheduler:
         self._ready: dict[int, set[int]] = {}
         self._reports: dict[int, Done] = {}
         self._out: list = []
-        self.history: list[tuple[str, object]] = []
+        self.history: deque[tuple[str, object]] = deque(maxlen=HISTORY)  # for error messages
         self.machine = Machine(
             model=self,
             states=[S.INIT, S.ITERATION_INIT, S.EXECUTE_COMPUTE, S.ITERATION_FINISH],
@@ -148,7 +150,7 @@ class IterationScheduler:
         return out
 
     def _invalid(self, event: Done) -> None:
-        recent = "\n".join(f"  {state}: {ev}" for state, ev in self.history[-10:])
+        recent = "\n".join(f"  {state}: {ev}" for state, ev in self.history)
         msg = (f"iteration group {self.loop.group} of cycle {self.cycle} in state {self.state.name} "
                f"(window {self.window}, iteration {self.iteration}) cannot handle {event}; "
                f"recent history:\n{recent}")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import enum
 
+HISTORY = 10  # events a scheduler remembers for its error messages (a bounded window, not a log)
+
 
 class CycleState(enum.Enum):
     """GeaFlow's cycle states."""

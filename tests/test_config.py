@@ -62,6 +62,7 @@ def test_defaults():
         "state.snapshot_every": 1,
         "state.retained_snapshots": 2,
         "progress.enabled": True,
+        "metrics.kept_windows": 1000,
         "spark.master": "local[*]",
         "spark.app_name": "gyreflow",
         "spark.conf": (),
