@@ -64,6 +64,23 @@ _META_KEY = b"m"
 _FOLD_LIMIT, _FOLD_SPREAD = 32, 32
 
 
+_WRITE_BUFFER = 4 << 20  # per database: a long run flushes (dropping tombstones) instead of growing
+
+
+def _options(create: bool) -> Options:
+    """Options of every database: small memtables, few info logs, a bounded manifest, and
+    compaction of files that are mostly deletions (pruning deletes what each window supersedes)."""
+    options = Options(raw_mode=True)
+    options.create_if_missing(create)
+    options.set_write_buffer_size(_WRITE_BUFFER)
+    options.set_max_write_buffer_number(2)
+    options.set_keep_log_file_num(2)
+    options.set_max_log_file_size(1 << 20)
+    options.set_max_manifest_file_size(1 << 20)
+    options.add_compact_on_deletion_collector_factory(128, 64, 0.5)
+    return options
+
+
 def _quote(name: str) -> str:
     return urllib.parse.quote(name, safe="")
 
@@ -130,6 +147,11 @@ class RocksDBSnapshotStore(SnapshotStore):
             raise BackendUnavailableError(msg) from exc
         self._dbs: dict[str, Rdict] = {}  # opened read-write
         self._readers: dict[str, Rdict] = {}  # opened read-only
+        # Per database opened read-write (only this store writes it): key group -> [(version, key
+        # count)] of its chunks, read once, then kept up to date, so that pruning never scans over
+        # the deletions of earlier prunes; and per record database, the oldest version it may hold.
+        self._stats_cache: dict[str, dict[int, list[tuple[int, int]]]] = {}
+        self._record_floor: dict[str, bytes] = {}
         self._lock = threading.RLock()
         self._sync = WriteOptions()
         self._sync.sync = True
@@ -156,20 +178,20 @@ class RocksDBSnapshotStore(SnapshotStore):
                 if db is None:
                     if not os.path.exists(os.path.join(path, "CURRENT")):
                         return None
-                    db = self._readers[path] = Rdict(path, options=Options(raw_mode=True),
+                    db = self._readers[path] = Rdict(path, options=_options(False),
                                                      access_type=AccessType.read_only())
                 return db
             reader = self._readers.pop(path, None)
             if reader is not None:
                 reader.close()
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            options = Options(raw_mode=True)
-            options.create_if_missing(True)
-            db = self._dbs[path] = Rdict(path, options=options)
+            db = self._dbs[path] = Rdict(path, options=_options(True))
             return db
 
     def _forget(self, path: str) -> None:
         with self._lock:
+            self._stats_cache.pop(path, None)
+            self._record_floor.pop(path, None)
             for handles in (self._dbs, self._readers):
                 db = handles.pop(path, None)
                 if db is not None:
@@ -240,6 +262,8 @@ class RocksDBSnapshotStore(SnapshotStore):
                 for i, stored in zip(again, db.get([_CHUNK + slots[i] for i in again]), strict=True):
                     earlier[i] = stored if stored is not None else b""
             batch = WriteBatch(raw_mode=True)
+            path = os.path.join(self._table_dir(job, table), f"kg-{kgs.start}-{kgs.stop}")
+            stats = self._stats(path, db)
             for (group, chunks), slot, stored in zip(groups.items(), slots, earlier, strict=True):
                 if stored is not None:
                     try:
@@ -249,6 +273,7 @@ class RocksDBSnapshotStore(SnapshotStore):
                 chunk = chunks[0] if len(chunks) == 1 else _merge(table, group, chunks, True)
                 batch.put(_CHUNK + slot, _frame(chunk))
                 batch.put(_STATS + slot, _COUNT.pack(chunk.count))
+                _note(stats, group, version, chunk.count)
             db.write(batch, self._write_options)
         for record in snapshot.records:
             db = self._open(self._record_path(job, record.kind, record.name, record.index))
@@ -262,6 +287,11 @@ class RocksDBSnapshotStore(SnapshotStore):
         if not os.path.isdir(base):
             return []
         return [os.path.join(base, name) for name in sorted(os.listdir(base))]
+
+    def lock_job(self, job: str):
+        from gyreflow.state.job_lock import FileJobLock
+
+        return FileJobLock(os.path.join(self.path, _quote(job) + ".lock"), job, self.location())
 
     def commit(self, meta: JobMeta) -> None:
         self._open(self._meta_path(meta.job)).put(_META_KEY, meta.to_bytes(), self._sync)
@@ -311,10 +341,9 @@ class RocksDBSnapshotStore(SnapshotStore):
         if db is None:
             return None
         found = None
-        for key, value in db.items():
-            v = _VERSION.unpack(key)[0]
-            if v <= version:
-                found = (v, value)
+        for key, value in db.items(from_key=_VERSION.pack(version), backwards=True):
+            found = (_VERSION.unpack(key)[0], value)  # the latest version at or before ``version``
+            break
         if found is None:
             return None
         where = f"{self.location()} job={job} record={kind}/{name}/{index} version={found[0]}"
@@ -331,12 +360,16 @@ class RocksDBSnapshotStore(SnapshotStore):
 
     # Maintenance ---------------------------------------------------------------------------
 
-    def _stats(self, db: Rdict) -> dict[int, list[tuple[int, int]]]:
-        """Key group -> ``[(version, key count), ...]`` in version order."""
-        stats: dict[int, list[tuple[int, int]]] = {}
-        for key, value in _scan(db, _STATS):
-            group, version = _SLOT.unpack_from(key, 1)
-            stats.setdefault(group, []).append((version, _COUNT.unpack(value)[0]))
+    def _stats(self, path: str, db: Rdict) -> dict[int, list[tuple[int, int]]]:
+        """Key group -> ``[(version, key count), ...]`` in version order, of a database this store
+        has open read-write (read from disk once, then kept up to date by this store's writes)."""
+        stats = self._stats_cache.get(path)
+        if stats is None:
+            stats = {}
+            for key, value in _scan(db, _STATS):
+                group, version = _SLOT.unpack_from(key, 1)
+                stats.setdefault(group, []).append((version, _COUNT.unpack(value)[0]))
+            self._stats_cache[path] = stats
         return stats
 
     def discard_after(self, job: str, version: int) -> None:
@@ -344,13 +377,14 @@ class RocksDBSnapshotStore(SnapshotStore):
             db = self._open(path)
             batch = WriteBatch(raw_mode=True)
             dropped = False
-            for group, versions in self._stats(db).items():
+            for group, versions in self._stats(path, db).items():
                 for v, _ in versions:
                     if v > version:
                         slot = _SLOT.pack(group, v)
                         batch.delete(_CHUNK + slot)
                         batch.delete(_STATS + slot)
                         dropped = True
+                versions[:] = [(v, count) for v, count in versions if v <= version]
             if dropped:
                 db.write(batch, self._sync)
         for path in self._record_paths(job):
@@ -367,7 +401,7 @@ class RocksDBSnapshotStore(SnapshotStore):
             db = self._open(path)
             batch = WriteBatch(raw_mode=True)
             folded = False
-            for group, versions in self._stats(db).items():
+            for group, versions in self._stats(path, db).items():
                 old = [(v, count) for v, count in versions if v <= horizon]
                 if len(old) < 2:
                     continue
@@ -387,10 +421,13 @@ class RocksDBSnapshotStore(SnapshotStore):
                     batch.delete(_CHUNK + slot)
                     batch.delete(_STATS + slot)
                 folded = True
+                count = chunks[-1].count
                 if not _covers(chunks[-1], chunks[:-1]):
                     chunk = _merge(table, group, chunks, shadows)
                     batch.put(_CHUNK + slots[-1], _frame(chunk))
                     batch.put(_STATS + slots[-1], _COUNT.pack(chunk.count))
+                    count = chunk.count
+                versions[:] = [(old[-1][0], count), *versions[len(old):]]
             if folded:
                 db.write(batch, self._write_options)
         self._prune_records(job, horizon)
@@ -398,14 +435,18 @@ class RocksDBSnapshotStore(SnapshotStore):
     def _prune_records(self, job: str, horizon: int) -> None:
         for path in self._record_paths(job):
             db = self._open(path)
-            keep = None
-            for key, _ in db.items():
-                if _VERSION.unpack(key)[0] <= horizon:
-                    keep = key
-                else:
+            keep = next(iter(db.keys(from_key=_VERSION.pack(horizon), backwards=True)), None)
+            if keep is None:
+                continue
+            # Point deletes from the oldest version still held: a scan from the start would walk
+            # over the deletions of every earlier prune.
+            batch = WriteBatch(raw_mode=True)
+            for key in db.keys(from_key=self._record_floor.get(path, _VERSION.pack(0))):
+                if key >= keep:
                     break
-            if keep is not None:
-                db.delete_range(_VERSION.pack(0), keep)
+                batch.delete(key)
+            db.write(batch, self._write_options)
+            self._record_floor[path] = keep
 
     def drop_other_ranges(self, job: str, table: str, keep: set[range]) -> None:
         """Delete the databases of ``table`` whose range is not in ``keep`` (the old layout after a
@@ -450,9 +491,22 @@ class RocksDBSnapshotStore(SnapshotStore):
                 db.close()
             self._dbs.clear()
             self._readers.clear()
+            self._stats_cache.clear()
+            self._record_floor.clear()
 
 
 _GONE = object()
+
+
+def _note(stats: dict[int, list[tuple[int, int]]], group: int, version: int, count: int) -> None:
+    """Record in ``stats`` that ``group`` holds a chunk of ``count`` keys at ``version``."""
+    versions = stats.setdefault(group, [])
+    if versions and versions[-1][0] == version:
+        versions[-1] = (version, count)
+    elif not versions or versions[-1][0] < version:
+        versions.append((version, count))
+    else:  # a version older than the newest (rare): keep the list in order
+        versions[:] = sorted({**dict(versions), version: count}.items())
 
 
 def _chunk_of_stored(table: str, group: int, blob: bytes) -> StateChunk:
