@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator, Sequence
 
@@ -33,6 +34,11 @@ STATE = sa.Table(
     sa.Column("version", sa.BigInteger, primary_key=True),
     sa.Column("v", sa.LargeBinary, nullable=False),
     sa.Index("gyreflow_state_by_version", "job", "version"),
+)
+LOCKS = sa.Table(
+    "gyreflow_locks", METADATA,
+    sa.Column("job", sa.String(512), primary_key=True),
+    sa.Column("holder", sa.String(1024), nullable=False),
 )
 RECORDS = sa.Table(
     "gyreflow_records", METADATA,
@@ -153,6 +159,17 @@ class JdbcSnapshotStore(SnapshotStore):
             return None
         return JobMeta.from_bytes(bytes(body), f"{self.location()} table gyreflow_meta job={job}")
 
+    def lock_job(self, job: str):
+        from gyreflow.state.job_lock import FileJobLock
+
+        if self.engine.dialect.name == "postgresql":
+            return _PostgresJobLock(self, job)
+        database = self.engine.url.database
+        if not database or database == ":memory:":
+            return super().lock_job(job)
+        path = os.path.join(os.path.abspath(database) + "-locks", _quote(job) + ".lock")
+        return FileJobLock(path, job, self.location())
+
     def commit(self, meta: JobMeta) -> None:
         with self.engine.begin() as conn:
             conn.execute(self._meta_upsert, [{"job": meta.job, "body": meta.to_bytes()}])
@@ -207,6 +224,48 @@ class JdbcSnapshotStore(SnapshotStore):
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+class _PostgresJobLock:
+    """A session advisory lock on a connection kept open for the run (released by the server if
+    the process dies), with the holder's description in ``gyreflow_locks``."""
+
+    def __init__(self, store: JdbcSnapshotStore, job: str) -> None:
+        from gyreflow.state.job_lock import JobLockedError, advisory_key, holder_info, locked_message
+
+        self.key = advisory_key(job)
+        self.conn = store.engine.connect()
+        try:
+            taken = self.conn.execute(sa.text("select pg_try_advisory_lock(:k)"), {"k": self.key})
+            if not taken.scalar():
+                body = self.conn.execute(sa.select(LOCKS.c.holder).where(LOCKS.c.job == job)).scalar()
+                self.conn.rollback()
+                holder = json.loads(body) if body else None
+                raise JobLockedError(locked_message(job, store.location(), holder))
+            upsert = _upsert(store.engine, LOCKS, ["job"])
+            self.conn.execute(upsert, [{"job": job, "holder": json.dumps(holder_info())}])
+            self.conn.commit()
+        except BaseException:
+            self.conn.close()
+            raise
+
+    def release(self) -> None:
+        if self.conn is None:
+            return
+        try:
+            self.conn.execute(sa.text("select pg_advisory_unlock(:k)"), {"k": self.key})
+            self.conn.commit()
+        except sa.exc.SQLAlchemyError:
+            pass  # the connection is gone: so is the lock
+        finally:
+            self.conn.close()
+            self.conn = None
+
+
+def _quote(name: str) -> str:
+    import urllib.parse
+
+    return urllib.parse.quote(name, safe="")
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:

@@ -309,6 +309,13 @@ class SnapshotStore:
         """Stored bytes per state table and for records (for ``gyreflow snapshots``)."""
         raise NotImplementedError
 
+    def lock_job(self, job: str):
+        """Hold ``job``'s state for this run (``JobLock``); raises ``JobLockedError`` naming the
+        holder when another live run holds it. Stores that live in one process need no lock."""
+        from gyreflow.state.job_lock import JobLock
+
+        return JobLock()
+
     def close(self) -> None:
         """Release connections and files."""
 

@@ -1,0 +1,87 @@
+"""One writer per job: a run holds its job's state exclusively until it ends or its process dies.
+
+Stores on this machine's disk (RocksDB directories, SQLite files) are locked with ``flock`` on a lock
+file beside the state; the kernel releases it when the process dies, however it dies. PostgreSQL is
+locked with a session advisory lock on a connection the run keeps open; the server releases it when
+the connection ends (the process died or the run closed it). The holder (pid, host, start time) is
+written next to the lock so that a refused run can name it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import fcntl
+import json
+import os
+import socket
+import zlib
+
+
+class JobLockedError(RuntimeError):
+    """Another run holds the job's state; the message names the holder."""
+
+
+def holder_info() -> dict:
+    """Who this run is: pid, host and start time (UTC)."""
+    now = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+    return {"pid": os.getpid(), "host": socket.gethostname(),
+            "started": now.isoformat().replace("+00:00", "Z")}
+
+
+def describe_holder(holder: dict | None) -> str:
+    if not holder:
+        return "another run (its pid is not known yet)"
+    return f"pid {holder.get('pid')} on host {holder.get('host')} since {holder.get('started')}"
+
+
+def locked_message(job: str, location: str, holder: dict | None) -> str:
+    return (f"job {job!r} is being run by {describe_holder(holder)} (state {location}); wait for "
+            "it to end or stop it, then run again")
+
+
+class JobLock:
+    """A held lock; ``release`` is idempotent."""
+
+    def release(self) -> None:
+        """Let another run take the job."""
+
+
+class FileJobLock(JobLock):
+    """``flock`` on ``path``; the file keeps the holder's description."""
+
+    def __init__(self, path: str, job: str, location: str) -> None:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_holder(fd)
+            os.close(fd)
+            raise JobLockedError(locked_message(job, location, holder)) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(holder_info()).encode(), 0)
+        self.fd: int | None = fd
+
+    def release(self) -> None:
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self.fd, 0)
+            os.close(self.fd)  # closing the descriptor releases the flock
+            self.fd = None
+
+
+def _read_holder(fd: int) -> dict | None:
+    try:
+        data = os.pread(fd, 4096, 0)
+        return json.loads(data) if data else None
+    except (OSError, ValueError):
+        return None
+
+
+def advisory_key(job: str) -> int:
+    """A stable 63-bit key for ``pg_try_advisory_lock`` of ``job``."""
+    return (zlib.crc32(b"gyreflow-job:" + job.encode()) << 31) ^ zlib.crc32(job.encode()[::-1])
