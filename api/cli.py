@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import runpy
 import sys
+import threading
 
 import click
 from rich.console import Console
@@ -16,6 +18,15 @@ from gyreflow.api.graph_cli import graph
 from gyreflow.api.session import RunSettings, using_settings
 from gyreflow.plan.explain import FORMATS
 from gyreflow.runtime.errors import SnapshotNotRetainedError, SnapshotWriteError, UserFunctionError
+from gyreflow.runtime.stop import (
+    JobInterrupted,
+    JobStopped,
+    StopRequest,
+    exit_status,
+    install_handlers,
+    restore_handlers,
+)
+from gyreflow.state.job_lock import JobLockedError
 from gyreflow.state.snapshot import (
     BackendUnavailableError,
     IncompatiblePlanError,
@@ -37,6 +48,15 @@ def _run_script(script: str, args: tuple[str, ...], settings: RunSettings) -> No
             runpy.run_path(script, run_name="__main__")
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
+
+
+def _stop_now(signum: int, last_completed: int) -> None:
+    """A second Ctrl-C: leave at once, as a crash would (the state is resumable after any crash)."""
+    with contextlib.suppress(OSError):
+        sys.stderr.write(f"stopped after window {last_completed}; run again with --resume to "
+                         "continue\n")
+        sys.stderr.flush()
+    os._exit(exit_status(signum))
 
 
 @click.group()
@@ -66,16 +86,24 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
         _fail(console, "choose one of --resume and --fresh", 2)
     if from_window is not None and not resume:
         _fail(console, "--from-window needs --resume", 2)
+    stop = StopRequest(immediate=_stop_now)
     settings = RunSettings(config_path=config_path, environment=environment, quiet=quiet,
                            show_progress=not quiet, resume=resume, fresh=fresh,
-                           from_window=from_window, summaries=[])
+                           from_window=from_window, summaries=[], stop=stop)
+    previous = install_handlers(stop) if threading.current_thread() is threading.main_thread() else {}
     try:
         _run_script(script, script_args, settings)
+    except (JobStopped, JobInterrupted) as exc:
+        console.print(f"stopped after window {exc.last_completed}; run again with --resume to "
+                      "continue", markup=False, highlight=False)
+        sys.exit(exit_status(exc.signum))
     except ConfigError as exc:
         _fail(console, f"configuration: {exc}", 2)
     except UserFunctionError as exc:
         _fail(console, f"{exc}\nCompleted windows are kept: fix the function and run again "
                        "with --resume.", 1)
+    except JobLockedError as exc:
+        _fail(console, str(exc), 4)
     except (StateExistsError, IncompatiblePlanError, BackendUnavailableError,
             SnapshotCorruptedError, SnapshotNotRetainedError, SnapshotWriteError) as exc:
         hint = ""
@@ -83,6 +111,8 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
             hint = ("\nTo resume from an earlier retained snapshot, run with --resume "
                     "--from-window N (see gyreflow snapshots).")
         _fail(console, f"{exc}{hint}", 3)
+    finally:
+        restore_handlers(previous)
     if not quiet:
         from gyreflow.api.progress import summary_tables
 

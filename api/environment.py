@@ -94,7 +94,8 @@ class LocalEnvironment(Environment):
     def run_task(self, name: str, graph: PipelineGraph, listener: JobListener | None,
                  recovery: RecoveryOptions | None = None) -> TaskResult:
         """Run ``graph`` in this process."""
-        driver = JobDriver(self.config, LocalHost(self.config, self.state_backend), listener)
+        driver = JobDriver(self.config, LocalHost(self.config, self.state_backend), listener,
+                           stop=current_settings().stop)
         return driver.run(name, build_execution_graph(graph), recovery)
 
 
@@ -121,7 +122,7 @@ class SparkEnvironment(Environment):
         from gyreflow.runtime.spark.host import SparkHost
 
         host = SparkHost(self.config, self.state_backend, self.session)
-        driver = JobDriver(self.config, host, listener)
+        driver = JobDriver(self.config, host, listener, stop=current_settings().stop)
         return driver.run(name, build_execution_graph(graph), recovery)
 
 

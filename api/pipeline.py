@@ -15,6 +15,7 @@ from gyreflow.plan.execution import ExecutionGraph, build_execution_graph
 from gyreflow.plan.graph import PipelineGraph
 from gyreflow.plan.operators import SourceSpec
 from gyreflow.runtime.checkpoint import RecoveryOptions
+from gyreflow.runtime.driver import JobListener, Listeners
 from gyreflow.runtime.metrics import TaskResult
 
 
@@ -138,13 +139,15 @@ class Pipeline:
                          for name, graph, execution in self.plans())
 
     def execute(self, progress: bool | None = None, *, resume: bool | None = None,
-                fresh: bool | None = None, from_window: int | None = None) -> PipelineResult:
+                fresh: bool | None = None, from_window: int | None = None,
+                listener: JobListener | None = None) -> PipelineResult:
         """Run every task in order and return their results (blocks until the input ends).
 
         With ``resume=True`` each task continues after its last completed window (or after
         ``from_window``, a retained snapshot); ``fresh=True`` discards stored state first. Without
         either, stored state from an earlier run is an error that says which window would resume.
         Under ``gyreflow run --resume/--fresh/--from-window`` those flags are the defaults.
+        ``listener`` (a ``JobListener``) is told of every window as it finishes.
         """
         if not self.tasks:
             msg = f"pipeline {self.name!r} has no tasks: add one with @pipeline.task"
@@ -153,11 +156,11 @@ class Pipeline:
         if settings.explain_format is not None:
             sys.stdout.write(self.explain(settings.explain_format) + "\n")
             return PipelineResult({})
-        listener = None
         if _show_progress(progress, self.env.config, settings):
             from gyreflow.api.progress import ProgressListener
 
-            listener = ProgressListener(self.name)
+            shown = ProgressListener(self.name)
+            listener = shown if listener is None else Listeners((shown, listener))
         recovery = RecoveryOptions(
             resume=settings.resume if resume is None else resume,
             fresh=settings.fresh if fresh is None else fresh,

@@ -21,6 +21,7 @@ class RunSettings:
     fresh: bool = False
     from_window: int | None = None
     summaries: list | None = attrs.field(default=None, eq=False)  # the CLI collects results here
+    stop: object = attrs.field(default=None, eq=False)  # a runtime.stop.StopRequest the CLI sets
 
 
 _current: contextvars.ContextVar[RunSettings] = contextvars.ContextVar(

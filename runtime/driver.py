@@ -21,6 +21,7 @@ from gyreflow.runtime.checkpoint import CheckpointCoordinator, RecoveryOptions
 from gyreflow.runtime.faults import crash_point
 from gyreflow.runtime.host import Host, HostLink
 from gyreflow.runtime.metrics import TaskResult, WindowMetrics
+from gyreflow.runtime.stop import JobInterrupted, JobStopped, StopRequest
 from gyreflow.scheduler.checkpoints import AbortReason
 from gyreflow.scheduler.cycle import JobScheduler
 from gyreflow.scheduler.events import (
@@ -49,6 +50,25 @@ class JobListener:
         """The job finished."""
 
 
+class Listeners(JobListener):
+    """Several listeners told of the same progress, in order."""
+
+    def __init__(self, listeners) -> None:
+        self.listeners = tuple(listeners)
+
+    def on_start(self, name: str, graph: ExecutionGraph) -> None:
+        for listener in self.listeners:
+            listener.on_start(name, graph)
+
+    def on_window(self, metrics: WindowMetrics) -> None:
+        for listener in self.listeners:
+            listener.on_window(metrics)
+
+    def on_finish(self, result: TaskResult) -> None:
+        for listener in self.listeners:
+            listener.on_finish(result)
+
+
 @attrs.frozen
 class _WriterFailed:
     error: BaseException
@@ -73,8 +93,9 @@ class JobDriver:
     """
 
     def __init__(self, config, host: Host, listener: JobListener | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, stop: StopRequest | None = None) -> None:
         self.config = config
+        self.stop = stop
         self.host = host
         self.listener = listener or JobListener()
         self.clock = clock
@@ -87,20 +108,30 @@ class JobDriver:
         backend = host.backend
         store = backend.open_store()  # an unreachable backend fails here, before any data moves
         failed = True
+        lock = None
         try:
+            lock = store.lock_job(name)  # one writer per job: a second run stops here
             coordinator = CheckpointCoordinator(name, graph, store, backend)
             resume_from = coordinator.prepare(recovery or RecoveryOptions())
             horizon = coordinator.retained[0] if coordinator.retained else 0
             link = HostLink(self._reports.put, self._settle, self._writer_failed)
             host.open(name, graph, store, link, resume_from, frozenset(coordinator.rescaled), horizon)
             store = None  # the host owns it now
-            result = self._drive(name, graph, coordinator, resume_from)
+            try:
+                result = self._drive(name, graph, coordinator, resume_from)
+            except (JobInterrupted, JobStopped) as exc:
+                exc.last_completed = self.scheduler.committed
+                raise
             failed = False
             return result
         finally:
-            if store is not None:
-                store.close()
-            host.close(failed)
+            try:
+                if store is not None:
+                    store.close()
+                host.close(failed)
+            finally:
+                if lock is not None:
+                    lock.release()
 
     # The loop -------------------------------------------------------------------------------
 
@@ -112,7 +143,7 @@ class JobDriver:
             host.backend.snapshot_every)
         self.name = name
         self.coordinator = coordinator
-        self.result = TaskResult(name)
+        self.result = TaskResult(name, self.config["metrics.kept_windows"])
         self.sources = tuple(v.name for v in graph.pipeline.sources())
         self.launched: dict[tuple[int, int], float] = {}
         self.finished = {cycle: resume_from for cycle in scheduler.cycles}
@@ -125,6 +156,10 @@ class JobDriver:
         self.listener.on_start(name, graph)
         self.pending.extend(scheduler.start())
         while True:
+            if (self.stop is not None and self.stop.requested and self.failure is None
+                    and not scheduler.finished):
+                # Asked to stop: launch nothing new; the windows in flight complete or are dropped.
+                self.failure = JobStopped(self.stop.signum)
             self._carry_out()
             report = _poll(self._reports)
             if report is None:
@@ -144,7 +179,11 @@ class JobDriver:
                         host.writer.write(None, lambda: self._reports.put(_Flushed()))
                     elif flush is not _Flush.SENT and not scheduler.outstanding:
                         self._carry_out()
-                        scheduler.abort_checkpoints(AbortReason.JOB_FAILED)
+                        stopped = isinstance(self.failure, JobStopped)
+                        scheduler.abort_checkpoints(
+                            AbortReason.JOB_STOPPED if stopped else AbortReason.JOB_FAILED)
+                        if stopped:
+                            self.failure.last_completed = scheduler.committed
                         raise self.failure
                 try:  # only snapshot writes are outstanding: wait for the writer to report
                     report = self._reports.get(timeout=STALL_SECONDS)
@@ -220,7 +259,7 @@ class JobDriver:
         seconds = self.clock() - self.launched.pop(key, self.started)
         metrics = WindowMetrics.from_dones(self.name, instruction.cycle, instruction.window, seconds,
                                            instruction.dones, self.sources)
-        self.result.windows.append(metrics)
+        self.result.add_window(metrics)
         self.result.add_collected(instruction.window, instruction.dones)
         self.listener.on_window(metrics)
 
@@ -235,6 +274,8 @@ class JobDriver:
     def _publish(self, window: int) -> None:
         """The commit of ``window`` is durable: its output may be seen."""
         self.durable = window
+        if self.stop is not None:
+            self.stop.last_completed = window
         crash_point("after-commit", window)
         for index, publish in enumerate(self.host.publishers()):
             publish(window)

@@ -250,6 +250,10 @@ def _serve(parent: int, backend: str = "") -> None:
 
 
 if __name__ == "__main__":
+    # A Ctrl-C reaches every process of the terminal's group: the job decides how to stop, and
+    # closes this writer when it is done with it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _serve(int(sys.argv[1]), *sys.argv[2:3])
     # The store is closed and every reply flushed: skip the interpreter's teardown, which the
     # job would wait for.

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
 
 
@@ -32,7 +34,7 @@ def spark_session(config) -> Callable[[], object]:
                    .config("spark.locality.wait", "0"))
         for key, value in config["spark.conf"]:
             builder = builder.config(key, value)
-        with _jvm_output_to(SPARK_LOG):
+        with _jvm_output_to(SPARK_LOG), _keeping_a_custom_sigint_handler():
             session = builder.getOrCreate()
         session.sparkContext.setLogLevel("ERROR")
         cached.append(session)
@@ -56,6 +58,20 @@ def _share_import_path() -> None:
            if os.path.isdir(p) and not os.path.realpath(p).startswith(prefixes)]
     existing = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(own + existing))
+
+
+@contextlib.contextmanager
+def _keeping_a_custom_sigint_handler():
+    """A SparkContext replaces the SIGINT handler (it cancels the jobs, then raises
+    KeyboardInterrupt); a handler the application installed itself (``gyreflow run``'s graceful
+    stop) is put back."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGINT) if main else None
+    try:
+        yield
+    finally:
+        if main and callable(previous) and previous is not signal.default_int_handler:
+            signal.signal(signal.SIGINT, previous)
 
 
 @contextlib.contextmanager
