@@ -1,0 +1,284 @@
+"""Soak: a stream job of many small windows on every state backend; cost per window must stay flat.
+
+Each backend runs the same keyed word count (two lines per window, a bounded vocabulary, every window
+snapshotted and committed) in a process of its own, for ``--windows`` windows (100,000 by default).
+The table gives, per backend: the median time of a window in the first and in the last 10% of the run
+and their ratio, the process's memory after window 1,000 and at the end, its peak, and the size of
+the job's state after window 1,000 and at the end. The targets (checked, and printed as pass/fail):
+last/first at most 1.2, memory growth after window 1,000 at most 16 MB, final state at most 2x its
+size at window 1,000. The reference row is a plain-Python loop doing the same counting per window.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+from _common import command_line, machine_line, print_table, update_docs_section
+
+ROOT = Path(__file__).resolve().parent.parent
+BACKENDS = ("memory", "rocksdb", "sqlite", "postgresql")
+LINES_PER_WINDOW = 2
+VOCABULARY = 500
+CHECKPOINT = 1_000  # the window after which memory and state size are read the first time
+SAMPLE = 2_000  # window times kept for each of the first and last 10% (medians of a sample)
+TIME_RATIO_TARGET = 1.2
+MEMORY_GROWTH_TARGET_MB = 16
+STATE_GROWTH_TARGET = 2.0
+
+
+def lines(windows: int) -> list[str]:
+    """Deterministic input: ``LINES_PER_WINDOW`` lines of three words per window."""
+    return [f"w{(i * 7) % VOCABULARY} w{(i * 13 + 1) % VOCABULARY} w{(i * 31 + 2) % VOCABULARY}"
+            for i in range(windows * LINES_PER_WINDOW)]
+
+
+def memory_kb(field: str) -> int:
+    """``VmRSS`` or ``VmHWM`` of this process, in KiB."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def directory_bytes(path: str) -> int:
+    total = 0
+    for folder, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(folder, name))
+            except OSError:
+                pass
+    return total
+
+
+# The child: one backend, one run ---------------------------------------------------------------
+
+
+def child(backend: str, windows: int, state_dir: str, url: str) -> dict:
+    from gyreflow.api import Environment, SizeTumblingWindow
+    from gyreflow.api.sinks import Sink, SinkWriter
+    from gyreflow.runtime.driver import JobListener
+
+    class CountingWriter(SinkWriter):
+        def __init__(self) -> None:
+            self.records = 0
+
+        def write(self, window: int, records: list) -> None:
+            self.records += len(records)
+
+    class CountingSink(Sink):
+        def create_writer(self, task_index: int, parallelism: int) -> SinkWriter:
+            return CountingWriter()
+
+    config = {"environment.type": "local", "progress.enabled": False, "state.path": state_dir,
+              "state.backend": "jdbc" if backend in ("sqlite", "postgresql") else backend}
+    if backend == "postgresql":
+        config["state.url"] = url
+    size = state_size(backend, state_dir, url)
+    first_from, last_from = windows // 10, windows - windows // 10
+    stride = max(1, (windows // 10) // SAMPLE)
+
+    class Soak(JobListener):
+        def __init__(self) -> None:
+            self.first: list[float] = []
+            self.last: list[float] = []
+            self.at_checkpoint: dict = {}
+
+        def on_window(self, metrics) -> None:
+            window = metrics.window
+            if window % stride == 0:
+                if window <= first_from and len(self.first) < SAMPLE:
+                    self.first.append(metrics.seconds)
+                elif window > last_from and len(self.last) < SAMPLE:
+                    self.last.append(metrics.seconds)
+            if window == CHECKPOINT:
+                self.at_checkpoint = {"rss_kb": memory_kb("VmRSS"), "state_bytes": size()}
+
+    listener = Soak()
+    env = Environment.from_config(None, config)
+    pipeline = env.pipeline("soak")
+
+    @pipeline.task(name="count")
+    def count(ctx):
+        (ctx.source(lines(windows), SizeTumblingWindow(LINES_PER_WINDOW)).with_name("lines")
+         .flat_map(str.split).map(lambda word: (word, 1))
+         .key_by(lambda pair: pair[0]).reduce(lambda a, b: (a[0], a[1] + b[1]))
+         .sink(CountingSink()))
+
+    started = time.perf_counter()
+    result = pipeline.execute(listener=listener)["count"]
+    return {
+        "backend": backend, "windows": result.window_count, "seconds": time.perf_counter() - started,
+        "first_ms": 1000 * statistics.median(listener.first),
+        "last_ms": 1000 * statistics.median(listener.last),
+        "rss_checkpoint_kb": listener.at_checkpoint["rss_kb"], "rss_end_kb": memory_kb("VmRSS"),
+        "peak_kb": memory_kb("VmHWM"), "state_checkpoint": listener.at_checkpoint["state_bytes"],
+        "state_end": size(),
+    }
+
+
+def state_size(backend: str, state_dir: str, url: str):
+    """A function giving the bytes the job's state takes now."""
+    if backend == "postgresql":
+        import sqlalchemy as sa
+
+        engine = sa.create_engine(url)
+
+        def size() -> int:
+            with engine.connect() as conn:
+                return int(conn.execute(sa.text(
+                    "select coalesce(sum(pg_total_relation_size(c.oid)), 0) from pg_class c "
+                    "where c.relname like 'gyreflow_%' and c.relkind = 'r'")).scalar())
+        return size
+    return lambda: directory_bytes(state_dir)
+
+
+def plain_loop(windows: int) -> dict:
+    """The reference: the same counting per window in a plain loop (no state kept elsewhere)."""
+    data = lines(windows)
+    counts: Counter = Counter()
+    times = []
+    for w in range(windows):
+        started = time.perf_counter()
+        changed = Counter()
+        for line in data[w * LINES_PER_WINDOW:(w + 1) * LINES_PER_WINDOW]:
+            for word in line.split():
+                counts[word] += 1
+                changed[word] = counts[word]
+        times.append(time.perf_counter() - started)
+    tenth = max(1, windows // 10)
+    return {"backend": "plain loop", "windows": windows, "seconds": sum(times),
+            "first_ms": 1000 * statistics.median(times[:tenth]),
+            "last_ms": 1000 * statistics.median(times[-tenth:])}
+
+
+# The parent: one child per backend, then the table ---------------------------------------------
+
+
+def run_child(backend: str, windows: int, postgres_url: str | None) -> dict:
+    work = tempfile.mkdtemp(prefix=f"gyreflow-soak-{backend}-")
+    try:
+        url = ""
+        if backend == "postgresql":
+            url = fresh_database(postgres_url)
+        command = [sys.executable, __file__, "--child", backend, "--windows", str(windows),
+                   "--state", os.path.join(work, "state"), "--url", url]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            msg = f"{backend}: the soak run failed (exit {done.returncode}):\n{done.stderr[-3000:]}"
+            raise SystemExit(msg)
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def fresh_database(server_url: str) -> str:
+    import uuid
+
+    import sqlalchemy as sa
+    from sqlalchemy.engine import make_url
+
+    server = make_url(server_url)
+    name = f"gyreflow_soak_{uuid.uuid4().hex[:10]}"
+    admin = sa.create_engine(server.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return server.set(database=name).render_as_string(hide_password=False)
+
+
+def start_postgres() -> tuple[str, str]:
+    """A throwaway server (scripts/postgres.sh): its URL and folder."""
+    import socket
+
+    folder = tempfile.mkdtemp(prefix="gyreflow-soak-pg-", dir="/tmp")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "postgres.sh"), "start", folder, str(port)],
+                          capture_output=True, text=True, check=True)
+    return done.stdout.strip().split("=", 1)[1], folder
+
+
+def table(results: list[dict]) -> tuple[list[str], list[list[str]]]:
+    columns = ["backend", "windows", "first 10% ms/window", "last 10% ms/window", "last/first",
+               f"memory at {CHECKPOINT:,} MB", "memory at end MB", "peak MB",
+               f"state at {CHECKPOINT:,} MB", "state at end MB", "targets"]
+    rows = []
+    for r in results:
+        ratio = r["last_ms"] / r["first_ms"] if r["first_ms"] else float("nan")
+        if "rss_end_kb" not in r:
+            rows.append([r["backend"], f"{r['windows']:,}", f"{r['first_ms']:.3f}",
+                         f"{r['last_ms']:.3f}", f"{ratio:.2f}", "", "", "", "", "", ""])
+            continue
+        growth_mb = (r["rss_end_kb"] - r["rss_checkpoint_kb"]) / 1024
+        state_ratio = r["state_end"] / max(1, r["state_checkpoint"])
+        ok = (ratio <= TIME_RATIO_TARGET and growth_mb <= MEMORY_GROWTH_TARGET_MB
+              and state_ratio <= STATE_GROWTH_TARGET)
+        rows.append([
+            r["backend"], f"{r['windows']:,}", f"{r['first_ms']:.3f}", f"{r['last_ms']:.3f}",
+            f"{ratio:.2f}", f"{r['rss_checkpoint_kb'] / 1024:.1f}", f"{r['rss_end_kb'] / 1024:.1f}",
+            f"{r['peak_kb'] / 1024:.1f}", f"{r['state_checkpoint'] / 2**20:.2f}",
+            f"{r['state_end'] / 2**20:.2f}", "pass" if ok else "FAIL",
+        ])
+    return columns, rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--windows", type=int, default=100_000)
+    parser.add_argument("--backends", default=",".join(BACKENDS),
+                        help=f"comma-separated, of {', '.join(BACKENDS)}")
+    parser.add_argument("--postgres-url", default=os.environ.get("GYREFLOW_TEST_POSTGRES_URL"),
+                        help="a PostgreSQL server (default: start a throwaway one)")
+    parser.add_argument("--write-docs", action="store_true", help="refresh docs/benchmarks.md")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--state", help=argparse.SUPPRESS)
+    parser.add_argument("--url", default="", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args.child, args.windows, args.state, args.url)))
+        return 0
+    if args.windows < 10 * CHECKPOINT // 5:
+        parser.error(f"--windows must be at least {10 * CHECKPOINT // 5:,} (memory is read at "
+                     f"window {CHECKPOINT:,})")
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    unknown = sorted(set(backends) - set(BACKENDS))
+    if unknown:
+        parser.error(f"unknown backends {unknown}; valid choices: {', '.join(BACKENDS)}")
+    postgres_folder = None
+    if "postgresql" in backends and not args.postgres_url:
+        args.postgres_url, postgres_folder = start_postgres()
+    try:
+        results = [plain_loop(args.windows)]
+        for backend in backends:
+            results.append(run_child(backend, args.windows, args.postgres_url))
+            print(f"{backend}: {results[-1]['seconds']:.0f} s", file=sys.stderr)
+    finally:
+        if postgres_folder is not None:
+            subprocess.run(["bash", str(ROOT / "scripts" / "postgres.sh"), "stop", postgres_folder],
+                           check=False, capture_output=True)
+    columns, rows = table(results)
+    markdown = print_table(f"Soak: {args.windows:,} windows of {LINES_PER_WINDOW} lines", columns,
+                           rows)
+    if args.write_docs:
+        update_docs_section("soak", "\n\n".join([
+            "## Soak: constant cost per window",
+            __doc__.split("\n", 2)[2].strip(),
+            machine_line(), f"`{command_line()}`", markdown]))
+    return 0 if all(row[-1] in ("pass", "") for row in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
