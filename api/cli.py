@@ -182,12 +182,13 @@ def snapshots(config_path: str | None) -> None:
 @click.option("--config", "config_path", type=click.Path(dir_okay=False))
 @click.option("--schema", is_flag=True, help="Print every key as a Markdown table.")
 def show_config(config_path: str | None, schema: bool) -> None:
-    """Print the effective configuration (file + GYREFLOW_* variables) as TOML."""
+    """Print the effective configuration (file + GYREFLOW_* variables) as TOML, passwords and
+    secrets masked."""
     if schema:
         click.echo(schema_markdown())
         return
     try:
-        click.echo(Config.load(config_path).as_toml())
+        click.echo(Config.load(config_path).as_toml(mask_secrets=True))
     except ConfigError as exc:
         _fail(Console(stderr=True), f"configuration: {exc}", 2)
 

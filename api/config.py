@@ -25,7 +25,7 @@ class ConfigKey:
     """One setting: its dotted ``section.key`` name, type, default and accepted values.
 
     >>> KEYS["state.backend"].choices
-    ('memory',)
+    ('memory', 'rocksdb', 'jdbc')
     """
 
     name: str
@@ -282,14 +282,44 @@ class Config:
         """``config[name]``, or ``default`` if ``name`` is not a config key."""
         return self.values.get(name, default)
 
-    def as_toml(self) -> str:
-        """All values as a TOML document that ``Config.load`` reads back to an equal Config."""
+    def as_toml(self, mask_secrets: bool = False) -> str:
+        """All values as a TOML document that ``Config.load`` reads back to an equal Config; with
+        ``mask_secrets``, the password of ``state.url`` and Spark settings that name a password,
+        secret or token read ``***``."""
         lines: list[str] = []
         for section, keys in _SECTIONS.items():
             lines.append(f"[{section}]")
-            lines.extend(f"{key} = {_toml_value(self[f'{section}.{key}'])}" for key in keys)
+            for key in keys:
+                value = self[f"{section}.{key}"]
+                if mask_secrets:
+                    value = _masked(f"{section}.{key}", value)
+                lines.append(f"{key} = {_toml_value(value)}")
             lines.append("")
         return "\n".join(lines)
+
+
+_SECRET_WORDS = ("password", "secret", "token", "credential")
+
+
+def _masked(name: str, value: object) -> object:
+    """``value`` of key ``name`` with its secrets replaced by ``***``.
+
+    >>> _masked("state.url", "postgresql://app:hunter2@db/x")
+    'postgresql://app:***@db/x'
+    >>> _masked("spark.conf", (("spark.authenticate.secret", "s3"), ("spark.master", "x")))
+    (('spark.authenticate.secret', '***'), ('spark.master', 'x'))
+    """
+    if name == "state.url" and value:
+        try:
+            from sqlalchemy.engine import make_url
+
+            return make_url(str(value)).render_as_string(hide_password=True)
+        except Exception:  # noqa: BLE001 - not a URL: nothing recognisable to mask
+            return value
+    if name == "spark.conf":
+        return tuple((k, "***" if any(w in k.lower() for w in _SECRET_WORDS) else v)
+                     for k, v in value)
+    return value
 
 
 def schema_markdown() -> str:

@@ -9,6 +9,7 @@ from collections.abc import Iterator, Sequence
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
+from gyreflow.state.private import UnsafeLocationError, ensure_private_dir
 from gyreflow.state.snapshot import (
     BackendUnavailableError,
     JobMeta,
@@ -84,7 +85,7 @@ class JdbcSnapshotStore(SnapshotStore):
             if parsed.get_backend_name() == "sqlite":
                 database = parsed.database
                 if database and database != ":memory:":
-                    os.makedirs(os.path.dirname(os.path.abspath(database)), exist_ok=True)
+                    ensure_private_dir(os.path.dirname(os.path.abspath(database)))
                 kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
             elif parsed.get_backend_name() == "postgresql":
                 kwargs["connect_args"] = {"connect_timeout": 5}
@@ -93,6 +94,10 @@ class JdbcSnapshotStore(SnapshotStore):
                 sa.event.listen(self.engine, "connect", _sqlite_pragmas)
             with self.engine.begin() as conn:
                 METADATA.create_all(conn)
+            if parsed.get_backend_name() == "sqlite" and database and database != ":memory:":
+                os.chmod(database, 0o600)  # SQLite gives its -wal and -shm files the same mode
+        except UnsafeLocationError:
+            raise
         except Exception as exc:
             msg = f"jdbc backend: cannot open {self._shown}: {type(exc).__name__}: {exc}"
             raise BackendUnavailableError(msg) from exc

@@ -37,6 +37,7 @@ from collections.abc import Iterator, Sequence
 
 from rocksdict import AccessType, Options, Rdict, WriteBatch, WriteOptions
 
+from gyreflow.state.private import ensure_private_dir, private_umask
 from gyreflow.state.snapshot import (
     BackendUnavailableError,
     JobMeta,
@@ -137,7 +138,7 @@ class RocksDBSnapshotStore(SnapshotStore):
     def __init__(self, path: str, sync: bool = False) -> None:
         self.path = os.path.abspath(path)
         try:
-            os.makedirs(self.path, exist_ok=True)
+            ensure_private_dir(self.path)
             probe = os.path.join(self.path, f".gyreflow-write-probe-{os.getpid()}-{id(self)}")
             with open(probe, "w") as handle:
                 handle.write("ok")
@@ -184,8 +185,9 @@ class RocksDBSnapshotStore(SnapshotStore):
             reader = self._readers.pop(path, None)
             if reader is not None:
                 reader.close()
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            db = self._dbs[path] = Rdict(path, options=_options(True))
+            with private_umask():
+                os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+                db = self._dbs[path] = Rdict(path, options=_options(True))
             return db
 
     def _forget(self, path: str) -> None:

@@ -33,11 +33,11 @@ from gyreflow.runtime.host import HostLink
 from gyreflow.runtime.snapshot_writers import SnapshotWriter
 from gyreflow.runtime.spark.graph_steps import SparkGraphRunner
 from gyreflow.runtime.spark.partition import Round, RunPlan, control_stage, stage
-from gyreflow.runtime.spark.session import SPARK_LOG, spark_session
+from gyreflow.runtime.spark.session import spark_log_path, spark_session
 from gyreflow.scheduler.events import EventKind, TaskFailed
 from gyreflow.state.backends import RocksDBStateBackend
 
-__all__ = ["SPARK_LOG", "PlanNotShippableError", "SparkHost", "spark_session"]
+__all__ = ["PlanNotShippableError", "SparkHost", "spark_log_path", "spark_session"]
 
 PRUNE_EVERY = 10  # commits between two prunes of old versions by the driver
 

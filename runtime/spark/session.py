@@ -34,7 +34,7 @@ def spark_session(config) -> Callable[[], object]:
                    .config("spark.locality.wait", "0"))
         for key, value in config["spark.conf"]:
             builder = builder.config(key, value)
-        with _jvm_output_to(SPARK_LOG), _keeping_a_custom_sigint_handler():
+        with _jvm_output_to(spark_log_path()), _keeping_a_custom_sigint_handler():
             session = builder.getOrCreate()
         session.sparkContext.setLogLevel("ERROR")
         cached.append(session)
@@ -43,7 +43,14 @@ def spark_session(config) -> Callable[[], object]:
     return factory
 
 
-SPARK_LOG = os.path.join(tempfile.gettempdir(), "gyreflow-spark.log")
+def spark_log_path() -> str:
+    """The JVM's log: in a directory of this user's own (0700) under the temporary directory, never
+    reached through a symbolic link."""
+    from gyreflow.state.private import ensure_private_dir
+
+    directory = ensure_private_dir(os.path.join(tempfile.gettempdir(), f"gyreflow-{os.geteuid()}"),
+                                   "Spark log directory")
+    return os.path.join(directory, "spark.log")
 
 
 def _share_import_path() -> None:
@@ -78,9 +85,11 @@ def _keeping_a_custom_sigint_handler():
 def _jvm_output_to(path: str):
     """Start the JVM with its standard error in ``path``: Spark's start-up chatter (log4j, JVM
     warnings) stays out of the user's terminal; gyreflow reports task failures itself."""
+    from gyreflow.state.private import private_file
+
     sys.stderr.flush()
+    log = private_file(path)
     saved = os.dup(2)
-    log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         os.dup2(log, 2)
         yield
