@@ -66,6 +66,9 @@ class CheckpointCoordinator:
         """
         meta = self.store.read_meta(self.job)
         if meta is None:
+            # Nothing was ever committed (or a --fresh was cut short after its first step): what a
+            # killed earlier run wrote belongs to no completed window and must not be read back.
+            self.store.delete_job(self.job)
             return 0
         if options.fresh:
             self.store.delete_job(self.job)

@@ -26,6 +26,7 @@ snapshot is a few large values, so reopening replays little).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import shutil
@@ -35,7 +36,7 @@ import urllib.parse
 import zlib
 from collections.abc import Iterator, Sequence
 
-from rocksdict import AccessType, Options, Rdict, WriteBatch, WriteOptions
+from rocksdict import AccessType, DBRecoveryMode, Options, Rdict, WriteBatch, WriteOptions
 
 from gyreflow.state.private import ensure_private_dir, private_umask
 from gyreflow.state.snapshot import (
@@ -79,6 +80,9 @@ def _options(create: bool) -> Options:
     options.set_max_log_file_size(1 << 20)
     options.set_max_manifest_file_size(1 << 20)
     options.add_compact_on_deletion_collector_factory(128, 64, 0.5)
+    # A damaged write-ahead log fails the open instead of silently dropping what followed the
+    # damage (a killed process leaves a whole log: its writes reached the operating system).
+    options.set_wal_recovery_mode(DBRecoveryMode.absolute_consistency())
     return options
 
 
@@ -179,13 +183,14 @@ class RocksDBSnapshotStore(SnapshotStore):
                 if db is None:
                     if not os.path.exists(os.path.join(path, "CURRENT")):
                         return None
-                    db = self._readers[path] = Rdict(path, options=_options(False),
-                                                     access_type=AccessType.read_only())
+                    with _damage_reported(path):
+                        db = self._readers[path] = Rdict(path, options=_options(False),
+                                                         access_type=AccessType.read_only())
                 return db
             reader = self._readers.pop(path, None)
             if reader is not None:
                 reader.close()
-            with private_umask():
+            with private_umask(), _damage_reported(path):
                 os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
                 db = self._dbs[path] = Rdict(path, options=_options(True))
             return db
@@ -321,7 +326,9 @@ class RocksDBSnapshotStore(SnapshotStore):
 
     def read_into(self, job: str, table: str, key_groups: range, version: int, data: dict) -> None:
         # Key groups hold disjoint keys, so chunks are applied straight into ``data``.
-        for group, v, blob in self._chunks(job, table, key_groups, version):
+        with _damage_reported(self._table_dir(job, table)):
+            chunks = self._chunks(job, table, key_groups, version)
+        for group, v, blob in chunks:
             try:
                 written, _, keys, values = _unframe(blob)
             except _DamagedChunkError as damage:
@@ -343,9 +350,10 @@ class RocksDBSnapshotStore(SnapshotStore):
         if db is None:
             return None
         found = None
-        for key, value in db.items(from_key=_VERSION.pack(version), backwards=True):
-            found = (_VERSION.unpack(key)[0], value)  # the latest version at or before ``version``
-            break
+        with _damage_reported(self._record_path(job, kind, name, index)):
+            for key, value in db.items(from_key=_VERSION.pack(version), backwards=True):
+                found = (_VERSION.unpack(key)[0], value)  # the latest version at or before it
+                break
         if found is None:
             return None
         where = f"{self.location()} job={job} record={kind}/{name}/{index} version={found[0]}"
@@ -355,7 +363,8 @@ class RocksDBSnapshotStore(SnapshotStore):
         db = self._open(self._meta_path(job), write=False)
         if db is None:
             return None
-        blob = db.get(_META_KEY)
+        with _damage_reported(self._meta_path(job)):
+            blob = db.get(_META_KEY)
         if blob is None:
             return None
         return JobMeta.from_bytes(blob, f"{self.location()} job={job} meta")
@@ -464,6 +473,9 @@ class RocksDBSnapshotStore(SnapshotStore):
         with self._lock:
             for path in [p for p in [*self._dbs, *self._readers] if p.startswith(job_dir + os.sep)]:
                 self._forget(path)
+        # The meta goes first: a deletion cut short leaves a job without meta (a fresh start, which
+        # clears the rest), never a meta whose state is half gone.
+        shutil.rmtree(self._meta_path(job), ignore_errors=True)
         shutil.rmtree(job_dir, ignore_errors=True)
 
     def jobs(self) -> list[str]:
@@ -498,6 +510,20 @@ class RocksDBSnapshotStore(SnapshotStore):
 
 
 _GONE = object()
+
+
+@contextlib.contextmanager
+def _damage_reported(path: str):
+    """RocksDB's own errors (a damaged SST, MANIFEST or CURRENT file, a broken log) as
+    ``SnapshotCorruptedError`` naming the database."""
+    try:
+        yield
+    except (SnapshotCorruptedError, BackendUnavailableError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - rocksdict raises plain Exception for RocksDB status
+        text = " ".join(str(exc).split())
+        msg = f"RocksDB database {path} cannot be read ({text[:300]})"
+        raise SnapshotCorruptedError(msg) from None
 
 
 def _note(stats: dict[int, list[tuple[int, int]]], group: int, version: int, count: int) -> None:

@@ -12,12 +12,11 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from test_job_lock import LINES, SCRIPT, published, read_output
+from test_job_lock import LINES, command, published, read_output
 from test_recovery import word_count_oracle
 
 STOPPED = re.compile(r"^stopped after window (\d+); run again with --resume to continue$")
@@ -31,15 +30,6 @@ def environ(tmp_path: Path, environment: str) -> dict:
                 "GYREFLOW_STATE__BACKEND": "rocksdb",
                 "GYREFLOW_STATE__PATH": str(tmp_path / "state")})
     return env
-
-
-def command(tmp_path: Path, out: Path, delay: float, *flags: str) -> list[str]:
-    script = tmp_path / "job.py"
-    script.write_text(SCRIPT, encoding="utf-8")
-    data = tmp_path / "lines.txt"
-    data.write_text("".join(line + "\n" for line in LINES), encoding="utf-8")
-    return [sys.executable, "-m", "gyreflow", "run", "--quiet", *flags, str(script), "--",
-            str(data), str(out), str(delay)]
 
 
 @pytest.mark.parametrize("environment", ["local", "spark"])

@@ -16,10 +16,10 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
+from test_recovery import _create_database as create_database
 from test_recovery import word_count_oracle
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,19 +53,9 @@ def store(request, tmp_path):
     env = {"GYREFLOW_STATE__PATH": str(tmp_path / "state"),
            "GYREFLOW_STATE__BACKEND": "rocksdb" if kind == "rocksdb" else "jdbc"}
     if kind == "postgresql":
-        import sqlalchemy as sa
-        from sqlalchemy.engine import make_url
-
-        server = make_url(request.getfixturevalue("postgres_url"))
-        admin = sa.create_engine(server.set(database="postgres"), isolation_level="AUTOCOMMIT")
-        name = f"gyreflow_lock_{uuid.uuid4().hex[:12]}"
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-        env["GYREFLOW_STATE__URL"] = server.set(database=name).render_as_string(hide_password=False)
+        env["GYREFLOW_STATE__URL"], drop = create_database(request.getfixturevalue("postgres_url"))
         yield env
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+        drop()
         return
     yield env
 
@@ -109,7 +99,7 @@ def read_output(out: Path) -> dict[int, dict[str, int]]:
 ], indirect=["store"])
 def test_a_second_run_is_refused_while_the_first_holds_the_job(store, holder_environment, tmp_path):
     out = tmp_path / "out"
-    holder = subprocess.Popen(command(tmp_path, out, 0.1), env=environ(store, holder_environment),
+    holder = subprocess.Popen(command(tmp_path, out, 0.5), env=environ(store, holder_environment),
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 240
@@ -119,6 +109,7 @@ def test_a_second_run_is_refused_while_the_first_holds_the_job(store, holder_env
             time.sleep(0.05)
         before = {name: (out / name).read_bytes() for name in published(out)}
         for flags in ((), ("--fresh",), ("--resume",)):
+            assert holder.poll() is None, "the holder ended before the second run could be tried"
             started = time.monotonic()
             second = subprocess.run(command(tmp_path, out, 0.0, *flags),
                                     env=environ(store, "local"), capture_output=True, text=True,

@@ -116,8 +116,13 @@ def test_main_on_the_sample(out_dir, window, parallelism, environment_type, tmp_
     result = load_example().main(["--input", str(source), "--window", str(window),
                                   "--output", str(out_dir), "--parallelism", str(parallelism)])
     check_output(out_dir, expected)
-    windows = result["word_count"].windows
-    assert [w.window for w in windows] == list(range(1, len(expected) + 1))
+    task = result["word_count"]
+    assert task.window_count == len(expected)
+    kept = task.kept  # the metrics of the first and last windows are kept, the rest summed
+    ids = list(range(1, len(expected) + 1))
+    assert [w.window for w in task.windows] == (
+        ids if len(ids) <= 2 * kept else ids[:kept] + ids[-kept:])
+    assert task.summary.operators["lines"][1] == len(lines)  # every line read, over all windows
     # Each word's last written count (from the last window it appears in) is its count over the
     # whole file.
     last: dict[str, int] = {}

@@ -19,7 +19,14 @@ from gyreflow.runtime.errors import RecordError
 from gyreflow.runtime.faults import crash_point
 from gyreflow.scheduler.events import Done, EventKind, OperatorMetrics, TaskEvent
 from gyreflow.state.keygroups import key_group_of, key_group_range
-from gyreflow.state.snapshot import TaskRecord, TaskSnapshot, chunks_by_key_group, dumps, loads
+from gyreflow.state.snapshot import (
+    SnapshotCorruptedError,
+    TaskRecord,
+    TaskSnapshot,
+    chunks_by_key_group,
+    dumps,
+    loads,
+)
 
 
 @attrs.define(eq=False)
@@ -320,6 +327,11 @@ class Task:
         if self.source_reader is not None:
             found = store.read_record(cp.job, "source", self.vertex.head.name, self.spec.index,
                                       window)
+            if found is None and window > 0:
+                msg = (f"the offset of source {self.vertex.head.name!r} task {self.spec.index} at "
+                       f"window {window} is missing from {store.location()} (job {cp.job!r}): the "
+                       "state was damaged or partly deleted; nothing was published or deleted")
+                raise SnapshotCorruptedError(msg)
             if found is not None:
                 version, blob = found
                 offset, exhausted = loads(blob)
