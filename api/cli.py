@@ -17,7 +17,7 @@ from gyreflow.api.config import ENVIRONMENT_TYPES, Config, ConfigError, schema_m
 from gyreflow.api.graph_cli import graph
 from gyreflow.api.session import RunSettings, using_settings
 from gyreflow.plan.explain import FORMATS
-from gyreflow.runtime.errors import SnapshotNotRetainedError, SnapshotWriteError, UserFunctionError
+from gyreflow.runtime.errors import DataError, SnapshotNotRetainedError, SnapshotWriteError, UserFunctionError
 from gyreflow.runtime.stop import (
     JobInterrupted,
     JobStopped,
@@ -104,6 +104,9 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
                        "with --resume.", 1)
     except JobLockedError as exc:
         _fail(console, str(exc), 4)
+    except DataError as exc:
+        _fail(console, f"{exc}\nCompleted windows are kept: fix the data and run again with "
+                       "--resume.", 5)
     except (StateExistsError, IncompatiblePlanError, BackendUnavailableError,
             SnapshotCorruptedError, SnapshotNotRetainedError, SnapshotWriteError) as exc:
         hint = ""

@@ -10,6 +10,8 @@ from collections.abc import Callable
 
 import attrs
 
+from gyreflow.api.config import ConfigError
+
 
 class SinkWriter:
     """Writes one sink task's records; one instance per task, opened where the task runs.
@@ -181,6 +183,22 @@ class FileSink(Sink):
     prefix: str = "window"
     extension: str = ".jsonl"
     default_parallelism = 1
+
+    def __attrs_post_init__(self) -> None:
+        # Checked where the pipeline is built, before any data moves.
+        if os.path.exists(self.directory) and not os.path.isdir(self.directory):
+            msg = f"FileSink: output {self.directory!r} exists and is not a directory"
+            raise ConfigError(msg)
+        existing = os.path.abspath(self.directory)
+        while not os.path.exists(existing):
+            existing = os.path.dirname(existing)
+        if not os.path.isdir(existing):
+            msg = f"FileSink: output {self.directory!r} cannot be created: {existing!r} is a file"
+            raise ConfigError(msg)
+        if not os.access(existing, os.W_OK | os.X_OK):
+            msg = (f"FileSink: output {self.directory!r} cannot be written: no write permission "
+                   f"on {existing!r}")
+            raise ConfigError(msg)
 
     def create_writer(self, task_index: int, parallelism: int) -> SinkWriter:
         return _FileWriter(self, task_index, parallelism)

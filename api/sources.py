@@ -9,6 +9,9 @@ from collections.abc import Callable, Iterable, Iterator
 
 import attrs
 
+from gyreflow.api.config import ConfigError
+from gyreflow.runtime.errors import DataError
+
 
 class SourceReader:
     """Reads one source task's share of the input in batches.
@@ -153,8 +156,13 @@ class _TextFileReader(SourceReader):
             raw = readline()
             if not raw:
                 break
+            try:
+                out.append(raw.rstrip(b"\r\n").decode(encoding))
+            except UnicodeDecodeError as exc:
+                msg = (f"input file {self._path}: the line at byte offset {pos} is not valid "
+                       f"{encoding} (byte offset {pos + exc.start}: {exc.reason})")
+                raise DataError(msg) from None
             pos += len(raw)
-            out.append(raw.rstrip(b"\r\n").decode(encoding))
         self._pos = pos
         return out
 
@@ -182,8 +190,12 @@ class FileSource(Source):
 
     def __attrs_post_init__(self) -> None:
         if not os.path.isfile(self.path):
-            msg = f"FileSource: input file {self.path!r} does not exist"
-            raise FileNotFoundError(msg)
+            what = "is not a file" if os.path.exists(self.path) else "does not exist"
+            msg = f"FileSource: input file {self.path!r} {what}"
+            raise ConfigError(msg)
+        if not os.access(self.path, os.R_OK):
+            msg = f"FileSource: input file {self.path!r} cannot be read (permission denied)"
+            raise ConfigError(msg)
 
     def create_reader(self, task_index: int, parallelism: int) -> SourceReader:
         size = os.path.getsize(self.path)

@@ -6,6 +6,15 @@ import pickle
 import traceback
 
 
+class DataError(RuntimeError):
+    """Input the job cannot read or output it cannot write; the message names the file and, for
+    input, the byte offset. Completed windows stay completed: fix the data, then ``--resume``."""
+
+    def __init__(self, message: str, window: int | None = None) -> None:
+        super().__init__(message)
+        self.window = window
+
+
 class RecordError(Exception):
     """Internal: a user function raised on ``record`` inside operator ``operator``."""
 

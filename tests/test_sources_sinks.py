@@ -22,6 +22,7 @@ from gyreflow.api import (
     SizeTumblingWindow,
     UserFunctionError,
 )
+from gyreflow.api.config import ConfigError
 
 # --- helpers -----------------------------------------------------------------------------------
 
@@ -161,8 +162,18 @@ def test_file_source_splits_partition_the_lines(tmp_path, pieces, parallelism, s
 
 
 def test_file_source_missing_file(tmp_path):
-    with pytest.raises(FileNotFoundError, match="does not exist"):
+    with pytest.raises(ConfigError, match="does not exist"):
         FileSource(tmp_path / "nope.txt")
+    with pytest.raises(ConfigError, match="is not a file"):
+        FileSource(tmp_path)
+
+
+def test_file_sink_on_a_file_is_refused_where_it_is_built(tmp_path):
+    (tmp_path / "taken").write_text("x", encoding="utf-8")
+    with pytest.raises(ConfigError, match="exists and is not a directory"):
+        FileSink(tmp_path / "taken")
+    with pytest.raises(ConfigError, match="is a file"):
+        FileSink(tmp_path / "taken" / "below")
 
 
 def test_file_source_other_encoding(make_env, tmp_path):

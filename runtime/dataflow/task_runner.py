@@ -6,7 +6,7 @@ from collections import deque
 from collections.abc import Callable
 
 from gyreflow.runtime.dataflow.task import Task
-from gyreflow.runtime.errors import RecordError, UserFunctionError
+from gyreflow.runtime.errors import DataError, RecordError, UserFunctionError
 from gyreflow.scheduler.events import EventKind, TaskEvent, TaskFailed
 from gyreflow.state.snapshot import SnapshotCorruptedError
 
@@ -99,6 +99,8 @@ def _task_error(task: Task, item, exc: Exception) -> Exception:
         where = f"task {task.name!r} failed in window {window}"
     if isinstance(exc, SnapshotCorruptedError):
         error: Exception = SnapshotCorruptedError(f"{where}: {exc}")
+    elif isinstance(exc, DataError):
+        error = DataError(f"{where}: {exc}", window)
     else:
         error = TaskError(f"{where}: {type(exc).__name__}: {exc}", window)
     error.__cause__ = exc
