@@ -27,20 +27,38 @@ def spark_session(config) -> Callable[[], object]:
         if "PYSPARK_GATEWAY_PORT" not in os.environ:
             builder = builder.master(config["spark.master"]).appName(config["spark.app_name"])
         # else spark-submit (or the pyspark shell) started the JVM: its --master and --name win.
-        builder = (builder.config("spark.ui.showConsoleProgress", "false")
-                   .config("spark.python.worker.reuse", "true")
-                   # Tasks read their state from the backend, not from cached blocks: waiting
-                   # for a block-local slot (3 s by default) only delays each round.
-                   .config("spark.locality.wait", "0"))
-        for key, value in config["spark.conf"]:
+        for key, value in _settings(config):
             builder = builder.config(key, value)
         with _jvm_output_to(spark_log_path()), _keeping_a_custom_sigint_handler():
+            if "PYSPARK_GATEWAY_PORT" not in os.environ and SparkSession.getActiveSession() is None:
+                _start_context_in_its_own_session(config)
             session = builder.getOrCreate()
         session.sparkContext.setLogLevel("ERROR")
         cached.append(session)
         return session
 
     return factory
+
+
+def _settings(config) -> list[tuple[str, str]]:
+    """gyreflow's Spark settings, then the user's ``spark.conf`` (which win)."""
+    return [("spark.ui.showConsoleProgress", "false"), ("spark.python.worker.reuse", "true"),
+            # Tasks read their state from the backend, not from cached blocks: waiting for a
+            # block-local slot (3 s by default) only delays each round.
+            ("spark.locality.wait", "0"), *config["spark.conf"]]
+
+
+def _start_context_in_its_own_session(config) -> None:
+    """Start the JVM (and so its Python workers) in a process session of its own: a Ctrl-C typed in
+    the terminal reaches the job's driver, which stops the job at a window boundary, and not the
+    workers in the middle of a task. The JVM still ends with the driver (it watches its stdin)."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    conf = SparkConf().setMaster(config["spark.master"]).setAppName(config["spark.app_name"])
+    conf.setAll(_settings(config))
+    gateway = launch_gateway(conf, popen_kwargs={"start_new_session": True})
+    SparkContext(conf=conf, gateway=gateway)
 
 
 def spark_log_path() -> str:
