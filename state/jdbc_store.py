@@ -52,6 +52,9 @@ RECORDS = sa.Table(
 )
 
 
+_VACUUM_EVERY = 256  # prunes between two explicit VACUUMs of the PostgreSQL tables
+
+
 def _upsert(engine: sa.Engine, table: sa.Table, keys: list[str]):
     """An INSERT that replaces the row with the same primary key (SQLite and PostgreSQL)."""
     if engine.dialect.name == "postgresql":
@@ -101,6 +104,8 @@ class JdbcSnapshotStore(SnapshotStore):
         except Exception as exc:
             msg = f"jdbc backend: cannot open {self._shown}: {type(exc).__name__}: {exc}"
             raise BackendUnavailableError(msg) from exc
+        self._prunes = 0
+        self._vacuum = self.engine.dialect.name == "postgresql"
         self._state_upsert = _upsert(self.engine, STATE, ["job", "tbl", "kg", "k", "version"])
         self._record_upsert = _upsert(self.engine, RECORDS, ["job", "kind", "name", "idx", "version"])
         self._meta_upsert = _upsert(self.engine, META, ["job"])
@@ -206,6 +211,21 @@ class JdbcSnapshotStore(SnapshotStore):
                 conn.execute(sa.delete(RECORDS).where(
                     RECORDS.c.job == job, RECORDS.c.kind == kind, RECORDS.c.name == name,
                     RECORDS.c.idx == idx, RECORDS.c.version < keep))
+        self._vacuum_now_and_then()
+
+    def _vacuum_now_and_then(self) -> None:
+        """PostgreSQL keeps deleted rows until a VACUUM; autovacuum visits a database about once a
+        minute, in which a stream of small windows leaves tens of thousands of them. Vacuuming the
+        two tables pruning deletes from every ``_VACUUM_EVERY`` prunes keeps their size flat, at a
+        cost that follows the (small) live state."""
+        self._prunes += 1
+        if self._prunes % _VACUUM_EVERY or not self._vacuum:
+            return
+        try:
+            with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+                conn.execute(sa.text("VACUUM gyreflow_state, gyreflow_records"))
+        except sa.exc.DBAPIError:
+            self._vacuum = False  # not the tables' owner: autovacuum alone keeps them in check
 
     def delete_job(self, job: str) -> None:
         with self.engine.begin() as conn:
