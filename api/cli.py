@@ -110,7 +110,11 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
     except (StateExistsError, IncompatiblePlanError, BackendUnavailableError,
             SnapshotCorruptedError, SnapshotNotRetainedError, SnapshotWriteError) as exc:
         hint = ""
-        if isinstance(exc, SnapshotCorruptedError):
+        if isinstance(exc, SnapshotCorruptedError) and (
+                "cannot be read" in str(exc) or "is missing" in str(exc)):
+            hint = ("\nThe stored state cannot be used as it is: restore it from a copy, or start "
+                    "over with --fresh.")
+        elif isinstance(exc, SnapshotCorruptedError):
             hint = ("\nTo resume from an earlier retained snapshot, run with --resume "
                     "--from-window N (see gyreflow snapshots).")
         _fail(console, f"{exc}{hint}", 3)
