@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterator, Sequence
@@ -13,6 +14,7 @@ from gyreflow.state.private import UnsafeLocationError, ensure_private_dir
 from gyreflow.state.snapshot import (
     BackendUnavailableError,
     JobMeta,
+    SnapshotCorruptedError,
     SnapshotStore,
     TaskSnapshot,
     decode_value,
@@ -142,7 +144,7 @@ class JdbcSnapshotStore(SnapshotStore):
             return (f"{self.location()} table gyreflow_state job={job} tbl={table} "
                     f"kg={ident[0]} key={ident[1]!r} version={v}")
 
-        with self.engine.connect() as conn:
+        with self._damage_reported(), self.engine.connect() as conn:
             result = conn.execution_options(yield_per=20_000).execute(query)
             rows = (((kg, bytes(k)), v, bytes(blob)) for kg, k, v, blob in result)
             for ident, payload in latest_rows(rows, version, where):
@@ -155,7 +157,7 @@ class JdbcSnapshotStore(SnapshotStore):
                    RECORDS.c.idx == index, RECORDS.c.version <= version)
             .order_by(RECORDS.c.version.desc()).limit(1)
         )
-        with self.engine.connect() as conn:
+        with self._damage_reported(), self.engine.connect() as conn:
             row = conn.execute(query).first()
         if row is None:
             return None
@@ -163,11 +165,27 @@ class JdbcSnapshotStore(SnapshotStore):
         return row[0], decode_value(bytes(row[1]), where)
 
     def read_meta(self, job: str) -> JobMeta | None:
-        with self.engine.connect() as conn:
+        with self._damage_reported(), self.engine.connect() as conn:
             body = conn.execute(sa.select(META.c.body).where(META.c.job == job)).scalar()
         if body is None:
             return None
         return JobMeta.from_bytes(bytes(body), f"{self.location()} table gyreflow_meta job={job}")
+
+    @contextlib.contextmanager
+    def _damage_reported(self):
+        """The database's own errors while resuming: a damaged file (SQLite's "database disk image
+        is malformed", "file is not a database") as ``SnapshotCorruptedError``, a database that
+        cannot be reached or written as ``BackendUnavailableError``; both name the database."""
+        try:
+            yield
+        except sa.exc.OperationalError as exc:
+            text = " ".join(str(exc.orig).split())
+            msg = f"{self.location()}: {text}"
+            raise BackendUnavailableError(msg) from None
+        except sa.exc.DatabaseError as exc:
+            text = " ".join(str(exc.orig).split())
+            msg = f"database {self.location()} is damaged and cannot be read ({text})"
+            raise SnapshotCorruptedError(msg) from None
 
     def lock_job(self, job: str):
         from gyreflow.state.job_lock import FileJobLock
@@ -185,7 +203,7 @@ class JdbcSnapshotStore(SnapshotStore):
             conn.execute(self._meta_upsert, [{"job": meta.job, "body": meta.to_bytes()}])
 
     def discard_after(self, job: str, version: int) -> None:
-        with self.engine.begin() as conn:
+        with self._damage_reported(), self.engine.begin() as conn:
             conn.execute(sa.delete(STATE).where(STATE.c.job == job, STATE.c.version > version))
             conn.execute(sa.delete(RECORDS).where(RECORDS.c.job == job, RECORDS.c.version > version))
 

@@ -60,6 +60,7 @@ _COUNT = struct.Struct(">I")
 # crc32 of everything after it, written keys, key count, length of the keys list, crc32 of the keys
 _FRAME = struct.Struct(">IIIII")
 _CHUNK, _STATS = b"c", b"n"
+_WATERMARK = b"w"  # the newest version written to a range database (sorts after every c and n key)
 _META_KEY = b"m"
 # Chunks at or before the horizon that get folded whatever their sizes: 32 to 63, by key group, so
 # that key groups changing at the same pace are not all rewritten by the same prune.
@@ -255,10 +256,16 @@ class RocksDBSnapshotStore(SnapshotStore):
         if snapshot.rows:
             for chunk in _chunks_of_rows(snapshot.rows):
                 by_table.setdefault(chunk.table, {}).setdefault(chunk.key_group, []).append(chunk)
+        for table in snapshot.tables:
+            by_table.setdefault(table, {})
         kgs = snapshot.key_groups
         for table, groups in by_table.items():
             db = self._open(os.path.join(self._table_dir(job, table), f"kg-{kgs.start}-{kgs.stop}"))
             slots = [_SLOT.pack(group, version) for group in groups]
+            if not slots:
+                # Nothing changed: the watermark alone says the version reached this database.
+                db.put(_WATERMARK, _VERSION.pack(version), self._write_options)
+                continue
             # A version written again (a retried write) is merged into what it wrote before. Its
             # small count entries say whether there is one: looking up the chunks themselves would
             # read the blocks of the key groups' large older chunks next to them.
@@ -281,6 +288,7 @@ class RocksDBSnapshotStore(SnapshotStore):
                 batch.put(_CHUNK + slot, _frame(chunk))
                 batch.put(_STATS + slot, _COUNT.pack(chunk.count))
                 _note(stats, group, version, chunk.count)
+            batch.put(_WATERMARK, _VERSION.pack(version))
             db.write(batch, self._write_options)
         for record in snapshot.records:
             db = self._open(self._record_path(job, record.kind, record.name, record.index))
@@ -337,6 +345,36 @@ class RocksDBSnapshotStore(SnapshotStore):
             data.update(zip(keys[:written] if len(keys) > written else keys, values, strict=True))
             for key in keys[written:]:
                 data.pop(key, None)
+
+    def verify_reached(self, job: str, table: str, key_groups: range, version: int) -> None:
+        """Every snapshot writes a watermark into each of its task's table databases, in the same
+        atomic batch as its chunks: restoring ``version`` needs a database of ``table`` for these
+        key groups, and the one of exactly this range (when there is one) must have reached
+        ``version``. A database whose log was lost, or that was deleted, is refused here instead of
+        restoring silently less state."""
+        if version <= 0:
+            return
+        with _damage_reported(self._table_dir(job, table)):
+            self._verify_reached(job, table, key_groups, version)
+
+    def _verify_reached(self, job: str, table: str, key_groups: range, version: int) -> None:
+        paths = self._range_paths(job, table, key_groups)
+        where = (f"{self.location()} job={job} table={table} key groups "
+                 f"{key_groups.start}-{key_groups.stop - 1}")
+        if not paths:
+            msg = f"the state of {where} is missing (window {version} was completed)"
+            raise SnapshotCorruptedError(msg)
+        for _, kgs, path in paths:
+            if kgs != key_groups:
+                continue  # an older layout (another parallelism): read as it is
+            db = self._open(path, write=False)
+            mark = db.get(_WATERMARK) if db is not None else None
+            reached = _VERSION.unpack(mark)[0] if mark is not None and len(mark) == _VERSION.size else 0
+            if reached < version:
+                msg = (f"the state of {where} reaches window {reached or 'none'} but window {version} "
+                       "was completed: its database lost writes (a deleted or damaged log?) and is "
+                       "missing from the snapshot")
+                raise SnapshotCorruptedError(msg)
 
     def read_rows(self, job: str, table: str, key_groups: range,
                   version: int) -> Iterator[tuple[bytes, bytes]]:

@@ -202,6 +202,7 @@ class TaskSnapshot:
     records: tuple[TaskRecord, ...] = ()
     horizon: int | None = None  # the oldest retained version, when the writer knows it
     chunks: tuple[StateChunk, ...] = ()
+    tables: tuple[str, ...] = ()  # every state table of the writing task, changed or not
 
     def all_rows(self) -> list[StateRow]:
         """``rows`` and the expanded ``chunks``: the changes one row per key."""
@@ -267,6 +268,12 @@ class SnapshotStore:
                     version: int) -> tuple[int, bytes] | None:
         """The latest ``(version, value)`` of a task record at or before ``version``."""
         raise NotImplementedError
+
+    def verify_reached(self, job: str, table: str, key_groups: range, version: int) -> None:
+        """Before a task restores the completed window ``version``: raise
+        ``SnapshotCorruptedError`` if the store can tell that ``table``'s state for ``key_groups``
+        lost writes up to that window. Stores whose writes are one transaction with the job meta
+        lose nothing without losing the meta too, and have nothing to check."""
 
     def read_meta(self, job: str) -> JobMeta | None:
         """The job's committed meta, or None if the job has no state."""

@@ -125,3 +125,20 @@ def test_state_of_a_run_without_meta_is_never_read_back(backend, tmp_path):
     done = run(tmp_path, backend, lines, "--resume")
     assert done.returncode == 0, done.stderr
     assert parse(tmp_path) == word_count_oracle(lines, WINDOW)
+
+
+@pytest.mark.parametrize("what", ["log", "database"])
+def test_state_that_lost_writes_is_refused(what, tmp_path):
+    """After a kill, the state database's log (what was written since its last flush) or the whole
+    database is deleted: restoring would silently give less state; it is refused instead."""
+    before = crashed(tmp_path, "rocksdb")
+    database = tmp_path / "state" / "word-count%2Fword_count" / "state" / "count" / "kg-0-128"
+    if what == "log":
+        logs = [p for p in database.glob("*.log") if p.stat().st_size > 0]
+        assert logs, "no write-ahead log with data after the kill"
+        logs[0].unlink()
+    else:
+        shutil.rmtree(database)
+    done = run(tmp_path, "rocksdb", LINES, "--resume")
+    assert_refused(done, "table=count", "is missing")
+    assert_untouched(tmp_path, before)

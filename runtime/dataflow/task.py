@@ -301,7 +301,7 @@ class Task:
             offset = (self.source_offset, self.exhausted)
             records = (TaskRecord("source", self.vertex.head.name, self.spec.index, dumps(offset)),)
         snapshot = TaskSnapshot(cp.job, version, self.ctx.state.key_groups, (), records,
-                                cp.horizon, tuple(chunks))
+                                cp.horizon, tuple(chunks), tuple(self.ctx.state.tables))
         self.last_snapshot = version
         cp.writer.write(snapshot, on_durable)
 
@@ -318,6 +318,7 @@ class Task:
             for table in state.tables.values():
                 data = table.data
                 data.clear()
+                store.verify_reached(cp.job, table.name, state.key_groups, window)
                 store.read_into(cp.job, table.name, state.key_groups, window, data)
                 table.changed = set(data) if table.name in cp.rescaled else set()
                 table.removed = set()
