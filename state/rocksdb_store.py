@@ -262,9 +262,14 @@ class RocksDBSnapshotStore(SnapshotStore):
         for table, groups in by_table.items():
             db = self._open(os.path.join(self._table_dir(job, table), f"kg-{kgs.start}-{kgs.stop}"))
             slots = [_SLOT.pack(group, version) for group in groups]
+            # The watermark only moves forward: a late write of an older version (a task that was
+            # built again elsewhere, on Spark) must not pull it back.
+            mark = db.get(_WATERMARK)
+            if mark is None or len(mark) != _VERSION.size or _VERSION.unpack(mark)[0] < version:
+                mark = _VERSION.pack(version)
             if not slots:
                 # Nothing changed: the watermark alone says the version reached this database.
-                db.put(_WATERMARK, _VERSION.pack(version), self._write_options)
+                db.put(_WATERMARK, mark, self._write_options)
                 continue
             # A version written again (a retried write) is merged into what it wrote before. Its
             # small count entries say whether there is one: looking up the chunks themselves would
@@ -288,7 +293,7 @@ class RocksDBSnapshotStore(SnapshotStore):
                 batch.put(_CHUNK + slot, _frame(chunk))
                 batch.put(_STATS + slot, _COUNT.pack(chunk.count))
                 _note(stats, group, version, chunk.count)
-            batch.put(_WATERMARK, _VERSION.pack(version))
+            batch.put(_WATERMARK, mark)
             db.write(batch, self._write_options)
         for record in snapshot.records:
             db = self._open(self._record_path(job, record.kind, record.name, record.index))
