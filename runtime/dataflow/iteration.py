@@ -42,8 +42,8 @@ class IterationTask(Task):
         else:
             super().on_event(event)
 
-    def rollback(self, window: int, recover_sinks: bool = True) -> None:
-        super().rollback(window, recover_sinks)
+    def rollback(self, window: int, recover_sinks: bool = True, verify: bool = True) -> None:
+        super().rollback(window, recover_sinks, verify)
         self.graph.slots.clear()  # cached neighbour slots describe the graph before the restore
 
     def _report_step(self, event: TaskEvent, work: int, partials: tuple) -> None:
