@@ -120,6 +120,9 @@ SCHEMA: tuple[ConfigKey, ...] = (
     ConfigKey("state.path", str, ".gyreflow/state", "Where on-disk state lives."),
     ConfigKey("state.url", str, "",
               "SQLAlchemy URL for the jdbc backend (empty = SQLite file under state.path)."),
+    ConfigKey("state.secret", str, "",
+              "Key material authenticating stored state (required for PostgreSQL; empty = a "
+              "random key in a 0600 file beside the state)."),
     ConfigKey("state.snapshot_every", int, 1, "Snapshot state every this many windows.", minimum=1),
     ConfigKey("state.retained_snapshots", int, 2, "Number of recent snapshots kept.", minimum=1),
     ConfigKey("progress.enabled", bool, True, "Show a progress display while running."),
@@ -308,7 +311,11 @@ def _masked(name: str, value: object) -> object:
     'postgresql://app:***@db/x'
     >>> _masked("spark.conf", (("spark.authenticate.secret", "s3"), ("spark.master", "x")))
     (('spark.authenticate.secret', '***'), ('spark.master', 'x'))
+    >>> _masked("state.secret", "s3"), _masked("state.secret", "")
+    ('***', '')
     """
+    if name == "state.secret":
+        return "***" if value else value
     if name == "state.url" and value:
         try:
             from sqlalchemy.engine import make_url

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import sys
+import uuid
+import zlib
 from collections.abc import Callable
 
 import attrs
 
 from gyreflow.api.config import ConfigError
+from gyreflow.state.private import user_umask
+from gyreflow.state.snapshot import SnapshotCorruptedError
 
 
 class SinkWriter:
@@ -50,6 +55,11 @@ class Sink:
         """Open the writer of task ``task_index`` of ``parallelism``."""
         raise NotImplementedError
 
+    def published_after(self, window: int, parallelism: int) -> list[str]:
+        """Published output of windows after ``window`` (what a resume to ``window`` would have
+        to take back), for sinks that can tell; checked before anything moves."""
+        return []
+
     def describe(self) -> str:
         """A short text for ``explain``."""
         return type(self).__name__
@@ -86,86 +96,183 @@ def default_json_line(window: int, record: object) -> str:
     return json.dumps(record, ensure_ascii=False)
 
 
+_STAGING = ".staging"  # in-flight windows, in a folder of their own: listing it costs O(in flight)
+
+
 class _FileWriter(SinkWriter):
+    """Stages a window as ``.staging/<name>.<run>`` with a ``.sum`` beside it (window, records,
+    bytes, CRC-32), and publishes it by renaming it to ``<name>``. ``<run>`` is unique to this
+    writer, so two writers never share a staged file; the publisher finds staged windows by listing
+    the staging folder, which holds only windows in flight."""
+
     def __init__(self, sink: FileSink, task_index: int, parallelism: int) -> None:
         self.sink = sink
         self.suffix = "" if parallelism == 1 else f"-part-{task_index + 1:04d}"
-        self.open_files: dict[int, object] = {}
-        self.staged: set[int] = set()
+        self.run = uuid.uuid4().hex[:16]
+        self.open_files: dict[int, list] = {}  # window -> [handle, records, bytes, crc]
         self.published = 0
-        os.makedirs(sink.directory, exist_ok=True)
+        self.staging = os.path.join(sink.directory, _STAGING)  # exists while windows are staged
+        _make_dirs(sink.directory)
+        self._final = re.compile(
+            rf"^{re.escape(sink.prefix)}-(\d{{6,}}){re.escape(self.suffix)}{re.escape(sink.extension)}$")
+        self._staged = re.compile(
+            rf"^{re.escape(sink.prefix)}-(\d{{6,}}){re.escape(self.suffix)}{re.escape(sink.extension)}"
+            rf"\.([0-9a-f]+)$")
 
     def final_path(self, window: int) -> str:
         name = f"{self.sink.prefix}-{window:06d}{self.suffix}{self.sink.extension}"
         return os.path.join(self.sink.directory, name)
 
     def staging_path(self, window: int) -> str:
-        head, tail = os.path.split(self.final_path(window))
-        return os.path.join(head, f".{tail}.staged")
+        return os.path.join(self.staging, f"{os.path.basename(self.final_path(window))}.{self.run}")
 
-    def _file(self, window: int):
-        handle = self.open_files.get(window)
-        if handle is None:
-            handle = self.open_files[window] = open(
-                self.staging_path(window), "w", encoding="utf-8"
-            )
-        return handle
+    def _file(self, window: int) -> list:
+        entry = self.open_files.get(window)
+        if entry is None:
+            path = self.staging_path(window)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+            except FileNotFoundError:
+                _make_dirs(self.staging)  # another writer removed it, empty, when it closed
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+            os.fchmod(fd, 0o666 & ~user_umask())
+            entry = self.open_files[window] = [os.fdopen(fd, "wb"), 0, 0, 0]
+        return entry
 
     def write(self, window: int, records: list) -> None:
         fmt = self.sink.format
-        self._file(window).write("".join(fmt(window, r) + "\n" for r in records))
+        data = "".join(fmt(window, r) + "\n" for r in records).encode("utf-8")
+        entry = self._file(window)
+        entry[0].write(data)
+        entry[1] += len(records)
+        entry[2] += len(data)
+        entry[3] = zlib.crc32(data, entry[3])
 
     def finish_window(self, window: int) -> None:
-        handle = self._file(window)  # an empty window still gets its (empty) file
+        handle, records, size, crc = self._file(window)  # an empty window still gets its file
         handle.flush()
         os.fsync(handle.fileno())
         handle.close()
         del self.open_files[window]
-        self.staged.add(window)
+        summary = json.dumps({"window": window, "records": records, "bytes": size, "crc32": crc})
+        path = self.staging_path(window) + ".sum"
+        with open(path, "w", encoding="utf-8") as sums:
+            sums.write(summary)
+            sums.flush()
+            os.fsync(sums.fileno())
+
+    def _staged_on_disk(self) -> dict[int, list[str]]:
+        """Window -> staged files of this writer's part (any run), from the staging folder."""
+        found: dict[int, list[str]] = {}
+        if not os.path.isdir(self.staging):
+            return found
+        for name in os.listdir(self.staging):
+            match = self._staged.match(name)
+            if match is not None:
+                found.setdefault(int(match.group(1)), []).append(os.path.join(self.staging, name))
+        return found
+
+    def _publish(self, window: int, staged: str) -> None:
+        os.replace(staged, self.final_path(window))
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(staged + ".sum")
 
     def publish(self, window: int) -> None:
         # Staged windows are looked up on disk: the writer that publishes (on the driver, with
-        # Spark) need not be the one that staged them. Only windows since the last publish are
-        # checked, so a long stream costs O(1) per window.
-        for staged in range(self.published + 1, window + 1):
-            path = self.staging_path(staged)
-            if os.path.exists(path):
-                os.replace(path, self.final_path(staged))
-        self.published = max(self.published, window)
-        self.staged = {w for w in self.staged if w > window}
-
-    def _staged_on_disk(self) -> list[int]:
-        pattern = re.compile(
-            rf"^\.{re.escape(self.sink.prefix)}-(\d{{6}}){re.escape(self.suffix)}"
-            rf"{re.escape(self.sink.extension)}\.staged$")
-        found = []
-        for name in os.listdir(self.sink.directory):
-            match = pattern.match(name)
-            if match is not None:
-                found.append(int(match.group(1)))
-        return sorted(found)
+        # Spark) need not be the one that staged them.
+        if window <= self.published:
+            return
+        for staged, paths in sorted(self._staged_on_disk().items()):
+            if self.published < staged <= window:
+                for path in paths:
+                    self._publish(staged, path)
+        self.published = window
+        _remove_if_empty(self.staging)
 
     def recover(self, window: int) -> None:
+        """Publish the staged windows up to ``window`` once each checks against its summary; drop
+        later ones; refuse when a completed window's output is damaged or missing."""
         self.published = window
-        for staged in self._staged_on_disk():
-            if staged <= window:
-                os.replace(self.staging_path(staged), self.final_path(staged))
-            else:
-                os.unlink(self.staging_path(staged))
-        for name in os.listdir(self.sink.directory):  # published files of uncompleted windows
-            if self._window_of_final(name) is not None and self._window_of_final(name) > window:
+        for staged, paths in sorted(self._staged_on_disk().items()):
+            for path in paths:
+                if staged <= window:
+                    _verify_staged(path, staged)
+                    self._publish(staged, path)
+                else:
+                    os.unlink(path)
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(path + ".sum")
+        for name in os.listdir(self.staging) if os.path.isdir(self.staging) else ():
+            # summaries left by a publish cut short
+            if name.endswith(".sum") and not os.path.exists(os.path.join(self.staging, name[:-4])):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(self.staging, name))
+        _remove_if_empty(self.staging)
+        newest = 0
+        for name in os.listdir(self.sink.directory):
+            match = self._final.match(name)
+            if match is None:
+                continue
+            published = int(match.group(1))
+            if published > window:  # recomputed on purpose (--from-window, --fresh)
                 os.unlink(os.path.join(self.sink.directory, name))
-
-    def _window_of_final(self, name: str) -> int | None:
-        match = re.match(rf"^{re.escape(self.sink.prefix)}-(\d{{6}}){re.escape(self.suffix)}"
-                         rf"{re.escape(self.sink.extension)}$", name)
-        return None if match is None else int(match.group(1))
+            else:
+                newest = max(newest, published)
+        if newest and newest < window:
+            missing = self.final_path(newest + 1)
+            msg = (f"FileSink: the output of completed window {newest + 1} ({missing}) is neither "
+                   f"published nor staged in {self.staging}: it was deleted; restore it, or "
+                   "recompute with --from-window or --fresh")
+            raise SnapshotCorruptedError(msg)
 
     def close(self) -> None:
-        for window, handle in list(self.open_files.items()):
-            handle.close()
+        for window, entry in list(self.open_files.items()):
+            entry[0].close()
             os.unlink(self.staging_path(window))
         self.open_files.clear()
+        _remove_if_empty(self.staging)
+
+
+def _remove_if_empty(staging: str) -> None:
+    """Remove the staging folder when no window is in flight (a writer staging one creates it
+    again), so that a finished job leaves only its published files."""
+    with contextlib.suppress(OSError):
+        os.rmdir(staging)
+
+
+def _verify_staged(path: str, window: int) -> None:
+    """Check a staged file against the summary written beside it when it was staged."""
+    problem = None
+    try:
+        with open(path + ".sum", encoding="utf-8") as handle:
+            summary = json.loads(handle.read())
+        with open(path, "rb") as handle:
+            data = handle.read()
+        if (summary.get("window") != window or summary.get("bytes") != len(data)
+                or summary.get("crc32") != zlib.crc32(data)):
+            problem = "does not match its summary (size or CRC-32)"
+    except FileNotFoundError:
+        problem = "has no summary"
+    except (OSError, ValueError, AttributeError) as exc:
+        problem = f"has an unreadable summary ({exc})"
+    if problem is not None:
+        msg = (f"FileSink: the staged output of completed window {window} ({path}) {problem}: it "
+               "was damaged; restore it, or recompute with --from-window or --fresh")
+        raise SnapshotCorruptedError(msg)
+
+
+def _make_dirs(path: str) -> None:
+    """Create ``path`` and its missing parents with the user's umask (not the private one held
+    while state is open)."""
+    missing = []
+    probe = os.path.abspath(path)
+    while not os.path.isdir(probe):
+        missing.append(probe)
+        probe = os.path.dirname(probe)
+    for directory in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(directory)
+            os.chmod(directory, 0o777 & ~user_umask())
 
 
 @attrs.frozen(eq=False)
@@ -202,6 +309,18 @@ class FileSink(Sink):
 
     def create_writer(self, task_index: int, parallelism: int) -> SinkWriter:
         return _FileWriter(self, task_index, parallelism)
+
+    def published_after(self, window: int, parallelism: int) -> list[str]:
+        if not os.path.isdir(self.directory):
+            return []
+        name = re.compile(rf"^{re.escape(self.prefix)}-(\d{{6,}})(-part-\d{{4}})?"
+                          rf"{re.escape(self.extension)}$")
+        found = []
+        for entry in os.listdir(self.directory):
+            match = name.match(entry)
+            if match is not None and int(match.group(1)) > window:
+                found.append((int(match.group(1)), os.path.join(self.directory, entry)))
+        return [path for _, path in sorted(found)]
 
     def describe(self) -> str:
         return f"FileSink({self.directory})"

@@ -110,7 +110,8 @@ def run_throughput(args, lines: list[str], expected: dict[str, int], work: Path,
     if postgres_url:
         timeout = f"statement_timeout={args.pg_timeout}s"
         url = with_options(postgres_url, timeout)
-        cases.append(WordCountCase(POSTGRES, path_config("jdbc", **{"state.url": url})))
+        cases.append(WordCountCase(POSTGRES, path_config(
+            "jdbc", **{"state.url": url, "state.secret": "benchmark-secret"})))
         guarded = {POSTGRES}
 
     def runner(case: WordCountCase) -> Callable[[], object]:

@@ -85,6 +85,7 @@ def child(backend: str, windows: int, state_dir: str, url: str) -> dict:
               "state.backend": "jdbc" if backend in ("sqlite", "postgresql") else backend}
     if backend == "postgresql":
         config["state.url"] = url
+        config["state.secret"] = "soak-secret"  # a shared database authenticates with a secret
     size = state_size(backend, state_dir, url)
     first_from, last_from = windows // 10, windows - windows // 10
 

@@ -19,6 +19,7 @@ from gyreflow.state.keygroups import key_group_range
 from gyreflow.state.snapshot import (
     IncompatiblePlanError,
     JobMeta,
+    SnapshotCorruptedError,
     SnapshotStore,
     StateExistsError,
 )
@@ -64,13 +65,16 @@ class CheckpointCoordinator:
         Raises before any data moves: state exists without resume/fresh, an incompatible plan, a
         source whose parallelism changed, a ``from_window`` that is not retained.
         """
+        if options.fresh:
+            # Nothing stored is read: a damaged meta or a lost key must not stand in the way.
+            self.store.delete_job(self.job)
+            return 0
         meta = self.store.read_meta(self.job)
         if meta is None:
             # Nothing was ever committed (or a --fresh was cut short after its first step): what a
             # killed earlier run wrote belongs to no completed window and must not be read back.
-            self.store.delete_job(self.job)
-            return 0
-        if options.fresh:
+            if options.resume:
+                self._check_published(0)
             self.store.delete_job(self.job)
             return 0
         if not options.resume:
@@ -113,11 +117,28 @@ class CheckpointCoordinator:
                 raise SnapshotNotRetainedError(msg)
             window = options.from_window
             retained = tuple(v for v in meta.retained if v <= window)
+        else:
+            self._check_published(window)
         self.store.discard_after(self.job, window)
         if window != meta.last_completed:
             self.store.commit(attrs.evolve(meta, last_completed=window, retained=retained))
         self.retained = retained
         return window
+
+    def _check_published(self, window: int) -> None:
+        """A sink publishes a window only after it was completed: published output of a later
+        window means the state lost completed windows. Resuming would replace published output
+        that nothing proves wrong, so it is refused (``--from-window`` recomputes on purpose)."""
+        for vertex in self.graph.pipeline.vertices:
+            sink = getattr(vertex.spec, "sink", None)
+            later = sink.published_after(window, vertex.parallelism) if sink is not None else []
+            if later:
+                msg = (f"cannot resume job {self.job!r}: {later[0]} is published output of a later "
+                       f"window than the last completed one in {self.store.location()} "
+                       f"({window or 'none'}): the state lost completed windows, and resuming would "
+                       "replace published output. Restore the state from a copy; or recompute on "
+                       "purpose with --from-window or --fresh; nothing was changed")
+                raise SnapshotCorruptedError(msg)
 
     def task_key_groups(self) -> dict[str, set[range]]:
         """Key-group ranges of the tasks of every stateful operator in this plan."""

@@ -28,6 +28,8 @@ class StateBackend:
     max_parallelism: int = 128
     snapshot_every: int = 1
     retained_snapshots: int = 2
+    # Authenticates stored state (``state.sealing``); empty: a key file beside file-based state.
+    secret: str = attrs.field(default="", repr=False, kw_only=True)
 
     name = "abstract"
 
@@ -73,7 +75,7 @@ class RocksDBStateBackend(StateBackend):
     def open_store(self) -> SnapshotStore:
         from gyreflow.state.rocksdb_store import RocksDBSnapshotStore
 
-        return RocksDBSnapshotStore(self.path)
+        return RocksDBSnapshotStore(self.path, secret=self.secret)
 
     def describe(self) -> str:
         return f"rocksdb at {os.path.abspath(self.path)}"
@@ -89,7 +91,7 @@ class JdbcStateBackend(StateBackend):
     def open_store(self) -> SnapshotStore:
         from gyreflow.state.jdbc_store import JdbcSnapshotStore
 
-        return JdbcSnapshotStore(self.url)
+        return JdbcSnapshotStore(self.url, secret=self.secret)
 
     def describe(self) -> str:
         from sqlalchemy.engine import make_url
@@ -104,6 +106,7 @@ def backend_from_config(config) -> StateBackend:
         "max_parallelism": config["state.max_parallelism"],
         "snapshot_every": config["state.snapshot_every"],
         "retained_snapshots": config["state.retained_snapshots"],
+        "secret": config["state.secret"],
     }
     if name == "memory":
         return MemoryStateBackend(**common)

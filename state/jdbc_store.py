@@ -1,4 +1,10 @@
-"""The JDBC snapshot store: SQLAlchemy over an SQLite file (embedded default) or PostgreSQL."""
+"""The JDBC snapshot store: SQLAlchemy over an SQLite file (embedded default) or PostgreSQL.
+
+Every value is tagged with the job's key over what identifies it (``state.sealing``). A lost row is
+found by counting: ``gyreflow_counts`` holds, per table, key group and version, how many state rows
+are stored (written in the transaction that writes them, corrected by the prune that deletes some),
+and a restore compares what it read with it.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from gyreflow.state.private import UnsafeLocationError, ensure_private_dir
+from gyreflow.state.sealing import Seals
 from gyreflow.state.snapshot import (
     BackendUnavailableError,
     JobMeta,
@@ -20,6 +27,8 @@ from gyreflow.state.snapshot import (
     decode_value,
     encode_value,
     latest_rows,
+    record_context,
+    row_context,
 )
 
 METADATA = sa.MetaData()
@@ -42,6 +51,14 @@ LOCKS = sa.Table(
     "gyreflow_locks", METADATA,
     sa.Column("job", sa.String(512), primary_key=True),
     sa.Column("holder", sa.String(1024), nullable=False),
+)
+COUNTS = sa.Table(
+    "gyreflow_counts", METADATA,
+    sa.Column("job", sa.String(512), primary_key=True),
+    sa.Column("tbl", sa.String(512), primary_key=True),
+    sa.Column("kg", sa.Integer, primary_key=True),
+    sa.Column("version", sa.BigInteger, primary_key=True),
+    sa.Column("v", sa.LargeBinary, nullable=False),
 )
 RECORDS = sa.Table(
     "gyreflow_records", METADATA,
@@ -81,7 +98,7 @@ class JdbcSnapshotStore(SnapshotStore):
 
     backend_name = "jdbc"
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, secret: str = "") -> None:
         self.url = url
         parsed = make_url(url)
         self._shown = parsed.render_as_string(hide_password=True)
@@ -108,9 +125,11 @@ class JdbcSnapshotStore(SnapshotStore):
             raise BackendUnavailableError(msg) from exc
         self._prunes = 0
         self._vacuum = self.engine.dialect.name == "postgresql"
+        self._seals = self._make_seals(parsed, secret)
         self._state_upsert = _upsert(self.engine, STATE, ["job", "tbl", "kg", "k", "version"])
         self._record_upsert = _upsert(self.engine, RECORDS, ["job", "kind", "name", "idx", "version"])
         self._meta_upsert = _upsert(self.engine, META, ["job"])
+        self._count_upsert = _upsert(self.engine, COUNTS, ["job", "tbl", "kg", "version"])
         self._delete_older = sa.delete(STATE).where(
             STATE.c.job == sa.bindparam("j"), STATE.c.tbl == sa.bindparam("t"),
             STATE.c.kg == sa.bindparam("g"), STATE.c.k == sa.bindparam("key"),
@@ -119,17 +138,66 @@ class JdbcSnapshotStore(SnapshotStore):
     def location(self) -> str:
         return f"jdbc:{self._shown}"
 
+    def _make_seals(self, parsed, secret: str) -> Seals:
+        """Keys from ``secret``; without one, an SQLite file keeps each job's key in a file beside
+        it (``<database>-keys/<job>.key``) and PostgreSQL refuses (its machines share the state)."""
+        database = parsed.database if parsed.get_backend_name() == "sqlite" else None
+        if parsed.get_backend_name() == "sqlite" and (not database or database == ":memory:"):
+            import secrets
+
+            return Seals(secret or secrets.token_hex(32))  # lives as long as this store
+        if database:
+            keys = os.path.abspath(database) + "-keys"
+
+            def key_path(job: str) -> str:
+                ensure_private_dir(keys)
+                return os.path.join(keys, _quote(job) + ".key")
+
+            return Seals(secret, key_path, self.location())
+        if not secret:
+            msg = (f"jdbc backend: {self._shown} is shared by every machine of a job, so its state "
+                   "is authenticated with a key derived from state.secret: set state.secret in the "
+                   "config file or GYREFLOW_STATE__SECRET in the environment (the same on every "
+                   "machine, kept private)")
+            raise BackendUnavailableError(msg)
+        return Seals(secret, None, self.location())
+
     def write(self, snapshot: TaskSnapshot) -> None:
         job, version = snapshot.job, snapshot.version
+        seal = self._seals.of(job, create=True)
         rows = [{"job": job, "tbl": r.table, "kg": r.key_group, "k": r.key, "version": version,
-                 "v": encode_value(r.value)} for r in snapshot.all_rows()]
+                 "v": encode_value(r.value, seal, row_context(r.table, r.key_group, r.key, version))}
+                for r in snapshot.all_rows()]
         records = [{"job": job, "kind": r.kind, "name": r.name, "idx": r.index, "version": version,
-                    "v": encode_value(r.value)} for r in snapshot.records]
+                    "v": encode_value(r.value, seal, record_context(r.kind, r.name, r.index, version))}
+                   for r in snapshot.records]
         with self.engine.begin() as conn:
             if rows:
                 conn.execute(self._state_upsert, rows)
+                # Counted after the upsert: a version written again replaces its rows of the same
+                # keys and adds the others.
+                kgs = snapshot.key_groups
+                counted = conn.execute(
+                    sa.select(STATE.c.tbl, STATE.c.kg, sa.func.count())
+                    .where(STATE.c.job == job, STATE.c.version == version,
+                           STATE.c.kg >= kgs.start, STATE.c.kg < kgs.stop)
+                    .group_by(STATE.c.tbl, STATE.c.kg)).all()
+                self._store_counts(conn, job, [(t, g, version, n) for t, g, n in counted], seal)
             if records:
                 conn.execute(self._record_upsert, records)
+
+    def _store_counts(self, conn, job: str, counts, seal) -> None:
+        """Upsert ``(table, key group, version, rows)`` counts; a count of 0 removes its row."""
+        kept = [{"job": job, "tbl": t, "kg": g, "version": v,
+                 "v": encode_value(str(n).encode(), seal, _count_context(t, g, v))}
+                for t, g, v, n in counts if n]
+        if kept:
+            conn.execute(self._count_upsert, kept)
+        gone = [(t, g, v) for t, g, v, n in counts if not n]
+        if gone:
+            conn.execute(sa.delete(COUNTS).where(
+                COUNTS.c.job == job,
+                sa.tuple_(COUNTS.c.tbl, COUNTS.c.kg, COUNTS.c.version).in_(gone)))
 
     def read_rows(self, job: str, table: str, key_groups: range,
                   version: int) -> Iterator[tuple[bytes, bytes]]:
@@ -144,11 +212,43 @@ class JdbcSnapshotStore(SnapshotStore):
             return (f"{self.location()} table gyreflow_state job={job} tbl={table} "
                     f"kg={ident[0]} key={ident[1]!r} version={v}")
 
+        def decode(blob: bytes, place: str, ident, v: int) -> bytes | None:
+            return decode_value(blob, place, self._seals.of(job),
+                                row_context(table, ident[0], ident[1], v))
+
+        seen: dict[tuple[int, int], int] = {}
+
+        def counted(result):
+            for kg, k, v, blob in result:
+                slot = (kg, v)
+                seen[slot] = seen.get(slot, 0) + 1
+                yield (kg, bytes(k)), v, bytes(blob)
+
         with self._damage_reported(), self.engine.connect() as conn:
             result = conn.execution_options(yield_per=20_000).execute(query)
-            rows = (((kg, bytes(k)), v, bytes(blob)) for kg, k, v, blob in result)
-            for ident, payload in latest_rows(rows, version, where):
+            for ident, payload in latest_rows(counted(result), version, where, decode):
                 yield ident[1], payload
+            self._check_counts(conn, job, table, key_groups, version, seen)
+
+    def _check_counts(self, conn, job: str, table: str, key_groups: range, version: int,
+                      seen: dict[tuple[int, int], int]) -> None:
+        """Raise ``SnapshotCorruptedError`` unless the rows read are as many as were stored."""
+        stored = {}
+        query = sa.select(COUNTS.c.kg, COUNTS.c.version, COUNTS.c.v).where(
+            COUNTS.c.job == job, COUNTS.c.tbl == table, COUNTS.c.kg >= key_groups.start,
+            COUNTS.c.kg < key_groups.stop, COUNTS.c.version <= version)
+        for kg, v, blob in conn.execute(query):
+            where = (f"{self.location()} table gyreflow_counts job={job} tbl={table} kg={kg} "
+                     f"version={v}")
+            payload = decode_value(bytes(blob), where, self._seals.of(job), _count_context(table, kg, v))
+            stored[(kg, v)] = int(payload or b"0")
+        if stored != seen:
+            kg, v = min(slot for slot in stored.keys() | seen.keys()
+                        if stored.get(slot) != seen.get(slot))
+            msg = (f"the state of {self.location()} job={job} table={table} key group {kg} lost rows: "
+                   f"{stored.get((kg, v), 0)} were written at version {v}, {seen.get((kg, v), 0)} "
+                   "are stored (rows deleted or added outside gyreflow)")
+            raise SnapshotCorruptedError(msg)
 
     def read_record(self, job, kind, name, index, version):
         query = (
@@ -162,14 +262,16 @@ class JdbcSnapshotStore(SnapshotStore):
         if row is None:
             return None
         where = f"{self.location()} table gyreflow_records job={job} {kind}/{name}/{index} version={row[0]}"
-        return row[0], decode_value(bytes(row[1]), where)
+        return row[0], decode_value(bytes(row[1]), where, self._seals.of(job),
+                                    record_context(kind, name, index, row[0]))
 
     def read_meta(self, job: str) -> JobMeta | None:
         with self._damage_reported(), self.engine.connect() as conn:
             body = conn.execute(sa.select(META.c.body).where(META.c.job == job)).scalar()
         if body is None:
             return None
-        return JobMeta.from_bytes(bytes(body), f"{self.location()} table gyreflow_meta job={job}")
+        return JobMeta.from_bytes(bytes(body), f"{self.location()} table gyreflow_meta job={job}",
+                                  self._seals.of(job), job)
 
     @contextlib.contextmanager
     def _damage_reported(self):
@@ -200,11 +302,13 @@ class JdbcSnapshotStore(SnapshotStore):
 
     def commit(self, meta: JobMeta) -> None:
         with self.engine.begin() as conn:
-            conn.execute(self._meta_upsert, [{"job": meta.job, "body": meta.to_bytes()}])
+            conn.execute(self._meta_upsert, [{"job": meta.job,
+                                              "body": meta.to_bytes(self._seals.of(meta.job, True))}])
 
     def discard_after(self, job: str, version: int) -> None:
         with self._damage_reported(), self.engine.begin() as conn:
             conn.execute(sa.delete(STATE).where(STATE.c.job == job, STATE.c.version > version))
+            conn.execute(sa.delete(COUNTS).where(COUNTS.c.job == job, COUNTS.c.version > version))
             conn.execute(sa.delete(RECORDS).where(RECORDS.c.job == job, RECORDS.c.version > version))
 
     def prune(self, job: str, crossing: Sequence[int], horizon: int) -> None:
@@ -213,12 +317,7 @@ class JdbcSnapshotStore(SnapshotStore):
                 # Rows superseded by a row written at version v: found through the rows of v only
                 # (the version index), then deleted by primary-key prefix. Point deletes keep the
                 # cost proportional to the change whatever the planner's statistics say.
-                written = conn.execute(
-                    sa.select(STATE.c.tbl, STATE.c.kg, STATE.c.k)
-                    .where(STATE.c.job == job, STATE.c.version == v)).all()
-                if written:
-                    conn.execute(self._delete_older, [
-                        {"j": job, "t": tbl, "g": kg, "key": k, "v": v} for tbl, kg, k in written])
+                self._prune_older(conn, job, v)
             latest = (
                 sa.select(RECORDS.c.kind, RECORDS.c.name, RECORDS.c.idx,
                           sa.func.max(RECORDS.c.version).label("keep"))
@@ -231,6 +330,34 @@ class JdbcSnapshotStore(SnapshotStore):
                     RECORDS.c.idx == idx, RECORDS.c.version < keep))
         self._vacuum_now_and_then()
 
+    def _prune_older(self, conn, job: str, v: int) -> None:
+        """Delete the rows superseded by the rows of version ``v`` and correct the counts of the
+        versions they were written at (all found through the rows of ``v``: O(changed))."""
+        older = STATE.alias("older")
+        newer = STATE.alias("newer")
+        join = older.join(newer, sa.and_(older.c.job == newer.c.job, older.c.tbl == newer.c.tbl,
+                                         older.c.kg == newer.c.kg, older.c.k == newer.c.k))
+        superseded = conn.execute(
+            sa.select(older.c.tbl, older.c.kg, older.c.version, sa.func.count())
+            .select_from(join)
+            .where(newer.c.job == job, newer.c.version == v, older.c.version < v)
+            .group_by(older.c.tbl, older.c.kg, older.c.version)).all()
+        if not superseded:
+            return
+        written = conn.execute(sa.select(STATE.c.tbl, STATE.c.kg, STATE.c.k)
+                               .where(STATE.c.job == job, STATE.c.version == v)).all()
+        conn.execute(self._delete_older, [
+            {"j": job, "t": tbl, "g": kg, "key": k, "v": v} for tbl, kg, k in written])
+        slots = [(t, g, ver) for t, g, ver, _ in superseded]
+        left = dict.fromkeys(slots, 0)
+        left.update({(t, g, ver): n for t, g, ver, n in conn.execute(
+            sa.select(STATE.c.tbl, STATE.c.kg, STATE.c.version, sa.func.count())
+            .where(STATE.c.job == job,
+                   sa.tuple_(STATE.c.tbl, STATE.c.kg, STATE.c.version).in_(slots))
+            .group_by(STATE.c.tbl, STATE.c.kg, STATE.c.version))})
+        self._store_counts(conn, job, [(*slot, n) for slot, n in left.items()],
+                           self._seals.of(job))
+
     def _vacuum_now_and_then(self) -> None:
         """PostgreSQL keeps deleted rows until a VACUUM; autovacuum visits a database about once a
         minute, in which a stream of small windows leaves tens of thousands of them. Vacuuming the
@@ -241,14 +368,15 @@ class JdbcSnapshotStore(SnapshotStore):
             return
         try:
             with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-                conn.execute(sa.text("VACUUM gyreflow_state, gyreflow_records"))
+                conn.execute(sa.text("VACUUM gyreflow_state, gyreflow_records, gyreflow_counts"))
         except sa.exc.DBAPIError:
             self._vacuum = False  # not the tables' owner: autovacuum alone keeps them in check
 
     def delete_job(self, job: str) -> None:
         with self.engine.begin() as conn:
-            for table in (STATE, RECORDS, META):
+            for table in (META, STATE, RECORDS, COUNTS):
                 conn.execute(sa.delete(table).where(table.c.job == job))
+        self._seals.drop(job)
 
     def jobs(self) -> list[str]:
         with self.engine.connect() as conn:
@@ -316,3 +444,7 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
+
+
+def _count_context(table: str, key_group: int, version: int) -> bytes:
+    return f"count\0{table}\0{key_group}\0{version}".encode()

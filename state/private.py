@@ -92,6 +92,43 @@ def private_umask():
             os.umask(previous)
 
 
+_held = 0
+_user_umask: int | None = None
+
+
+def hold_private_umask() -> None:
+    """Keep the process umask at 077 until ``release_private_umask``: RocksDB creates files from its
+    own threads (new tables, logs) at any time while a database is open. Calls nest."""
+    global _held, _user_umask
+    with _umask_lock:
+        if _held == 0:
+            _user_umask = os.umask(0o077)
+        _held += 1
+
+
+def release_private_umask() -> None:
+    """End one ``hold_private_umask``; the last one gives the process its umask back."""
+    global _held, _user_umask
+    with _umask_lock:
+        if _held == 0:
+            return
+        _held -= 1
+        if _held == 0 and _user_umask is not None:
+            os.umask(_user_umask)
+            _user_umask = None
+
+
+def user_umask() -> int:
+    """The umask the user runs with (not the private one held while state is open): what output
+    files are created with."""
+    with _umask_lock:
+        if _user_umask is not None:
+            return _user_umask
+        current = os.umask(0o077)
+        os.umask(current)
+        return current
+
+
 def private_file(path: str, flags: int = os.O_WRONLY | os.O_CREAT | os.O_APPEND) -> int:
     """Open ``path`` 0600 without following a symbolic link; refuse a file of another user."""
     fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)

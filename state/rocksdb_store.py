@@ -8,8 +8,10 @@ Layout under ``state.path``::
 
 Within a range database, ``c + key group + version`` holds a chunk: what the version changed in the key
 group, its keys pickled in one list and its values in another (see ``state.snapshot.StateChunk``),
-framed with CRC-32s. ``n + key group + version`` holds the chunk's key count, so that pruning can plan
-without reading chunks. A snapshot writes one chunk per changed key group: its cost follows the change.
+framed with authentication tags under the job's key (``state.sealing``: ``<job>.key`` beside the
+job's directory unless ``state.secret`` is set). ``n + key group + version`` holds the chunk's key
+count, so that pruning can plan without reading chunks. A snapshot writes one chunk per changed key
+group: its cost follows the change.
 Restoring a key group unpickles its chunks in version order, one ``loads`` per list, not per key.
 
 Pruning folds the chunks a retained version can no longer tell apart (those at or before the oldest
@@ -33,12 +35,17 @@ import shutil
 import struct
 import threading
 import urllib.parse
-import zlib
 from collections.abc import Iterator, Sequence
 
 from rocksdict import AccessType, DBRecoveryMode, Options, Rdict, WriteBatch, WriteOptions
 
-from gyreflow.state.private import ensure_private_dir, private_umask
+from gyreflow.state.private import (
+    ensure_private_dir,
+    hold_private_umask,
+    private_umask,
+    release_private_umask,
+)
+from gyreflow.state.sealing import TAG_SIZE, Seal, Seals
 from gyreflow.state.snapshot import (
     BackendUnavailableError,
     JobMeta,
@@ -51,14 +58,16 @@ from gyreflow.state.snapshot import (
     encode_value,
     loads,
     make_chunk,
+    record_context,
     unpickle_chunk,
 )
 
 _VERSION = struct.Struct(">Q")
 _SLOT = struct.Struct(">HQ")  # key group, version
 _COUNT = struct.Struct(">I")
-# crc32 of everything after it, written keys, key count, length of the keys list, crc32 of the keys
-_FRAME = struct.Struct(">IIIII")
+# tag of everything after it, written keys, key count, length of the keys list, tag of the keys
+_FRAME = struct.Struct(f">{TAG_SIZE}sIII{TAG_SIZE}s")
+_FRAME_TAIL = struct.Struct(f">III{TAG_SIZE}s")
 _CHUNK, _STATS = b"c", b"n"
 _WATERMARK = b"w"  # the newest version written to a range database (sorts after every c and n key)
 _META_KEY = b"m"
@@ -82,8 +91,9 @@ def _options(create: bool) -> Options:
     options.set_max_manifest_file_size(1 << 20)
     options.add_compact_on_deletion_collector_factory(128, 64, 0.5)
     # A damaged write-ahead log fails the open instead of silently dropping what followed the
-    # damage (a killed process leaves a whole log: its writes reached the operating system).
-    options.set_wal_recovery_mode(DBRecoveryMode.absolute_consistency())
+    # damage. Only an incomplete last record is passed over: a process killed while writing it
+    # (RocksDB may write one record in several system calls) had not been told it was written.
+    options.set_wal_recovery_mode(DBRecoveryMode.tolerate_corrupted_tail_records())
     return options
 
 
@@ -91,32 +101,39 @@ def _quote(name: str) -> str:
     return urllib.parse.quote(name, safe="")
 
 
-def _frame(chunk: StateChunk) -> bytes:
+def _chunk_context(table: str, group: int, version: int) -> bytes:
+    return f"chunk\0{table}\0{group}\0{version}\0".encode()
+
+
+def _frame(chunk: StateChunk, seal: Seal, version: int) -> bytes:
     keys, values = chunk.keys, chunk.values
-    tail = _FRAME.pack(0, chunk.written, chunk.count, len(keys), zlib.crc32(keys))[4:]
-    crc = zlib.crc32(values, zlib.crc32(keys, zlib.crc32(tail)))
-    return _COUNT.pack(crc) + tail + keys + values
+    context = _chunk_context(chunk.table, chunk.key_group, version)
+    tail = _FRAME_TAIL.pack(chunk.written, chunk.count, len(keys), seal.tag(context, keys))
+    return seal.tag(context, tail, keys, values) + tail + keys + values
 
 
 class _DamagedChunkError(ValueError):
-    """A stored chunk failed its checksum or framing; ``keys`` are its keys when they are intact."""
+    """A stored chunk failed its tag or framing; ``keys`` are its keys when they are intact."""
 
     def __init__(self, keys: list | None = None) -> None:
         super().__init__()
         self.keys = keys
 
 
-def _unframe(blob: bytes | None) -> tuple[int, int, bytes, bytes]:
-    """``(written, count, keys, values)`` of a stored chunk; raises ``_DamagedChunkError``."""
+def _unframe(blob: bytes | None, seal: Seal, context: bytes) -> tuple[int, int, bytes, bytes]:
+    """``(written, count, keys, values)`` of a stored chunk; raises ``_DamagedChunkError``.
+
+    Nothing is unpickled before its tag matched: the keys of a damaged chunk are named only when
+    their own tag does."""
     if blob is None or len(blob) < _FRAME.size:
         raise _DamagedChunkError
-    crc, written, count, length, keys_crc = _FRAME.unpack_from(blob)
+    tag, written, count, length, keys_tag = _FRAME.unpack_from(blob)
     view = memoryview(blob)
-    if zlib.crc32(view[4:]) != crc:
+    if not seal.matches(tag, context, view[TAG_SIZE:]):
         keys = None
         if _FRAME.size + length <= len(blob):
             keys_blob = view[_FRAME.size:_FRAME.size + length]
-            if zlib.crc32(keys_blob) == keys_crc:
+            if seal.matches(keys_tag, context, keys_blob):
                 try:
                     keys = pickle.loads(keys_blob)
                 except Exception:  # noqa: BLE001 - damaged beyond naming its keys
@@ -140,7 +157,7 @@ class RocksDBSnapshotStore(SnapshotStore):
 
     backend_name = "rocksdb"
 
-    def __init__(self, path: str, sync: bool = False) -> None:
+    def __init__(self, path: str, sync: bool = False, secret: str = "") -> None:
         self.path = os.path.abspath(path)
         try:
             ensure_private_dir(self.path)
@@ -162,6 +179,10 @@ class RocksDBSnapshotStore(SnapshotStore):
         self._sync = WriteOptions()
         self._sync.sync = True
         self._write_options = self._sync if sync else WriteOptions()
+        self._seals = Seals(secret, lambda job: os.path.join(self.path, _quote(job) + ".key"),
+                            self.location())
+        hold_private_umask()  # files RocksDB's threads create later are 0600 too
+        self._holding = True
 
     def location(self) -> str:
         return f"rocksdb:{self.path}"
@@ -241,7 +262,7 @@ class RocksDBSnapshotStore(SnapshotStore):
             shown = ", ".join(repr(k) for k in damage.keys[:5])
             more = f" and {len(damage.keys) - 5} more" if len(damage.keys) > 5 else ""
             keys = f" key={shown}{more}" if len(damage.keys) == 1 else f" keys={shown}{more}"
-        msg = (f"snapshot chunk damaged (checksum or framing) at {self.location()} job={job} "
+        msg = (f"snapshot chunk damaged (authentication tag or framing) at {self.location()} job={job} "
                f"table={table} key group={key_group}{keys} version={version}")
         return SnapshotCorruptedError(msg)
 
@@ -259,14 +280,16 @@ class RocksDBSnapshotStore(SnapshotStore):
         for table in snapshot.tables:
             by_table.setdefault(table, {})
         kgs = snapshot.key_groups
+        seal = self._seals.of(job, create=True)
         for table, groups in by_table.items():
             db = self._open(os.path.join(self._table_dir(job, table), f"kg-{kgs.start}-{kgs.stop}"))
             slots = [_SLOT.pack(group, version) for group in groups]
             # The watermark only moves forward: a late write of an older version (a task that was
             # built again elsewhere, on Spark) must not pull it back.
+            context = _mark_context(table, kgs)
             mark = db.get(_WATERMARK)
-            if mark is None or len(mark) != _VERSION.size or _VERSION.unpack(mark)[0] < version:
-                mark = _VERSION.pack(version)
+            if (_mark_version(mark, seal, context) or 0) < version:
+                mark = _VERSION.pack(version) + seal.tag(context, _VERSION.pack(version))
             if not slots:
                 # Nothing changed: the watermark alone says the version reached this database.
                 db.put(_WATERMARK, mark, self._write_options)
@@ -286,18 +309,20 @@ class RocksDBSnapshotStore(SnapshotStore):
             for (group, chunks), slot, stored in zip(groups.items(), slots, earlier, strict=True):
                 if stored is not None:
                     try:
-                        chunks = [_chunk_of_stored(table, group, stored), *chunks]
+                        chunks = [_chunk_of_stored(table, group, stored, seal, version), *chunks]
                     except _DamagedChunkError as damage:
                         raise self._damaged(job, table, group, version, damage) from None
                 chunk = chunks[0] if len(chunks) == 1 else _merge(table, group, chunks, True)
-                batch.put(_CHUNK + slot, _frame(chunk))
+                batch.put(_CHUNK + slot, _frame(chunk, seal, version))
                 batch.put(_STATS + slot, _COUNT.pack(chunk.count))
                 _note(stats, group, version, chunk.count)
             batch.put(_WATERMARK, mark)
             db.write(batch, self._write_options)
         for record in snapshot.records:
             db = self._open(self._record_path(job, record.kind, record.name, record.index))
-            db.put(_VERSION.pack(version), encode_value(record.value), self._write_options)
+            context = record_context(record.kind, record.name, record.index, version)
+            db.put(_VERSION.pack(version), encode_value(record.value, seal, context),
+                   self._write_options)
 
     def _record_path(self, job: str, kind: str, name: str, index: int) -> str:
         return os.path.join(self._job_dir(job), "records", _quote(f"{kind}:{name}:{index}"))
@@ -314,7 +339,8 @@ class RocksDBSnapshotStore(SnapshotStore):
         return FileJobLock(os.path.join(self.path, _quote(job) + ".lock"), job, self.location())
 
     def commit(self, meta: JobMeta) -> None:
-        self._open(self._meta_path(meta.job)).put(_META_KEY, meta.to_bytes(), self._sync)
+        blob = meta.to_bytes(self._seals.of(meta.job, create=True))
+        self._open(self._meta_path(meta.job)).put(_META_KEY, blob, self._sync)
 
     # Reading -------------------------------------------------------------------------------
 
@@ -335,15 +361,16 @@ class RocksDBSnapshotStore(SnapshotStore):
                     found.append((group, v, value))
         if len(paths) > 1:
             found.sort(key=lambda item: (item[0], item[1]))
-        return iter(found)
+        return found
 
     def read_into(self, job: str, table: str, key_groups: range, version: int, data: dict) -> None:
         # Key groups hold disjoint keys, so chunks are applied straight into ``data``.
         with _damage_reported(self._table_dir(job, table)):
             chunks = self._chunks(job, table, key_groups, version)
+        seal = self._seals.of(job) if chunks else None
         for group, v, blob in chunks:
             try:
-                written, _, keys, values = _unframe(blob)
+                written, _, keys, values = _unframe(blob, seal, _chunk_context(table, group, v))
             except _DamagedChunkError as damage:
                 raise self._damaged(job, table, group, v, damage) from None
             keys, values = unpickle_chunk(keys, values)
@@ -374,7 +401,7 @@ class RocksDBSnapshotStore(SnapshotStore):
                 continue  # an older layout (another parallelism): read as it is
             db = self._open(path, write=False)
             mark = db.get(_WATERMARK) if db is not None else None
-            reached = _VERSION.unpack(mark)[0] if mark is not None and len(mark) == _VERSION.size else 0
+            reached = _mark_version(mark, self._seals.of(job), _mark_context(table, kgs)) or 0
             if reached < version:
                 msg = (f"the state of {where} reaches window {reached or 'none'} but window {version} "
                        "was completed: its database lost writes (a deleted or damaged log?) and is "
@@ -400,7 +427,8 @@ class RocksDBSnapshotStore(SnapshotStore):
         if found is None:
             return None
         where = f"{self.location()} job={job} record={kind}/{name}/{index} version={found[0]}"
-        return found[0], decode_value(found[1], where)
+        return found[0], decode_value(found[1], where, self._seals.of(job),
+                                      record_context(kind, name, index, found[0]))
 
     def read_meta(self, job: str) -> JobMeta | None:
         db = self._open(self._meta_path(job), write=False)
@@ -410,7 +438,7 @@ class RocksDBSnapshotStore(SnapshotStore):
             blob = db.get(_META_KEY)
         if blob is None:
             return None
-        return JobMeta.from_bytes(blob, f"{self.location()} job={job} meta")
+        return JobMeta.from_bytes(blob, f"{self.location()} job={job} meta", self._seals.of(job), job)
 
     # Maintenance ---------------------------------------------------------------------------
 
@@ -466,9 +494,10 @@ class RocksDBSnapshotStore(SnapshotStore):
                 shadows = any(group in other for other in layouts[table] if other != kgs)
                 slots = [_SLOT.pack(group, v) for v, _ in old]
                 chunks = []
+                seal = self._seals.of(job)
                 for (v, _), blob in zip(old, db.get([_CHUNK + s for s in slots]), strict=True):
                     try:
-                        chunks.append(_chunk_of_stored(table, group, blob))
+                        chunks.append(_chunk_of_stored(table, group, blob, seal, v))
                     except _DamagedChunkError as damage:
                         raise self._damaged(job, table, group, v, damage) from None
                 for slot in slots[:-1]:
@@ -478,7 +507,7 @@ class RocksDBSnapshotStore(SnapshotStore):
                 count = chunks[-1].count
                 if not _covers(chunks[-1], chunks[:-1]):
                     chunk = _merge(table, group, chunks, shadows)
-                    batch.put(_CHUNK + slots[-1], _frame(chunk))
+                    batch.put(_CHUNK + slots[-1], _frame(chunk, seal, old[-1][0]))
                     batch.put(_STATS + slots[-1], _COUNT.pack(chunk.count))
                     count = chunk.count
                 versions[:] = [(old[-1][0], count), *versions[len(old):]]
@@ -519,6 +548,7 @@ class RocksDBSnapshotStore(SnapshotStore):
         # The meta goes first: a deletion cut short leaves a job without meta (a fresh start, which
         # clears the rest), never a meta whose state is half gone.
         shutil.rmtree(self._meta_path(job), ignore_errors=True)
+        self._seals.drop(job)
         shutil.rmtree(job_dir, ignore_errors=True)
 
     def jobs(self) -> list[str]:
@@ -550,6 +580,9 @@ class RocksDBSnapshotStore(SnapshotStore):
             self._readers.clear()
             self._stats_cache.clear()
             self._record_floor.clear()
+            if self._holding:
+                self._holding = False
+                release_private_umask()
 
 
 _GONE = object()
@@ -580,8 +613,20 @@ def _note(stats: dict[int, list[tuple[int, int]]], group: int, version: int, cou
         versions[:] = sorted({**dict(versions), version: count}.items())
 
 
-def _chunk_of_stored(table: str, group: int, blob: bytes) -> StateChunk:
-    written, count, keys, values = _unframe(blob)
+def _mark_context(table: str, kgs: range) -> bytes:
+    return f"mark\0{table}\0{kgs.start}\0{kgs.stop}".encode()
+
+
+def _mark_version(mark: bytes | None, seal: Seal, context: bytes) -> int | None:
+    """The version a database's watermark says it reached (None: no watermark, or a damaged one)."""
+    if mark is None or len(mark) != _VERSION.size + TAG_SIZE:
+        return None
+    version = mark[:_VERSION.size]
+    return _VERSION.unpack(version)[0] if seal.matches(mark[_VERSION.size:], context, version) else None
+
+
+def _chunk_of_stored(table: str, group: int, blob: bytes, seal: Seal, version: int) -> StateChunk:
+    written, count, keys, values = _unframe(blob, seal, _chunk_context(table, group, version))
     return StateChunk(table, group, written, count, keys, values)
 
 

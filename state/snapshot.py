@@ -11,7 +11,9 @@ Tasks hand over their changes per key group (``StateChunk``: the keys and the va
 pickled once each), not per key: pickling is paid per call, and a window changes many keys. Stores that
 keep rows per key expand chunks (``chunk_rows``); the RocksDB store keeps the chunks as they are.
 
-Values carry a CRC-32 so that a damaged row is reported with its location instead of being loaded.
+Values carry a CRC-32 so that a damaged row is reported with its location instead of being loaded;
+stores that outlive the process carry an authentication tag instead (``state.sealing``), checked
+before anything is unpickled.
 """
 
 from __future__ import annotations
@@ -50,18 +52,26 @@ class BackendUnavailableError(RuntimeError):
 _DELETED_CRC = zlib.crc32(bytes([_DELETED]))
 
 
-def encode_value(payload: bytes | None) -> bytes:
-    """Frame ``payload`` (None for a deletion) with a flag and a CRC-32 of flag and payload.
+def encode_value(payload: bytes | None, seal=None, context: bytes = b"") -> bytes:
+    """Frame ``payload`` (None for a deletion) with a flag and a CRC-32 of flag and payload, or,
+    with a ``seal``, with a flag and an authentication tag of ``context``, flag and payload.
 
-    The checksum covers the flag too, so a damaged deletion marker cannot pass for a value.
+    The check covers the flag too, so a damaged deletion marker cannot pass for a value; ``context``
+    names what the value belongs to (table, key, version), so a value cannot be moved elsewhere.
     """
+    if seal is not None:
+        flag = _DELETED if payload is None else _VALUE
+        body = b"" if payload is None else payload
+        return _FLAGS[flag] + seal.tag(context, _FLAGS[flag], body) + body
     if payload is None:
         return _HEADER.pack(_DELETED, _DELETED_CRC)
     return _HEADER.pack(_VALUE, zlib.crc32(payload, zlib.crc32(bytes([_VALUE])))) + payload
 
 
-def decode_value(blob: bytes, where: str) -> bytes | None:
+def decode_value(blob: bytes, where: str, seal=None, context: bytes = b"") -> bytes | None:
     """Check and unframe a value written by ``encode_value``; None means deleted."""
+    if seal is not None:
+        return _unseal(blob, where, seal, context)
     if blob is None or len(blob) < _HEADER.size:
         msg = f"snapshot row truncated at {where}"
         raise SnapshotCorruptedError(msg)
@@ -73,6 +83,40 @@ def decode_value(blob: bytes, where: str) -> bytes | None:
         msg = f"snapshot row failed its checksum at {where}"
         raise SnapshotCorruptedError(msg)
     return payload
+
+
+_FLAGS = (bytes([_VALUE]), bytes([_DELETED]))
+_TAG = 16  # state.sealing.TAG_SIZE
+
+
+def _unseal(blob: bytes, where: str, seal, context: bytes) -> bytes | None:
+    if blob is None or len(blob) < 1 + _TAG:
+        msg = f"snapshot row truncated at {where}"
+        raise SnapshotCorruptedError(msg)
+    flag = blob[0]
+    body = bytes(blob[1 + _TAG:])
+    if flag not in (_VALUE, _DELETED) or (flag == _DELETED and body) or not seal.matches(
+            bytes(blob[1:1 + _TAG]), context, _FLAGS[flag], body):
+        msg = (f"snapshot row failed its authentication at {where}: it was damaged, or written "
+               "without the job's key")
+        raise SnapshotCorruptedError(msg)
+    return None if flag == _DELETED else body
+
+
+def row_context(table: str, key_group: int, key: bytes, version: int) -> bytes:
+    """What a state row's tag covers besides its value: its table, key group, key and version."""
+    return b"".join((b"row\0", table.encode(), b"\0", str(key_group).encode(), b"\0",
+                     str(version).encode(), b"\0", key))
+
+
+def record_context(kind: str, name: str, index: int, version: int) -> bytes:
+    """What a task record's tag covers besides its value."""
+    return f"record\0{kind}\0{name}\0{index}\0{version}".encode()
+
+
+def meta_context(job: str) -> bytes:
+    """What the job meta's tag covers besides the meta."""
+    return b"meta\0" + job.encode()
 
 
 def dumps(value: object) -> bytes:
@@ -222,14 +266,14 @@ class JobMeta:
     retained: tuple[int, ...]
     parallelism: dict[str, int] = attrs.field(factory=dict)
 
-    def to_bytes(self) -> bytes:
-        """Serialise with a checksum."""
-        return encode_value(dumps(attrs.asdict(self, recurse=False)))
+    def to_bytes(self, seal=None) -> bytes:
+        """Serialise with a checksum, or with ``seal``'s tag."""
+        return encode_value(dumps(attrs.asdict(self, recurse=False)), seal, meta_context(self.job))
 
     @classmethod
-    def from_bytes(cls, blob: bytes, where: str) -> JobMeta:
-        """Parse bytes written by ``to_bytes``."""
-        payload = decode_value(blob, where)
+    def from_bytes(cls, blob: bytes, where: str, seal=None, job: str = "") -> JobMeta:
+        """Parse bytes written by ``to_bytes`` (``job``: whose meta it should be, for the tag)."""
+        payload = decode_value(blob, where, seal, meta_context(job))
         if payload is None:
             msg = f"job meta deleted at {where}"
             raise SnapshotCorruptedError(msg)
@@ -328,9 +372,13 @@ class SnapshotStore:
 
 
 def latest_rows(rows: Iterator[tuple[bytes, int, bytes]], version: int,
-                where) -> Iterator[tuple[bytes, bytes]]:
+                where, decode=None) -> Iterator[tuple[bytes, bytes]]:
     """From ``(key, version, framed value)`` sorted by key then version, yield each key's latest
-    value at or before ``version``; ``where(key, version)`` names a row for error messages."""
+    value at or before ``version``; ``where(key, version)`` names a row for error messages, and
+    ``decode(blob, where, key, version)`` unframes one (``decode_value`` by default)."""
+    if decode is None:
+        def decode(blob, place, _key, _version):
+            return decode_value(blob, place)
     current_key = None
     current_blob = None
     current_version = -1
@@ -339,14 +387,15 @@ def latest_rows(rows: Iterator[tuple[bytes, int, bytes]], version: int,
             continue
         if key != current_key:
             if current_key is not None:
-                payload = decode_value(current_blob, where(current_key, current_version))
+                payload = decode(current_blob, where(current_key, current_version), current_key,
+                                 current_version)
                 if payload is not None:
                     yield current_key, payload
             current_key = key
         current_blob = blob
         current_version = row_version
     if current_key is not None:
-        payload = decode_value(current_blob, where(current_key, current_version))
+        payload = decode(current_blob, where(current_key, current_version), current_key,
+                         current_version)
         if payload is not None:
             yield current_key, payload
-

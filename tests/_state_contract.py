@@ -12,6 +12,8 @@ stored (sizes, rows per version, corruption).
 from __future__ import annotations
 
 import glob
+import hashlib
+import hmac
 import io
 import os
 import pickle
@@ -19,7 +21,6 @@ import struct
 import types
 import urllib.parse
 import uuid
-import zlib
 from collections.abc import Callable
 
 import attrs
@@ -238,27 +239,45 @@ def test_committer_issues_the_same_calls_as_the_checkpoint_coordinator(keep):
 # --- white-box inspection and damage -------------------------------------------------------------
 #
 # RocksDB, as its module documents it: ``<path>/<quoted job>/state/<quoted table>/kg-A-B`` databases
-# where ``c + key group (>H) + version (>Q)`` holds a chunk: a header (crc32 of the rest, written key
-# count, key count, length of the pickled keys, crc32 of the pickled keys: five >I), the pickled list of
-# keys (written ones first, then removed ones) and the pickled list of the written keys' values (by
-# the same pickler, so objects shared with the keys are references to them). The
-# meta and task records live in other databases under the job directory, found here by their stored
-# bytes. Inspection opens databases read-only next to the live store; damage closes the store, edits
-# the database and opens a fresh store.
+# where ``c + key group (>H) + version (>Q)`` holds a chunk: a header (16-byte HMAC-SHA256 tag of the
+# rest, written key count, key count, length of the pickled keys: three >I, the 16-byte tag of the
+# pickled keys), the pickled list of keys (written ones first, then removed ones) and the pickled list
+# of the written keys' values (by the same pickler, so objects shared with the keys are references to
+# them). Tags are keyed by the job's key, ``<path>/<quoted job>.key`` (hex), and cover
+# ``chunk\0<table>\0<key group>\0<version>\0`` before the bytes. The meta and task records live in
+# other databases under the job directory, found here by their stored bytes. Inspection opens
+# databases read-only next to the live store; damage closes the store, edits the database and opens
+# a fresh store.
 
-HEADER = struct.Struct(">IIIII")
+HEADER = struct.Struct(">16sIII16s")
+
+
+def rocksdb_key(store: RocksDBSnapshotStore, job: str) -> bytes:
+    """The job's key, read from its key file as documented (not through the store)."""
+    with open(os.path.join(store.path, urllib.parse.quote(job, safe="") + ".key")) as handle:
+        return bytes.fromhex(handle.read().strip())
+
+
+def tag(key: bytes, *parts: bytes) -> bytes:
+    return hmac.new(key, b"".join(parts), hashlib.sha256).digest()[:16]
+
+
+def chunk_context(table: str, kg: int, version: int) -> bytes:
+    return f"chunk\0{table}\0{kg}\0{version}\0".encode()
 
 
 def chunk_key(kg: int, version: int) -> bytes:
     return b"c" + struct.pack(">HQ", kg, version)
 
 
-def parse_chunk(value: bytes) -> tuple[list, list, list]:
-    """The stored layout: ``(written keys, their values, removed keys)``, checksums checked."""
-    crc, written, count, length, keys_crc = HEADER.unpack_from(value)
-    assert zlib.crc32(value[4:]) == crc
+def parse_chunk(value: bytes, key: bytes | None = None,
+                context: bytes = b"") -> tuple[list, list, list]:
+    """The stored layout: ``(written keys, their values, removed keys)``, tags checked with ``key``."""
+    whole, written, count, length, keys_tag = HEADER.unpack_from(value)
     keys_blob = value[HEADER.size:HEADER.size + length]
-    assert zlib.crc32(keys_blob) == keys_crc
+    if key is not None:
+        assert tag(key, context, value[16:]) == whole
+        assert tag(key, context, keys_blob) == keys_tag
     unpickler = pickle.Unpickler(io.BytesIO(value[HEADER.size:]))
     keys = unpickler.load()
     values = unpickler.load()  # pickled right after the keys, by the same pickler
@@ -303,7 +322,8 @@ def stored_cells(ctx: Ctx, job: str) -> dict[tuple[str, int, bytes], dict[int, b
             for key, value in rocksdb_items(path):
                 if key.startswith(b"c"):
                     kg, version = struct.unpack_from(">HQ", key, 1)
-                    written, values, removed = parse_chunk(value)
+                    written, values, removed = parse_chunk(value, rocksdb_key(store, job),
+                                                           chunk_context(table, kg, version))
                     for k, v in [*zip(written, values, strict=True), *((k, None) for k in removed)]:
                         cells.setdefault((table, kg, dumps(k)), {})[version] = encode_value(
                             None if v is None else dumps(v))
@@ -349,7 +369,8 @@ def corrupt_row(ctx: Ctx, job: str, victim: StateRow, version: int,
         versions[version] = fn(versions[version])
     elif isinstance(store, RocksDBSnapshotStore):
         def damage(_, value: bytes) -> bytes:
-            written, _, removed = parse_chunk(value)
+            written, _, removed = parse_chunk(value, rocksdb_key(store, job),
+                                              chunk_context(table, kg, version))
             assert key in [dumps(k) for k in [*written, *removed]]
             return fn(value)
 
@@ -372,7 +393,8 @@ def corrupt_meta(ctx: Ctx, job: str, meta: JobMeta, fn: Callable[[bytes], bytes]
     if isinstance(store, MemorySnapshotStore):
         store._jobs[job].meta = fn(store._jobs[job].meta)
     elif isinstance(store, RocksDBSnapshotStore):
-        mutate_rocksdb(ctx, lambda _, value: value == meta.to_bytes(),
+        body = dumps(attrs.asdict(meta, recurse=False))
+        mutate_rocksdb(ctx, lambda key, value: key == b"m" and value.endswith(body),
                        lambda _, value: fn(value))
     else:
         where = META.c.job == job
@@ -390,9 +412,8 @@ def corrupt_record(ctx: Ctx, job: str, rec: TaskRecord, version: int,
         versions = store._jobs[job].records[(rec.kind, rec.name, rec.index)]
         versions[version] = fn(versions[version])
     elif isinstance(store, RocksDBSnapshotStore):
-        framed = encode_value(rec.value)
-        mutate_rocksdb(ctx, lambda key, value: value == framed
-                       and not key.startswith((b"c", b"n")),
+        mutate_rocksdb(ctx, lambda key, value: value.endswith(rec.value) and len(key) == 8
+                       and struct.unpack(">Q", key)[0] == version,
                        lambda _, value: fn(value))
     else:
         where = sa.and_(RECORDS.c.job == job, RECORDS.c.kind == rec.kind,

@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from _postgres import POSTGRES_SECRET
 
 from gyreflow.api import Environment
 
@@ -87,6 +88,7 @@ def backend_overrides(request, tmp_path) -> dict:
     else:
         overrides["state.backend"] = "jdbc"
         overrides["state.url"] = request.getfixturevalue("postgres_url")
+        overrides["state.secret"] = POSTGRES_SECRET
     return overrides
 
 

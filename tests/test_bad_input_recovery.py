@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _postgres import POSTGRES_SECRET
 from test_recovery import (
     POSTGRES_SCRIPT,
     TIMEOUT,
@@ -261,6 +262,7 @@ def test_database_failure_mid_run_never_completes_a_window(job, tmp_path, throwa
 
     server = throwaway_postgres
     env = {"GYREFLOW_STATE__BACKEND": "jdbc", "GYREFLOW_STATE__URL": server.url,
+           "GYREFLOW_STATE__SECRET": POSTGRES_SECRET,
            "GYREFLOW_STATE__PATH": str(tmp_path / "state")}
     out = tmp_path / "out"
     process = subprocess.Popen(command(job, job_args(path, out)),
@@ -281,7 +283,7 @@ def test_database_failure_mid_run_never_completes_a_window(job, tmp_path, throwa
     assert "snapshot" in stderr, stderr
 
     server.restart()
-    store = JdbcSnapshotStore(server.url)
+    store = JdbcSnapshotStore(server.url, secret=POSTGRES_SECRET)
     try:
         meta = store.read_meta(JOB)
     finally:

@@ -59,6 +59,7 @@ def test_defaults():
         "state.max_parallelism": 128,
         "state.path": ".gyreflow/state",
         "state.url": "",
+        "state.secret": "",
         "state.snapshot_every": 1,
         "state.retained_snapshots": 2,
         "progress.enabled": True,
@@ -200,7 +201,7 @@ def test_unknown_key_in_file_lists_keys_of_section(tmp_path):
         Config.load(path, environ={})
     message = str(info.value)
     assert "[state] bakend" in message and str(path) in message
-    assert ("valid keys of [state]: backend, max_parallelism, path, url, snapshot_every, "
+    assert ("valid keys of [state]: backend, max_parallelism, path, url, secret, snapshot_every, "
             "retained_snapshots") in message
 
 

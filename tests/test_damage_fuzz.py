@@ -3,9 +3,10 @@ run and after a kill mid-run, then the job resumes. Each case must end either wi
 uninterrupted run's output, or with exit 3, one ``error:`` line and every window published before left
 as it was. Never exit 0 with other output.
 
-RocksDB (every database of the job: meta, records, state; every file kind in them) and SQLite (the
-database file and its write-ahead log). The suite runs a fixed sample of the cases
-(``GYREFLOW_FUZZ_ALL=1`` runs them all).
+RocksDB (every database of the job: meta, records, state; every file kind in them, and the job's
+key), SQLite (the database file, its write-ahead log, the key) and PostgreSQL (every row of the job:
+meta, records, state; a value truncated, overwritten or the row deleted). The suite runs a fixed
+sample of the cases (``GYREFLOW_FUZZ_ALL=1`` runs them all).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_recovery import word_count_oracle
+import sqlalchemy as sa
+from _postgres import POSTGRES_SECRET
+from test_recovery import _create_database, word_count_oracle
 
 ROOT = Path(__file__).resolve().parents[1]
 WORD_COUNT = ROOT / "examples" / "word_count.py"
@@ -30,10 +33,14 @@ MODES = ("truncate", "overwrite", "delete")
 SAMPLE = 14  # cases per backend and moment in the suite
 
 
-def run(workdir: Path, backend: str, *flags: str, crash_at: str | None = None):
+def run(workdir: Path, backend: str, *flags: str, crash_at: str | None = None,
+        url: str | None = None):
     env = {k: v for k, v in os.environ.items() if not k.startswith("GYREFLOW_")}
-    env.update({"GYREFLOW_ENVIRONMENT__TYPE": "local", "GYREFLOW_STATE__BACKEND": backend,
+    env.update({"GYREFLOW_ENVIRONMENT__TYPE": "local",
+                "GYREFLOW_STATE__BACKEND": "jdbc" if url else backend,
                 "GYREFLOW_STATE__PATH": str(workdir / "state"), "COLUMNS": "400"})
+    if url:
+        env.update({"GYREFLOW_STATE__URL": url, "GYREFLOW_STATE__SECRET": POSTGRES_SECRET})
     if crash_at:
         env["GYREFLOW_CRASH_AT"] = crash_at
     return subprocess.run([sys.executable, "-m", "gyreflow", "run", "--quiet", *flags,
@@ -128,5 +135,101 @@ def test_damaged_state_resumes_right_or_stops_with_exit_3(backend, moment, index
     assert len(errors) == 1, f"{where}:\n{done.stderr}"
     after = published(workdir)
     assert all(after.get(n) == data for n, data in before.items()), f"{where}: a published file changed"
+    assert all(parse({n: d})[w] == expected[w] for n, d in after.items() for w in parse({n: d})), (
+        f"{where}: a window published since is not the oracle's")
+
+
+# --- PostgreSQL: rows instead of files ------------------------------------------------------------
+
+PG_TABLES = ("gyreflow_meta", "gyreflow_records", "gyreflow_state")
+PG_VALUE = {"gyreflow_meta": "body", "gyreflow_records": "v", "gyreflow_state": "v"}
+PG_CASES = [pytest.param(moment, i, mode, id=f"postgresql-{moment}-{i}-{mode}")
+            for moment in ("completed", "killed")
+            for i, mode in (
+                [(i, mode) for i in range(40) for mode in MODES]
+                if os.environ.get("GYREFLOW_FUZZ_ALL")
+                else random.Random(f"postgresql-{moment}").sample(
+                    [(i, mode) for i in range(40) for mode in MODES], SAMPLE // 2))]
+_PG_BASES: dict[str, tuple[Path, str]] = {}
+
+
+def pg_rows(engine: sa.Engine) -> list[tuple[str, tuple]]:
+    """Every row of every table, named by table and ctid (a stable order)."""
+    rows = []
+    with engine.connect() as conn:
+        for table in PG_TABLES:
+            found = conn.execute(sa.text(f"select ctid::text from {table} order by ctid")).scalars()
+            rows.extend((table, ctid) for ctid in found)
+    return rows
+
+
+def pg_damage(engine: sa.Engine, table: str, ctid: str, mode: str, rng: random.Random) -> None:
+    column = PG_VALUE[table]
+    with engine.begin() as conn:
+        if mode == "delete":
+            conn.execute(sa.text(f"delete from {table} where ctid = cast(:c as tid)"), {"c": ctid})
+            return
+        value = bytearray(conn.execute(sa.text(f"select {column} from {table} where ctid = cast(:c as tid)"),
+                                       {"c": ctid}).scalar_one())
+        if mode == "truncate":
+            value = value[:len(value) // 2]
+        else:
+            start = rng.randrange(len(value))
+            for i in range(start, min(len(value), start + 8)):
+                value[i] ^= 0xA5
+        conn.execute(sa.text(f"update {table} set {column} = :v where ctid = cast(:c as tid)"),
+                     {"v": bytes(value), "c": ctid})
+
+
+@pytest.mark.parametrize(("moment", "index", "mode"), PG_CASES)
+def test_damaged_postgresql_rows_resume_right_or_stop_with_exit_3(moment, index, mode, postgres_url,
+                                                                  tmp_path_factory, tmp_path):
+    if moment not in _PG_BASES:
+        workdir = tmp_path_factory.mktemp(f"fuzz-postgresql-{moment}")
+        (workdir / "in.txt").write_text("".join(line + "\n" for line in LINES), encoding="utf-8")
+        url, _ = _create_database(postgres_url)
+        if moment == "completed":
+            assert run(workdir, "jdbc", url=url).returncode == 0
+        else:
+            done = run(workdir, "jdbc", crash_at="after-commit:7", url=url)
+            assert done.returncode == -signal.SIGKILL, done.stderr
+        _PG_BASES[moment] = (workdir, url)
+    base_dir, base_url = _PG_BASES[moment]
+    workdir = tmp_path / "job"
+    shutil.copytree(base_dir, workdir)
+    # A copy of the base database for this case (CREATE DATABASE ... TEMPLATE).
+    base_name = sa.engine.make_url(base_url).database
+    name = f"{base_name}_{moment[0]}{index}{mode[0]}"
+    admin = sa.create_engine(sa.engine.make_url(base_url).set(database="postgres"),
+                             isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
+        conn.execute(sa.text(f'CREATE DATABASE "{name}" TEMPLATE "{base_name}"'))
+    url = sa.engine.make_url(base_url).set(database=name).render_as_string(hide_password=False)
+    engine = sa.create_engine(url)
+    try:
+        rows = pg_rows(engine)
+        table, ctid = rows[index % len(rows)]
+        before = published(workdir)
+        pg_damage(engine, table, ctid, mode, random.Random(index))
+        engine.dispose()
+        done = run(workdir, "jdbc", "--resume", url=url)
+    finally:
+        engine.dispose()
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+    where = f"{mode} of a row of {table}"
+    if done.returncode == 0:
+        assert parse(published(workdir)) == word_count_oracle(LINES, WINDOW), (
+            f"exit 0 with other output after {where}")
+        return
+    assert done.returncode == 3, f"{where}: exit {done.returncode}\n{done.stderr[-3000:]}"
+    assert "Traceback" not in done.stderr, f"{where}:\n{done.stderr[-3000:]}"
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, f"{where}:\n{done.stderr}"
+    after = published(workdir)
+    assert all(after.get(n) == data for n, data in before.items()), f"{where}: a published file changed"
+    expected = word_count_oracle(LINES, WINDOW)
     assert all(parse({n: d})[w] == expected[w] for n, d in after.items() for w in parse({n: d})), (
         f"{where}: a window published since is not the oracle's")

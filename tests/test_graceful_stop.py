@@ -77,4 +77,5 @@ def test_stop_then_resume(environment, how, status, tmp_path):
                              timeout=300, check=False)
     assert resumed.returncode == 0, resumed.stderr
     assert read_output(out) == expected
-    assert not [n for n in os.listdir(out) if n.startswith(".")], "staged files left"
+    assert not [n for n in os.listdir(out) if n.startswith(".") and n != ".staging"], "stray files"
+    assert not (out / ".staging").exists() or not os.listdir(out / ".staging"), "staged files left"

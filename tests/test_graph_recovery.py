@@ -22,6 +22,7 @@ from pathlib import Path
 
 import graph_reference as ref
 import pytest
+from test_recovery import read_dir as read_staged_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "examples" / "incremental_wcc.py"
@@ -51,11 +52,8 @@ def oracle() -> dict[int, dict[int, int]]:
 
 
 def read_dir(directory: Path) -> dict[str, list[str]]:
-    """Every file in ``directory`` (hidden ones too) with its sorted lines."""
-    if not directory.exists():
-        return {}
-    return {path.name: sorted(path.read_text(encoding="utf-8").splitlines())
-            for path in directory.iterdir()}
+    """Every file of ``directory``, staged ones included (see ``test_recovery.read_dir``)."""
+    return read_staged_dir(directory)
 
 
 def fold(files: dict[str, list[str]], windows: int = WINDOWS) -> dict[int, dict[int, int]]:

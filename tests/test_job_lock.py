@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _postgres import POSTGRES_SECRET
 from test_recovery import _create_database as create_database
 from test_recovery import word_count_oracle
 
@@ -54,6 +55,7 @@ def store(request, tmp_path):
            "GYREFLOW_STATE__BACKEND": "rocksdb" if kind == "rocksdb" else "jdbc"}
     if kind == "postgresql":
         env["GYREFLOW_STATE__URL"], drop = create_database(request.getfixturevalue("postgres_url"))
+        env["GYREFLOW_STATE__SECRET"] = POSTGRES_SECRET
         yield env
         drop()
         return

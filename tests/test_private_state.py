@@ -109,8 +109,10 @@ def test_config_masks_secrets(monkeypatch):
     monkeypatch.setenv("GYREFLOW_STATE__URL", "postgresql://app:hunter2@db.example/jobs")
     monkeypatch.setenv("GYREFLOW_SPARK__CONF",
                        '{"spark.authenticate.secret": "s3cr3t", "spark.executor.memory": "2g"}')
+    monkeypatch.setenv("GYREFLOW_STATE__SECRET", "state-k3y")
     result = CliRunner().invoke(main, ["config"])
     assert result.exit_code == 0, result.output
     assert "hunter2" not in result.output and "s3cr3t" not in result.output
+    assert "state-k3y" not in result.output and 'secret = "***"' in result.output
     assert "postgresql://app:***@db.example/jobs" in result.output
     assert "2g" in result.output

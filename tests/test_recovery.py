@@ -28,13 +28,16 @@ import sqlite3
 import subprocess
 import sys
 import time
+import urllib.parse
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from _postgres import POSTGRES_SECRET
 
+from gyreflow.state.sealing import Seal, read_key_file
 from gyreflow.state.snapshot import JobMeta
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -220,11 +223,24 @@ def visible_count(directory: Path) -> int:
 
 
 def read_dir(directory: Path) -> dict[str, list[str]]:
-    """Every entry of ``directory`` (hidden ones included) -> its lines, sorted."""
+    """Every file of ``directory`` (hidden ones included, and those staged in ``.staging/``, named
+    ``.staging/<name>``) -> its lines, sorted."""
     if not directory.exists():
         return {}
-    return {path.name: sorted(path.read_text(encoding="utf-8").splitlines())
-            for path in directory.iterdir()}
+    found = {}
+    for path in directory.iterdir():
+        if path.is_dir() and path.name == ".staging":
+            found.update((f".staging/{staged.name}",
+                          sorted(staged.read_text(encoding="utf-8").splitlines()))
+                         for staged in path.iterdir())
+        else:
+            found[path.name] = sorted(path.read_text(encoding="utf-8").splitlines())
+    return found
+
+
+def is_staged_window(name: str) -> bool:
+    """A staged window file or its summary, as ``read_dir`` names it."""
+    return re.fullmatch(r"\.staging/window-\d{6}\.jsonl\.[0-9a-f]+(\.sum)?", name) is not None
 
 
 def assert_same_output(directory: Path, reference: dict[str, list[str]]) -> None:
@@ -246,7 +262,7 @@ def assert_visible_prefix(directory: Path, reference: dict[str, list[str]]) -> i
     for name in visible:
         assert actual[name] == reference[name], f"{name} is visible but differs from the reference"
     hidden = [name for name in actual if name.startswith(".")]
-    assert all(name.startswith(".window-") and name.endswith(".jsonl.staged") for name in hidden)
+    assert all(is_staged_window(name) for name in hidden), hidden
     return count
 
 
@@ -360,7 +376,8 @@ def postgres_canary(postgres_url, word_input, word_reference, tmp_path_factory):
     path, _ = word_input
     url, drop = _create_database(postgres_url)
     out = tmp_path_factory.mktemp("postgres-canary") / "out"
-    env = {"GYREFLOW_STATE__BACKEND": "jdbc", "GYREFLOW_STATE__URL": url}
+    env = {"GYREFLOW_STATE__BACKEND": "jdbc", "GYREFLOW_STATE__URL": url,
+           "GYREFLOW_STATE__SECRET": POSTGRES_SECRET}
     process = subprocess.Popen(command(WORD_COUNT, word_args(path, out), ("--fresh",)),
                                env=base_environ(env), stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True)
@@ -409,6 +426,7 @@ def state_env(request, tmp_path):
             made.append(drop)
             env["GYREFLOW_STATE__BACKEND"] = "jdbc"
             env["GYREFLOW_STATE__URL"] = url
+            env["GYREFLOW_STATE__SECRET"] = POSTGRES_SECRET
         else:
             raise ValueError(kind)
         return env
@@ -707,7 +725,8 @@ def test_corrupted_snapshot_is_reported_with_its_location(word_input, word_refer
     database = tmp_path / "state" / "snapshots.db"
     with sqlite3.connect(database) as conn:
         body = conn.execute("SELECT body FROM gyreflow_meta WHERE job = ?", (WC_JOB,)).fetchone()
-        last = JobMeta.from_bytes(body[0], "gyreflow_meta").last_completed
+        key = read_key_file(f"{database}-keys/{urllib.parse.quote(WC_JOB, safe='')}.key")
+        last = JobMeta.from_bytes(body[0], "gyreflow_meta", Seal(key), WC_JOB).last_completed
         assert last >= 10
         # A row of the last completed window: the latest of its key, so resuming reads it.
         row = conn.execute(

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Callable
 
 import pytest
+from _postgres import POSTGRES_SECRET
 from _state_contract import (
     ALL,
     TIMEOUT,
@@ -65,7 +66,7 @@ def child_backend(request, tmp_path) -> StateBackend:
         return RocksDBStateBackend(path=str(tmp_path / "rocks"))
     if request.param == "sqlite":
         return JdbcStateBackend(url=default_sqlite_url(str(tmp_path / "sqlite")))
-    return JdbcStateBackend(url=request.getfixturevalue("postgres_url"))
+    return JdbcStateBackend(url=request.getfixturevalue("postgres_url"), secret=POSTGRES_SECRET)
 
 
 def test_process_writer_writes_and_commits_in_order(child_backend):

@@ -345,10 +345,13 @@ def test_file_sink_after_failure_shows_only_whole_earlier_windows(
     # sinks) still staged for a resumed run. Nothing of the failed window 3 is left, and every
     # file holds a whole window.
     visible, staged = {}, {}
-    for name in os.listdir(out):
+    names = [n for n in os.listdir(out) if n != ".staging"]
+    if (out / ".staging").exists():
+        names += [f".staging/{n}" for n in os.listdir(out / ".staging") if not n.endswith(".sum")]
+    for name in names:
         if match := re.fullmatch(r"window-(\d{6})\.jsonl", name):
             visible[int(match.group(1))] = name
-        elif match := re.fullmatch(r"\.window-(\d{6})\.jsonl\.staged", name):
+        elif match := re.fullmatch(r"\.staging/window-(\d{6})\.jsonl\.[0-9a-f]+", name):
             staged[int(match.group(1))] = name
         else:
             pytest.fail(f"unexpected file {name!r} in {sorted(os.listdir(out))}")

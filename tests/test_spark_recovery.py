@@ -41,7 +41,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_recovery import word_count_oracle
+from _postgres import POSTGRES_SECRET
+from test_recovery import is_staged_window, word_count_oracle
+from test_recovery import read_dir as read_staged_dir
 
 # One worker runs this module: its uninterrupted reference run (a Spark job in a process of its own)
 # is made once, not once per parallel worker.
@@ -98,11 +100,8 @@ def oracle_files(by_window: dict[int, dict[str, int]]) -> dict[str, list[str]]:
 
 
 def read_dir(directory: Path) -> dict[str, list[str]]:
-    """Every entry of ``directory`` (hidden ones included) -> its lines, sorted."""
-    if not directory.exists():
-        return {}
-    return {path.name: sorted(path.read_text(encoding="utf-8").splitlines())
-            for path in directory.iterdir()}
+    """Every file of ``directory``, staged ones included (see ``test_recovery.read_dir``)."""
+    return read_staged_dir(directory)
 
 
 def parse_window(name: str, lines: list[str]) -> dict[str, int]:
@@ -154,7 +153,7 @@ def assert_visible_prefix(directory: Path, expected: dict[int, dict[str, int]]) 
     for name in visible:
         assert actual[name] == files[name], f"{name} is visible after the crash but differs"
     hidden = sorted(name for name in actual if name.startswith("."))
-    assert all(name.startswith(".window-") and name.endswith(".jsonl.staged") for name in hidden), hidden
+    assert all(is_staged_window(name) for name in hidden), hidden
     return count
 
 
@@ -342,6 +341,7 @@ def state_env(request, tmp_path):
             drops.append(drop)
             env["GYREFLOW_STATE__BACKEND"] = "jdbc"
             env["GYREFLOW_STATE__URL"] = server.set(database=name).render_as_string(hide_password=False)
+            env["GYREFLOW_STATE__SECRET"] = POSTGRES_SECRET
         else:
             raise ValueError(kind)
         return env
@@ -457,8 +457,12 @@ def test_timed_kill_in_the_first_window_then_resume(word_input, state_env, tmp_p
     out = tmp_path / "out"
     state = state_env("postgresql")
     job = Job("crash", tmp_path, path, out, state, 2)
-    staged = ".window-000001.jsonl.staged"
-    killed = job.kill_when(lambda: out.exists() and (staged in os.listdir(out) or published_windows(out)))
+    staging = out / ".staging"
+
+    def staged() -> bool:
+        return staging.exists() and any(n.startswith("window-000001.jsonl.") for n in os.listdir(staging))
+
+    killed = job.kill_when(lambda: out.exists() and (staged() or published_windows(out)))
     status = job.wait()
     assert killed and status == KILLED, f"the run ended (status {status}) before the kill:\n{job.output()}"
     assert assert_visible_prefix(out, expected) <= 1

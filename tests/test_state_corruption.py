@@ -13,6 +13,7 @@ from _state_contract import (
     HEADER,
     MP,
     check_corrupted,
+    chunk_context,
     chunk_key,
     corrupt_meta,
     corrupt_record,
@@ -24,6 +25,7 @@ from _state_contract import (
     record,
     rocksdb_databases,
     rocksdb_items,
+    rocksdb_key,
     rocksdb_table_dir,
     row,
 )
@@ -101,8 +103,8 @@ def test_a_damaged_record_is_reported(ctx, damage):
     assert ctx.store.read_record(job, "source", "numbers", 0, 1) == (1, dumps(0))
 
 
-# RocksDB keeps what a version changed in a key group as one chunk (header with CRC-32s, pickled keys,
-# pickled values). Damage anywhere in a chunk's stored bytes must be reported, never read as a
+# RocksDB keeps what a version changed in a key group as one chunk (header with authentication tags,
+# pickled keys, pickled values). Damage anywhere in a chunk's stored bytes must be reported, never read as a
 # different (older, or missing) state; a damaged chunk names its keys when they are intact.
 
 
@@ -160,8 +162,9 @@ def rocksdb_findings(outcomes: list) -> list:
 
 
 def test_rocksdb_damage_fixture_reads_intact(rocks):
-    assert [parse_chunk(rocks.intact[v]) for v in (1, 2)] == [(["victim"], ["one"], []),
-                                                              (["victim"], ["two"], [])]
+    key = rocksdb_key(rocks.backend.open_store(), rocks.job)
+    assert [parse_chunk(rocks.intact[v], key, chunk_context("t", rocks.key_group, v))
+            for v in (1, 2)] == [(["victim"], ["one"], []), (["victim"], ["two"], [])]
     for version in (1, 2):
         assert rocksdb_findings(damaged_rocksdb_reads(rocks, version,
                                                       rocks.intact[version])) == []

@@ -338,6 +338,15 @@ class Task:
             if found is not None:
                 version, blob = found
                 offset, exhausted = loads(blob)
+                if verify and version < window and not exhausted:
+                    # Every snapshot of a source still reading records its offset: an older one
+                    # means the offset of ``window`` was lost, and replaying from it would repeat
+                    # records of completed windows.
+                    msg = (f"the offset of source {self.vertex.head.name!r} task {self.spec.index} "
+                           f"at window {window} is missing from {store.location()} (job {cp.job!r};"
+                           f" the latest is of window {version}): the state was damaged or partly "
+                           "deleted; nothing was published or deleted")
+                    raise SnapshotCorruptedError(msg)
                 self.source_reader.seek(offset)
                 self.source_offset = offset
                 self.exhausted = exhausted
