@@ -7,7 +7,17 @@ from gyreflow.api.pipeline import Pipeline, PipelineResult, PipelineTaskContext
 from gyreflow.api.sinks import FileSink, PrintSink, Sink, SinkWriter
 from gyreflow.api.sources import CollectionSource, FileSource, GeneratorSource, Source, SourceReader
 from gyreflow.api.stream import KeyedStream, Stream
-from gyreflow.api.windows import AllWindow, SizeTumblingWindow, TimeTumblingWindow, Window
+from gyreflow.api.windowed import EventTimeStream, WindowedStream
+from gyreflow.api.windows import (
+    AllWindow,
+    Session,
+    SizeTumblingWindow,
+    Sliding,
+    TimeTumblingWindow,
+    Tumbling,
+    Window,
+)
+from gyreflow.runtime.dataflow.windowing import LateRecord, WindowContext, WindowResult
 from gyreflow.runtime.errors import UserFunctionError
 
 __all__ = [
@@ -17,22 +27,30 @@ __all__ = [
     "Config",
     "ConfigError",
     "Environment",
+    "EventTimeStream",
     "FileSink",
     "FileSource",
     "GeneratorSource",
     "KeyedStream",
+    "LateRecord",
     "LocalEnvironment",
     "Pipeline",
     "PipelineResult",
     "PipelineTaskContext",
     "PrintSink",
+    "Session",
     "Sink",
     "SinkWriter",
     "SizeTumblingWindow",
+    "Sliding",
     "Source",
     "SourceReader",
     "Stream",
     "TimeTumblingWindow",
+    "Tumbling",
     "UserFunctionError",
     "Window",
+    "WindowContext",
+    "WindowResult",
+    "WindowedStream",
 ]

@@ -60,6 +60,10 @@ class Sink:
         to take back), for sinks that can tell; checked before anything moves."""
         return []
 
+    def reset(self) -> None:
+        """A run starts from nothing (no completed window): drop what earlier runs staged or
+        published, for sinks that keep either."""
+
     def describe(self) -> str:
         """A short text for ``explain``."""
         return type(self).__name__
@@ -208,21 +212,24 @@ class _FileWriter(SinkWriter):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(os.path.join(self.staging, name))
         _remove_if_empty(self.staging)
-        newest = 0
+        any_part = re.compile(rf"^{re.escape(self.sink.prefix)}-(\d{{6,}})(-part-\d{{4}})?"
+                              rf"{re.escape(self.sink.extension)}$")
+        present = set()
         for name in os.listdir(self.sink.directory):
             match = self._final.match(name)
-            if match is None:
-                continue
-            published = int(match.group(1))
-            if published > window:  # recomputed on purpose (--from-window, --fresh)
+            if match is not None and int(match.group(1)) > window:
+                # recomputed on purpose (--from-window, --fresh)
                 os.unlink(os.path.join(self.sink.directory, name))
-            else:
-                newest = max(newest, published)
-        if newest and newest < window:
-            missing = self.final_path(newest + 1)
-            msg = (f"FileSink: the output of completed window {newest + 1} ({missing}) is neither "
-                   f"published nor staged in {self.staging}: it was deleted; restore it, or "
-                   "recompute with --from-window or --fresh")
+                continue
+            match = any_part.match(name)
+            if match is not None:
+                present.add(int(match.group(1)))
+        missing = next((w for w in range(1, window + 1) if w not in present), None)
+        if missing is not None and present:
+            msg = (f"FileSink: the output of completed window {missing} "
+                   f"({self.final_path(missing)}) is neither published nor staged in "
+                   f"{self.staging}: it was deleted; restore it, or recompute with --from-window "
+                   "or --fresh")
             raise SnapshotCorruptedError(msg)
 
     def close(self) -> None:
@@ -309,6 +316,19 @@ class FileSink(Sink):
 
     def create_writer(self, task_index: int, parallelism: int) -> SinkWriter:
         return _FileWriter(self, task_index, parallelism)
+
+    def reset(self) -> None:
+        if not os.path.isdir(self.directory):
+            return
+        ours = re.compile(rf"^{re.escape(self.prefix)}-\d{{6,}}(-part-\d{{4}})?"
+                          rf"{re.escape(self.extension)}(\.[0-9a-f]+(\.sum)?)?$")
+        staging = os.path.join(self.directory, _STAGING)
+        for folder in (staging, self.directory):
+            if os.path.isdir(folder):
+                for name in os.listdir(folder):
+                    if ours.match(name) and os.path.isfile(os.path.join(folder, name)):
+                        os.unlink(os.path.join(folder, name))
+        _remove_if_empty(staging)
 
     def published_after(self, window: int, parallelism: int) -> list[str]:
         if not os.path.isdir(self.directory):

@@ -126,6 +126,26 @@ class Stream:
             return KeyedStream(self.builder, self.node, specs.identity)
         return KeyedStream(self.builder, self.node, _callable(key_fn, "key_by"))
 
+    def with_timestamps(self, timestamp: Callable, max_delay: float = 0.0,
+                        idle_timeout: float | None = None):
+        """Event time: ``timestamp(record)`` gives each record its time (seconds, or a
+        ``datetime``); the watermark is the largest time seen before a record minus ``max_delay``
+        (the out-of-orderness allowed), +infinity at the end of bounded input. A task that reads
+        nothing for ``idle_timeout`` seconds stops holding the watermark back. Then ``key_by`` and
+        ``window(Tumbling | Sliding | Session)``."""
+        from gyreflow.api.windowed import EventTimeStream
+
+        if max_delay < 0:
+            msg = f"max_delay must be >= 0 seconds, got {max_delay!r}"
+            raise ValueError(msg)
+        spec = specs.TimestampSpec(_callable(timestamp, "with_timestamps"), float(max_delay),
+                                   idle_timeout)
+        return EventTimeStream(self._then(spec))
+
+    def map_with_context(self, fn: Callable) -> Stream:
+        """Emit ``fn(record, ctx)``: ``ctx.window`` is the processing window the record is in."""
+        return self._then(specs.ContextMapSpec(_callable(fn, "map_with_context")))
+
     def broadcast(self) -> Stream:
         """Send every record to every task of the next operator."""
         return _Broadcast(self.builder, self.node)
@@ -192,6 +212,38 @@ class KeyedStream(Stream):
                 raise TypeError(msg)
         return self._then(specs.AggregateSpec(self.key_fn, function))
 
+    def window(self, assigner=None):
+        """Per-window aggregation (each window's own result, not a running total): with no
+        argument, per processing window; ``Tumbling``/``Sliding``/``Session`` need event time
+        (``with_timestamps`` before ``key_by``)."""
+        from gyreflow.api.windowed import WindowedStream
+
+        if assigner is not None:
+            msg = (f"window({type(assigner).__name__}(...)) is an event-time window: give the "
+                   "stream timestamps first, e.g. stream.with_timestamps(fn, max_delay=...)"
+                   ".key_by(...).window(...)")
+            raise TypeError(msg)
+        return WindowedStream(self, self.key_fn, None, timestamped=False)
+
+    def join_table(self, table: KeyedStream, fn: Callable | None = None,
+                   value: Callable | None = None, inner: bool = True,
+                   ttl: int | None = None) -> Stream:
+        """Enrich this stream with the latest value per key of ``table`` (a changelog stream, kept
+        across windows and snapshotted): emits ``fn(record, value)`` (``(record, value)`` when
+        ``fn`` is None), where ``value`` is ``value(latest table record)`` (the record itself by
+        default). Within a window the table's updates apply before the stream's records are
+        joined. ``inner=False`` keeps records without a value (``value`` None); ``ttl`` forgets a
+        key not updated for that many windows."""
+        if not isinstance(table, KeyedStream):
+            msg = "join_table needs a keyed table stream: call .key_by(...) on it"
+            raise TypeError(msg)
+        if ttl is not None and (not isinstance(ttl, int) or ttl < 1):
+            msg = f"ttl is a number of windows >= 1, got {ttl!r}"
+            raise ValueError(msg)
+        spec = specs.TableJoinSpec(self.key_fn, table.key_fn, value or specs.identity,
+                                   fn or _pair, inner, ttl)
+        return self._then(spec, [self, table])
+
     def join(self, other: KeyedStream, fn: Callable | None = None) -> Stream:
         """Inner join with ``other`` per window: emits ``fn(left, right)`` for every pair of records
         with equal keys in the same window (``(key, left, right)`` when ``fn`` is None)."""
@@ -200,6 +252,10 @@ class KeyedStream(Stream):
             raise TypeError(msg)
         spec = specs.JoinSpec(self.key_fn, other.key_fn, fn)
         return self._then(spec, [self, other])
+
+
+def _pair(record, value) -> tuple:
+    return (record, value)
 
 
 def _callable(fn: Callable, operation: str) -> Callable:

@@ -48,3 +48,44 @@ class AllWindow(Window):
 
     def describe(self) -> str:
         return "AllWindow()"
+
+
+# --- event-time window assigners (for ``KeyedStream.window`` after ``with_timestamps``) ---------
+
+
+@attrs.frozen
+class Tumbling:
+    """Event-time windows ``[k * size, (k + 1) * size)`` seconds, aligned to the epoch."""
+
+    size: float = attrs.field(validator=attrs.validators.gt(0))
+
+    def spec(self) -> tuple:
+        return ("tumbling", float(self.size))
+
+
+@attrs.frozen
+class Sliding:
+    """Event-time windows ``[k * slide, k * slide + size)``: each record is in ``size / slide``
+    of them (``0 < slide <= size``)."""
+
+    size: float = attrs.field(validator=attrs.validators.gt(0))
+    slide: float = attrs.field(validator=attrs.validators.gt(0))
+
+    def __attrs_post_init__(self) -> None:
+        if self.slide > self.size:
+            msg = f"Sliding: slide ({self.slide}) must not exceed size ({self.size})"
+            raise ValueError(msg)
+
+    def spec(self) -> tuple:
+        return ("sliding", float(self.size), float(self.slide))
+
+
+@attrs.frozen
+class Session:
+    """Event-time sessions per key: an event at ``t`` opens ``[t, t + gap)``; sessions of a key that
+    overlap or touch merge; a session ends at its last event's time plus ``gap``."""
+
+    gap: float = attrs.field(validator=attrs.validators.gt(0))
+
+    def spec(self) -> tuple:
+        return ("session", float(self.gap))

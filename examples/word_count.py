@@ -22,7 +22,10 @@ def build(pipeline, input_path: str, window: int, output: str, parallelism: int 
 
     @pipeline.task(name="word_count")
     def word_count(ctx):
-        lines = ctx.source(FileSource(input_path), SizeTumblingWindow(window)).with_name("lines")
+        # One source task: a window is ``window`` consecutive lines whatever the parallelism of
+        # the rest (each source task cuts its own input into windows).
+        lines = (ctx.source(FileSource(input_path), SizeTumblingWindow(window))
+                 .with_name("lines").with_parallelism(1))
         counts = (
             lines.flat_map(str.split).with_name("split")
             .map(lambda word: (word, 1)).with_name("pair")

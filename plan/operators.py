@@ -55,6 +55,14 @@ class MapSpec(OperatorSpec):
 
 
 @attrs.frozen(eq=False)
+class ContextMapSpec(OperatorSpec):
+    """Emit ``fn(record, ctx)`` for every record (``ctx.window``: the processing window)."""
+
+    fn: Callable
+    op = "map_with_context"
+
+
+@attrs.frozen(eq=False)
 class FlatMapSpec(OperatorSpec):
     """Emit every item of ``fn(record)``."""
 
@@ -115,6 +123,54 @@ class JoinSpec(OperatorSpec):
     right_key: Callable
     fn: Callable | None = None
     op = "join"
+    kind = OperatorKind.TWO_INPUT
+    keyed = True
+
+
+@attrs.frozen(eq=False)
+class TimestampSpec(OperatorSpec):
+    """Give every record its event time ``ts_fn(record)``; the watermark trails the largest time seen
+    by ``max_delay`` seconds; a task without records for ``idle_timeout`` seconds stops holding it."""
+
+    ts_fn: Callable
+    max_delay: float
+    idle_timeout: float | None = None
+    op = "timestamps"
+
+
+@attrs.frozen(eq=False)
+class EventWindowSpec(OperatorSpec):
+    """Keyed event-time windows (``assigner``: ``("tumbling", size)``, ``("sliding", size, slide)``
+    or ``("session", gap)``) computing ``aggregation``; emits window results and late records."""
+
+    key_fn: Callable
+    assigner: tuple
+    aggregation: object
+    op = "event_window"
+    keyed = True
+
+
+@attrs.frozen(eq=False)
+class WindowAggregateSpec(OperatorSpec):
+    """Aggregate per key within each processing window (``aggregation`` None: count)."""
+
+    key_fn: Callable
+    aggregation: object = None
+    op = "window_aggregate"
+    keyed = True
+
+
+@attrs.frozen(eq=False)
+class TableJoinSpec(OperatorSpec):
+    """Join a keyed stream with the latest value per key of a changelog stream (kept across windows)."""
+
+    stream_key: Callable
+    table_key: Callable
+    value_fn: Callable
+    fn: Callable
+    inner: bool = True
+    ttl: int | None = None
+    op = "table_join"
     kind = OperatorKind.TWO_INPUT
     keyed = True
 

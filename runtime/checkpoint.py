@@ -68,6 +68,7 @@ class CheckpointCoordinator:
         if options.fresh:
             # Nothing stored is read: a damaged meta or a lost key must not stand in the way.
             self.store.delete_job(self.job)
+            self._reset_sinks()
             return 0
         meta = self.store.read_meta(self.job)
         if meta is None:
@@ -76,6 +77,7 @@ class CheckpointCoordinator:
             if options.resume:
                 self._check_published(0)
             self.store.delete_job(self.job)
+            self._reset_sinks()
             return 0
         if not options.resume:
             msg = (
@@ -124,6 +126,14 @@ class CheckpointCoordinator:
             self.store.commit(attrs.evolve(meta, last_completed=window, retained=retained))
         self.retained = retained
         return window
+
+    def _reset_sinks(self) -> None:
+        """A start from nothing: what sinks staged or published before belongs to no completed
+        window of this run (a resume clears it through the tasks' rollback instead)."""
+        for vertex in self.graph.pipeline.vertices:
+            sink = getattr(vertex.spec, "sink", None)
+            if sink is not None:
+                sink.reset()
 
     def _check_published(self, window: int) -> None:
         """A sink publishes a window only after it was completed: published output of a later

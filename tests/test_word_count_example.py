@@ -136,33 +136,19 @@ def test_main_defaults_read_the_sample(out_dir):
     check_output(out_dir, window_counts(chunks(sample_lines(), 500)))
 
 
-def file_split(lines_bytes: bytes, parts: int) -> list[list[str]]:
-    """Oracle of FileSource splits: task i reads the lines that start in bytes
-    [size*i//parts, size*(i+1)//parts)."""
-    size = len(lines_bytes)
-    starts, position = [], 0
-    for raw in lines_bytes.split(b"\n")[:-1]:
-        starts.append((position, raw.decode("utf-8")))
-        position += len(raw) + 1
-    return [
-        [text for start, text in starts if size * i // parts <= start < size * (i + 1) // parts]
-        for i in range(parts)
-    ]
-
-
-@pytest.mark.parametrize(("source_parallelism", "window"), [(2, 400), (3, 1000), (2, 2600)])
-def test_word_count_with_parallel_sources(make_env, out_dir, source_parallelism, window):
-    # Environment parallelism p gives the file source p tasks, each cutting its own byte range into
-    # windows of `window` lines; window w is the union of every source task's w-th window.
-    shares = file_split(SAMPLE.read_bytes(), source_parallelism)
-    assert sum(len(share) for share in shares) == 5000
-    per_task = [chunks(share, window) for share in shares]
-    count = max(len(c) for c in per_task)
-    windows_of_lines = [
-        [line for c in per_task if number < len(c) for line in c[number]] for number in range(count)
-    ]
-    env = make_env(parallelism=source_parallelism)
+@pytest.mark.parametrize(("parallelism", "window"), [(1, 700), (2, 400), (3, 1000)])
+def test_windows_are_consecutive_lines_at_any_parallelism(make_env, out_dir, parallelism, window):
+    """``--window N`` means N consecutive input lines per window whatever the environment's
+    parallelism (the counting step runs with it; the file is read in order)."""
+    env = make_env(parallelism=parallelism)
     pipeline = load_example().build(env.pipeline("word-count"), str(SAMPLE), window, str(out_dir))
     result = pipeline.execute()
-    check_output(out_dir, window_counts(windows_of_lines))
-    assert len(result["word_count"].windows) == count
+    check_output(out_dir, window_counts(chunks(sample_lines(), window)))
+    assert result["word_count"].window_count == -(-5000 // window)
+
+
+def test_the_shipped_configs_keep_the_window_contract(out_dir):
+    for config in sorted((ROOT / "conf").glob("*.toml")):
+        load_example().main(["--config", str(config), "--window", "1500", "--output",
+                             str(out_dir / config.stem)])
+        check_output(out_dir / config.stem, window_counts(chunks(sample_lines(), 1500)))

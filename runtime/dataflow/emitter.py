@@ -7,6 +7,7 @@ from collections.abc import Callable
 from gyreflow.plan.graph import Partitioning
 from gyreflow.plan.operators import identity
 from gyreflow.runtime.dataflow.channels import END_OF_INPUT, Barrier
+from gyreflow.runtime.dataflow.windowing import Watermark
 from gyreflow.runtime.errors import RecordError
 from gyreflow.state.keygroups import key_group_of, task_of_key_group
 
@@ -30,6 +31,10 @@ def _rebalance(delivers: list[Deliver], start: int):
     count = len(delivers)
 
     def route(batch: list) -> None:
+        if len(batch) == 1 and type(batch[0]) is Watermark:  # time, not a record: to every task
+            for deliver in delivers:
+                deliver(batch)
+            return
         delivers[state[0] % count](batch)
         state[0] += 1
 
@@ -50,6 +55,10 @@ def _by_key(delivers: list[Deliver], key_fn: Callable, max_parallelism: int, ope
         key_fn = None
 
     def route(batch: list) -> None:
+        if len(batch) == 1 and type(batch[0]) is Watermark:  # time, not a record: to every task
+            for deliver in delivers:
+                deliver(batch)
+            return
         parts: list[list] = [[] for _ in range(parallelism)]
         appends = [part.append for part in parts]
         record = None

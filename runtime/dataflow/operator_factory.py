@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gyreflow.plan import operators as specs
+from gyreflow.runtime.dataflow import windowing
 from gyreflow.runtime.dataflow.graph_operator import GraphOperator
 from gyreflow.runtime.dataflow.operators import (
     AggregateOperator,
@@ -43,5 +44,19 @@ def build_operator(name: str, spec: specs.OperatorSpec) -> Operator:
         return CollectOperator(name, spec.name)
     if isinstance(spec, specs.GraphComputeSpec):
         return GraphOperator(name, spec)
+    if isinstance(spec, specs.ContextMapSpec):
+        return windowing.ContextMapOperator(name, spec.fn)
+    if isinstance(spec, specs.TimestampSpec):
+        return windowing.TimestampOperator(name, spec.ts_fn, spec.max_delay, spec.idle_timeout)
+    if isinstance(spec, specs.EventWindowSpec):
+        return windowing.EventWindowOperator(name, spec.key_fn, spec.assigner, spec.aggregation)
+    if isinstance(spec, specs.WindowAggregateSpec):
+        if spec.aggregation is None:
+            key_fn = None if spec.key_fn is specs.identity else spec.key_fn
+            return windowing.WindowCountOperator(name, key_fn)
+        return windowing.WindowAggregateOperator(name, spec.key_fn, spec.aggregation)
+    if isinstance(spec, specs.TableJoinSpec):
+        return windowing.TableJoinOperator(name, spec.stream_key, spec.table_key, spec.value_fn,
+                                           spec.fn, spec.inner, spec.ttl)
     msg = f"no running operator for {type(spec).__name__}"
     raise TypeError(msg)

@@ -38,6 +38,7 @@ class OperatorContext:
     parallelism: int
     state: object
     window: int = 1
+    input_ended: bool = False  # a source task's input ended with the window being finished
 
 
 class Task:
@@ -204,6 +205,7 @@ class Task:
             self.exhausted = ended
             if ended:
                 self.exhausted_at = read.window
+            self.ctx.input_ended = ended
             self._finish_window(read.window, read.checkpoint)
             self.report(Done(self.cycle, self.spec.id, read.window, EventKind.LAUNCH_SOURCE,
                              exhausted=ended))
