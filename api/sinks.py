@@ -195,31 +195,22 @@ class _FileWriter(SinkWriter):
 
     def recover(self, window: int) -> None:
         """Publish the staged windows up to ``window`` once each checks against its summary; drop
-        later ones; refuse when a completed window's output is damaged or missing."""
+        later ones; refuse, before changing anything, when a completed window's output is damaged
+        or missing."""
         self.published = window
-        for staged, paths in sorted(self._staged_on_disk().items()):
-            for path in paths:
-                if staged <= window:
-                    _verify_staged(path, staged)
-                    self._publish(staged, path)
-                else:
-                    os.unlink(path)
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(path + ".sum")
-        for name in os.listdir(self.staging) if os.path.isdir(self.staging) else ():
-            # summaries left by a publish cut short
-            if name.endswith(".sum") and not os.path.exists(os.path.join(self.staging, name[:-4])):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(os.path.join(self.staging, name))
-        _remove_if_empty(self.staging)
+        staged = self._staged_on_disk()
+        for number, paths in staged.items():
+            if number <= window:
+                for path in paths:
+                    _verify_staged(path, number)
         any_part = re.compile(rf"^{re.escape(self.sink.prefix)}-(\d{{6,}})(-part-\d{{4}})?"
                               rf"{re.escape(self.sink.extension)}$")
-        present = set()
+        present = {number for number in staged if number <= window}
+        later = []
         for name in os.listdir(self.sink.directory):
             match = self._final.match(name)
             if match is not None and int(match.group(1)) > window:
-                # recomputed on purpose (--from-window, --fresh)
-                os.unlink(os.path.join(self.sink.directory, name))
+                later.append(name)  # recomputed on purpose (--from-window, --fresh)
                 continue
             match = any_part.match(name)
             if match is not None:
@@ -231,6 +222,22 @@ class _FileWriter(SinkWriter):
                    f"{self.staging}: it was deleted; restore it, or recompute with --from-window "
                    "or --fresh")
             raise SnapshotCorruptedError(msg)
+        for number, paths in sorted(staged.items()):
+            for path in paths:
+                if number <= window:
+                    self._publish(number, path)
+                else:
+                    os.unlink(path)
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(path + ".sum")
+        for name in os.listdir(self.staging) if os.path.isdir(self.staging) else ():
+            # summaries left by a publish cut short
+            if name.endswith(".sum") and not os.path.exists(os.path.join(self.staging, name[:-4])):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(self.staging, name))
+        for name in later:
+            os.unlink(os.path.join(self.sink.directory, name))
+        _remove_if_empty(self.staging)
 
     def close(self) -> None:
         for window, entry in list(self.open_files.items()):

@@ -18,11 +18,27 @@ class SourceReader:
 
     ``offset()`` is a picklable position after the records read so far; ``seek(offset)`` returns
     there, which is how a resumed job replays from a completed window.
+
+    A *live* reader (``live = True``) has records that arrive over time: ``poll`` returns what
+    arrives within a time limit, and only ``exhausted`` ends the input (a short or empty poll does
+    not), so processing-time windows close on time while the source waits for records.
     """
+
+    live = False
 
     def read(self, max_records: int) -> list:
         """Return up to ``max_records`` next records; an empty list means the input ended."""
         raise NotImplementedError
+
+    def poll(self, max_records: int, timeout: float | None) -> list:
+        """Live readers: up to ``max_records`` records arriving within ``timeout`` seconds (None:
+        wait until there are ``max_records`` or the input ended)."""
+        return self.read(max_records)
+
+    @property
+    def exhausted(self) -> bool:
+        """Live readers: the input ended and every record was returned."""
+        return False
 
     def offset(self) -> object:
         """The position after the last record returned."""
@@ -75,6 +91,99 @@ class _IteratorReader(SourceReader):
             close()
 
 
+class _LiveIteratorReader(_IteratorReader):
+    """A reader over a generator whose records may take time to come: a thread pulls them into a
+    bounded queue, ``poll`` waits for them no longer than asked, and the end is explicit."""
+
+    live = True
+    _END = object()
+
+    def __init__(self, make: Callable[[], Iterator]) -> None:
+        self._make = make
+        self._consumed = 0
+        self._start(make())
+
+    def _start(self, iterator: Iterator) -> None:
+        import queue
+        import threading
+
+        self._it = iterator
+        self._queue: queue.Queue = queue.Queue(maxsize=8192)
+        self._ended = False
+        self._error: BaseException | None = None
+        self._stop = threading.Event()
+        # Started by the first poll: the generator's time runs with the windows', not before.
+        self._thread = threading.Thread(target=self._pull, name="gyreflow-source", daemon=True)
+
+    def _pull(self) -> None:
+        import queue
+
+        try:
+            for record in self._it:
+                while not self._stop.is_set():
+                    try:
+                        self._queue.put(record, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if self._stop.is_set():
+                    return
+        except BaseException as exc:  # noqa: BLE001 - handed to the reading task
+            self._error = exc
+        self._queue.put(self._END)
+
+    def poll(self, max_records: int, timeout: float | None) -> list:
+        import queue
+        import time
+
+        out: list = []
+        if self._ended:
+            return out
+        if not self._thread.is_alive() and self._thread.ident is None:
+            self._thread.start()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while len(out) < max_records:
+            try:
+                if out or deadline is not None and deadline <= time.monotonic():
+                    record = self._queue.get_nowait()
+                else:
+                    wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+                    record = self._queue.get(timeout=wait)
+            except queue.Empty:
+                break
+            if record is self._END:
+                self._ended = True
+                if self._error is not None:
+                    raise self._error
+                break
+            out.append(record)
+        self._consumed += len(out)
+        return out
+
+    def read(self, max_records: int) -> list:
+        return self.poll(max_records, None)
+
+    @property
+    def exhausted(self) -> bool:
+        return self._ended
+
+    def seek(self, offset: object) -> None:
+        self.close()
+        iterator = self._make()
+        skipped = sum(1 for _ in itertools.islice(iterator, int(offset)))
+        self._consumed = skipped
+        self._start(iterator)
+
+    def close(self) -> None:
+        self._stop.set()
+        close = getattr(self._it, "close", None)
+        if close is not None:
+            try:
+                close()
+            except ValueError:
+                pass  # running in the pulling thread, which stops before its next record
+
+
 @attrs.frozen(eq=False)
 class CollectionSource(Source):
     """Records from an in-memory sequence; task ``i`` of ``p`` reads items ``i, i + p, i + 2p, ...``.
@@ -102,6 +211,10 @@ class GeneratorSource(Source):
     arguments (each task yields its own share), or as ``factory()`` when it takes none (then the source
     runs with parallelism 1). The offset is the count of records consumed: a resumed job calls the
     factory again and skips them, so the generator must be deterministic.
+
+    The generator is live: it may take its time between records (polling a queue, a socket, a
+    clock). A ``TimeTumblingWindow`` closes on time while it waits, and the input ends only when
+    the generator returns.
     """
 
     factory: Callable
@@ -116,14 +229,14 @@ class GeneratorSource(Source):
 
     def create_reader(self, task_index: int, parallelism: int) -> SourceReader:
         if self.splittable:
-            return _IteratorReader(lambda: iter(self.factory(task_index, parallelism)))
+            return _LiveIteratorReader(lambda: iter(self.factory(task_index, parallelism)))
         if parallelism != 1:
             msg = (
                 f"GeneratorSource({getattr(self.factory, '__name__', self.factory)}) takes no "
                 "(task_index, parallelism) arguments, so it can only run with parallelism 1"
             )
             raise ValueError(msg)
-        return _IteratorReader(lambda: iter(self.factory()))
+        return _LiveIteratorReader(lambda: iter(self.factory()))
 
     def describe(self) -> str:
         return f"GeneratorSource({getattr(self.factory, '__name__', 'generator')})"

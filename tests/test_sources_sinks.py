@@ -392,3 +392,34 @@ def test_all_window_file_sink(make_env, tmp_path):
     assert os.listdir(out) == ["window-000001.jsonl"]
     assert Counter((out / "window-000001.jsonl").read_text().split()) == Counter(
         str(x) for x in range(10))
+
+
+# --- live sources ----------------------------------------------------------------------------------
+
+
+def slow_numbers():
+    """30 records over 1.5 s: one every 50 ms, each in the middle of its slot."""
+    import time
+
+    time.sleep(0.025)
+    for i in range(30):
+        yield i
+        time.sleep(0.05)
+
+
+def test_a_live_generator_fills_processing_time_windows_on_time(make_env):
+    """An empty poll is not the end: 0.5 s windows over a 1.5 s generator give three windows,
+    with every record once."""
+    from gyreflow.api import GeneratorSource, TimeTumblingWindow
+
+    env = make_env(1)
+    pipeline = env.pipeline("live")
+
+    @pipeline.task
+    def job(ctx):
+        ctx.source(GeneratorSource(slow_numbers), TimeTumblingWindow(0.5)).collect("numbers")
+
+    by_window = pipeline.execute()["job"].by_window("numbers")
+    assert [n for w in sorted(by_window) for n in by_window[w]] == list(range(30))
+    assert len(by_window) == 3, {w: len(v) for w, v in by_window.items()}
+    assert all(5 <= len(v) <= 15 for v in by_window.values()), by_window

@@ -182,7 +182,8 @@ class Task:
             self.reading = _WindowRead.start(window, checkpoint, self.window_spec, self.clock)
         read = self.reading
         budget = read.budget(self.batch_size)
-        batch = self._take(budget)
+        live = getattr(self.source_reader, "live", False)
+        batch = self._poll(budget, read) if live else self._take(budget)
         if read.count == 0:
             crash_point("mid-window", read.window)
         if batch:
@@ -192,14 +193,15 @@ class Task:
                 self.head.process(batch)
             else:
                 self.emitter.emit(batch)
-        # Readers return a short batch only at the end of their input; a full window peeks one
-        # record ahead so that the last window is known to be last (no empty trailing window).
-        ended = len(batch) < budget
+        # Readers return a short batch only at the end of their input (live readers say when it
+        # ended); a full window peeks one record ahead so that the last window is known to be last
+        # (no empty trailing window; a live reader is waited for only in size windows).
+        ended = self.source_reader.exhausted and not self.lookahead if live else len(batch) < budget
         full = read.full(self.clock)
         if ended or full:
             self.source_offset = self.source_reader.offset()  # before the look-ahead below
         if full and not ended:
-            ended = not self._peek()
+            ended = self._live_peek(read) if live and read.deadline is not None else not self._peek()
         if ended or full:
             self.reading = None
             self.exhausted = ended
@@ -211,6 +213,21 @@ class Task:
                              exhausted=ended))
             if ended:
                 self._end_of_input()
+
+    def _live_peek(self, read) -> bool:
+        """A processing-time window of a live reader is over: whether the input ended with it,
+        waiting a little (a tenth of the window, at most 0.1 s) for the end or the next record."""
+        grace = min(0.1, getattr(self.window_spec, "seconds", 1.0) / 10)
+        self.lookahead = self.source_reader.poll(1, grace)
+        return not self.lookahead and self.source_reader.exhausted
+
+    def _poll(self, count: int, read) -> list:
+        """Up to ``count`` records of a live reader, waiting no longer than the window lasts."""
+        if self.lookahead:
+            batch, self.lookahead = self.lookahead, []
+            return batch
+        timeout = None if read.deadline is None else max(0.0, read.deadline - self.clock())
+        return self.source_reader.poll(count, timeout)
 
     def _take(self, count: int) -> list:
         if self.lookahead:
