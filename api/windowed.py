@@ -143,6 +143,15 @@ class WindowedStream:
                 raise TypeError(msg)
         return self._build(windowing.Aggregation.of(function))
 
+    def apply(self, fn: Callable):
+        """Call ``fn(key, records, window)`` once per key and window with the window's records
+        (in arrival order); its return value is the window's value. ``window`` has ``start`` and
+        ``end`` for event-time windows, ``window`` (the id) for processing windows."""
+        if not callable(fn):
+            msg = f"apply needs a function, got {type(fn).__name__}"
+            raise TypeError(msg)
+        return self._build(windowing.collecting(fn))
+
     def top(self, k: int, by: Callable = _identity):
         """The ``k`` records of each key and window with the highest ``by(record)``, best first."""
         if not isinstance(k, int) or k < 1:

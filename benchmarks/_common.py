@@ -50,6 +50,7 @@ Rerun a script and refresh its section of this file with `--write-docs`:
 | Spark | `python benchmarks/spark.py --write-docs` |
 | graphs | `python benchmarks/graph.py --write-docs` |
 | soak (constant cost per window) | `python benchmarks/soak.py --write-docs` |
+| Nexmark-style event-time queries | `python benchmarks/nexmark.py --write-docs` |
 
 Every script accepts `--repeat K` (best of K, default 3); see `--help` for the rest
 (`--no-spark` and `--no-bytewax` skip the slower comparison engines).

@@ -304,3 +304,96 @@ def test_window_results_are_records_with_names(make_env):
          .key_by(lambda r: "k").window(Tumbling(1)).count().map(json.dumps).collect())
 
     assert pipeline.execute()["job"].output("collect") == [json.dumps(WindowResult("k", 1.0, 2.0, 1))]
+
+
+# --- several timestamp tasks ------------------------------------------------------------------------
+
+
+def test_the_watermark_is_the_minimum_over_timestamp_tasks(make_env):
+    """Task 0's time runs ten times faster than task 1's. Windows fire by the slower task: had the
+    faster one's watermark counted, task 1's records would all be late."""
+    items = []
+    for j in range(60):
+        items.append(("fast", 10.0 * j))  # read by source task 0 (even positions)
+        items.append(("slow", float(j)))  # read by source task 1
+    env = make_env(2)
+    pipeline = env.pipeline("two-clocks")
+
+    @pipeline.task
+    def job(ctx):
+        windowed = (ctx.source(items, SizeTumblingWindow(6)).with_parallelism(2)
+                    .with_timestamps(lambda r: r[1], max_delay=0.0).with_parallelism(2)
+                    .key_by(lambda r: r[0]).window(Tumbling(30)))
+        counts = windowed.count()
+        counts.collect("counts")
+        counts.late().collect("late")
+
+    result = pipeline.execute()["job"]
+    assert result.output("late") == []
+    want = Counter((key, (ts // 30) * 30) for key, ts in items)
+    got = {(r.key, r.start): r.value for r in result.output("counts")}
+    assert got == dict(want)
+
+
+def quiet_second_task(task_index, parallelism):
+    """Task 0: 40 records over 0.4 s of processing time; task 1: nothing for 1.2 s, then ends."""
+    import time
+
+    if task_index == 0:
+        for i in range(40):
+            yield ("k", float(i))
+            time.sleep(0.01)
+    time.sleep(1.2 if task_index == 1 else 0.8)
+
+
+@pytest.mark.parametrize("idle_timeout", [None, 0.25])
+def test_an_idle_timestamp_task_stops_holding_the_watermark(make_env, environment_type,
+                                                            idle_timeout):
+    if environment_type == "spark":
+        pytest.skip("processing-time pacing of live sources is measured on the local environment")
+    from gyreflow.api import GeneratorSource, TimeTumblingWindow
+
+    env = make_env(2)
+    pipeline = env.pipeline("idle")
+
+    @pipeline.task
+    def job(ctx):
+        (ctx.source(GeneratorSource(quiet_second_task), TimeTumblingWindow(0.2)).with_parallelism(2)
+         .with_timestamps(lambda r: r[1], idle_timeout=idle_timeout).with_parallelism(2)
+         .key_by(lambda r: r[0]).window(Tumbling(10)).count().collect("counts"))
+
+    by_window = pipeline.execute()["job"].by_window("counts")
+    results = sorted((r.start, r.value) for rs in by_window.values() for r in rs)
+    assert results == [(0.0, 10), (10.0, 10), (20.0, 10), (30.0, 10)]
+    last = max(by_window)
+    early = [w for w, rs in by_window.items() if rs and w < last]
+    if idle_timeout is None:
+        assert not early, "windows fired while a silent task held the watermark back"
+    else:
+        assert early, "the idle task still held the watermark back"
+
+
+def test_a_window_function_sees_its_window_and_records(make_env):
+    data = events(7, "disorder", count=120)
+    env = make_env(2)
+    pipeline = env.pipeline("apply")
+
+    @pipeline.task
+    def job(ctx):
+        (ctx.source(data, SizeTumblingWindow(40)).with_parallelism(1)
+         .with_timestamps(lambda e: e["ts"], max_delay=3.0).with_parallelism(1)
+         .key_by(lambda e: e["key"]).window(Tumbling(10))
+         .apply(lambda key, records, w: (key, w.start, w.end, sorted(r["value"] for r in records)))
+         .collect("event"))
+        (ctx.source(data, SizeTumblingWindow(40)).with_parallelism(1).key_by(lambda e: e["key"])
+         .window().apply(lambda key, records, w: (w.window, len(records))).collect("processing"))
+
+    result = pipeline.execute()["job"]
+    groups, _ = expected_groups(data, "tumbling:10", 3.0)
+    want = sorted((k, s, e, sorted(r["value"] for r in v)) for (k, s, e), v in groups.items())
+    assert sorted(r.value for r in result.output("event")) == want
+    assert all((r.key, r.start, r.end) == r.value[:3] for r in result.output("event"))
+    for window in range(1, 4):
+        chunk = Counter(e["key"] for e in data[(window - 1) * 40:window * 40])
+        got = dict(result.by_window("processing")[window])
+        assert got == {key: (window, n) for key, n in chunk.items()}

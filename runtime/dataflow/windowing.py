@@ -96,6 +96,26 @@ class Aggregation:
         return cls(function.init, function.add, function.merge, function.result)
 
 
+class EventWindow(NamedTuple):
+    """The event-time window a window function runs for: ``[start, end)``."""
+
+    start: float
+    end: float
+
+
+def collecting(fn: Callable) -> Aggregation:
+    """The window's records, handed to ``fn(key, records, window)`` when the window ends;
+    ``window`` is an ``EventWindow`` (event time) or a ``WindowContext`` (processing windows)."""
+    aggregation = Aggregation(list, _append, lambda a, b: a + b)
+    aggregation.window_fn = fn
+    return aggregation
+
+
+def _append(acc: list, record) -> list:
+    acc.append(record)
+    return acc
+
+
 def counting() -> Aggregation:
     return Aggregation(lambda: 0, lambda acc, _r: acc + 1, lambda a, b: a + b)
 
@@ -417,11 +437,14 @@ class EventWindowOperator(Operator):
             return
         out.sort(key=lambda r: (r[1], r[2]))
         result = self.aggregation.result
+        window_fn = getattr(self.aggregation, "window_fn", None)
         fired_results = []
         key = None
         try:
             for key, start, end, acc in out:
-                fired_results.append(WindowResult(key, start, end, frozen(result(acc))))
+                value = (result(acc) if window_fn is None
+                         else window_fn(key, acc, EventWindow(start, end)))
+                fired_results.append(WindowResult(key, start, end, frozen(value)))
         except Exception as exc:
             raise RecordError(self.name, key, exc) from exc
         self._emit(fired_results)
@@ -532,11 +555,15 @@ class WindowAggregateOperator(Operator):
     def finish(self, window: int) -> None:
         partial, self.partial = self.partial, {}
         result = self.aggregation.result
+        window_fn = getattr(self.aggregation, "window_fn", None)
+        ctx = self.ctx
+        context = WindowContext(window, ctx.task_index, ctx.parallelism)
         out = []
         key = None
         try:
             for key, acc in partial.items():
-                out.append((key, frozen(result(acc))))
+                value = result(acc) if window_fn is None else window_fn(key, acc, context)
+                out.append((key, frozen(value)))
         except Exception as exc:
             raise RecordError(self.name, key, exc) from exc
         self._emit(out)
