@@ -331,7 +331,11 @@ class RocksDBSnapshotStore(SnapshotStore):
         base = os.path.join(self._job_dir(job), "records")
         if not os.path.isdir(base):
             return []
-        return [os.path.join(base, name) for name in sorted(os.listdir(base))]
+        # Only databases this store names (``<kind>:<name>:<index>``, quoted): a stray file or
+        # folder someone left there is no record of the job.
+        return [os.path.join(base, name) for name in sorted(os.listdir(base))
+                if urllib.parse.unquote(name).count(":") >= 2
+                and os.path.isdir(os.path.join(base, name))]
 
     def lock_job(self, job: str):
         from gyreflow.state.job_lock import FileJobLock

@@ -143,3 +143,15 @@ def test_state_that_lost_writes_is_refused(what, tmp_path):
     done = run(tmp_path, "rocksdb", LINES, "--resume")
     assert_refused(done, "table=count", "is missing")
     assert_untouched(tmp_path, before)
+
+
+def test_stray_files_in_records_are_ignored(tmp_path):
+    """Files someone left among the records databases are not records of the job."""
+    crashed(tmp_path, "rocksdb")
+    records = tmp_path / "state" / "word-count%2Fword_count" / "records"
+    (records / "notes.txt").write_text("left here by someone\n", encoding="utf-8")
+    (records / "backup").mkdir()
+    done = run(tmp_path, "rocksdb", LINES, "--resume")
+    assert done.returncode == 0, done.stderr
+    assert parse(tmp_path) == word_count_oracle(LINES, WINDOW)
+
