@@ -17,7 +17,8 @@ from gyreflow.api.windows import (
     Tumbling,
     Window,
 )
-from gyreflow.runtime.dataflow.windowing import LateRecord, WindowContext, WindowResult
+from gyreflow.runtime.dataflow.event_time import EventWindow, LateRecord, WindowResult
+from gyreflow.runtime.dataflow.windowing import WindowContext
 from gyreflow.runtime.errors import UserFunctionError
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "ConfigError",
     "Environment",
     "EventTimeStream",
+    "EventWindow",
     "FileSink",
     "FileSource",
     "GeneratorSource",

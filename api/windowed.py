@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 from gyreflow.plan import operators as specs
 from gyreflow.runtime.dataflow import windowing
-from gyreflow.runtime.dataflow.windowing import LateRecord, WindowResult
+from gyreflow.runtime.dataflow.event_time import LateRecord, WindowResult
 
 
 def _is_result(item) -> bool:

@@ -336,14 +336,15 @@ def test_the_watermark_is_the_minimum_over_timestamp_tasks(make_env):
 
 
 def quiet_second_task(task_index, parallelism):
-    """Task 0: 40 records over 0.4 s of processing time; task 1: nothing for 1.2 s, then ends."""
+    """Task 0: 40 records over 0.4 s of processing time, ends at 0.6 s; task 1: nothing for 1.2 s,
+    then ends (the last of the two)."""
     import time
 
     if task_index == 0:
         for i in range(40):
             yield ("k", float(i))
             time.sleep(0.01)
-    time.sleep(1.2 if task_index == 1 else 0.8)
+    time.sleep(1.2 if task_index == 1 else 0.2)
 
 
 @pytest.mark.parametrize("idle_timeout", [None, 0.25])

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from gyreflow.plan.graph import Partitioning
 from gyreflow.plan.operators import identity
 from gyreflow.runtime.dataflow.channels import END_OF_INPUT, Barrier
-from gyreflow.runtime.dataflow.windowing import Watermark
+from gyreflow.runtime.dataflow.event_time import Watermark
 from gyreflow.runtime.errors import RecordError
 from gyreflow.state.keygroups import key_group_of, task_of_key_group
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gyreflow.plan import operators as specs
-from gyreflow.runtime.dataflow import windowing
+from gyreflow.runtime.dataflow import event_time, windowing
 from gyreflow.runtime.dataflow.graph_operator import GraphOperator
 from gyreflow.runtime.dataflow.operators import (
     AggregateOperator,
@@ -47,9 +47,9 @@ def build_operator(name: str, spec: specs.OperatorSpec) -> Operator:
     if isinstance(spec, specs.ContextMapSpec):
         return windowing.ContextMapOperator(name, spec.fn)
     if isinstance(spec, specs.TimestampSpec):
-        return windowing.TimestampOperator(name, spec.ts_fn, spec.max_delay, spec.idle_timeout)
+        return event_time.TimestampOperator(name, spec.ts_fn, spec.max_delay, spec.idle_timeout)
     if isinstance(spec, specs.EventWindowSpec):
-        return windowing.EventWindowOperator(name, spec.key_fn, spec.assigner, spec.aggregation)
+        return event_time.EventWindowOperator(name, spec.key_fn, spec.assigner, spec.aggregation)
     if isinstance(spec, specs.WindowAggregateSpec):
         if spec.aggregation is None:
             key_fn = None if spec.key_fn is specs.identity else spec.key_fn

@@ -1,0 +1,371 @@
+"""Event time: timestamps and per-record watermarks, and keyed event-time windows (tumbling,
+sliding, session) that fire once the watermark passes their end, with late records on the side.
+
+Watermarks are computed per record at the source (the largest timestamp seen before it minus the
+allowed delay) and travel two ways: inside every record (what it is judged against), and as a
+``Watermark`` batch that each timestamp task broadcasts at the end of each processing window (so that
+tasks which received no record learn how far time went; +infinity at the end of the input). Every
+piece of state (the largest timestamp, each source's watermark, open windows and their accumulators)
+lives in keyed state tables, so it is snapshotted with the window and restored exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from datetime import datetime
+from typing import NamedTuple
+
+from gyreflow.runtime.dataflow.operators import Operator, frozen
+from gyreflow.runtime.errors import RecordError
+from gyreflow.state.keygroups import key_group_of
+
+INF = math.inf
+_NOTHING = object()
+
+
+class Watermark(NamedTuple):
+    """Source task ``source`` of ``of`` has seen time up to ``value``; ``idle``: it stopped holding
+    the watermark back (no record for its idle timeout)."""
+
+    source: int
+    of: int
+    value: float
+    idle: bool = False
+
+
+class EventWindow(NamedTuple):
+    """The event-time window a window function runs for: ``[start, end)``."""
+
+    start: float
+    end: float
+
+
+class WindowResult(NamedTuple):
+    """One key's result for one event-time window ``[start, end)`` (a session ends at its last
+    event's time plus the gap)."""
+
+    key: object
+    start: float
+    end: float
+    value: object
+
+
+class LateRecord(NamedTuple):
+    """A record every window of which had fired when it arrived (the side output)."""
+
+    record: object
+
+
+def is_watermark_batch(batch: list) -> bool:
+    """Whether ``batch`` is a watermark announcement (sent to every downstream task)."""
+    return len(batch) == 1 and type(batch[0]) is Watermark
+
+
+def seconds(value) -> float:
+    """A timestamp as seconds: numbers as they are, ``datetime`` through ``timestamp()``."""
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    msg = f"a timestamp must be seconds (int or float) or a datetime, got {type(value).__name__}"
+    raise TypeError(msg)
+
+
+def own_key(ctx, tag: str):
+    """A state key in the key groups of this task: state of the task rather than of a record key."""
+    groups = ctx.state.key_groups
+    max_parallelism = ctx.state.max_parallelism
+    n = 0
+    while True:
+        key = (tag, ctx.task_index, n)
+        if key_group_of(key, max_parallelism) in groups:
+            return key
+        n += 1
+
+
+# --- timestamps ---------------------------------------------------------------------------------
+
+
+class TimestampOperator(Operator):
+    """Gives each record its event time and the watermark before it: emits ``(ts, watermark,
+    source task, source tasks, record)``, and a ``Watermark`` batch at the end of every processing
+    window."""
+
+    emits_on_finish = True
+
+    def __init__(self, name: str, ts_fn: Callable, max_delay: float,
+                 idle_timeout: float | None) -> None:
+        super().__init__(name)
+        self.ts_fn = ts_fn
+        self.max_delay = float(max_delay)
+        self.idle_timeout = idle_timeout
+        self.last_record_at = None
+
+    def open(self, ctx) -> None:
+        super().open(ctx)
+        self.table = ctx.state.table(self.name)
+        self.key = own_key(ctx, "max-ts")
+
+    def process(self, batch: list) -> None:
+        self.records_in += len(batch)
+        ts_fn, delay, index, of = self.ts_fn, self.max_delay, self.ctx.task_index, self.ctx.parallelism
+        data = self.table.data
+        latest = data.get(self.key, -INF)
+        out = []
+        record = None
+        try:
+            for record in batch:
+                ts = ts_fn(record)
+                if type(ts) is not float:
+                    ts = seconds(ts)
+                out.append((ts, latest - delay, index, of, record))
+                if ts > latest:
+                    latest = ts
+        except Exception as exc:
+            raise RecordError(self.name, record, exc) from exc
+        if batch:
+            data[self.key] = latest
+            self.table.mark_changed((self.key,))
+            self.last_record_at = _now()
+        self._emit(out)
+
+    def finish(self, window: int) -> None:
+        ctx = self.ctx
+        latest = self.table.data.get(self.key, -INF)
+        idle = False
+        if self.idle_timeout is not None and not getattr(ctx, "input_ended", False):
+            now = _now()
+            if self.last_record_at is None:
+                self.last_record_at = now
+            idle = now - self.last_record_at >= self.idle_timeout
+        value = INF if getattr(ctx, "input_ended", False) else latest - self.max_delay
+        self.out([Watermark(ctx.task_index, ctx.parallelism, value, idle)])
+
+
+def _now() -> float:
+    import time
+
+    return time.monotonic()
+
+
+class _Watermarks:
+    """The watermark of each upstream timestamp task and their minimum (idle ones left out), kept
+    in a state table under a key of this task (read back lazily: tables are restored after open)."""
+
+    def __init__(self, table, ctx) -> None:
+        self.table = table
+        self.key = own_key(ctx, "watermarks")
+        self.sources: dict[int, tuple[float, bool]] = {}  # source -> (watermark, idle)
+        self.of = 0
+        self.current = -INF
+        self.loaded = False
+
+    def load(self) -> None:
+        """Read what was restored; entries of tasks of an earlier layout keep the furthest."""
+        self.loaded = True
+        for entry in list(self.table.data.values()):
+            of, sources = entry
+            self.of = max(self.of, of)
+            for source, (value, idle) in sources.items():
+                before = self.sources.get(source)
+                self.sources[source] = (value if before is None else max(value, before[0]), idle)
+        self.current = self._minimum()
+
+    def _minimum(self) -> float:
+        if self.of == 0:
+            return -INF
+        values = []
+        for source in range(self.of):
+            value, idle = self.sources.get(source, (-INF, False))
+            if not idle:
+                values.append(value)
+        return min(values) if values else max(v for v, _ in self.sources.values())
+
+    def see(self, source: int, of: int, value: float, idle: bool = False) -> None:
+        before = self.sources.get(source)
+        if before is None or value > before[0] or idle != before[1] or of > self.of:
+            self.sources[source] = (value if before is None else max(value, before[0]), idle)
+            self.of = max(self.of, of)
+            self.current = self._minimum()
+            self.table.data[self.key] = (self.of, dict(self.sources))
+            self.table.mark_changed((self.key,))
+
+
+# --- event-time windows -------------------------------------------------------------------------
+
+
+class EventWindowOperator(Operator):
+    """Keyed event-time windows: records join their windows that have not fired (by the watermark
+    before them), windows fire once the watermark passes their end, late records go out as
+    ``LateRecord``. ``assigner`` is ``("tumbling", size)``, ``("sliding", size, slide)`` or
+    ``("session", gap)``."""
+
+    emits_on_finish = True
+
+    def __init__(self, name: str, key_fn: Callable, assigner: tuple, aggregation) -> None:
+        super().__init__(name)
+        self.key_fn = key_fn
+        self.assigner = assigner
+        self.aggregation = aggregation  # a windowing.Aggregation
+
+    def open(self, ctx) -> None:
+        super().open(ctx)
+        self.table = ctx.state.table(self.name)
+        self.marks = _Watermarks(ctx.state.table(self.name + ":watermarks"), ctx)
+        self.pending: list = []  # results of windows fired by a record, emitted at the window's end
+
+    def process(self, batch: list) -> None:
+        if not self.marks.loaded:
+            self.marks.load()
+        if type(batch[0]) is Watermark:
+            for mark in batch:
+                self.marks.see(mark.source, mark.of, mark.value, mark.idle)
+            return
+        self.records_in += len(batch)
+        kind = self.assigner[0]
+        if kind == "session":
+            self._sessions(batch)
+        else:
+            self._fixed(batch)
+
+    def _fixed(self, batch: list) -> None:
+        marks, key_fn = self.marks, self.key_fn
+        init, add = self.aggregation.init, self.aggregation.add
+        data, changed = self.table.data, self.table.changed
+        size = self.assigner[1]
+        slide = self.assigner[2] if len(self.assigner) > 2 else size
+        late = []
+        item = None
+        try:
+            for item in batch:
+                ts, before, source, of, record = item
+                if before > marks.sources.get(source, (-INF, False))[0] or of > marks.of:
+                    marks.see(source, of, before)
+                wm = marks.current
+                key = key_fn(record)
+                entry = data.get(key)
+                joined = False
+                for start in _starts(ts, size, slide):
+                    if start + size <= wm:
+                        continue  # fired
+                    if entry is None:
+                        entry = data[key] = {}
+                    acc = entry.get(start, _NOTHING)
+                    entry[start] = add(init() if acc is _NOTHING else acc, record)
+                    joined = True
+                if joined:
+                    changed.add(key)
+                else:
+                    late.append(LateRecord(record))
+        except Exception as exc:
+            raise RecordError(self.name, item[4] if isinstance(item, tuple) else item, exc) from exc
+        self._emit(late)
+
+    def _sessions(self, batch: list) -> None:
+        marks, key_fn = self.marks, self.key_fn
+        agg = self.aggregation
+        data, changed = self.table.data, self.table.changed
+        gap = self.assigner[1]
+        late = []
+        item = None
+        try:
+            for item in batch:
+                ts, before, source, of, record = item
+                if before > marks.sources.get(source, (-INF, False))[0] or of > marks.of:
+                    marks.see(source, of, before)
+                wm = marks.current
+                key = key_fn(record)
+                sessions = data.get(key)
+                if sessions:
+                    self._close_sessions(key, sessions, wm)
+                merged = [s for s in sessions or () if ts <= s[1] + gap and s[0] <= ts + gap]
+                if not merged and ts + gap <= wm:
+                    late.append(LateRecord(record))
+                    continue
+                parts = sorted([*((s[0], s[2]) for s in merged),
+                                (ts, agg.add(agg.init(), record))], key=lambda part: part[0])
+                acc = parts[0][1]
+                for _, more in parts[1:]:
+                    acc = agg.merge(acc, more)
+                start = min(ts, *(s[0] for s in merged)) if merged else ts
+                last = max(ts, *(s[1] for s in merged)) if merged else ts
+                rest = [s for s in sessions or () if not any(s is m for m in merged)]
+                rest.append((start, last, acc))
+                rest.sort(key=lambda s: s[0])
+                data[key] = rest
+                changed.add(key)
+        except Exception as exc:
+            raise RecordError(self.name, item[4] if isinstance(item, tuple) else item, exc) from exc
+        self._emit(late)
+
+    def _close_sessions(self, key, sessions: list, wm: float) -> None:
+        gap = self.assigner[1]
+        keep = []
+        for start, last, acc in sessions:
+            if last + gap <= wm:
+                self.pending.append((key, start, last + gap, acc))
+            else:
+                keep.append((start, last, acc))
+        if len(keep) != len(sessions):
+            sessions[:] = keep
+            self.table.changed.add(key)
+
+    def finish(self, window: int) -> None:
+        if not self.marks.loaded:
+            self.marks.load()
+        wm = self.marks.current
+        out = self.pending  # sessions closed below are added to it too
+        table = self.table
+        data = table.data
+        session = self.assigner[0] == "session"
+        size = self.assigner[1]
+        emptied = []
+        for key, entry in data.items():
+            if session:
+                before = len(entry)
+                self._close_sessions(key, entry, wm)
+                if len(entry) != before:
+                    table.changed.add(key)
+            else:
+                fired = [start for start in entry if start + size <= wm]
+                for start in fired:
+                    out.append((key, start, start + size, entry.pop(start)))
+                if fired:
+                    table.changed.add(key)
+            if not entry:
+                emptied.append(key)
+        for key in emptied:
+            table.delete(key)
+        self.pending = []
+        if not out:
+            return
+        out.sort(key=lambda r: (r[1], r[2]))
+        result = self.aggregation.result
+        window_fn = getattr(self.aggregation, "window_fn", None)
+        fired_results = []
+        key = None
+        try:
+            for key, start, end, acc in out:
+                value = (result(acc) if window_fn is None
+                         else window_fn(key, acc, EventWindow(start, end)))
+                fired_results.append(WindowResult(key, start, end, frozen(value)))
+        except Exception as exc:
+            raise RecordError(self.name, key, exc) from exc
+        self._emit(fired_results)
+
+
+def _starts(ts: float, size: float, slide: float) -> list[float]:
+    """The starts of the windows ``[k * slide, k * slide + size)`` holding ``ts``, oldest first."""
+    last = math.floor(ts / slide)
+    while last * slide > ts:  # division rounded up across a boundary
+        last -= 1
+    while (last + 1) * slide <= ts:
+        last += 1
+    first = last
+    while (first - 1) * slide + size > ts:
+        first -= 1
+    return [k * slide for k in range(first, last + 1)]
+
+
+
