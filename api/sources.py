@@ -101,6 +101,7 @@ class _LiveIteratorReader(_IteratorReader):
     def __init__(self, make: Callable[[], Iterator]) -> None:
         self._make = make
         self._consumed = 0
+        self._restarted = False
         self._start(make())
 
     def _start(self, iterator: Iterator) -> None:
@@ -141,6 +142,18 @@ class _LiveIteratorReader(_IteratorReader):
             return out
         if not self._thread.is_alive() and self._thread.ident is None:
             self._thread.start()
+        if self._restarted:
+            # The generator was started again and walked to the offset (a resume, or a task built
+            # afresh for a window): wait for its next record, so that a short window cannot end
+            # empty again and again while a slow generator catches up.
+            self._restarted = False
+            first = self._queue.get()
+            if first is self._END:
+                self._ended = True
+                if self._error is not None:
+                    raise self._error
+                return out
+            out.append(first)
         deadline = None if timeout is None else time.monotonic() + timeout
         while len(out) < max_records:
             try:
@@ -172,6 +185,7 @@ class _LiveIteratorReader(_IteratorReader):
         iterator = self._make()
         skipped = sum(1 for _ in itertools.islice(iterator, int(offset)))
         self._consumed = skipped
+        self._restarted = True
         self._start(iterator)
 
     def close(self) -> None:
