@@ -47,24 +47,35 @@ def events(seed: int, kind: str, count: int = 400) -> list[dict]:
     return out
 
 
-def run_windows(make_env, data: list[dict], assigner, agg: str, max_delay: float,
-                parallelism: int = 1, lines_per_window: int = 50, **config):
+def run_windows(make_env, data: list[dict], assigner, aggs, max_delay: float,
+                parallelism: int = 1, lines_per_window: int | None = None, **config):
+    """``(result lines, late records)`` of the aggregation ``aggs`` (or a dict of them by name,
+    when ``aggs`` is a list: one pipeline computes them all). Processing windows: 50 records
+    locally; 200 on Spark, where each is a Spark job (the results never depend on it)."""
     env = make_env(parallelism, **config)
+    if lines_per_window is None:
+        lines_per_window = 200 if env.config["environment.type"] == "spark" else 50
+    names = [aggs] if isinstance(aggs, str) else list(aggs)
     pipeline = env.pipeline("event-time-test")
 
     @pipeline.task
     def job(ctx):
         source = ctx.source(data, SizeTumblingWindow(lines_per_window)).with_parallelism(1)
-        windowed = (source.with_timestamps(lambda e: e["ts"], max_delay=max_delay)
-                    .with_parallelism(1).key_by(lambda e: e["key"]).window(assigner))
+        timed = source.with_timestamps(lambda e: e["ts"], max_delay=max_delay).with_parallelism(1)
         value = (lambda e: e["value"])  # noqa: E731
-        results = windowed.count() if agg == "count" else getattr(windowed, agg)(value)
-        results.collect("results")
-        results.late().collect("late")
+        for agg in names:
+            windowed = timed.key_by(lambda e: e["key"]).window(assigner)
+            results = windowed.count() if agg == "count" else getattr(windowed, agg)(value)
+            results.collect(f"results-{agg}")
+            results.late().collect(f"late-{agg}")
 
     result = pipeline.execute()["job"]
-    lines = sorted((r.key, r.start, r.end, r.value) for r in result.output("results"))
-    return lines, sorted(result.output("late"), key=json.dumps)  # from parallel tasks: any order
+    out = {}
+    for agg in names:
+        lines = sorted((r.key, r.start, r.end, r.value) for r in result.output(f"results-{agg}"))
+        late = sorted(result.output(f"late-{agg}"), key=json.dumps)  # parallel tasks: any order
+        out[agg] = (lines, late)
+    return out[aggs] if isinstance(aggs, str) else out
 
 
 CASES = [
@@ -92,14 +103,16 @@ def test_windows_and_late_records_match_the_record_by_record_oracle(make_env, as
         assert late, "the generated input has records far behind the watermark"
 
 
-def test_results_do_not_depend_on_batches_or_processing_windows(make_env):
+def test_results_do_not_depend_on_batches_or_processing_windows(make_env, environment_type):
     """The watermark moves with every record: batch size and processing-window size change when
-    results are published, never what they are."""
+    results are published, never what they are (Spark: fewer, larger windows; each is a job)."""
     data = events(2, "disorder")
+    shapes = ((400, 1024), (7, 1), (33, 5)) if environment_type == "local" else ((400, 1024),
+                                                                                 (133, 3))
     runs = [run_windows(make_env, data, Sliding(6, 2), "sum", 1.5, lines_per_window=size,
                         **{"runtime.batch_size": batch})
-            for size, batch in ((400, 1024), (7, 1), (33, 5))]
-    assert runs[0] == runs[1] == runs[2]
+            for size, batch in shapes]
+    assert all(run == runs[0] for run in runs)
 
 
 @pytest.fixture(scope="module")
@@ -146,8 +159,8 @@ def test_window_results_match_a_pyspark_dataframe_group_by(make_env, spark, assi
     _, late = expected(data, window, "count", delay)
     late_ids = {id(e) for e in late}
     on_time = [e for e in data if id(e) not in late_ids]
-    counts, got_late = run_windows(make_env, data, assigner, "count", delay, parallelism=2)
-    sums, _ = run_windows(make_env, data, assigner, "sum", delay, parallelism=2)
+    both = run_windows(make_env, data, assigner, ["count", "sum"], delay, parallelism=2)
+    (counts, got_late), (sums, _) = both["count"], both["sum"]
     assert got_late == sorted(late, key=json.dumps)
     merged = [(c[0], c[1], c[2], c[3], s[3]) for c, s in zip(counts, sums, strict=True)]
     assert merged == dataframe_oracle(spark, on_time, window)
@@ -174,7 +187,7 @@ def test_top_and_aggregate_per_event_time_window(make_env):
 
     @pipeline.task
     def job(ctx):
-        timed = (ctx.source(data, SizeTumblingWindow(64)).with_parallelism(1)
+        timed = (ctx.source(data, SizeTumblingWindow(200)).with_parallelism(1)
                  .with_timestamps(lambda e: e["ts"], max_delay=3.0).with_parallelism(1))
         (timed.key_by(lambda e: e["key"]).window(Tumbling(10))
          .top(2, by=lambda e: (e["value"], -e["ts"])).collect("top"))
@@ -321,7 +334,7 @@ def test_the_watermark_is_the_minimum_over_timestamp_tasks(make_env):
 
     @pipeline.task
     def job(ctx):
-        windowed = (ctx.source(items, SizeTumblingWindow(6)).with_parallelism(2)
+        windowed = (ctx.source(items, SizeTumblingWindow(12)).with_parallelism(2)
                     .with_timestamps(lambda r: r[1], max_delay=0.0).with_parallelism(2)
                     .key_by(lambda r: r[0]).window(Tumbling(30)))
         counts = windowed.count()

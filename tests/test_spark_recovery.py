@@ -45,9 +45,10 @@ from _postgres import POSTGRES_SECRET
 from test_recovery import is_staged_window, word_count_oracle
 from test_recovery import read_dir as read_staged_dir
 
-# One worker runs this module: its uninterrupted reference run (a Spark job in a process of its own)
-# is made once, not once per parallel worker.
-pytestmark = pytest.mark.xdist_group("spark-recovery")
+# The tests that need the uninterrupted reference run (a Spark job in a process of its own) share
+# one worker, so that it is made once; the crash-point tests compare with the oracle and spread over
+# every worker.
+REFERENCE_GROUP = pytest.mark.xdist_group("spark-recovery")
 
 ROOT = Path(__file__).resolve().parents[1]
 WORD_COUNT = ROOT / "examples" / "word_count.py"
@@ -380,6 +381,7 @@ def uninterrupted(word_input, tmp_path_factory) -> dict:
 # Tests -------------------------------------------------------------------------------------------
 
 
+@REFERENCE_GROUP
 def test_uninterrupted_spark_run_matches_the_oracle(uninterrupted, word_input):
     _, expected = word_input
     assert uninterrupted["status"] == 0, uninterrupted["log"]
@@ -434,6 +436,7 @@ def test_driver_crash_point_then_resume(point, window, kind, parallelism, resume
         assert committed == window, f"{crash_at}: last completed window {committed}"
 
 
+@REFERENCE_GROUP
 def test_timed_kill_in_a_late_window_then_resume_with_other_parallelism(
         uninterrupted, word_input, state_env, tmp_path):
     """RocksDB: kill the driver about half a window after window 4 was published (so inside window 5
