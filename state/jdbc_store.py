@@ -115,6 +115,10 @@ class JdbcSnapshotStore(SnapshotStore):
             if parsed.get_backend_name() == "sqlite":
                 sa.event.listen(self.engine, "connect", _sqlite_pragmas)
             with self.engine.begin() as conn:
+                if parsed.get_backend_name() == "postgresql":
+                    # Two processes creating the tables at once collide in PostgreSQL's catalog:
+                    # one creates them, the other then finds them.
+                    conn.execute(sa.text("select pg_advisory_xact_lock(7370616)"))
                 METADATA.create_all(conn)
             if parsed.get_backend_name() == "sqlite" and database and database != ":memory:":
                 os.chmod(database, 0o600)  # SQLite gives its -wal and -shm files the same mode

@@ -113,3 +113,26 @@ class CallLog:
 def call_log(tmp_path) -> CallLog:
     """A call recorder that works in every environment (user functions may run in other processes)."""
     return CallLog(tmp_path / "calls.jsonl")
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line(
+        "markers", "spark_subset(keep): on Spark, run only the parameter sets for which "
+        "keep(params) is true (each one is a Spark job; the local environment runs them all)")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Apply ``spark_subset``: the Spark cases it leaves out are reported as deselected."""
+    kept, dropped = [], []
+    for item in items:
+        marker = item.get_closest_marker("spark_subset")
+        callspec = getattr(item, "callspec", None)
+        if (marker is not None and callspec is not None
+                and callspec.params.get("environment_type") == "spark"
+                and not marker.args[0](callspec.params)):
+            dropped.append(item)
+        else:
+            kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept

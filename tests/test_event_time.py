@@ -90,6 +90,8 @@ CASES = [
 ]
 
 
+@pytest.mark.spark_subset(  # on Spark one case per kind of window and the far-late input
+    lambda p: p["window"] in ("tumbling:7.5", "sliding:10:2.5", "session:3", "session:5"))
 @pytest.mark.parametrize(("assigner", "window", "agg", "delay", "kind"), CASES,
                          ids=[f"{c[1]}-{c[2]}-{c[4]}" for c in CASES])
 def test_windows_and_late_records_match_the_record_by_record_oracle(make_env, assigner, window,
@@ -266,13 +268,13 @@ def test_join_table_enriches_with_the_latest_value_and_forgets_after_its_ttl(mak
     """Prices change over windows; orders see the price of their key as of their window's end."""
     rng = random.Random(6)
     stream = []
-    for window in range(1, 9):
+    for window in range(1, 6):
         for _ in range(30):
-            if rng.random() < 0.3 and window < 6:
+            if rng.random() < 0.3 and window < 3:
                 stream.append(("price", rng.choice("xyz"), rng.randrange(100), window))
             else:
                 stream.append(("order", rng.choice("xyzw"), rng.randrange(10), window))
-    by_window = [[r for r in stream if r[3] == w] for w in range(1, 9)]
+    by_window = [[r for r in stream if r[3] == w] for w in range(1, 6)]
     for records in by_window:
         assert len(records) == 30
     env = make_env(2)
@@ -301,10 +303,10 @@ def test_join_table_enriches_with_the_latest_value_and_forgets_after_its_ttl(mak
         want_left[window] = sorted(((o, lasting.get(o[1])) for o in orders), key=repr)
         expiring = {k: v for k, v in expiring.items() if window - v[1] < 2}
     got = result.by_window("joined")
-    assert {w: sorted(got.get(w, [])) for w in range(1, 9)} == want
-    assert not want[8], "the ttl expired every price before the last window"
+    assert {w: sorted(got.get(w, [])) for w in range(1, 6)} == want
+    assert want[3] and not want[5], "prices joined, then the ttl expired them all"
     left = result.by_window("left")
-    assert {w: sorted(left.get(w, []), key=repr) for w in range(1, 9)} == want_left
+    assert {w: sorted(left.get(w, []), key=repr) for w in range(1, 6)} == want_left
 
 
 def test_window_results_are_records_with_names(make_env):

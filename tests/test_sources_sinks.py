@@ -117,6 +117,8 @@ FILE_CASES = {
 }
 
 
+@pytest.mark.spark_subset(  # on Spark every case once and every parallelism twice
+    lambda p: p["parallelism"] == sorted(FILE_CASES).index(p["case"]) % 5 + 1)
 @pytest.mark.parametrize("case", sorted(FILE_CASES))
 @pytest.mark.parametrize("parallelism", [1, 2, 3, 4, 5])
 def test_file_source_reads_every_line_exactly_once(make_env, tmp_path, case, parallelism):

@@ -59,7 +59,12 @@ def chunks(items: list, size: int) -> list[list]:
 # --- size windows ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("length", [0, 1, 2, 3, 4, 5, 6, 7, 9, 10])
+LENGTHS = [0, 1, 2, 3, 4, 5, 6, 7, 9, 10]
+
+
+@pytest.mark.spark_subset(  # on Spark every length once, the sizes in turn
+    lambda p: p["size"] == [1, 3, 5][LENGTHS.index(p["length"]) % 3])
+@pytest.mark.parametrize("length", LENGTHS)
 @pytest.mark.parametrize("size", [1, 3, 5])
 def test_size_window_single_task_exact(make_env, length, size):
     data = [f"r{i}" for i in range(length)]
@@ -68,6 +73,7 @@ def test_size_window_single_task_exact(make_env, length, size):
     assert got == expected
 
 
+@pytest.mark.spark_subset(lambda p: [1, 2, 4].index(p["size"]) + 1 == p["flying"])  # a diagonal
 @pytest.mark.parametrize("size", [1, 2, 4])
 @pytest.mark.parametrize("flying", [1, 2, 3])
 def test_no_empty_trailing_window_when_length_is_a_multiple(make_env, size, flying):
