@@ -229,12 +229,10 @@ class EventWindowOperator(Operator):
         else:
             self._fixed(batch)
 
-    def _fixed(self, batch: list) -> None:
+    def _assign(self, batch: list, place: Callable) -> None:
+        """Judge each record against the watermark before it: ``place(ts, watermark, key, record)``
+        adds it to its open windows and says whether there was one; if not, it is late."""
         marks, key_fn = self.marks, self.key_fn
-        init, add = self.aggregation.init, self.aggregation.add
-        data, changed = self.table.data, self.table.changed
-        size = self.assigner[1]
-        slide = self.assigner[2] if len(self.assigner) > 2 else size
         late = []
         item = None
         try:
@@ -242,62 +240,62 @@ class EventWindowOperator(Operator):
                 ts, before, source, of, record = item
                 if before > marks.sources.get(source, (-INF, False))[0] or of > marks.of:
                     marks.see(source, of, before)
-                wm = marks.current
-                key = key_fn(record)
-                entry = data.get(key)
-                joined = False
-                for start in _starts(ts, size, slide):
-                    if start + size <= wm:
-                        continue  # fired
-                    if entry is None:
-                        entry = data[key] = {}
-                    acc = entry.get(start, _NOTHING)
-                    entry[start] = add(init() if acc is _NOTHING else acc, record)
-                    joined = True
-                if joined:
-                    changed.add(key)
-                else:
+                if not place(ts, marks.current, key_fn(record), record):
                     late.append(LateRecord(record))
         except Exception as exc:
             raise RecordError(self.name, item[4] if isinstance(item, tuple) else item, exc) from exc
         self._emit(late)
 
+    def _fixed(self, batch: list) -> None:
+        init, add = self.aggregation.init, self.aggregation.add
+        data, changed = self.table.data, self.table.changed
+        size = self.assigner[1]
+        slide = self.assigner[2] if len(self.assigner) > 2 else size
+
+        def place(ts: float, wm: float, key, record) -> bool:
+            entry = data.get(key)
+            joined = False
+            for start in _starts(ts, size, slide):
+                if start + size <= wm:
+                    continue  # fired
+                if entry is None:
+                    entry = data[key] = {}
+                acc = entry.get(start, _NOTHING)
+                entry[start] = add(init() if acc is _NOTHING else acc, record)
+                joined = True
+            if joined:
+                changed.add(key)
+            return joined
+
+        self._assign(batch, place)
+
     def _sessions(self, batch: list) -> None:
-        marks, key_fn = self.marks, self.key_fn
         agg = self.aggregation
         data, changed = self.table.data, self.table.changed
         gap = self.assigner[1]
-        late = []
-        item = None
-        try:
-            for item in batch:
-                ts, before, source, of, record = item
-                if before > marks.sources.get(source, (-INF, False))[0] or of > marks.of:
-                    marks.see(source, of, before)
-                wm = marks.current
-                key = key_fn(record)
-                sessions = data.get(key)
-                if sessions:
-                    self._close_sessions(key, sessions, wm)
-                merged = [s for s in sessions or () if ts <= s[1] + gap and s[0] <= ts + gap]
-                if not merged and ts + gap <= wm:
-                    late.append(LateRecord(record))
-                    continue
-                parts = sorted([*((s[0], s[2]) for s in merged),
-                                (ts, agg.add(agg.init(), record))], key=lambda part: part[0])
-                acc = parts[0][1]
-                for _, more in parts[1:]:
-                    acc = agg.merge(acc, more)
-                start = min(ts, *(s[0] for s in merged)) if merged else ts
-                last = max(ts, *(s[1] for s in merged)) if merged else ts
-                rest = [s for s in sessions or () if not any(s is m for m in merged)]
-                rest.append((start, last, acc))
-                rest.sort(key=lambda s: s[0])
-                data[key] = rest
-                changed.add(key)
-        except Exception as exc:
-            raise RecordError(self.name, item[4] if isinstance(item, tuple) else item, exc) from exc
-        self._emit(late)
+
+        def place(ts: float, wm: float, key, record) -> bool:
+            sessions = data.get(key)
+            if sessions:
+                self._close_sessions(key, sessions, wm)
+            merged = [s for s in sessions or () if ts <= s[1] + gap and s[0] <= ts + gap]
+            if not merged and ts + gap <= wm:
+                return False
+            parts = sorted([*((s[0], s[2]) for s in merged),
+                            (ts, agg.add(agg.init(), record))], key=lambda part: part[0])
+            acc = parts[0][1]
+            for _, more in parts[1:]:
+                acc = agg.merge(acc, more)
+            start = min(ts, *(s[0] for s in merged)) if merged else ts
+            last = max(ts, *(s[1] for s in merged)) if merged else ts
+            rest = [s for s in sessions or () if not any(s is m for m in merged)]
+            rest.append((start, last, acc))
+            rest.sort(key=lambda s: s[0])
+            data[key] = rest
+            changed.add(key)
+            return True
+
+        self._assign(batch, place)
 
     def _close_sessions(self, key, sessions: list, wm: float) -> None:
         gap = self.assigner[1]
