@@ -36,6 +36,7 @@ from pathlib import Path
 
 import pytest
 from _postgres import POSTGRES_SECRET
+from _staged_output import is_staged_window, read_dir
 
 from gyreflow.state.sealing import Seal, read_key_file
 from gyreflow.state.snapshot import JobMeta
@@ -220,27 +221,6 @@ def visible_count(directory: Path) -> int:
         return sum(1 for name in os.listdir(directory) if not name.startswith("."))
     except FileNotFoundError:
         return 0
-
-
-def read_dir(directory: Path) -> dict[str, list[str]]:
-    """Every file of ``directory`` (hidden ones included, and those staged in ``.staging/``, named
-    ``.staging/<name>``) -> its lines, sorted."""
-    if not directory.exists():
-        return {}
-    found = {}
-    for path in directory.iterdir():
-        if path.is_dir() and path.name == ".staging":
-            found.update((f".staging/{staged.name}",
-                          sorted(staged.read_text(encoding="utf-8").splitlines()))
-                         for staged in path.iterdir())
-        else:
-            found[path.name] = sorted(path.read_text(encoding="utf-8").splitlines())
-    return found
-
-
-def is_staged_window(name: str) -> bool:
-    """A staged window file or its summary, as ``read_dir`` names it."""
-    return re.fullmatch(r"\.staging/window-\d{6}\.jsonl\.[0-9a-f]+(\.sum)?", name) is not None
 
 
 def assert_same_output(directory: Path, reference: dict[str, list[str]]) -> None:
