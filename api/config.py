@@ -120,6 +120,13 @@ SCHEMA: tuple[ConfigKey, ...] = (
     ConfigKey("state.path", str, ".gyreflow/state", "Where on-disk state lives."),
     ConfigKey("state.url", str, "",
               "SQLAlchemy URL for the jdbc backend (empty = SQLite file under state.path)."),
+    ConfigKey("state.checkpoint_url", str, "",
+              "Where rocksdb snapshots go so that every machine reaches them: a directory every "
+              "node mounts, or an object-store URL through fsspec (s3://bucket/path). Empty: under "
+              "state.path on this machine. Required for rocksdb on a cluster."),
+    ConfigKey("state.checkpoint_options", dict, (),
+              "fsspec options of state.checkpoint_url, dotted keys, e.g. "
+              "{ \"client_kwargs.endpoint_url\" = \"http://127.0.0.1:9000\" }."),
     ConfigKey("state.secret", str, "",
               "Key material authenticating stored state (required for PostgreSQL; empty = a "
               "random key in a 0600 file beside the state)."),

@@ -67,18 +67,41 @@ class MemoryStateBackend(StateBackend):
 
 @attrs.frozen
 class RocksDBStateBackend(StateBackend):
-    """Snapshots in rocksdict databases under ``path`` on local disk."""
+    """Snapshots in rocksdict databases under ``path`` on local disk or, with ``checkpoint_url``,
+    in a shared checkpoint location every node reaches (``state.checkpoint_store``)."""
 
     path: str = ".gyreflow/state"
+    checkpoint_url: str = ""
+    # fsspec options of the checkpoint location, dotted keys (``client_kwargs.endpoint_url``)
+    storage_options: tuple[tuple[str, str], ...] = ()
     name = "rocksdb"
 
     def open_store(self) -> SnapshotStore:
+        if self.checkpoint_url:
+            from gyreflow.state.checkpoint_store import CheckpointSnapshotStore
+
+            return CheckpointSnapshotStore(self.checkpoint_url, self.secret,
+                                           _nested(self.storage_options))
         from gyreflow.state.rocksdb_store import RocksDBSnapshotStore
 
         return RocksDBSnapshotStore(self.path, secret=self.secret)
 
     def describe(self) -> str:
+        if self.checkpoint_url:
+            return f"rocksdb with checkpoints at {self.checkpoint_url}"
         return f"rocksdb at {os.path.abspath(self.path)}"
+
+
+def _nested(pairs: tuple[tuple[str, str], ...]) -> dict:
+    """``(("client_kwargs.endpoint_url", u),)`` as ``{"client_kwargs": {"endpoint_url": u}}``."""
+    out: dict = {}
+    for dotted, value in pairs:
+        *parents, last = dotted.split(".")
+        node = out
+        for parent in parents:
+            node = node.setdefault(parent, {})
+        node[last] = value
+    return out
 
 
 @attrs.frozen
@@ -111,7 +134,9 @@ def backend_from_config(config) -> StateBackend:
     if name == "memory":
         return MemoryStateBackend(**common)
     if name == "rocksdb":
-        return RocksDBStateBackend(**common, path=config["state.path"])
+        return RocksDBStateBackend(**common, path=config["state.path"],
+                                   checkpoint_url=config["state.checkpoint_url"],
+                                   storage_options=config["state.checkpoint_options"])
     if name == "jdbc":
         from gyreflow.state.jdbc_store import default_sqlite_url
 

@@ -35,6 +35,7 @@ from gyreflow.state.backends import (
     StateBackend,
     backend_from_config,
 )
+from gyreflow.state.checkpoint_store import CheckpointSnapshotStore
 from gyreflow.state.jdbc_store import META, RECORDS, STATE
 from gyreflow.state.keygroups import key_group_of
 from gyreflow.state.memory_store import MemorySnapshotStore
@@ -46,6 +47,7 @@ from gyreflow.state.snapshot import (
     StateRow,
     TaskRecord,
     TaskSnapshot,
+    chunk_lists,
     dumps,
     encode_value,
     loads,
@@ -111,6 +113,9 @@ def record(value: object, name: str = "numbers", index: int = 0) -> TaskRecord:
 
 
 def backend_kind(overrides: dict) -> str:
+    url = overrides.get("state.checkpoint_url", "")
+    if url:
+        return "checkpoint-s3" if url.startswith("s3://") else "checkpoint-dir"
     if overrides["state.backend"] != "jdbc":
         return overrides["state.backend"]
     return "postgresql" if overrides.get("state.url") else "sqlite"
@@ -327,6 +332,8 @@ def stored_cells(ctx: Ctx, job: str) -> dict[tuple[str, int, bytes], dict[int, b
                     for k, v in [*zip(written, values, strict=True), *((k, None) for k in removed)]:
                         cells.setdefault((table, kg, dumps(k)), {})[version] = encode_value(
                             None if v is None else dumps(v))
+    elif isinstance(store, CheckpointSnapshotStore):
+        cells = checkpoint_cells(store, job)
     else:
         query = sa.select(STATE.c.tbl, STATE.c.kg, STATE.c.k, STATE.c.version, STATE.c.v).where(
             STATE.c.job == job)
@@ -334,6 +341,57 @@ def stored_cells(ctx: Ctx, job: str) -> dict[tuple[str, int, bytes], dict[int, b
             for tbl, kg, k, version, v in conn.execute(query):
                 cells.setdefault((tbl, kg, bytes(k)), {})[version] = bytes(v)
     return cells
+
+
+def checkpoint_cells(store, job: str) -> dict[tuple[str, int, bytes], dict[int, bytes]]:
+    """``stored_cells`` of a checkpoint location: every delta and base object of ``job``."""
+    cells: dict[tuple[str, int, bytes], dict[int, bytes]] = {}
+    for path in store.fs.find(store._job(job)):
+        name = path.rsplit("/", 1)[-1]
+        if "/state/" not in path or not name.endswith((".d", ".b")):
+            continue
+        version = int(name.split(".")[0])
+        table = urllib.parse.unquote(path.split("/")[-3])
+        for chunk in store._read_object(path, table, version, None, job):
+            written, values, removed = chunk_lists(chunk)
+            for k, v in [*zip(written, values, strict=True), *((k, None) for k in removed)]:
+                cells.setdefault((chunk.table, chunk.key_group, dumps(k)), {})[version] = (
+                    encode_value(None if v is None else dumps(v)))
+    return cells
+
+
+def checkpoint_object(store, job: str, *parts: str) -> str:
+    """The path of a checkpoint object of ``job`` (parts quoted as the store quotes them)."""
+    return "/".join([store._job(job), *(urllib.parse.quote(p, safe="") for p in parts)])
+
+
+def damage_checkpoint_frame(store, path: str, key_group: int, fn: Callable[[bytes], bytes]) -> None:
+    """Replace the frame of ``key_group`` in a checkpoint state object with ``fn(frame)``, keeping
+    the object's index (and so the other key groups) intact."""
+    from gyreflow.state.checkpoint_store import _COUNT, _ENTRY, TAG_SIZE
+
+    blob = store.fs.cat_file(path)
+    count = _COUNT.unpack_from(blob, TAG_SIZE)[0]
+    index_end = TAG_SIZE + _COUNT.size + count * _ENTRY.size
+    entries = list(_ENTRY.iter_unpack(blob[TAG_SIZE + _COUNT.size:index_end]))
+    frames, offset = [], index_end
+    for group, length in entries:
+        frame = blob[offset:offset + length]
+        offset += length
+        frames.append((group, fn(frame) if group == key_group else frame))
+    assert key_group in [g for g, _ in entries]
+    seal = store._seals.of(job_of(store, path))
+    index = _COUNT.pack(len(frames)) + b"".join(_ENTRY.pack(g, len(f)) for g, f in frames)
+    store._put(path, seal.tag(store._context(path), index) + index
+               + b"".join(f for _, f in frames), None)
+
+
+def job_of(store, path: str) -> str:
+    return urllib.parse.unquote(path[len(store.root) + 1:].split("/")[0])
+
+
+def damage_checkpoint_object(store, path: str, fn: Callable[[bytes], bytes]) -> None:
+    store._put(path, fn(store.fs.cat_file(path)), None)
 
 
 def total_size(store: SnapshotStore, job: str) -> int:
@@ -379,6 +437,9 @@ def corrupt_row(ctx: Ctx, job: str, victim: StateRow, version: int,
             ctx, lambda k, _: k == chunk_key(kg, version), damage,
             under=os.path.relpath(rocksdb_table_dir(store, job, table),
                                   rocksdb_job_dir(store, job)))
+    elif isinstance(store, CheckpointSnapshotStore):
+        path = checkpoint_object(store, job, "state", table, "kg-0-128", f"{version:012d}.d")
+        damage_checkpoint_frame(store, path, kg, fn)
     else:
         where = sa.and_(STATE.c.job == job, STATE.c.tbl == table, STATE.c.kg == kg,
                         STATE.c.k == key, STATE.c.version == version)
@@ -396,6 +457,8 @@ def corrupt_meta(ctx: Ctx, job: str, meta: JobMeta, fn: Callable[[bytes], bytes]
         body = dumps(attrs.asdict(meta, recurse=False))
         mutate_rocksdb(ctx, lambda key, value: key == b"m" and value.endswith(body),
                        lambda _, value: fn(value))
+    elif isinstance(store, CheckpointSnapshotStore):
+        damage_checkpoint_object(store, checkpoint_object(store, job, "meta"), fn)
     else:
         where = META.c.job == job
         with store.engine.begin() as conn:
@@ -415,6 +478,9 @@ def corrupt_record(ctx: Ctx, job: str, rec: TaskRecord, version: int,
         mutate_rocksdb(ctx, lambda key, value: value.endswith(rec.value) and len(key) == 8
                        and struct.unpack(">Q", key)[0] == version,
                        lambda _, value: fn(value))
+    elif isinstance(store, CheckpointSnapshotStore):
+        damage_checkpoint_object(store, checkpoint_object(
+            store, job, "records", f"{rec.kind}:{rec.name}:{rec.index}", f"{version:012d}"), fn)
     else:
         where = sa.and_(RECORDS.c.job == job, RECORDS.c.kind == rec.kind,
                         RECORDS.c.name == rec.name, RECORDS.c.idx == rec.index,

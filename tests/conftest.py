@@ -71,7 +71,17 @@ def postgres_url() -> str:
     shutil.rmtree(directory, ignore_errors=True)
 
 
-BACKENDS = ["memory", "rocksdb", "sqlite", "postgresql"]
+BACKENDS = ["memory", "rocksdb", "sqlite", "postgresql", "checkpoint-dir", "checkpoint-s3"]
+
+
+@pytest.fixture(scope="session")
+def object_store():
+    """An S3-compatible server on 127.0.0.1 (moto), for checkpoints in an object store."""
+    from _object_store import ObjectStoreServer
+
+    server = ObjectStoreServer()
+    yield server
+    server.stop()
 
 
 @pytest.fixture(params=BACKENDS)
@@ -85,6 +95,11 @@ def backend_overrides(request, tmp_path) -> dict:
         overrides["state.backend"] = "rocksdb"
     elif name == "sqlite":
         overrides["state.backend"] = "jdbc"
+    elif name == "checkpoint-dir":  # rocksdb with its snapshots in a shared directory
+        overrides["state.backend"] = "rocksdb"
+        overrides["state.checkpoint_url"] = str(tmp_path / "checkpoints")
+    elif name == "checkpoint-s3":  # rocksdb with its snapshots in an object store
+        overrides.update(request.getfixturevalue("object_store").new_location())
     else:
         overrides["state.backend"] = "jdbc"
         overrides["state.url"] = request.getfixturevalue("postgres_url")

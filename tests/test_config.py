@@ -59,6 +59,8 @@ def test_defaults():
         "state.max_parallelism": 128,
         "state.path": ".gyreflow/state",
         "state.url": "",
+        "state.checkpoint_url": "",
+        "state.checkpoint_options": (),
         "state.secret": "",
         "state.snapshot_every": 1,
         "state.retained_snapshots": 2,
@@ -201,8 +203,8 @@ def test_unknown_key_in_file_lists_keys_of_section(tmp_path):
         Config.load(path, environ={})
     message = str(info.value)
     assert "[state] bakend" in message and str(path) in message
-    assert ("valid keys of [state]: backend, max_parallelism, path, url, secret, snapshot_every, "
-            "retained_snapshots") in message
+    assert ("valid keys of [state]: backend, max_parallelism, path, url, checkpoint_url, "
+            "checkpoint_options, secret, snapshot_every, retained_snapshots") in message
 
 
 def test_top_level_value_in_file(tmp_path):

@@ -27,6 +27,7 @@ from gyreflow.state.backends import (
     StateBackend,
     backend_from_config,
 )
+from gyreflow.state.checkpoint_store import CheckpointSnapshotStore
 from gyreflow.state.jdbc_store import JdbcSnapshotStore, default_sqlite_url
 from gyreflow.state.memory_store import MemorySnapshotStore
 from gyreflow.state.rocksdb_store import RocksDBSnapshotStore
@@ -225,7 +226,9 @@ def test_backend_configs_are_picklable_and_open_stores_of_their_kind(backend_ove
     store = clone.open_store()
     try:
         expected = {"memory": MemorySnapshotStore, "rocksdb": RocksDBSnapshotStore,
-                    "sqlite": JdbcSnapshotStore, "postgresql": JdbcSnapshotStore}
+                    "sqlite": JdbcSnapshotStore, "postgresql": JdbcSnapshotStore,
+                        "checkpoint-dir": CheckpointSnapshotStore,
+                        "checkpoint-s3": CheckpointSnapshotStore}
         assert isinstance(store, expected[backend_kind(backend_overrides)])
         assert store.location()
     finally:
