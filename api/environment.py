@@ -112,18 +112,43 @@ class SparkEnvironment(Environment):
 
     def __init__(self, config: Config) -> None:
         super().__init__(config)
+        from gyreflow.api.cluster import check_cluster_state, is_cluster_master
         from gyreflow.runtime.spark.host import spark_session
 
+        self.on_cluster = is_cluster_master(config["spark.master"])
+        if self.on_cluster:  # refused before any data moves
+            check_cluster_state(config, self.state_backend)
         self.session = spark_session(config)
+        self._probed: set = set()
 
     def run_task(self, name: str, graph: PipelineGraph, listener: JobListener | None,
                  recovery: RecoveryOptions | None = None) -> TaskResult:
         """Run ``graph`` on Spark."""
         from gyreflow.runtime.spark.host import SparkHost
 
+        if self.on_cluster:
+            self._probe(graph)
         host = SparkHost(self.config, self.state_backend, self.session)
         driver = JobDriver(self.config, host, listener, stop=current_settings().stop)
         return driver.run(name, build_execution_graph(graph), recovery)
+
+
+    def _probe(self, graph: PipelineGraph) -> None:
+        """On a cluster, check once per location that every executor reaches the checkpoint
+        location and the output directories (a directory only the driver sees is refused)."""
+        from gyreflow.api.cluster import input_files, probe_inputs, probe_shared, shared_locations
+
+        sinks = [(v.name, v.spec.sink) for v in graph.vertices
+                 if getattr(v.spec, "sink", None) is not None]
+        sources = [(v.name, v.spec.source) for v in graph.vertices
+                   if getattr(v.spec, "source", None) is not None]
+        locations = [item for item in shared_locations(self.state_backend, sinks)
+                     if item[1] not in self._probed]
+        files = [item for item in input_files(sources) if item[1] not in self._probed]
+        context = self.session().sparkContext
+        probe_shared(context, self.state_backend, locations)
+        probe_inputs(context, files)
+        self._probed.update(location for _, location in [*locations, *files])
 
 
 _ENVIRONMENTS = {"local": LocalEnvironment, "spark": SparkEnvironment}

@@ -299,7 +299,8 @@ class FileSink(Sink):
     The default parallelism is 1: one file per window.
     """
 
-    directory: str = attrs.field(converter=os.fspath)
+    # Absolute from where the job starts: Spark executors resolve nothing in their own folders.
+    directory: str = attrs.field(converter=lambda path: os.path.abspath(os.fspath(path)))
     format: Callable[[int, object], str] = default_json_line
     prefix: str = "window"
     extension: str = ".jsonl"

@@ -312,7 +312,8 @@ class FileSource(Source):
     start in its range.
     """
 
-    path: str = attrs.field(converter=os.fspath)
+    # Absolute from where the job starts: Spark executors resolve nothing in their own folders.
+    path: str = attrs.field(converter=lambda path: os.path.abspath(os.fspath(path)))
     encoding: str = "utf-8"
 
     def __attrs_post_init__(self) -> None:

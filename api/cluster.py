@@ -1,0 +1,156 @@
+"""What a Spark cluster refuses before any data moves: state and output that only the driver reaches.
+
+On ``local[N]`` the driver and the executors share one machine; on a cluster (any other master URL)
+they do not. State must live where every node reaches it: the jdbc backend on a database server, or
+rocksdb with ``state.checkpoint_url``. The memory backend, a local SQLite file and relative paths are
+refused by rule; absolute directories (a checkpoint directory, a FileSink's output) are probed: the
+driver writes a token there and a Spark job on the executors must read it back.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+
+from gyreflow.api.config import ConfigError
+
+_PROBE_NAME = ".gyreflow-cluster-probe-"
+
+
+def is_cluster_master(master: str) -> bool:
+    """Whether ``master`` runs executors outside the driver's machine (anything but ``local``)."""
+    return not master.strip().startswith("local")
+
+
+def check_cluster_state(config, backend) -> None:
+    """Refuse, in one line, state that cannot work on a cluster."""
+    master = config["spark.master"]
+    name = backend.name
+    if name == "memory":
+        msg = (f"state.backend = memory keeps state in one process, which the executors of the "
+               f"cluster {master} cannot reach: use state.backend = rocksdb with "
+               "state.checkpoint_url (a directory every node mounts, or s3://...), or jdbc with a "
+               "PostgreSQL state.url")
+        raise ConfigError(msg)
+    if name == "rocksdb" and not backend.checkpoint_url:
+        msg = (f"state.backend = rocksdb keeps snapshots under state.path on each machine's own disk,"
+               f" so executors of the cluster {master} would each start from empty state: set "
+               "state.checkpoint_url to a directory every node mounts or an object-store URL "
+               "(s3://bucket/path)")
+        raise ConfigError(msg)
+    if name == "rocksdb" and "://" not in backend.checkpoint_url \
+            and not os.path.isabs(backend.checkpoint_url):
+        msg = (f"state.checkpoint_url {backend.checkpoint_url!r} is relative, so each machine of "
+               f"the cluster {master} would resolve it in its own working directory: give an "
+               "absolute path every node mounts, or an object-store URL")
+        raise ConfigError(msg)
+    if name == "jdbc" and backend.url.startswith("sqlite"):
+        msg = (f"state.backend = jdbc on SQLite keeps state in a file of the driver's disk, which "
+               f"executors of the cluster {master} cannot share: set state.url to a PostgreSQL "
+               "server every node reaches (postgresql+psycopg://...)")
+        raise ConfigError(msg)
+
+
+def shared_locations(backend, sinks) -> list[tuple[str, str]]:
+    """``(what, location)`` of the folders executors write and the driver reads, or the other way."""
+    found = []
+    if backend.name == "rocksdb" and backend.checkpoint_url:
+        found.append(("state.checkpoint_url", backend.checkpoint_url))
+    for name, sink in sinks:
+        directory = getattr(sink, "directory", None)
+        if directory is not None:
+            found.append((f"the output of {name!r}", os.fspath(directory)))
+    return found
+
+
+def input_files(sources) -> list[tuple[str, str]]:
+    """``(what, path)`` of the input files executors read."""
+    return [(f"the input of {name!r}", source.path) for name, source in sources
+            if isinstance(getattr(source, "path", None), str)]
+
+
+def probe_inputs(spark_context, files: list[tuple[str, str]]) -> None:
+    """Refuse (``ConfigError``) an input file that some executor cannot read."""
+    if not files:
+        return
+    slots = max(2, spark_context.defaultParallelism) * 2
+    missing = spark_context.parallelize(range(slots), slots).mapPartitions(
+        _file_checker(files)).collect()
+    if missing:
+        what, path, host = missing[0]
+        msg = (f"{what} {path!r} cannot be read by the executor on {host}: on a cluster an input "
+               "file must be on a file system every node mounts")
+        raise ConfigError(msg)
+
+
+def _file_checker(files):
+    def check(_items):
+        import socket
+
+        return iter([(what, path, f"{socket.gethostname()} (pid {os.getpid()})")
+                     for what, path in files if not os.access(path, os.R_OK)])
+
+    return check
+
+
+def probe_shared(spark_context, backend, locations: list[tuple[str, str]]) -> None:
+    """Write a token in each location on the driver; a Spark job reads them on the executors.
+
+    Refuses (``ConfigError``) a location some executor cannot read: a directory only the driver
+    sees. Every executor core gets a probe task, so each executor is asked.
+    """
+    if not locations:
+        return
+    import fsspec
+
+    from gyreflow.state.backends import _nested
+
+    options = _nested(getattr(backend, "storage_options", ()))
+    tokens = []
+    for what, location in locations:
+        is_url = "://" in location and not location.startswith("file://")
+        token = secrets.token_hex(8)
+        try:
+            fs, root = fsspec.core.url_to_fs(location, **(options if is_url else {}))
+            if not is_url:
+                fs.makedirs(root, exist_ok=True)
+            path = f"{root.rstrip('/')}/{_PROBE_NAME}{token}"
+            fs.pipe_file(path, token.encode())
+        except Exception as exc:  # noqa: BLE001 - whatever the cause, the location is unusable
+            msg = f"{what} {location!r} cannot be written ({type(exc).__name__}: {exc})"
+            raise ConfigError(msg) from exc
+        tokens.append((what, location, path, token, is_url))
+    slots = max(2, spark_context.defaultParallelism) * 2
+    try:
+        missing = (spark_context.parallelize(range(slots), slots)
+                   .mapPartitions(_reader(tokens, options)).collect())
+    finally:
+        for _, location, path, _, is_url in tokens:
+            fs, _ = fsspec.core.url_to_fs(location, **(options if is_url else {}))
+            fs.rm_file(path)
+    if missing:
+        what, location, host = missing[0]
+        msg = (f"{what} {location!r} is not reachable from the executor on {host}: on a cluster it "
+               "must be a directory every node mounts (or an object-store URL), not a path of the "
+               "driver's machine")
+        raise ConfigError(msg)
+
+
+def _reader(tokens, options):
+    def read(_items):
+        import socket
+
+        import fsspec
+
+        out = []
+        for what, location, path, token, is_url in tokens:
+            try:
+                fs, _ = fsspec.core.url_to_fs(location, **(options if is_url else {}))
+                ok = fs.cat_file(path) == token.encode()
+            except Exception:  # noqa: BLE001 - unreachable, whatever the reason
+                ok = False
+            if not ok:
+                out.append((what, location, f"{socket.gethostname()} (pid {os.getpid()})"))
+        return iter(out)
+
+    return read
