@@ -116,7 +116,7 @@ def probe_shared(spark_context, backend, locations: list[tuple[str, str]]) -> No
                 fs.makedirs(root, exist_ok=True)
             path = f"{root.rstrip('/')}/{_PROBE_NAME}{token}"
             fs.pipe_file(path, token.encode())
-        except Exception as exc:  # noqa: BLE001 - whatever the cause, the location is unusable
+        except Exception as exc:
             msg = f"{what} {location!r} cannot be written ({type(exc).__name__}: {exc})"
             raise ConfigError(msg) from exc
         tokens.append((what, location, path, token, is_url))
