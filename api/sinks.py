@@ -289,6 +289,12 @@ def _make_dirs(path: str) -> None:
             os.chmod(directory, 0o777 & ~user_umask())
 
 
+def _shown(path: str) -> str:
+    """``path`` relative to the working directory when it lies under it (as users usually give it)."""
+    relative = os.path.relpath(path)
+    return path if relative.startswith(os.pardir) else relative
+
+
 @attrs.frozen(eq=False)
 class FileSink(Sink):
     """One file per window in ``directory``: ``window-000001.jsonl``, ``window-000002.jsonl``, ...
@@ -351,4 +357,4 @@ class FileSink(Sink):
         return [path for _, path in sorted(found)]
 
     def describe(self) -> str:
-        return f"FileSink({self.directory})"
+        return f"FileSink({_shown(self.directory)})"
