@@ -219,11 +219,17 @@ class CheckpointSnapshotStore(SnapshotStore):
         return f"{self.location()} object {relative}"
 
     def _list(self, path: str) -> list[str]:
-        """Base names under ``path`` (none when it does not exist)."""
+        """Base names under ``path`` (none when it does not exist), as they are now: fsspec file
+        systems cache listings per instance, and instances live as long as the (reused) process,
+        so a cached listing would miss what other processes wrote since."""
+        self.fs.invalidate_cache(path)
         try:
             return sorted(posixpath.basename(p.rstrip("/")) for p in self.fs.ls(path, detail=False))
         except FileNotFoundError:
             return []
+
+    def _paths(self, path: str) -> set[str]:
+        return {f"{path}/{name}" for name in self._list(path)}
 
     def _objects(self, path: str) -> list[tuple[int, str]]:
         """``(version, kind)`` of a range's objects, oldest first (a delta before a base)."""
@@ -254,6 +260,7 @@ class CheckpointSnapshotStore(SnapshotStore):
         for table, chunks in by_table.items():
             path = (f"{self._job(job)}/state/{_quote(table)}/kg-{kgs.start}-{kgs.stop}/"
                     f"{_name(version, 'd')}")
+            self.fs.invalidate_cache(path)
             if self.fs.exists(path):  # a version written again: merged into what it wrote
                 chunks = _merged([*self._read_object(path, table, version, None, job), *chunks])
             self._put_chunks(path, chunks, seal, table, version)
@@ -332,6 +339,7 @@ class CheckpointSnapshotStore(SnapshotStore):
 
     def read_meta(self, job: str) -> JobMeta | None:
         path = f"{self._job(job)}/meta"
+        self.fs.invalidate_cache(path)
         if not self.fs.exists(path):
             return None
         seal = self._seals.of(job)
@@ -406,11 +414,12 @@ class CheckpointSnapshotStore(SnapshotStore):
 
     def jobs(self) -> list[str]:
         return sorted(urllib.parse.unquote(name) for name in self._list(self.root)
-                      if self.fs.exists(f"{self.root}/{name}/meta"))
+                      if f"{self.root}/{name}/meta" in self._paths(f"{self.root}/{name}"))
 
     def sizes(self, job: str) -> dict[str, int]:
         out: dict[str, int] = {}
         for unit in self._units(job):
+            self.fs.invalidate_cache(unit)
             total = sum(self.fs.du(unit, total=False).values()) if self.fs.exists(unit) else 0
             if "/records/" in unit:
                 out["records"] = out.get("records", 0) + total

@@ -170,6 +170,27 @@ def test_rewriting_a_version_replaces_its_rows(ctx):
 # --- task records --------------------------------------------------------------------------------
 
 
+def test_a_store_sees_what_another_store_wrote_after_it_last_looked(ctx):
+    """Two stores of one backend, as two processes (or one reused Spark worker) hold them: what one
+    writes after the other listed the job must be what the other reads next, not a cached view."""
+    if ctx.kind == "rocksdb":
+        pytest.skip("a RocksDB database has one writing process at a time, by design")
+    job = ctx.new_job()
+    other = ctx.backend.open_store()
+    if hasattr(other, "fs"):  # another process has a file-system object of its own
+        other.fs = type(other.fs)(**other.fs.storage_options, skip_instance_cache=True)
+    try:
+        ctx.write(None, TaskSnapshot(job, 1, ALL, (row("t", "a", 1),), (record(1),)))
+        assert ctx.read(job, "t", 9) == {dumps("a"): dumps(1)}
+        assert ctx.store.read_record(job, "source", "numbers", 0, 9) == (1, dumps(1))
+        other.write(TaskSnapshot(job, 2, ALL, (row("t", "a", 2), row("t", "b", 2)), (record(2),)))
+        assert ctx.read(job, "t", 9) == {dumps("a"): dumps(2), dumps("b"): dumps(2)}
+        assert ctx.store.read_record(job, "source", "numbers", 0, 9) == (2, dumps(2))
+        ctx.store.verify_reached(job, "t", ALL, 2)
+    finally:
+        other.close()
+
+
 def test_read_record_returns_the_latest_at_or_before_a_version(ctx):
     job = ctx.new_job()
     model = Model()
