@@ -188,8 +188,7 @@ class _FileWriter(SinkWriter):
             return
         for staged, paths in sorted(self._staged_on_disk().items()):
             if self.published < staged <= window:
-                for path in paths:
-                    self._publish(staged, path)
+                self._publish(staged, _one_complete(paths, staged) if len(paths) > 1 else paths[0])
         self.published = window
         _remove_if_empty(self.staging)
 
@@ -201,8 +200,9 @@ class _FileWriter(SinkWriter):
         staged = self._staged_on_disk()
         for number, paths in staged.items():
             if number <= window:
-                for path in paths:
-                    _verify_staged(path, number)
+                if len(paths) > 1:  # copies of a task that ran again: keep one complete copy
+                    staged[number] = paths = [_one_complete(paths, number)]
+                _verify_staged(paths[0], number)
         any_part = re.compile(rf"^{re.escape(self.sink.prefix)}-(\d{{6,}})(-part-\d{{4}})?"
                               rf"{re.escape(self.sink.extension)}$")
         present = {number for number in staged if number <= window}
@@ -245,6 +245,29 @@ class _FileWriter(SinkWriter):
             os.unlink(self.staging_path(window))
         self.open_files.clear()
         _remove_if_empty(self.staging)
+
+
+def _one_complete(paths: list[str], window: int) -> str:
+    """Of a window's staged files of one part (a Spark task that ran again, after its executor was
+    lost, stages the window anew under a run of its own), the first one that checks against its
+    summary; the others (a copy, or what a lost attempt left half-written) are removed."""
+    chosen = None
+    for path in sorted(paths):
+        if chosen is None:
+            try:
+                _verify_staged(path, window)
+            except SnapshotCorruptedError:
+                pass
+            else:
+                chosen = path
+                continue
+        for doomed in (path, path + ".sum"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(doomed)
+    if chosen is None:
+        msg = f"FileSink: no staged copy of window {window} is complete: {', '.join(sorted(paths))}"
+        raise SnapshotCorruptedError(msg)
+    return chosen
 
 
 def _remove_if_empty(staging: str) -> None:

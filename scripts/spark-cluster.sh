@@ -2,7 +2,7 @@
 # Start, stop or inspect a Spark standalone cluster on 127.0.0.1 from the installed pyspark (nothing is
 # downloaded): one master and N workers (default 2), each worker with its own work, local, temporary
 # and working directories under DIR, none of them the driver's. Usage:
-#   eval "$(scripts/spark-cluster.sh start DIR [WORKERS])"   # prints: export GYREFLOW_SPARK_MASTER=spark://...
+#   eval "$(scripts/spark-cluster.sh start DIR [WORKERS])"   # prints: export GYREFLOW_SPARK__MASTER=spark://...
 #   scripts/spark-cluster.sh status DIR                        # the master URL and the live workers
 #   scripts/spark-cluster.sh stop DIR
 # Exit statuses: 0 done; 1 the cluster did not come up (its logs are under DIR); 2 bad usage.
@@ -59,7 +59,7 @@ case "$action" in
     echo "$url" >"$dir/master.url"; echo "$ui" >"$dir/master.ui"
     for _ in $(seq 1 120); do
       [ "$(alive_workers "$ui")" -ge "$workers" ] && {
-        echo "export GYREFLOW_SPARK_MASTER=$url"; exit 0; }
+        echo "export GYREFLOW_SPARK__MASTER=$url"; exit 0; }
       sleep 0.5
     done
     echo "the Spark cluster did not register $workers workers in 60 s; logs: $dir/*.log" >&2

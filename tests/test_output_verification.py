@@ -4,6 +4,7 @@ Staged names are unique per writer, and output files follow the user's umask whi
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -106,6 +107,30 @@ def test_two_writers_of_one_sink_never_share_a_staged_file(tmp_path):
     assert contents == ['"from the first"\n', '"from the second"\n']
     first.close()
     second.close()
+
+
+@pytest.mark.parametrize("how", ["publish", "recover"])
+def test_a_window_staged_again_by_a_task_run_again_is_published_once_and_whole(tmp_path, how):
+    """A Spark task whose executor was lost left a half-written copy of its window (no summary);
+    the task run again staged the whole window under a run of its own. The complete copy is
+    published, once; the half-written one is removed."""
+    records = [{"word": f"w{i}", "count": i} for i in range(50)]
+    sink = FileSink(str(tmp_path / "out"))
+    lost, again = sink.create_writer(0, 1), sink.create_writer(0, 1)
+    lost.write(1, records[:20])
+    lost.open_files[1][0].flush()  # the attempt died here: no summary, part of the records
+    again.write(1, records)
+    again.finish_window(1)
+    publisher = sink.create_writer(0, 1)
+    if how == "publish":
+        publisher.publish(1)
+    else:
+        publisher.recover(1)
+    out = tmp_path / "out"
+    assert sorted(p.name for p in out.iterdir()) == ["window-000001.jsonl"]
+    expected = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    assert (out / "window-000001.jsonl").read_text(encoding="utf-8") == expected
+    lost.open_files.clear()
 
 
 def test_state_files_are_private_and_output_follows_the_umask(tmp_path):
