@@ -376,7 +376,11 @@ def main(argv=None) -> int:
             "checked against `collections.Counter` or the plain PageRank loop before its time "
             "counted.",
             f"Run on {today} with `{command_line()}` ({total:.0f} s in all).  \n{machine_line()}",
-            wc_table, pr_table, win_table, "Targets:\n\n" + "\n".join(f"- {t}" for t in targets)])
+            f"### Word count, {args.words:,} words, two workers", wc_table,
+            f"### PageRank, {args.vertices:,} vertices, {args.edges:,} edges, {args.iterations} "
+            "iterations", pr_table,
+            f"### Seconds per window, {args.windows} windows of 20 lines", win_table,
+            "Targets:\n\n" + "\n".join(f"- {t}" for t in targets)])
         path = update_docs_section("cluster", content)
         err.print(f"[dim]updated {path}[/dim]")
     return 0
