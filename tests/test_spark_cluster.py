@@ -4,15 +4,15 @@ temporary and working directories (none of them the driver's).
 
 Every job is a ``gyreflow run`` in a process of its own (its own Spark application on the cluster):
 
-- a stream (the word count, cumulative counts per window) with rocksdb state in a shared checkpoint
-  directory, and a graph (PageRank) with the state in an object store on 127.0.0.1: each checked
-  against a plain-Python oracle;
+- a graph (PageRank) with the state in an object store on 127.0.0.1, checked against a plain
+  PageRank loop (streams are checked against a Counter oracle by the fault tests below);
 - what cannot work on a cluster (memory state, rocksdb without a checkpoint location, SQLite, a
   relative checkpoint path) is refused with one line and exit 2 before any data moves; an output
   directory that only the driver sees (a private mount of the driver's) is refused by the probe;
 - the driver SIGKILLed mid-run, then ``--resume``: the output is the oracle's;
-- an executor SIGKILLed mid-run: Spark runs its tasks again elsewhere, and the output is still the
-  oracle's (or the job stops with one error line and ``--resume`` finishes it exactly).
+- an executor SIGKILLed mid-run (the word count, state in a shared checkpoint directory): Spark
+  runs its tasks again elsewhere, and the output is still the oracle's (or the job stops with one
+  error line and ``--resume`` finishes it exactly); the executors ran in the workers' own folders.
 """
 
 from __future__ import annotations
@@ -117,20 +117,6 @@ def test_cluster_workers_have_folders_of_their_own(cluster):
     assert len({os.path.realpath(f) for f in folders}) == 6
 
 
-def test_stream_on_the_cluster_matches_the_oracle(cluster, words, tmp_path):
-    master, directory = cluster
-    input_path, expected = words
-    out = tmp_path / "out"
-    job = Job("cluster-stream", tmp_path, input_path, out, shared_state(tmp_path), 2,
-              master=master)
-    status = job.wait()
-    assert status == 0, job.output()
-    assert_output_is_the_oracle(out, expected)
-    # the executors ran in the workers' own folders, not the driver's
-    assert list((directory / "worker-1" / "work").iterdir()) or list(
-        (directory / "worker-2" / "work").iterdir())
-
-
 def test_graph_on_the_cluster_with_state_in_an_object_store(cluster, object_store_server, tmp_path):
     master, _ = cluster
     vertices = list(range(1, 41))
@@ -144,7 +130,7 @@ def test_graph_on_the_cluster_with_state_in_an_object_store(cluster, object_stor
                 "GYREFLOW_SPARK__CONF": json.dumps({"spark.ui.enabled": "false"})})
     done = subprocess.run(
         [sys.executable, "-m", "gyreflow", "run", "--quiet", str(ROOT / "examples" / "pagerank.py"),
-         "--", "--vertices", "v.txt", "--edges", "e.txt", "--iterations", "8", "--parallelism", "2",
+         "--", "--vertices", "v.txt", "--edges", "e.txt", "--iterations", "5", "--parallelism", "2",
          "--output", "ranks"], cwd=tmp_path, env=env, capture_output=True, text=True,
         timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -152,7 +138,7 @@ def test_graph_on_the_cluster_with_state_in_an_object_store(cluster, object_stor
     for line in (tmp_path / "ranks" / "window-000001.txt").read_text().splitlines():
         vertex, rank = line.split()
         ranks[int(vertex)] = float(rank)
-    expected = pagerank_oracle(vertices, edges, True, 0.85, 8)
+    expected = pagerank_oracle(vertices, edges, True, 0.85, 5)
     assert ranks.keys() == expected.keys()
     assert all(abs(ranks[v] - expected[v]) < 1e-9 for v in vertices)
 
@@ -246,3 +232,4 @@ def test_executor_killed_mid_run_the_output_is_still_exact(cluster, words, tmp_p
         assert "Traceback" not in text, text
         resume(tmp_path, input_path, out, state, 2, expected, master=master)
     assert_output_is_the_oracle(out, expected)
+    assert any((directory / f"worker-{i}" / "work").iterdir() for i in (1, 2))

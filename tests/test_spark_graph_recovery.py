@@ -103,11 +103,11 @@ def test_the_oracle_check_can_fail(reference):
 # Two workers share the cases (each makes the reference run once): one worker for all four was the
 # longest path of the suite.
 SECOND_WORKER = pytest.mark.xdist_group("spark-graph-recovery-2")
+# (before-commit is covered on Spark by test_spark_recovery and for graphs by test_graph_recovery.)
 CASES = [
     ("rocksdb", "window-finished:2", 2, 2),
     pytest.param("rocksdb", "after-commit:2", 2, 3, marks=SECOND_WORKER),  # another parallelism
-    ("sqlite", "before-commit:2", 2, 2),
-    pytest.param("sqlite", "mid-publish:1", 1, 1, marks=SECOND_WORKER),
+    ("sqlite", "mid-publish:1", 1, 1),
 ]
 
 
