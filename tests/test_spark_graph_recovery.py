@@ -99,14 +99,12 @@ def test_the_oracle_check_can_fail(reference):
         assert fold(broken) == oracle()
 
 
-# (backend, crash point, graph parallelism of the crashed run, of the resumed run)
-# Two workers share the cases (each makes the reference run once): one worker for all four was the
-# longest path of the suite.
-SECOND_WORKER = pytest.mark.xdist_group("spark-graph-recovery-2")
-# (before-commit is covered on Spark by test_spark_recovery and for graphs by test_graph_recovery.)
+# (backend, crash point, graph parallelism of the crashed run, of the resumed run); one worker runs
+# them all, so the reference run is made once. (before-commit is covered on Spark by
+# test_spark_recovery and for graphs by test_graph_recovery.)
 CASES = [
     ("rocksdb", "window-finished:2", 2, 2),
-    pytest.param("rocksdb", "after-commit:2", 2, 3, marks=SECOND_WORKER),  # another parallelism
+    ("rocksdb", "after-commit:2", 2, 3),  # another parallelism
     ("sqlite", "mid-publish:1", 1, 1),
 ]
 
