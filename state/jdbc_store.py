@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 from collections.abc import Iterator, Sequence
 
@@ -30,6 +31,10 @@ from gyreflow.state.snapshot import (
     record_context,
     row_context,
 )
+
+# The pool logs the failed reset of a connection to a server that went away; the job reports that
+# failure itself, in one line, so none of it may reach stderr through logging's last resort.
+logging.getLogger("sqlalchemy.pool").addHandler(logging.NullHandler())
 
 METADATA = sa.MetaData()
 META = sa.Table(

@@ -38,9 +38,11 @@ def staged_files(tmp_path: Path) -> list[Path]:
 
 @pytest.mark.parametrize("backend", ["rocksdb", "jdbc"])
 def test_a_state_older_than_the_published_output_is_refused(backend, tmp_path):
-    """The state is put back from a copy taken after window 3; windows up to 12 were published
-    since. Resuming from 3 would replace nine published windows: refused, nothing changed."""
-    killed(tmp_path, backend, "after-commit:3")
+    """The state is put back from a copy taken before window 4 was committed; windows up to 12
+    were published since. Resuming from 3 or earlier would replace published windows: refused,
+    nothing changed. (A kill after the commit of window 3 is no such copy: commits of the windows
+    already finished may follow it, up to the last one on a busy machine.)"""
+    killed(tmp_path, backend, "before-commit:4")
     shutil.copytree(tmp_path / "state", tmp_path / "copy")
     done = run(tmp_path, backend, LINES, "--resume")
     assert done.returncode == 0, done.stderr
@@ -51,8 +53,9 @@ def test_a_state_older_than_the_published_output_is_refused(backend, tmp_path):
     done = run(tmp_path, backend, LINES, "--resume")
     assert_refused(done, "published output of a later window")
     message = " ".join(done.stderr.split())
-    completed = int(message.split("than the last completed one in ")[1].split("(")[1].split(")")[0])
-    assert completed < 12
+    shown = message.split("than the last completed one in ")[1].split("(")[1].split(")")[0]
+    completed = 0 if shown == "none" else int(shown)
+    assert completed <= 3
     assert f"window-{completed + 1:06d}.jsonl is published" in message
     assert published(tmp_path) == before
     done = run(tmp_path, backend, LINES, "--fresh")  # recomputing on purpose is allowed
