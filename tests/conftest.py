@@ -136,8 +136,16 @@ def pytest_configure(config) -> None:
         "keep(params) is true (each one is a Spark job; the local environment runs them all)")
 
 
+# Modules whose tests take longest (Spark jobs in processes of their own, groups that one worker
+# runs in a row): started first, so that parallel workers do not end waiting on one of them.
+LONGEST_FIRST = ("test_spark_recovery.py", "test_spark_graph_recovery.py", "test_spark_cluster.py",
+                 "test_graceful_stop.py", "test_graph_algorithms.py", "test_bad_data.py",
+                 "test_cli.py", "test_event_time.py")
+
+
 def pytest_collection_modifyitems(config, items) -> None:
-    """Apply ``spark_subset``: the Spark cases it leaves out are reported as deselected."""
+    """Apply ``spark_subset`` (the Spark cases it leaves out are reported as deselected), then put
+    the longest modules first."""
     kept, dropped = [], []
     for item in items:
         marker = item.get_closest_marker("spark_subset")
@@ -150,4 +158,5 @@ def pytest_collection_modifyitems(config, items) -> None:
             kept.append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-        items[:] = kept
+    rank = {name: index for index, name in enumerate(LONGEST_FIRST)}
+    items[:] = sorted(kept, key=lambda item: rank.get(item.path.name, len(rank)))
