@@ -1,10 +1,12 @@
 """What users touch: environments, pipelines, windows, streams, sources, sinks and the CLI."""
 
 from gyreflow.api.config import Config, ConfigError
+from gyreflow.api.directory_source import DirectorySource
 from gyreflow.api.environment import Environment, LocalEnvironment
 from gyreflow.api.functions import AggregateFunction
 from gyreflow.api.pipeline import Pipeline, PipelineResult, PipelineTaskContext
-from gyreflow.api.sinks import FileSink, PrintSink, Sink, SinkWriter
+from gyreflow.api.postgres import PostgresSink, PostgresSource
+from gyreflow.api.sinks import CsvSink, FileSink, ParquetSink, PrintSink, Sink, SinkWriter
 from gyreflow.api.sources import CollectionSource, FileSource, GeneratorSource, Source, SourceReader
 from gyreflow.api.stream import KeyedStream, Stream
 from gyreflow.api.windowed import EventTimeStream, WindowedStream
@@ -26,6 +28,8 @@ __all__ = [
     "AllWindow",
     "CollectionSource",
     "Config",
+    "CsvSink",
+    "DirectorySource",
     "ConfigError",
     "Environment",
     "EventTimeStream",
@@ -36,9 +40,12 @@ __all__ = [
     "KeyedStream",
     "LateRecord",
     "LocalEnvironment",
+    "ParquetSink",
     "Pipeline",
     "PipelineResult",
     "PipelineTaskContext",
+    "PostgresSink",
+    "PostgresSource",
     "PrintSink",
     "Session",
     "Sink",

@@ -77,9 +77,11 @@ def main() -> None:
 @click.option("--fresh", is_flag=True, help="Discard stored state and start over.")
 @click.option("--from-window", type=int, default=None,
               help="With --resume: continue after this retained snapshot instead of the last.")
+@click.option("--until-idle", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+              help="Followed sources (directories, tables) end after SECONDS without new data.")
 def run(script: str, script_args: tuple[str, ...], config_path: str | None,
         environment: str | None, quiet: bool, resume: bool, fresh: bool,
-        from_window: int | None) -> None:
+        from_window: int | None, until_idle: float | None) -> None:
     """Run the pipelines SCRIPT defines; arguments after -- go to the script."""
     console = Console(stderr=True)
     if resume and fresh:
@@ -89,7 +91,8 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
     stop = StopRequest(immediate=_stop_now)
     settings = RunSettings(config_path=config_path, environment=environment, quiet=quiet,
                            show_progress=not quiet, resume=resume, fresh=fresh,
-                           from_window=from_window, summaries=[], stop=stop)
+                           from_window=from_window, until_idle=until_idle, summaries=[],
+                           stop=stop)
     previous = install_handlers(stop) if threading.current_thread() is threading.main_thread() else {}
     try:
         _run_script(script, script_args, settings)

@@ -14,6 +14,7 @@ from gyreflow.runtime.driver import JobDriver, JobListener
 from gyreflow.runtime.local.host import LocalHost
 from gyreflow.runtime.metrics import TaskResult
 from gyreflow.state.backends import backend_from_config
+from gyreflow.state.sql_urls import missing_driver
 
 
 class Environment:
@@ -29,6 +30,10 @@ class Environment:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.state_backend = backend_from_config(config)
+        url = getattr(self.state_backend, "url", "")
+        problem = missing_driver(url, "state.url") if url else None
+        if problem is not None:  # before any data moves, in one line
+            raise ConfigError(problem)
 
     @staticmethod
     def local(parallelism: int | None = None, *, progress: bool | None = None,

@@ -37,6 +37,8 @@ class PipelineTaskContext:
             raise TypeError(msg)
         if parallelism is None and isinstance(source, GeneratorSource) and not source.splittable:
             parallelism = 1
+        if parallelism is None:
+            parallelism = getattr(source, "default_parallelism", None)
         node = self.builder.add(SourceSpec(source, window), [], parallelism, name)
         return Stream(self.builder, node)
 

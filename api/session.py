@@ -20,6 +20,7 @@ class RunSettings:
     resume: bool = False
     fresh: bool = False
     from_window: int | None = None
+    until_idle: float | None = None  # followed sources end after this many seconds without data
     summaries: list | None = attrs.field(default=None, eq=False)  # the CLI collects results here
     stop: object = attrs.field(default=None, eq=False)  # a runtime.stop.StopRequest the CLI sets
 

@@ -56,6 +56,9 @@ class CheckpointCoordinator:
         self.fingerprint = graph.fingerprint()
         self.parallelism = plan_parallelism(graph)
         self.retained: tuple[int, ...] = ()
+        # Cycles whose every source had read all its input by the resumed window: the window of
+        # their last snapshot (their state stays as it was while other cycles go on).
+        self.cycle_ends: dict[int, int] = {}
         self.rescaled: set[str] = set()
         self.rescale_version: int | None = None
 
@@ -122,10 +125,30 @@ class CheckpointCoordinator:
         else:
             self._check_published(window)
         self.store.discard_after(self.job, window)
+        self.cycle_ends = self._cycle_ends(window)
         if window != meta.last_completed:
             self.store.commit(attrs.evolve(meta, last_completed=window, retained=retained))
         self.retained = retained
         return window
+
+    def _cycle_ends(self, window: int) -> dict[int, int]:
+        from gyreflow.state.snapshot import loads
+
+        ends = {}
+        for cycle in self.graph.cycles():
+            versions = []
+            for task in cycle.tasks:
+                head = self.graph.vertex(task.vertex_id).head
+                if head.kind is not OperatorKind.SOURCE:
+                    continue
+                found = self.store.read_record(self.job, "source", head.name, task.index, window)
+                if found is None or not loads(found[1])[1]:
+                    versions = None
+                    break
+                versions.append(found[0])
+            if versions:
+                ends[cycle.id] = max(versions)
+        return ends
 
     def _reset_sinks(self) -> None:
         """A start from nothing: what sinks staged or published before belongs to no completed

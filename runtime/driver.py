@@ -115,7 +115,8 @@ class JobDriver:
             resume_from = coordinator.prepare(recovery or RecoveryOptions())
             horizon = coordinator.retained[0] if coordinator.retained else 0
             link = HostLink(self._reports.put, self._settle, self._writer_failed)
-            host.open(name, graph, store, link, resume_from, frozenset(coordinator.rescaled), horizon)
+            host.open(name, graph, store, link, resume_from, frozenset(coordinator.rescaled), horizon,
+                      coordinator.cycle_ends)
             store = None  # the host owns it now
             try:
                 result = self._drive(name, graph, coordinator, resume_from)

@@ -308,13 +308,16 @@ class JobScheduler:
         for instruction in instructions:
             if isinstance(instruction, WindowCompleted):
                 self.completed[instruction.cycle] = instruction.window
-                lowest = min(self.completed.values())
-                if lowest > self.committing:
-                    self.committing = lowest
-                    self.outstanding.append(lowest)
-                    out.append(CommitWindow(lowest))
             else:
                 out.append(instruction)
+        # A window is complete once every cycle that still runs completed it: a cycle whose input
+        # ended earlier has nothing more to add to later windows (its state stays as it was).
+        running = [w for c, w in self.completed.items() if self.cycles[c].state is not S.END]
+        lowest = min(running) if running else max(self.completed.values())
+        if lowest > self.committing:
+            self.committing = lowest
+            self.outstanding.append(lowest)
+            out.append(CommitWindow(lowest))
         return out
 
     def abort_checkpoints(self, reason: AbortReason) -> list[PendingCheckpoint]:

@@ -15,7 +15,6 @@ import os
 from collections.abc import Iterator, Sequence
 
 import sqlalchemy as sa
-from sqlalchemy.engine import make_url
 
 from gyreflow.state.private import UnsafeLocationError, ensure_private_dir
 from gyreflow.state.sealing import Seals
@@ -31,6 +30,7 @@ from gyreflow.state.snapshot import (
     record_context,
     row_context,
 )
+from gyreflow.state.sql_urls import engine_url
 
 # The pool logs the failed reset of a connection to a server that went away; the job reports that
 # failure itself, in one line, so none of it may reach stderr through logging's last resort.
@@ -105,7 +105,7 @@ class JdbcSnapshotStore(SnapshotStore):
 
     def __init__(self, url: str, secret: str = "") -> None:
         self.url = url
-        parsed = make_url(url)
+        parsed = engine_url(url)
         self._shown = parsed.render_as_string(hide_password=True)
         kwargs: dict = {"future": True}
         try:
@@ -116,7 +116,7 @@ class JdbcSnapshotStore(SnapshotStore):
                 kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
             elif parsed.get_backend_name() == "postgresql":
                 kwargs["connect_args"] = {"connect_timeout": 5}
-            self.engine = sa.create_engine(url, **kwargs)
+            self.engine = sa.create_engine(parsed, **kwargs)
             if parsed.get_backend_name() == "sqlite":
                 sa.event.listen(self.engine, "connect", _sqlite_pragmas)
             with self.engine.begin() as conn:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import attrs
 
@@ -332,6 +332,8 @@ class Task:
         store = cp.store
         # A restore creates millions of objects at once, and every few hundred new objects the
         # cyclic collector would walk the growing state again: it is paused while they are made.
+        # A cycle whose input ended before ``window`` wrote its last snapshot and output then.
+        reached = min(window, cp.cycle_ends.get(self.cycle, window))
         collecting = gc.isenabled()
         gc.disable()
         try:
@@ -339,7 +341,7 @@ class Task:
                 data = table.data
                 data.clear()
                 if verify:
-                    store.verify_reached(cp.job, table.name, state.key_groups, window)
+                    store.verify_reached(cp.job, table.name, state.key_groups, reached)
                 store.read_into(cp.job, table.name, state.key_groups, window, data)
                 table.changed = set(data) if table.name in cp.rescaled else set()
                 table.removed = set()
@@ -373,7 +375,7 @@ class Task:
                 self.lookahead = []
         if recover_sinks:
             for op in self.sinks:
-                op.recover(window)
+                op.recover(reached)
 
     def enter_window(self, window: int, checkpoints: TaskCheckpoints, restore: bool) -> None:
         """On a host whose tasks live for one round (Spark): window ``window`` starts now, in this
@@ -426,6 +428,8 @@ class TaskCheckpoints:
     every_window: bool = False  # the host persists every window (tasks that live one round)
     rescaled: frozenset[str] = frozenset()
     horizon: int | None = None  # the oldest retained version, when the caller knows it
+    # cycle id -> the window of its last snapshot, for cycles whose input had ended (a resume)
+    cycle_ends: Mapping[int, int] = attrs.field(factory=dict)
 
 
 @attrs.define

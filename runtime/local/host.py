@@ -87,7 +87,7 @@ class LocalHost:
         return self._writer
 
     def open(self, job: str, graph: ExecutionGraph, store, link: HostLink, resume_from: int,
-             rescaled: frozenset[str], horizon: int) -> None:
+             rescaled: frozenset[str], horizon: int, cycle_ends=None) -> None:
         """Build every task's runner; tasks restore from ``store`` (in this process) before the
         writer process opens it for their first snapshot."""
         self._store = store
@@ -97,7 +97,8 @@ class LocalHost:
             # The parent reads the store to resume; the writer process owns it from its first write.
             writer = ProcessSnapshotWriter(self.backend, link.writer_failed, before_start=store.close)
         self._writer = _WatchedWriter(writer)
-        checkpoints = TaskCheckpoints(job, store, self._writer, False, rescaled)
+        checkpoints = TaskCheckpoints(job, store, self._writer, False, rescaled,
+                                      cycle_ends=dict(cycle_ends or {}))
         self.runners = self._build_runners(graph, link.report, checkpoints)
         self._runner_list = list(self.runners.values())
         self._dispatcher = Dispatcher(self.runners)

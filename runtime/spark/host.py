@@ -135,7 +135,7 @@ class SparkHost:
         return self._writer
 
     def open(self, job: str, graph: ExecutionGraph, store, link: HostLink, resume_from: int,
-             rescaled: frozenset[str], horizon: int) -> None:
+             rescaled: frozenset[str], horizon: int, cycle_ends=None) -> None:
         """Ship the plan once (a broadcast). The driver's store is closed: it may hold state
         databases open that the tasks open next, in other processes."""
         store.close()
@@ -146,6 +146,7 @@ class SparkHost:
         self.resume_from = resume_from
         self.rescaled = rescaled
         self.horizon = horizon
+        self.cycle_ends = tuple(sorted((cycle_ends or {}).items()))
         self._sc = self.session_factory().sparkContext
         self._shipped = self._sc.broadcast(plan)  # travels once per run, not in every closure
         self._run_id = uuid.uuid4().hex
@@ -232,7 +233,8 @@ class SparkHost:
     def _spec(self, window: int, checkpoint: bool = True) -> Round:
         rescaled = self.rescaled if window in (self.resume_from, self.resume_from + 1) else frozenset()
         return Round(self._run_id, self._shipped, -1, window, self.backend,
-                     self.config["runtime.batch_size"], self.horizon, rescaled, checkpoint)
+                     self.config["runtime.batch_size"], self.horizon, rescaled, checkpoint,
+                     self.cycle_ends)
 
     def _run_control(self, events) -> list:
         """One Spark job carrying out lifecycle events in the tasks; returns their acknowledgements."""

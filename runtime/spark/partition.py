@@ -81,6 +81,7 @@ class Round:
     horizon: int = 0  # the oldest retained version: older versions are trimmed as keys are written
     rescaled: frozenset[str] = frozenset()
     checkpoint: bool = True  # whether the driver asked for the window's snapshot
+    cycle_ends: tuple[tuple[int, int], ...] = ()  # see TaskCheckpoints.cycle_ends
 
 
 class _Holder:
@@ -271,7 +272,7 @@ def _control(plan: RunPlan, spec: Round, index: int, event: TaskEvent, store, ou
                 _close_quietly(cached[0])
             task, holder = _build_task(plan, spec, index)
             task.checkpoints = attrs.evolve(task.checkpoints, store=store, horizon=spec.horizon,
-                                            rescaled=spec.rescaled)
+                                            rescaled=spec.rescaled, cycle_ends=dict(spec.cycle_ends))
             task.checkpoints.writer.store = store
             try:
                 task.rollback(event.window)  # state, source offset and the sinks' staged output
