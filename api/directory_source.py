@@ -238,11 +238,11 @@ class _DirectoryReader(SourceReader):
             return out
         deadline = None if timeout is None else time.monotonic() + timeout
         idle = self.source.until_idle
+        if out:
+            self.last_data = time.time()
         while len(out) < max_records:
-            if out:
-                self.last_data = time.time()
-            elif idle is not None and time.time() - self.last_data >= idle:
-                self.ended = True
+            if idle is not None and time.time() - self.last_data >= idle:
+                self.ended = not out  # what came is handed over first; the next poll ends
                 break
             now = time.monotonic()
             if deadline is not None and now >= deadline:
@@ -253,9 +253,10 @@ class _DirectoryReader(SourceReader):
             if idle is not None:
                 wake = min(wake, now + max(0.0, self.last_data + idle - time.time()))
             time.sleep(max(0.0, wake - now))
-            out += self._take(max_records - len(out))
-        if out:
-            self.last_data = time.time()
+            more = self._take(max_records - len(out))
+            if more:
+                self.last_data = time.time()
+                out += more
         return out
 
     @property

@@ -138,11 +138,11 @@ class _TableReader(SourceReader):
             return out
         deadline = None if timeout is None else time.monotonic() + timeout
         idle = self.source.until_idle
+        if out:
+            self.last_data = time.time()
         while len(out) < max_records:
-            if out:
-                self.last_data = time.time()
-            elif idle is not None and time.time() - self.last_data >= idle:
-                self.ended = True
+            if idle is not None and time.time() - self.last_data >= idle:
+                self.ended = not out  # what came is handed over first; the next poll ends
                 break
             wait = self.source.poll_interval
             if deadline is not None:
@@ -153,9 +153,10 @@ class _TableReader(SourceReader):
             if idle is not None:
                 wait = min(wait, max(0.0, self.last_data + idle - time.time()))
             time.sleep(wait)
-            out += self._select(max_records - len(out))
-        if out:
-            self.last_data = time.time()
+            more = self._select(max_records - len(out))
+            if more:
+                self.last_data = time.time()
+                out += more
         return out
 
     @property

@@ -1,0 +1,155 @@
+"""examples/directory_etl.py as users run it: a folder of CSV files (some compressed, some rows bad),
+read whole or followed while files land, killed and resumed; its Parquet files against the csv module
+and a plain-Python total per window and city."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+pq = pytest.importorskip("pyarrow.parquet")
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "directory_etl.py"
+WINDOW = 25
+CITIES = [" oslo", "LIMA ", "Paris", "", "new york"]
+
+
+def order_rows(start: int, count: int) -> list[list[str]]:
+    rows = []
+    for i in range(start, start + count):
+        price = "n/a" if i % 37 == 5 else f"{(i % 9) * 1.5 + 0.25:.2f}"  # n/a: a dead letter
+        quantity = str((i % 4) - 1)  # -1 and 0: filtered out as invalid
+        rows.append([str(i), CITIES[i % len(CITIES)], quantity, price])
+    return rows
+
+
+def write_orders(path: Path, rows: list[list[str]]) -> None:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["order_id", "city", "quantity", "price"])
+    writer.writerows(rows)
+    data = buffer.getvalue().encode("utf-8")
+    path.write_bytes(gzip.compress(data) if path.name.endswith(".gz") else data)
+
+
+FILES = {"2026-11-01.csv": order_rows(0, 60), "2026-11-02.csv.gz": order_rows(60, 45),
+         "2026-11-03.csv": order_rows(105, 70)}
+
+
+def oracle(names: list[str]) -> dict[int, dict[str, tuple[int, float]]]:
+    """Window -> city -> (orders, revenue): the csv module reads the files in name order, rows
+    whose price is no number are dead letters, windows are WINDOW readable rows, invalid rows are
+    dropped, cities trimmed and capitalised."""
+    readable = []
+    for name in sorted(names):
+        for row in csv.DictReader(io.StringIO("order_id,city,quantity,price\n" + "".join(
+                ",".join(r) + "\n" for r in FILES[name]))):
+            try:
+                price = float(row["price"])
+            except ValueError:
+                continue
+            readable.append((row["city"], int(row["quantity"]), price))
+    out: dict[int, dict[str, tuple[int, float]]] = {}
+    for index in range(0, len(readable), WINDOW):
+        totals: dict[str, list] = defaultdict(lambda: [0, 0.0])
+        for city, quantity, price in readable[index:index + WINDOW]:
+            if city.strip() and quantity > 0:
+                entry = totals[city.strip().title()]
+                entry[0] += 1
+                entry[1] += quantity * price
+        out[index // WINDOW + 1] = {c: (n, round(r, 2)) for c, (n, r) in totals.items()}
+    return {w: t for w, t in out.items() if t}
+
+
+def parquet_output(out: Path) -> dict[int, dict[str, tuple[int, float]]]:
+    got: dict[int, dict[str, tuple[int, float]]] = {}
+    for name in sorted(os.listdir(out)):
+        assert name.endswith(".parquet"), f"left in {out}: {name}"
+        window = int(name.split("-")[1].split(".")[0])
+        for row in pq.read_table(out / name).to_pylist():
+            got.setdefault(window, {})[row["city"]] = (row["orders"], row["revenue"])
+    return got
+
+
+def run(tmp_path: Path, *flags: str, follow: bool = False, crash_at: str | None = None,
+        wait: bool = True):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GYREFLOW_")}
+    env.update({"GYREFLOW_ENVIRONMENT__TYPE": "local", "GYREFLOW_STATE__BACKEND": "rocksdb",
+                "GYREFLOW_STATE__PATH": str(tmp_path / "state"), "COLUMNS": "400"})
+    if crash_at:
+        env["GYREFLOW_CRASH_AT"] = crash_at
+    command = [sys.executable, "-m", "gyreflow", "run", "--quiet", *flags, str(EXAMPLE), "--",
+               "--input", str(tmp_path / "landing"), "--output", str(tmp_path / "out"),
+               "--window", str(WINDOW), "--dead-letters", str(tmp_path / "dead")]
+    if follow:
+        command.append("--follow")
+    if not wait:
+        return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300,
+                          check=False)
+
+
+def land(tmp_path: Path, names: list[str]) -> None:
+    landing = tmp_path / "landing"
+    landing.mkdir(exist_ok=True)
+    for name in names:
+        write_orders(landing / f"_{name}", FILES[name])  # hidden until complete
+        os.replace(landing / f"_{name}", landing / name)
+
+
+def dead_letters(tmp_path: Path) -> list[int]:
+    path = tmp_path / "dead" / "dead-letters-0000.jsonl"
+    return sorted(int(json.loads(line)["text"].split(",")[0]) for line in
+                  path.read_text(encoding="utf-8").splitlines())
+
+
+EXPECTED_DEAD = sorted(i for i in range(175) if i % 37 == 5)
+
+
+def test_a_folder_read_whole_matches_the_oracle(tmp_path):
+    land(tmp_path, sorted(FILES))
+    done = run(tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert parquet_output(tmp_path / "out") == oracle(sorted(FILES))
+    assert dead_letters(tmp_path) == EXPECTED_DEAD
+
+
+@pytest.mark.parametrize("crash_at", ["after-commit:3", "mid-window:5"])
+def test_killed_then_resumed_reads_every_file_once(tmp_path, crash_at):
+    land(tmp_path, sorted(FILES))
+    done = run(tmp_path, crash_at=crash_at)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    done = run(tmp_path, "--resume")
+    assert done.returncode == 0, done.stderr
+    assert parquet_output(tmp_path / "out") == oracle(sorted(FILES))
+    assert dead_letters(tmp_path) == EXPECTED_DEAD
+
+
+def test_a_followed_folder_takes_files_as_they_land_and_ends_when_idle(tmp_path):
+    names = sorted(FILES)
+    land(tmp_path, names[:1])
+    process = run(tmp_path, "--until-idle", "4", follow=True, wait=False)
+    try:
+        for name in names[1:]:
+            time.sleep(1.5)
+            land(tmp_path, [name])
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, stderr
+    assert parquet_output(tmp_path / "out") == oracle(names)
+    assert dead_letters(tmp_path) == EXPECTED_DEAD
