@@ -64,9 +64,19 @@ def shared_locations(backend, sinks) -> list[tuple[str, str]]:
 
 
 def input_files(sources) -> list[tuple[str, str]]:
-    """``(what, path)`` of the input files executors read."""
-    return [(f"the input of {name!r}", source.path) for name, source in sources
-            if isinstance(getattr(source, "path", None), str)]
+    """``(what, path)`` of the input files and directories executors read."""
+    found = []
+    for name, source in sources:
+        for attribute in ("path", "directory"):
+            if isinstance(getattr(source, attribute, None), str):
+                found.append((f"the input of {name!r}", getattr(source, attribute)))
+    return found
+
+
+def dead_letter_locations(sources) -> list[tuple[str, str]]:
+    """``(what, folder)`` of the dead-letter folders source tasks write."""
+    return [(f"the dead letters of {name!r}", source.dead_letters) for name, source in sources
+            if isinstance(getattr(source, "dead_letters", None), str)]
 
 
 def probe_inputs(spark_context, files: list[tuple[str, str]]) -> None:

@@ -20,6 +20,10 @@ from gyreflow.runtime.errors import DataError
 ORDERS = ("name", "mtime")
 
 
+# The longest a poll blocks: a stop request is seen within it.
+_LONGEST_WAIT = 0.5
+
+
 def until_idle_default() -> float | None:
     """``gyreflow run --until-idle SECONDS`` sets this for the followed sources a script builds."""
     from gyreflow.api.session import current_settings
@@ -236,7 +240,9 @@ class _DirectoryReader(SourceReader):
         if not self.source.follow:
             self.ended = not out
             return out
-        deadline = None if timeout is None else time.monotonic() + timeout
+        # A count window (no timeout) is waited for in short polls: a short batch does not end
+        # a live reader's window, and between polls the job sees a stop request.
+        deadline = time.monotonic() + (timeout if timeout is not None else _LONGEST_WAIT)
         idle = self.source.until_idle
         if out:
             self.last_data = time.time()

@@ -141,13 +141,20 @@ class SparkEnvironment(Environment):
     def _probe(self, graph: PipelineGraph) -> None:
         """On a cluster, check once per location that every executor reaches the checkpoint
         location and the output directories (a directory only the driver sees is refused)."""
-        from gyreflow.api.cluster import input_files, probe_inputs, probe_shared, shared_locations
+        from gyreflow.api.cluster import (
+            dead_letter_locations,
+            input_files,
+            probe_inputs,
+            probe_shared,
+            shared_locations,
+        )
 
         sinks = [(v.name, v.spec.sink) for v in graph.vertices
                  if getattr(v.spec, "sink", None) is not None]
         sources = [(v.name, v.spec.source) for v in graph.vertices
                    if getattr(v.spec, "source", None) is not None]
-        locations = [item for item in shared_locations(self.state_backend, sinks)
+        locations = [item for item in [*shared_locations(self.state_backend, sinks),
+                                       *dead_letter_locations(sources)]
                      if item[1] not in self._probed]
         files = [item for item in input_files(sources) if item[1] not in self._probed]
         context = self.session().sparkContext

@@ -161,12 +161,16 @@ class _LineCursor(FileCursor):
                 continue
             if not text.strip():
                 continue
-            try:
-                cells = next(csv.reader(io.StringIO(text), delimiter=options.delimiter,
-                                        strict=True))
-            except (csv.Error, StopIteration) as exc:
-                out.append(MalformedRecordError(where, f"not CSV ({exc})", text.rstrip("\r\n")))
-                continue
+            if '"' not in text:  # no quoting: the cells are the text between delimiters
+                cells = text.rstrip("\r\n").split(options.delimiter)
+            else:
+                try:
+                    cells = next(csv.reader(io.StringIO(text), delimiter=options.delimiter,
+                                            strict=True))
+                except (csv.Error, StopIteration) as exc:
+                    out.append(MalformedRecordError(where, f"not CSV ({exc})",
+                                                    text.rstrip("\r\n")))
+                    continue
             record = self._typed(cells, where, text)
             out.append(record)
         return out

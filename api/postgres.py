@@ -16,6 +16,10 @@ from gyreflow.runtime.errors import DataError
 from gyreflow.state.sql_urls import engine_url, missing_driver
 
 
+# The longest a poll blocks: a stop request is seen within it.
+_LONGEST_WAIT = 0.5
+
+
 def _tuple(value) -> tuple[str, ...] | None:
     if value is None:
         return None
@@ -136,7 +140,9 @@ class _TableReader(SourceReader):
         if not self.source.follow:
             self.ended = not out
             return out
-        deadline = None if timeout is None else time.monotonic() + timeout
+        # A count window (no timeout) is waited for in short polls: a short batch does not end
+        # a live reader's window, and between polls the job sees a stop request.
+        deadline = time.monotonic() + (timeout if timeout is not None else _LONGEST_WAIT)
         idle = self.source.until_idle
         if out:
             self.last_data = time.time()

@@ -153,3 +153,30 @@ def test_a_followed_folder_takes_files_as_they_land_and_ends_when_idle(tmp_path)
     assert process.returncode == 0, stderr
     assert parquet_output(tmp_path / "out") == oracle(names)
     assert dead_letters(tmp_path) == EXPECTED_DEAD
+
+
+def test_a_followed_folder_runs_until_stopped_then_resumes(tmp_path):
+    """SIGTERM ends the unbounded run after the window in progress (exit 143); files that landed
+    meanwhile are read by the resumed run, each once."""
+    names = sorted(FILES)
+    land(tmp_path, names[:2])
+    process = run(tmp_path, follow=True, wait=False)
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "out").is_dir() or len(os.listdir(tmp_path / "out")) < 3:
+            assert process.poll() is None, process.stderr.read()
+            assert time.monotonic() < deadline, "no output within 120 s"
+            time.sleep(0.05)
+        time.sleep(0.5)  # waiting for the files that have not landed yet
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 143, stderr
+    assert "stopped after window" in stderr
+    land(tmp_path, names[2:])
+    done = run(tmp_path, "--resume", "--until-idle", "2", follow=True)
+    assert done.returncode == 0, done.stderr
+    assert parquet_output(tmp_path / "out") == oracle(names)
+    assert dead_letters(tmp_path) == EXPECTED_DEAD
