@@ -15,7 +15,6 @@ from gyreflow.api.sources import Source, SourceReader
 from gyreflow.runtime.errors import DataError
 from gyreflow.state.sql_urls import engine_url, missing_driver
 
-
 # The longest a poll blocks: a stop request is seen within it.
 _LONGEST_WAIT = 0.5
 
