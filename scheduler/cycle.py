@@ -308,17 +308,21 @@ class JobScheduler:
         for instruction in instructions:
             if isinstance(instruction, WindowCompleted):
                 self.completed[instruction.cycle] = instruction.window
+                self._commit_completed(out)
             else:
                 out.append(instruction)
-        # A window is complete once every cycle that still runs completed it: a cycle whose input
-        # ended earlier has nothing more to add to later windows (its state stays as it was).
+        self._commit_completed(out)  # a cycle that ended may let the others' windows complete
+        return out
+
+    def _commit_completed(self, out: list) -> None:
+        """Ask for the commit of the latest window every cycle completed: a cycle whose input ended
+        earlier has nothing more to add to later windows (its state stays as it was)."""
         running = [w for c, w in self.completed.items() if self.cycles[c].state is not S.END]
         lowest = min(running) if running else max(self.completed.values())
         if lowest > self.committing:
             self.committing = lowest
             self.outstanding.append(lowest)
             out.append(CommitWindow(lowest))
-        return out
 
     def abort_checkpoints(self, reason: AbortReason) -> list[PendingCheckpoint]:
         """The job stops: every cycle gives up its pending checkpoints."""

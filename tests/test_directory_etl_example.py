@@ -48,14 +48,14 @@ FILES = {"2026-11-01.csv": order_rows(0, 60), "2026-11-02.csv.gz": order_rows(60
          "2026-11-03.csv": order_rows(105, 70)}
 
 
-def oracle(names: list[str]) -> dict[int, dict[str, tuple[int, float]]]:
+def oracle(names: list[str], files: dict | None = None) -> dict[int, dict[str, tuple[int, float]]]:
     """Window -> city -> (orders, revenue): the csv module reads the files in name order, rows
     whose price is no number are dead letters, windows are WINDOW readable rows, invalid rows are
     dropped, cities trimmed and capitalised."""
     readable = []
     for name in sorted(names):
         for row in csv.DictReader(io.StringIO("order_id,city,quantity,price\n" + "".join(
-                ",".join(r) + "\n" for r in FILES[name]))):
+                ",".join(r) + "\n" for r in (files or FILES)[name]))):
             try:
                 price = float(row["price"])
             except ValueError:
@@ -102,11 +102,11 @@ def run(tmp_path: Path, *flags: str, follow: bool = False, crash_at: str | None 
                           check=False)
 
 
-def land(tmp_path: Path, names: list[str]) -> None:
+def land(tmp_path: Path, names: list[str], files: dict | None = None) -> None:
     landing = tmp_path / "landing"
     landing.mkdir(exist_ok=True)
     for name in names:
-        write_orders(landing / f"_{name}", FILES[name])  # hidden until complete
+        write_orders(landing / f"_{name}", (files or FILES)[name])  # hidden until complete
         os.replace(landing / f"_{name}", landing / name)
 
 
@@ -180,3 +180,36 @@ def test_a_followed_folder_runs_until_stopped_then_resumes(tmp_path):
     assert done.returncode == 0, done.stderr
     assert parquet_output(tmp_path / "out") == oracle(names)
     assert dead_letters(tmp_path) == EXPECTED_DEAD
+
+
+def test_a_bad_row_without_dead_letters_stops_with_exit_5_and_keeps_completed_windows(tmp_path):
+    """Exit 5 with one error naming the file and line; the windows before it stay published; the
+    fixed file is read by --resume from where the job stopped."""
+    clean = {name: [[*row[:3], "1.00" if row[3] == "n/a" else row[3]] for row in rows]
+             for name, rows in FILES.items()}
+    names = sorted(clean)
+    land(tmp_path, names, clean)
+    bad = tmp_path / "landing" / names[2]
+    good = bad.read_text(encoding="utf-8")
+    lines = good.splitlines(keepends=True)
+    lines[30] = "135,Oslo,2,1.5,extra\n"  # line 31: five cells, the header has four
+    bad.write_text("".join(lines), encoding="utf-8")
+    command = [sys.executable, "-m", "gyreflow", "run", "--quiet", str(EXAMPLE), "--",
+               "--input", str(tmp_path / "landing"), "--output", str(tmp_path / "out"),
+               "--window", str(WINDOW)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GYREFLOW_")}
+    env.update({"GYREFLOW_ENVIRONMENT__TYPE": "local", "GYREFLOW_STATE__BACKEND": "rocksdb",
+                "GYREFLOW_STATE__PATH": str(tmp_path / "state"), "COLUMNS": "400"})
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.returncode == 5, done.stderr
+    assert f"{bad}, line 31: 5 cells, the header has 4" in done.stderr
+    assert "Traceback" not in done.stderr
+    published = parquet_output(tmp_path / "out")
+    expected = oracle(names, clean)
+    assert published and all(published[w] == expected[w] for w in published)
+    bad.write_text(good, encoding="utf-8")
+    done = subprocess.run([*command[:5], "--resume", *command[5:]], env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert parquet_output(tmp_path / "out") == expected

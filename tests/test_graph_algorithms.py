@@ -93,7 +93,9 @@ CASES = [
     (7, 80, 90, False, False, False, 10, 2),  # sparse: many components, long paths
     (8, 40, 120, True, False, True, 0, None),
 ]
-SPARK_CASES = [CASES[2]]  # undirected graphs run on Spark through tests/test_graphalytics.py
+# Directed, with self-loops, duplicates, isolated vertices and parallelism 3, small enough for a
+# Spark job per superstep (undirected graphs run on Spark through tests/test_graphalytics.py).
+SPARK_CASES = [(3, 24, 60, True, True, True, 3, 3)]
 ENV_CASES = [("local", case) for case in CASES] + [("spark", case) for case in SPARK_CASES]
 
 

@@ -29,8 +29,8 @@ pytestmark = pytest.mark.xdist_group("spark-graph-recovery")
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "examples" / "incremental_wcc.py"
-EDGES = 600
-WINDOW = 200  # 3 windows: on Spark each superstep is a job, so a window costs seconds
+EDGES = 300
+WINDOW = 100  # 3 windows: on Spark each superstep is a job, so a window costs seconds
 WINDOWS = EDGES // WINDOW
 KILLED = -signal.SIGKILL
 TIMEOUT = 900
