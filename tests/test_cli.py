@@ -125,6 +125,7 @@ def test_oracle_by_hand():
 # --- gyreflow run --------------------------------------------------------------------------------
 
 
+@pytest.mark.spark_subset(lambda p: p["size"] == 3)  # each is a Spark run: two of them there
 @pytest.mark.parametrize(("lines", "size"), [(LINES, 3), (LINES[:9], 3), (LINES, 4), (LINES, 1)])
 def test_run_word_count_in_process(tmp_path, monkeypatch, lines, size):
     monkeypatch.chdir(tmp_path)
@@ -175,6 +176,7 @@ def test_run_as_module_subprocess(tmp_path):
     assert "word-count/word_count: 4 windows in" in result.stderr
 
 
+@pytest.mark.spark_subset(lambda p: False)  # --quiet is the same on both: the local run checks it
 def test_run_as_module_subprocess_quiet(tmp_path):
     source = write_lines(tmp_path / "input.txt", LINES)
     out = tmp_path / "out"

@@ -169,6 +169,7 @@ def test_cli_matches_the_expected_output(graph, algorithm, environment_type, tmp
     check(algorithm, read_output(output), DATA / f"{graph}-{algorithm}")
 
 
+@pytest.mark.spark_subset(lambda p: p["algorithm"] == "PR")  # a Spark process each: one there
 @pytest.mark.parametrize(("graph", "algorithm"), [("example-directed", "PR"),
                                                   ("example-undirected", "SSSP")])
 def test_cli_in_a_process_of_its_own(graph, algorithm, environment_type, tmp_path):
