@@ -14,14 +14,11 @@ import attrs
 
 from gyreflow.api.config import ConfigError
 from gyreflow.api.file_formats import FORMATS, CsvOptions, MalformedRecordError, open_cursor
-from gyreflow.api.sources import Source, SourceReader
+from gyreflow.api.sources import GrowingInputReader, Source, SourceReader
 from gyreflow.runtime.errors import DataError
 
 ORDERS = ("name", "mtime")
 
-
-# The longest a poll blocks: a stop request is seen within it.
-_LONGEST_WAIT = 0.5
 
 
 def until_idle_default() -> float | None:
@@ -125,14 +122,13 @@ def owner_task(name: str, parallelism: int) -> int:
     return zlib.crc32(name.encode("utf-8")) % parallelism
 
 
-class _DirectoryReader(SourceReader):
+class _DirectoryReader(GrowingInputReader):
     """One task's files: the offset is ``{"done": names read whole, "file": current, "at": position}``."""
 
     def __init__(self, source: DirectorySource, task_index: int, parallelism: int) -> None:
         self.source = source
         self.task = task_index
         self.parallelism = parallelism
-        self.live = source.follow
         self.done: set[str] = set()
         self.current: str | None = None
         self.cursor = None
@@ -146,6 +142,9 @@ class _DirectoryReader(SourceReader):
             self.letters = os.path.join(source.dead_letters, f"dead-letters-{task_index:04d}.jsonl")
 
     # Files ----------------------------------------------------------------------------------
+
+    def _next_look(self) -> float:
+        return self.scanned + self.source.poll_interval
 
     def _scan(self) -> None:
         self.scanned = time.monotonic()
@@ -229,47 +228,6 @@ class _DirectoryReader(SourceReader):
                  "after": self.cursor.position if self.cursor is not None else None}
         with open(self.letters, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(entry, ensure_ascii=False) + "\n")
-
-    def read(self, max_records: int) -> list:
-        return self.poll(max_records, None)
-
-    def poll(self, max_records: int, timeout: float | None) -> list:
-        if self.ended:
-            return []
-        out = self._take(max_records)
-        if not self.source.follow:
-            self.ended = not out
-            return out
-        # A count window (no timeout) is waited for in short polls: a short batch does not end
-        # a live reader's window, and between polls the job sees a stop request.
-        deadline = time.monotonic() + (timeout if timeout is not None else _LONGEST_WAIT)
-        idle = self.source.until_idle
-        if out:
-            self.last_data = time.time()
-        while len(out) < max_records:
-            if idle is not None and time.time() - self.last_data >= idle:
-                self.ended = not out  # what came is handed over first; the next poll ends
-                break
-            now = time.monotonic()
-            if deadline is not None and now >= deadline:
-                break
-            wake = self.scanned + self.source.poll_interval
-            if deadline is not None:
-                wake = min(wake, deadline)
-            if idle is not None:
-                wake = min(wake, now + max(0.0, self.last_data + idle - time.time()))
-            time.sleep(max(0.0, wake - now))
-            more = self._take(max_records - len(out))
-            if more:
-                self.last_data = time.time()
-                out += more
-        return out
-
-    @property
-    def exhausted(self) -> bool:
-        return self.ended
-
-    # Offsets --------------------------------------------------------------------------------
 
     def offset(self) -> dict:
         return {"done": sorted(self.done), "file": self.current,

@@ -11,12 +11,9 @@ import attrs
 from gyreflow.api.config import ConfigError
 from gyreflow.api.directory_source import until_idle_default
 from gyreflow.api.sinks import Sink, SinkWriter
-from gyreflow.api.sources import Source, SourceReader
+from gyreflow.api.sources import GrowingInputReader, Source, SourceReader
 from gyreflow.runtime.errors import DataError
 from gyreflow.state.sql_urls import engine_url, missing_driver
-
-# The longest a poll blocks: a stop request is seen within it.
-_LONGEST_WAIT = 0.5
 
 
 def _tuple(value) -> tuple[str, ...] | None:
@@ -92,17 +89,16 @@ class PostgresSource(Source):
         return f"PostgresSource({self.table} by {self.column})"
 
 
-class _TableReader(SourceReader):
+class _TableReader(GrowingInputReader):
     def __init__(self, source: PostgresSource) -> None:
         self.source = source
-        self.live = source.follow
         self.last = None
         self.engine = None
         self.query = None
         self.ended = False
         self.last_data = time.time()
 
-    def _select(self, limit: int) -> list:
+    def _take(self, limit: int) -> list:
         import sqlalchemy as sa
 
         if self.engine is None:
@@ -128,45 +124,6 @@ class _TableReader(SourceReader):
                 for row in rows:
                     del row["__gyreflow_order"]
         return rows
-
-    def read(self, max_records: int) -> list:
-        return self.poll(max_records, None)
-
-    def poll(self, max_records: int, timeout: float | None) -> list:
-        if self.ended:
-            return []
-        out = self._select(max_records)
-        if not self.source.follow:
-            self.ended = not out
-            return out
-        # A count window (no timeout) is waited for in short polls: a short batch does not end
-        # a live reader's window, and between polls the job sees a stop request.
-        deadline = time.monotonic() + (timeout if timeout is not None else _LONGEST_WAIT)
-        idle = self.source.until_idle
-        if out:
-            self.last_data = time.time()
-        while len(out) < max_records:
-            if idle is not None and time.time() - self.last_data >= idle:
-                self.ended = not out  # what came is handed over first; the next poll ends
-                break
-            wait = self.source.poll_interval
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                wait = min(wait, left)
-            if idle is not None:
-                wait = min(wait, max(0.0, self.last_data + idle - time.time()))
-            time.sleep(wait)
-            more = self._select(max_records - len(out))
-            if more:
-                self.last_data = time.time()
-                out += more
-        return out
-
-    @property
-    def exhausted(self) -> bool:
-        return self.ended
 
     def offset(self) -> dict:
         return {"last": self.last, "idle_since": self.last_data}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator
 
 import attrs
@@ -50,6 +51,70 @@ class SourceReader:
 
     def close(self) -> None:
         """Release files and iterators."""
+
+
+# The longest a poll of growing input blocks: a stop request is seen within it.
+_LONGEST_WAIT = 0.5
+
+
+class GrowingInputReader(SourceReader):
+    """A reader of input that may grow while the job runs (a followed directory or table).
+
+    Subclasses set ``source`` (with ``follow``, ``poll_interval`` and ``until_idle``) and
+    ``last_data`` (the wall-clock time of the last record, kept in their offset so that idle time
+    counts across processes), and give ``_take(n)``: up to ``n`` records there now. ``_next_look``
+    says when looking again may find more.
+    """
+
+    ended = False
+
+    @property
+    def live(self) -> bool:
+        return self.source.follow
+
+    def _take(self, max_records: int) -> list:
+        raise NotImplementedError
+
+    def _next_look(self) -> float:
+        """The monotonic time at which ``_take`` may find new records."""
+        return time.monotonic() + self.source.poll_interval
+
+    def read(self, max_records: int) -> list:
+        return self.poll(max_records, None)
+
+    def poll(self, max_records: int, timeout: float | None) -> list:
+        if self.ended:
+            return []
+        out = self._take(max_records)
+        if not self.source.follow:
+            self.ended = not out
+            return out
+        # A count window (no timeout) is waited for in short polls: a short batch does not end
+        # a live reader's window, and between polls the job sees a stop request.
+        deadline = time.monotonic() + (timeout if timeout is not None else _LONGEST_WAIT)
+        idle = self.source.until_idle
+        if out:
+            self.last_data = time.time()
+        while len(out) < max_records:
+            if idle is not None and time.time() - self.last_data >= idle:
+                self.ended = not out  # what came is handed over first; the next poll ends
+                break
+            now = time.monotonic()
+            if now >= deadline:
+                break
+            wake = min(self._next_look(), deadline)
+            if idle is not None:
+                wake = min(wake, now + max(0.0, self.last_data + idle - time.time()))
+            time.sleep(max(0.0, wake - now))
+            more = self._take(max_records - len(out))
+            if more:
+                self.last_data = time.time()
+                out += more
+        return out
+
+    @property
+    def exhausted(self) -> bool:
+        return self.ended
 
 
 class Source:
