@@ -1,7 +1,9 @@
 """Crash points: named moments at which a test can make the job process die as if by ``kill -9``.
 
 Set ``GYREFLOW_CRASH_AT=POINT:WINDOW`` (several separated by commas) and the job process sends itself
-SIGKILL when it reaches that point for that window. Points:
+SIGKILL when it reaches that point for that window. A commit may cover several windows at once, so
+``before-commit``, ``after-commit`` and ``mid-publish`` fire at the first commit of that window or a
+later one. Points:
 
 - ``window-finished``  every tail reported the window; its snapshot may still be in flight
 - ``snapshot-written`` the writer stored a task's snapshot of the window but has not acknowledged it
@@ -41,9 +43,18 @@ def _parse(spec: str) -> frozenset[tuple[str, int]]:
 _ARMED = _parse(os.environ.get("GYREFLOW_CRASH_AT", ""))
 
 
+_FROM_WINDOW_ON = frozenset({"before-commit", "after-commit", "mid-publish"})
+
+
+def _armed(name: str, window: int) -> bool:
+    if name in _FROM_WINDOW_ON:
+        return any(point == name and window >= armed for point, armed in _ARMED)
+    return (name, window) in _ARMED
+
+
 def crash_point(name: str, window: int, pid: int | None = None) -> None:
     """Die (or kill ``pid``, the job process) here if a test armed ``name`` for ``window``."""
-    if _ARMED and (name, window) in _ARMED:
+    if _ARMED and _armed(name, window):
         os.kill(pid or os.getpid(), signal.SIGKILL)
         if pid is not None:
             os._exit(1)
