@@ -36,6 +36,8 @@ from gyreflow.state.snapshot import (
 
 ALL = range(128)
 JOB = "job"
+# The PostgreSQL cases share one database and clear each other's "auth-" jobs: one worker runs them.
+pytestmark = pytest.mark.xdist_group("state-authentication")
 
 
 class Planted:
