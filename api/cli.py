@@ -50,6 +50,27 @@ def _run_script(script: str, args: tuple[str, ...], settings: RunSettings) -> No
         sys.argv, sys.path[:] = saved_argv, saved_path
 
 
+def _open_ui(console: Console, config_path: str | None, address: str | None, stop):
+    """The run's port (``--ui`` or ``ui.address``), opened before the script runs; None if unset."""
+    from gyreflow.api.ui_server import RunUi, UiAddressError
+
+    try:
+        config = Config.load(config_path)
+        address = address if address is not None else config["ui.address"]
+        if not address:
+            return None
+        ui = RunUi.open(address, config["ui.linger"], stop)
+    except ConfigError as exc:
+        _fail(console, f"configuration: {exc}", 2)
+    except UiAddressError as exc:
+        _fail(console, str(exc), 2)
+    except OSError as exc:
+        _fail(console, f"cannot serve the ui on {address!r}: {exc.strerror or exc}", 2)
+    sys.stderr.write(f"ui: {ui.server.url}\n")
+    sys.stderr.flush()
+    return ui
+
+
 def _stop_now(signum: int, last_completed: int) -> None:
     """A second Ctrl-C: leave at once, as a crash would (the state is resumable after any crash)."""
     with contextlib.suppress(OSError):
@@ -79,9 +100,15 @@ def main() -> None:
               help="With --resume: continue after this retained snapshot instead of the last.")
 @click.option("--until-idle", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
               help="Followed sources (directories, tables) end after SECONDS without new data.")
+@click.option("--ui", "ui_address", default=None, metavar="[HOST:]PORT",
+              help="Serve /metrics (Prometheus), /api/job and a live page on this port while the "
+                   "job runs (HOST defaults to 127.0.0.1; config key ui.address).")
+@click.option("--metrics-json", type=click.Path(dir_okay=False, writable=True), default=None,
+              metavar="FILE", help="Write the final metrics of every task to FILE as JSON.")
 def run(script: str, script_args: tuple[str, ...], config_path: str | None,
         environment: str | None, quiet: bool, resume: bool, fresh: bool,
-        from_window: int | None, until_idle: float | None) -> None:
+        from_window: int | None, until_idle: float | None, ui_address: str | None,
+        metrics_json: str | None) -> None:
     """Run the pipelines SCRIPT defines; arguments after -- go to the script."""
     console = Console(stderr=True)
     if resume and fresh:
@@ -89,13 +116,21 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
     if from_window is not None and not resume:
         _fail(console, "--from-window needs --resume", 2)
     stop = StopRequest(immediate=_stop_now)
+    ui = _open_ui(console, config_path, ui_address, stop)
     settings = RunSettings(config_path=config_path, environment=environment, quiet=quiet,
                            show_progress=not quiet, resume=resume, fresh=fresh,
                            from_window=from_window, until_idle=until_idle, summaries=[],
-                           stop=stop)
+                           stop=stop, monitor=ui.monitor if ui is not None else None)
     previous = install_handlers(stop) if threading.current_thread() is threading.main_thread() else {}
     try:
-        _run_script(script, script_args, settings)
+        try:
+            _run_script(script, script_args, settings)
+        except BaseException as exc:
+            if ui is not None:
+                ui.monitor.finish(exc if not isinstance(exc, SystemExit) or exc.code else None)
+            raise
+        if ui is not None:
+            ui.monitor.finish()
     except (JobStopped, JobInterrupted) as exc:
         console.print(f"stopped after window {exc.last_completed}; run again with --resume to "
                       "continue", markup=False, highlight=False)
@@ -122,7 +157,17 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
                     "--from-window N (see gyreflow snapshots).")
         _fail(console, f"{exc}{hint}", 3)
     finally:
-        restore_handlers(previous)
+        try:
+            if metrics_json is not None:
+                from gyreflow.api.progress import write_metrics_json
+
+                write_metrics_json(metrics_json, settings.summaries)
+            if ui is not None:
+                ui.linger(stop)
+        finally:
+            if ui is not None:
+                ui.close()
+            restore_handlers(previous)
     if not quiet:
         from gyreflow.api.progress import summary_tables
 

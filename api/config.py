@@ -136,6 +136,12 @@ SCHEMA: tuple[ConfigKey, ...] = (
     ConfigKey("metrics.kept_windows", int, 1000,
               "Per-window metrics kept of the first and of the last windows (the rest are summed).",
               minimum=1),
+    ConfigKey("ui.address", str, "",
+              "Serve /metrics (Prometheus), /api/job and a live page on [HOST:]PORT while a job runs "
+              "(HOST defaults to 127.0.0.1; PORT 0 picks a free one). Empty: no port is opened."),
+    ConfigKey("ui.linger", float, 0.0,
+              "Seconds the port stays open after the run ends, so the final state can be read.",
+              minimum=0),
     ConfigKey("spark.master", str, "local[*]",
               "Spark master URL: local[N] runs Spark in this machine, spark://host:port a cluster."),
     ConfigKey("spark.app_name", str, "gyreflow", "Spark application name."),

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator, Mapping
 
 import attrs
 
+from gyreflow.api.config import ConfigError
 from gyreflow.api.session import current_settings
 from gyreflow.api.sources import GeneratorSource, as_source
 from gyreflow.api.stream import GraphBuilder, Stream
@@ -171,11 +172,29 @@ class Pipeline:
         if recovery.resume and recovery.fresh:
             msg = "choose one of resume and fresh, not both"
             raise ValueError(msg)
+        ui = None
+        monitor = settings.monitor
+        if monitor is None and self.env.config["ui.address"]:
+            ui = _open_ui(self.env.config, settings.stop)  # before any data moves
+            monitor = ui.monitor
+        if monitor is not None:
+            listener = monitor if listener is None else Listeners((listener, monitor))
         results = {}
-        for task in self.tasks:
-            graph = task.build(self.env.config)
-            results[task.name] = self.env.run_task(f"{self.name}/{task.name}", graph, listener,
-                                                   recovery)
+        try:
+            for task in self.tasks:
+                graph = task.build(self.env.config)
+                results[task.name] = self.env.run_task(f"{self.name}/{task.name}", graph, listener,
+                                                       recovery)
+        except BaseException as exc:
+            if ui is not None:
+                ui.monitor.finish(exc)
+                ui.linger(settings.stop)
+                ui.close()
+            raise
+        if ui is not None:
+            ui.monitor.finish()
+            ui.linger(settings.stop)
+            ui.close()
         if settings.summaries is not None:
             settings.summaries.append((self.name, results))
         return PipelineResult(results)
@@ -187,3 +206,16 @@ def _show_progress(requested: bool | None, config, settings) -> bool:
     if settings.quiet or not config["progress.enabled"]:
         return False
     return settings.show_progress or sys.stderr.isatty()
+
+
+def _open_ui(config, stop):
+    """The port ``ui.address`` asks for, when ``execute`` runs outside ``gyreflow run --ui``."""
+    from gyreflow.api.ui_server import RunUi, UiAddressError
+
+    try:
+        ui = RunUi.open(config["ui.address"], config["ui.linger"], stop)
+    except UiAddressError as exc:
+        raise ConfigError(str(exc)) from None
+    sys.stderr.write(f"ui: {ui.server.url}\n")
+    sys.stderr.flush()
+    return ui

@@ -1,6 +1,15 @@
-"""Progress display and the per-window summary, drawn with rich (switched off by --quiet)."""
+"""Progress display and the end-of-run summary, drawn with rich (switched off by --quiet), and the
+final metrics as JSON (``--metrics-json``).
+
+Rates are records read by the sources over wall time: windows in flight overlap, so adding up their
+times would count the same seconds twice.
+"""
 
 from __future__ import annotations
+
+import json
+import math
+import time
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -9,21 +18,24 @@ from rich.table import Table
 from gyreflow.runtime.driver import JobListener
 from gyreflow.runtime.metrics import TaskResult, WindowMetrics
 
+SUMMARY_WIDTH = 80
+
 
 class ProgressListener(JobListener):
-    """Shows windows done and records per second while a job runs."""
+    """Shows windows done and records per second (over wall time) while a job runs."""
 
-    def __init__(self, pipeline: str, console: Console | None = None) -> None:
+    def __init__(self, pipeline: str, console: Console | None = None, clock=time.monotonic) -> None:
         self.console = console or Console(stderr=True)
         self.progress: Progress | None = None
         self.records = 0
         self.windows = 0
-        self.seconds = 0.0
+        self.started = 0.0
+        self.clock = clock
         self.pipeline = pipeline
 
     def on_start(self, name, graph) -> None:
         self.records = self.windows = 0
-        self.seconds = 0.0
+        self.started = self.clock()
         self.progress = Progress(
             SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
             TextColumn("{task.fields[windows]} windows"), TextColumn("{task.fields[rate]}"),
@@ -35,8 +47,8 @@ class ProgressListener(JobListener):
     def on_window(self, metrics: WindowMetrics) -> None:
         self.windows += 1
         self.records += metrics.source_records
-        self.seconds += metrics.seconds
-        rate = f"{self.records / self.seconds:,.0f} records/s" if self.seconds > 0 else ""
+        elapsed = self.clock() - self.started
+        rate = f"{self.records / elapsed:,.0f} records/s" if elapsed > 0 else ""
         self.progress.update(self.task_id, windows=self.windows, rate=rate)
 
     def on_finish(self, result: TaskResult) -> None:
@@ -44,38 +56,107 @@ class ProgressListener(JobListener):
         self.progress.stop()
 
 
-def summary_tables(name: str, results: dict[str, TaskResult], max_windows: int = 12) -> list[Table]:
-    """Per-window metrics of a pipeline's tasks: time and records in/out per operator, for the first
-    and last windows, and totals over every window."""
+def source_records(result: TaskResult, sources: tuple[str, ...] = ()) -> int:
+    """Records the sources read over every window of ``result``."""
+    if not sources:
+        sources = tuple(dict.fromkeys(s for w in result.windows for s in w.sources))
+    return sum(result.summary.operators.get(name, (0, 0))[1] for name in sources)
+
+
+def _rate(records: int, seconds: float) -> float:
+    return records / seconds if seconds > 0 else 0.0
+
+
+def summary_tables(name: str, results: dict[str, TaskResult], max_windows: int = 8) -> list[Table]:
+    """Each task of a pipeline in at most 80 columns: a title with windows, wall time and records/s;
+    one row per operator (records in and out over every window); the first and last windows."""
     tables = []
     for task_name, result in results.items():
-        windows = result.windows
         summary = result.summary
+        records = source_records(result)
+        title = (f"{name}/{task_name}: {summary.count:,} windows in {result.seconds:.2f} s, "
+                 f"{_rate(records, result.seconds):,.0f} records/s")
+        table = Table(title=title, width=SUMMARY_WIDTH, title_justify="left")
+        table.add_column("operator", overflow="fold", ratio=3)
+        table.add_column("records in", justify="right", ratio=2)
+        table.add_column("records out", justify="right", ratio=2)
         operators = list(summary.operators) or list(
-            dict.fromkeys(op for w in windows for op in w.operators))
-        table = Table(title=f"{name}/{task_name}: {summary.count} windows in {result.seconds:.2f} s")
-        table.add_column("window", justify="right")
-        table.add_column("seconds", justify="right")
+            dict.fromkeys(op for w in result.windows for op in w.operators))
         for op in operators:
-            table.add_column(f"{op}\nin → out", justify="right")
-        shown = windows if summary.count <= max_windows else (
-            windows[: max_windows // 2] + [None] + windows[-max_windows // 2:])
-        for w in shown:
-            if w is None:
-                table.add_row("...", "", *["" for _ in operators])
-                continue
-            cells = []
-            for op in operators:
-                m = w.operators.get(op)
-                cells.append("" if m is None else _cell(m.records_in, m.records_out))
-            table.add_row(str(w.window), f"{w.seconds:.3f}", *cells)
-        totals = [_cell(*summary.operators.get(op, (0, 0))) for op in operators]
-        table.add_row("total", f"{summary.seconds:.3f}", *totals, style="bold")
+            records_in, records_out = summary.operators.get(op, (0, 0))
+            table.add_row(op, "" if records_in == 0 else f"{records_in:,}", f"{records_out:,}")
         tables.append(table)
+        tables.append(_windows_table(result, max_windows))
     return tables
 
 
-def _cell(records_in: int, records_out: int) -> str:
-    if records_in == 0:
-        return f"{records_out:,}"  # a source: records read
-    return f"{records_in:,} → {records_out:,}"
+def window_percentile(result: TaskResult, fraction: float) -> float:
+    """Exact over the kept windows when every window is kept, else the histogram's upper bound."""
+    windows = result.windows
+    if windows and len(windows) == result.summary.count:
+        times = sorted(w.seconds for w in windows)
+        return times[min(len(times) - 1, max(0, math.ceil(fraction * len(times)) - 1))]
+    return result.summary.percentile(fraction)
+
+
+def _windows_table(result: TaskResult, max_windows: int) -> Table:
+    summary = result.summary
+    table = Table(width=SUMMARY_WIDTH, title_justify="left",
+                  title=(f"windows: median {window_percentile(result, 0.5) * 1000:,.1f} ms, "
+                         f"p99 {window_percentile(result, 0.99) * 1000:,.1f} ms, "
+                         f"slowest {summary.max_seconds * 1000:,.1f} ms"))
+    table.add_column("window", justify="right")
+    table.add_column("seconds", justify="right")
+    table.add_column("records read", justify="right")
+    windows = result.windows
+    shown = windows if summary.count <= max_windows else (
+        windows[: max_windows // 2] + [None] + windows[-max_windows // 2:])
+    for w in shown:
+        if w is None:
+            table.add_row("...", "", "")
+        else:
+            table.add_row(str(w.window), f"{w.seconds:.3f}", f"{w.source_records:,}")
+    table.add_row("all", f"{result.seconds:.3f}", f"{source_records(result):,}", style="bold")
+    return table
+
+
+def metrics_document(summaries: list) -> dict:
+    """The final metrics of a run as ``--metrics-json`` writes them."""
+    pipelines = []
+    for name, results in summaries:
+        tasks = []
+        for task_name, result in results.items():
+            summary = result.summary
+            records = source_records(result)
+            tasks.append({
+                "task": task_name,
+                "windows": summary.count,
+                "last_completed_window": result.last_completed,
+                "seconds": round(result.seconds, 6),
+                "records_read": records,
+                "records_per_second": round(_rate(records, result.seconds), 3),
+                "window_seconds": {"median": window_percentile(result, 0.5),
+                                   "p99": window_percentile(result, 0.99),
+                                   "max": summary.max_seconds},
+                "operators": {op: {"records_in": i, "records_out": o}
+                              for op, (i, o) in summary.operators.items()},
+            })
+        pipelines.append({"pipeline": name, "tasks": tasks})
+    return {"pipelines": pipelines}
+
+
+def write_metrics_json(path: str, summaries: list) -> None:
+    """Write ``metrics_document`` to ``path`` (replaced whole)."""
+    import os
+    import tempfile
+
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, staged = tempfile.mkstemp(prefix=".metrics-", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(metrics_document(summaries), handle, indent=2)
+            handle.write("\n")
+        os.replace(staged, path)
+    except BaseException:
+        os.unlink(staged)
+        raise

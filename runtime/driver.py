@@ -27,6 +27,7 @@ from gyreflow.scheduler.cycle import JobScheduler
 from gyreflow.scheduler.events import (
     CommitDurable,
     CommitWindow,
+    Done,
     EventKind,
     JobFailed,
     PublishWindow,
@@ -37,6 +38,16 @@ from gyreflow.scheduler.events import (
 STALL_SECONDS = 300  # no task has work and nothing was reported for this long: the job is stuck
 
 
+@attrs.frozen
+class CheckpointMetrics:
+    """A completed checkpoint: the window it made durable, the seconds from that window's end to
+    its commit being durable, and the bytes of state and offsets its tasks wrote."""
+
+    window: int
+    seconds: float
+    bytes: int
+
+
 class JobListener:
     """Receives progress while a job runs; the default does nothing."""
 
@@ -45,6 +56,9 @@ class JobListener:
 
     def on_window(self, metrics: WindowMetrics) -> None:
         """A window finished."""
+
+    def on_checkpoint(self, checkpoint: CheckpointMetrics) -> None:
+        """A window's commit is durable: the job resumes after it."""
 
     def on_finish(self, result: TaskResult) -> None:
         """The job finished."""
@@ -63,6 +77,10 @@ class Listeners(JobListener):
     def on_window(self, metrics: WindowMetrics) -> None:
         for listener in self.listeners:
             listener.on_window(metrics)
+
+    def on_checkpoint(self, checkpoint: CheckpointMetrics) -> None:
+        for listener in self.listeners:
+            listener.on_checkpoint(checkpoint)
 
     def on_finish(self, result: TaskResult) -> None:
         for listener in self.listeners:
@@ -147,6 +165,8 @@ class JobDriver:
         self.result = TaskResult(name, self.config["metrics.kept_windows"])
         self.sources = tuple(v.name for v in graph.pipeline.sources())
         self.launched: dict[tuple[int, int], float] = {}
+        self.window_ends: dict[int, float] = {}  # window -> when its last cycle finished it
+        self.checkpoint_bytes: dict[int, int] = {}  # window -> bytes its snapshots wrote
         self.finished = {cycle: resume_from for cycle in scheduler.cycles}
         self.failure: BaseException | None = None
         self.writer_failure: BaseException | None = None
@@ -221,6 +241,9 @@ class JobDriver:
                 raise self.failure  # the first failure is the one to report
             raise self.host.describe_write_failure(report.error, self.durable,
                                                    self.scheduler.committing)
+        if type(report) is Done and report.phase is EventKind.CHECKPOINT and report.size:
+            sizes = self.checkpoint_bytes
+            sizes[report.window] = sizes.get(report.window, 0) + report.size
         if self.failure is None:
             self.pending.extend(self.scheduler.handle(report))
             return
@@ -257,7 +280,9 @@ class JobDriver:
         crash_point("window-finished", instruction.window)
         self.finished[instruction.cycle] = instruction.window
         key = (instruction.cycle, instruction.window)
-        seconds = self.clock() - self.launched.pop(key, self.started)
+        now = self.clock()
+        self.window_ends[instruction.window] = now
+        seconds = now - self.launched.pop(key, self.started)
         metrics = WindowMetrics.from_dones(self.name, instruction.cycle, instruction.window, seconds,
                                            instruction.dones, self.sources)
         self.result.add_window(metrics)
@@ -277,11 +302,24 @@ class JobDriver:
         self.durable = window
         if self.stop is not None:
             self.stop.last_completed = window
+        self._checkpoint_completed(window)
         crash_point("after-commit", window)
         for index, publish in enumerate(self.host.publishers()):
             publish(window)
             if index == 0:
                 crash_point("mid-publish", window)
+
+    def _checkpoint_completed(self, window: int) -> None:
+        """Tell the listener of the checkpoint that made ``window`` durable (it covers the windows
+        finished since the last one)."""
+        now = self.clock()
+        ended = self.window_ends.get(window, now)
+        written = 0
+        for covered in [w for w in self.checkpoint_bytes if w <= window]:
+            written += self.checkpoint_bytes.pop(covered)
+        for covered in [w for w in self.window_ends if w <= window]:
+            del self.window_ends[covered]
+        self.listener.on_checkpoint(CheckpointMetrics(window, max(0.0, now - ended), written))
 
     def _writer_failed(self, error: BaseException) -> None:
         """The snapshot writer's error callback (any thread)."""

@@ -31,19 +31,25 @@ class WindowMetrics:
         return sum(m.records_out for name, m in self.operators.items() if name in self.sources)
 
     sources: tuple[str, ...] = ()
+    watermark: float | None = None  # the lowest finite event-time watermark at the window's end
 
     @classmethod
     def from_dones(cls, task: str, cycle: int, window: int, seconds: float,
                    dones: tuple[Done, ...], sources: tuple[str, ...]) -> WindowMetrics:
         """Sum the metrics every task of the window reported."""
         totals: dict[str, list[int]] = {}
+        watermark = None
         for done in dones:
             for name, m in done.metrics:
                 pair = totals.setdefault(name, [0, 0])
                 pair[0] += m.records_in
                 pair[1] += m.records_out
+                mark = m.watermark
+                if mark is not None and -math.inf < mark < math.inf and (
+                        watermark is None or mark < watermark):
+                    watermark = mark
         operators = {name: OperatorMetrics(i, o) for name, (i, o) in totals.items()}
-        return cls(task, cycle, window, seconds, operators, sources)
+        return cls(task, cycle, window, seconds, operators, sources, watermark)
 
 
 HISTOGRAM_BUCKETS = 40  # window times in powers of two from 1 microsecond to about 6 days

@@ -98,6 +98,7 @@ class OperatorMetrics:
 
     records_in: int = 0
     records_out: int = 0
+    watermark: float | None = None  # an event-time operator's watermark at the window's end
 
 
 @attrs.frozen
@@ -106,9 +107,9 @@ class Done:
 
     ``phase`` is EXECUTE_COMPUTE when a task finished a window (with its metrics and collected
     output), LAUNCH_SOURCE when a head finished reading a window (``exhausted`` when its input ended
-    there), CHECKPOINT when the task's snapshot of the window is durable, and the event's own kind for
-    lifecycle commands. ``exhausted`` on an EXECUTE_COMPUTE Done means the task's input ended after
-    this window and its last state is durable: it reports no later window.
+    there), CHECKPOINT when the task's snapshot of the window is durable (``size``: its bytes), and
+    the event's own kind for lifecycle commands. ``exhausted`` on an EXECUTE_COMPUTE Done means the
+    task's input ended after this window and its last state is durable: it reports no later window.
 
     Iteration tasks also report INPUT_READY (all input of a window arrived), INIT_ITERATION and each
     superstep (EXECUTE_FIRST_ITERATION, then EXECUTE_COMPUTE with ``iteration`` > 0) with ``active``,
@@ -127,6 +128,7 @@ class Done:
     seconds: float = 0.0
     active: int = 0
     partials: tuple = ()
+    size: int = 0  # CHECKPOINT: bytes of state and offsets the task's snapshot wrote
 
 
 @attrs.frozen

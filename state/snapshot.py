@@ -248,6 +248,13 @@ class TaskSnapshot:
     chunks: tuple[StateChunk, ...] = ()
     tables: tuple[str, ...] = ()  # every state table of the writing task, changed or not
 
+    @property
+    def size(self) -> int:
+        """Bytes of the changes and records (as pickled, before any framing a store adds)."""
+        return (sum(len(c.keys) + len(c.values) for c in self.chunks)
+                + sum(len(r.key) + len(r.value or b"") for r in self.rows)
+                + sum(len(r.value) for r in self.records))
+
     def all_rows(self) -> list[StateRow]:
         """``rows`` and the expanded ``chunks``: the changes one row per key."""
         rows = list(self.rows)

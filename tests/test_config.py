@@ -69,6 +69,8 @@ def test_defaults():
         "spark.master": "local[*]",
         "spark.app_name": "gyreflow",
         "spark.conf": (),
+        "ui.address": "",
+        "ui.linger": 0.0,
     }
     assert config["runtime.batch_size"] == 1024
     assert config.get("state.backend") == "memory"

@@ -101,6 +101,7 @@ class TimestampOperator(Operator):
         self.max_delay = float(max_delay)
         self.idle_timeout = idle_timeout
         self.last_record_at = None
+        self.watermark: float | None = None
 
     def open(self, ctx) -> None:
         super().open(ctx)
@@ -140,6 +141,7 @@ class TimestampOperator(Operator):
                 self.last_record_at = now
             idle = now - self.last_record_at >= self.idle_timeout
         value = INF if getattr(ctx, "input_ended", False) else latest - self.max_delay
+        self.watermark = value  # read into the window's metrics
         self.out([Watermark(ctx.task_index, ctx.parallelism, value, idle)])
 
 

@@ -261,14 +261,15 @@ class Task:
             metrics.append((self.vertex.head.name, OperatorMetrics(0, self.source_records)))
             self.source_records = 0
         for op in self.operators:
-            metrics.append((op.name, OperatorMetrics(op.records_in, op.records_out)))
+            metrics.append((op.name, OperatorMetrics(op.records_in, op.records_out,
+                                                     getattr(op, "watermark", None))))
             op.records_in = op.records_out = 0
         collected = tuple((op.result_name, tuple(op.take())) for op in self.collectors)
         self.emitter.barrier(window, checkpoint)
         cp = self.checkpoints
         if cp is not None:
             if checkpoint:
-                self._snapshot(window, self._report_checkpoint(window))
+                self._snapshot(window, self._report_checkpoint(window), sized=True)
             elif cp.every_window:  # persisted for the next round, not a checkpoint of the job
                 self._snapshot(window, _nothing)
         now = self.clock()
@@ -293,12 +294,14 @@ class Task:
 
     # Snapshots and recovery -----------------------------------------------------------------
 
-    def _report_checkpoint(self, window: int) -> Callable[[], None]:
-        done = Done(self.cycle, self.spec.id, window, EventKind.CHECKPOINT)
-        return lambda: self.report(done)
+    def _report_checkpoint(self, window: int) -> Callable[[int], None]:
+        def report(size: int) -> None:
+            self.report(Done(self.cycle, self.spec.id, window, EventKind.CHECKPOINT, size=size))
+        return report
 
-    def _snapshot(self, version: int, on_durable: Callable[[], None]) -> None:
-        """Hand the state changed since the last snapshot, and the source offset, to the writer.
+    def _snapshot(self, version: int, on_durable: Callable, sized: bool = False) -> None:
+        """Hand the state changed since the last snapshot, and the source offset, to the writer;
+        ``sized``: ``on_durable`` takes the snapshot's size in bytes.
 
         Changes are pickled once per key group (``chunks_by_key_group``), not once per key: per-key
         pickling cost more than the rest of a snapshot together.
@@ -322,7 +325,11 @@ class Task:
         snapshot = TaskSnapshot(cp.job, version, self.ctx.state.key_groups, (), records,
                                 cp.horizon, tuple(chunks), tuple(self.ctx.state.tables))
         self.last_snapshot = version
-        cp.writer.write(snapshot, on_durable)
+        if sized:
+            size = snapshot.size
+            cp.writer.write(snapshot, lambda: on_durable(size))
+        else:
+            cp.writer.write(snapshot, on_durable)
 
     def rollback(self, window: int, recover_sinks: bool = True, verify: bool = True) -> None:
         """Restore state, source offset and (unless the driver does it) sinks to ``window``; with

@@ -1,0 +1,176 @@
+"""A running job seen from outside: Prometheus metrics and the JSON the live page reads.
+
+``JobMonitor`` is a job listener. It keeps its metrics in a registry of its own (two monitors in one
+process never mix their series) and a bounded view of the job (the plan, the last windows and
+checkpoints), so it costs the same in the millionth window as in the first.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from gyreflow.plan.execution import ExecutionGraph
+from gyreflow.runtime.driver import CheckpointMetrics, JobListener
+from gyreflow.runtime.metrics import TaskResult, WindowMetrics
+
+STATES = ("starting", "running", "stopping", "finished", "failed")
+RECENT = 60  # windows and checkpoints kept for the page
+# Window and checkpoint times: from half a millisecond to ten minutes.
+BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+           30.0, 60.0, 120.0, 300.0, 600.0)
+
+
+class JobMonitor(JobListener):
+    """Counts what the jobs of a run do, for ``/metrics`` and ``/api/job``."""
+
+    def __init__(self, stop=None, clock=time.monotonic) -> None:
+        self.stop = stop  # a StopRequest: once requested, the state is "stopping"
+        self.clock = clock
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.windows_total = Counter("gyreflow_windows_completed", "Windows completed.", registry=r)
+        self.records_in = Counter("gyreflow_operator_records_in", "Records into an operator.",
+                                  ("task", "operator"), registry=r)
+        self.records_out = Counter("gyreflow_operator_records_out", "Records out of an operator.",
+                                   ("task", "operator"), registry=r)
+        self.last_window = Gauge("gyreflow_last_completed_window",
+                                 "The job's last completed window id.", registry=r)
+        self.checkpoint_bytes = Gauge("gyreflow_checkpoint_bytes",
+                                      "Bytes written by the last checkpoint.", registry=r)
+        self.watermark_lag = Gauge("gyreflow_watermark_lag_seconds",
+                                   "Wall-clock time minus the event-time watermark.", registry=r)
+        self.window_seconds = Histogram("gyreflow_window_duration_seconds",
+                                        "Wall time of a window.", buckets=BUCKETS, registry=r)
+        self.checkpoint_seconds = Histogram("gyreflow_checkpoint_duration_seconds",
+                                            "From a window's end to its commit being durable.",
+                                            buckets=BUCKETS, registry=r)
+        self._lock = threading.Lock()
+        self._series: dict[tuple[str, str], tuple] = {}
+        self._state = "starting"
+        self.job = ""
+        self.task = ""
+        self.error: str | None = None
+        self.windows_completed = 0
+        self.records = 0
+        self.started = clock()
+        self.pipeline_graph: dict = {"operators": [], "edges": []}
+        self.execution_graph: dict = {"cycles": [], "vertices": [], "tasks": [], "edges": []}
+        self.recent_windows: deque = deque(maxlen=RECENT)
+        self.recent_checkpoints: deque = deque(maxlen=RECENT)
+
+    # JobListener ----------------------------------------------------------------------------
+
+    def on_start(self, name: str, graph: ExecutionGraph) -> None:
+        job, _, task = name.partition("/")
+        pipeline_graph, execution_graph = describe_graphs(graph)
+        with self._lock:
+            self.job, self.task = job, task or job
+            self.pipeline_graph, self.execution_graph = pipeline_graph, execution_graph
+            self._state = "running"
+            self.started = self.clock()
+            self.records = 0
+
+    def on_window(self, metrics: WindowMetrics) -> None:
+        task = self.task
+        series = self._series
+        for operator, m in metrics.operators.items():
+            pair = series.get((task, operator))
+            if pair is None:
+                pair = series[(task, operator)] = (self.records_in.labels(task, operator),
+                                                   self.records_out.labels(task, operator))
+            if m.records_in:
+                pair[0].inc(m.records_in)
+            if m.records_out:
+                pair[1].inc(m.records_out)
+        self.windows_total.inc()
+        self.window_seconds.observe(metrics.seconds)
+        if metrics.watermark is not None:
+            self.watermark_lag.set(max(0.0, time.time() - metrics.watermark))
+        records = metrics.source_records
+        with self._lock:
+            self.windows_completed += 1
+            self.records += records
+            self.recent_windows.append({"window": metrics.window,
+                                        "duration_seconds": round(metrics.seconds, 6),
+                                        "records": records})
+
+    def on_checkpoint(self, checkpoint: CheckpointMetrics) -> None:
+        self.last_window.set(checkpoint.window)
+        self.checkpoint_bytes.set(checkpoint.bytes)
+        self.checkpoint_seconds.observe(checkpoint.seconds)
+        with self._lock:
+            self.recent_checkpoints.append({"window": checkpoint.window,
+                                            "duration_seconds": round(checkpoint.seconds, 6),
+                                            "bytes": checkpoint.bytes})
+
+    def on_finish(self, result: TaskResult) -> None:
+        self.last_window.set(result.last_completed)
+
+    # The run as a whole ---------------------------------------------------------------------
+
+    def finish(self, error: BaseException | str | None = None) -> None:
+        """The run ended: ``finished``, or ``failed`` with ``error``'s message."""
+        with self._lock:
+            if error is None:
+                self._state = "finished"
+            else:
+                self._state = "failed"
+                self.error = str(error).strip() or type(error).__name__
+
+    @property
+    def state(self) -> str:
+        """running, stopping, finished or failed (starting before the first job)."""
+        with self._lock:
+            state = self._state
+        if state == "running" and self.stop is not None and getattr(self.stop, "requested", False):
+            return "stopping"
+        return state
+
+    def snapshot(self) -> dict:
+        """The job as ``/api/job`` serves it."""
+        state = self.state
+        with self._lock:
+            elapsed = max(self.clock() - self.started, 1e-9)
+            return {
+                "job": self.job,
+                "task": self.task,
+                "state": state,
+                "windows_completed": self.windows_completed,
+                "records_per_second": round(self.records / elapsed, 1),
+                "pipeline_graph": self.pipeline_graph,
+                "execution_graph": self.execution_graph,
+                "recent_windows": list(self.recent_windows),
+                "recent_checkpoints": list(self.recent_checkpoints),
+                "error": self.error,
+            }
+
+
+def describe_graphs(graph: ExecutionGraph) -> tuple[dict, dict]:
+    """The plans as JSON-ready dicts: operators by the names ``gyreflow explain`` prints."""
+    pipeline = graph.pipeline
+    names = {v.id: v.name for v in pipeline.vertices}
+    pipeline_graph = {
+        "operators": [{"name": v.name, "kind": v.spec.op, "parallelism": v.parallelism}
+                      for v in pipeline.topological_order()],
+        "edges": [{"source": names[e.source], "target": names[e.target],
+                   "partitioning": e.partitioning.value} for e in pipeline.edges],
+    }
+    cycles = graph.cycles()
+    cycle_of = {t.vertex_id: c.id for c in cycles for t in c.tasks}
+    execution_graph = {
+        "cycles": [{"id": c.id, "kind": c.group.kind.value,
+                    "vertices": sorted({t.vertex_id for t in c.tasks}),
+                    "iterative": c.iterative} for c in cycles],
+        "vertices": [{"id": v.id, "operators": [p.name for p in v.chain],
+                      "parallelism": v.parallelism, "cycle": cycle_of.get(v.id)}
+                     for v in graph.vertices],
+        "tasks": [{"id": t.id, "vertex": t.vertex_id, "index": t.index, "name": t.name}
+                  for t in graph.tasks()],
+        "edges": [{"source": e.source, "target": e.target, "partitioning": e.partitioning.value}
+                  for e in graph.edges],
+    }
+    return pipeline_graph, execution_graph
