@@ -183,11 +183,17 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
 @click.option("--config", "config_path", type=click.Path(dir_okay=False))
 def explain(script: str, script_args: tuple[str, ...], fmt: str, config_path: str | None) -> None:
     """Print the PipelineGraph and ExecutionGraph of the pipelines SCRIPT defines, without running."""
-    settings = RunSettings(config_path=config_path, quiet=True, explain_format=fmt)
+    settings = RunSettings(config_path=config_path, quiet=True, explain_format=fmt, explained=[])
     try:
         _run_script(script, script_args, settings)
     except ConfigError as exc:
         _fail(Console(stderr=True), f"configuration: {exc}", 2)
+    if not settings.explained:
+        _fail(Console(stderr=True), f"{script} defines no pipeline that it executes: nothing to "
+                                    "explain (pipelines are explained where they call execute())", 1)
+    from gyreflow.plan.explain import explain_all
+
+    sys.stdout.write(explain_all(settings.explained, fmt) + "\n")
 
 
 @main.command()

@@ -135,11 +135,15 @@ class Pipeline:
         return plans
 
     def explain(self, format: str = "text") -> str:  # noqa: A002 - the CLI flag's name
-        """Describe every task's PipelineGraph and ExecutionGraph as text, DOT or Mermaid."""
-        from gyreflow.plan.explain import explain
+        """Describe every task's PipelineGraph and ExecutionGraph as text, or as one DOT graph or
+        Mermaid flowchart in which each task is a subgraph."""
+        from gyreflow.plan.explain import explain_all
 
-        return "\n".join(explain(f"{self.name}/{name}", graph, execution, format)
-                         for name, graph, execution in self.plans())
+        return explain_all(self.titled_plans(), format)
+
+    def titled_plans(self) -> list[tuple[str, PipelineGraph, ExecutionGraph]]:
+        """``plans`` titled ``pipeline/task``, as ``explain`` shows them."""
+        return [(f"{self.name}/{name}", graph, execution) for name, graph, execution in self.plans()]
 
     def execute(self, progress: bool | None = None, *, resume: bool | None = None,
                 fresh: bool | None = None, from_window: int | None = None,
@@ -157,7 +161,10 @@ class Pipeline:
             raise ValueError(msg)
         settings = current_settings()
         if settings.explain_format is not None:
-            sys.stdout.write(self.explain(settings.explain_format) + "\n")
+            if settings.explained is not None:  # gyreflow explain prints every pipeline at the end
+                settings.explained.extend(self.titled_plans())
+            else:
+                sys.stdout.write(self.explain(settings.explain_format) + "\n")
             return PipelineResult({})
         if _show_progress(progress, self.env.config, settings):
             from gyreflow.api.progress import ProgressListener

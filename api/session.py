@@ -23,6 +23,7 @@ class RunSettings:
     until_idle: float | None = None  # followed sources end after this many seconds without data
     summaries: list | None = attrs.field(default=None, eq=False)  # the CLI collects results here
     stop: object = attrs.field(default=None, eq=False)  # a runtime.stop.StopRequest the CLI sets
+    explained: list | None = attrs.field(default=None, eq=False)  # gyreflow explain collects plans
     monitor: object = attrs.field(default=None, eq=False)  # the run's api.monitor.JobMonitor (--ui)
 
 

@@ -1,4 +1,9 @@
-"""Explain: print a PipelineGraph and its ExecutionGraph as text, Graphviz DOT or Mermaid."""
+"""Explain: print a PipelineGraph and its ExecutionGraph as text, Graphviz DOT or Mermaid.
+
+``explain_all`` describes every pipeline task of a script as one document: one DOT graph or one
+Mermaid flowchart in which each task is a subgraph (a cluster) of its own, so the output of any
+script is a single valid graph for Graphviz or Mermaid.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +23,31 @@ def explain(title: str, graph: PipelineGraph, execution: ExecutionGraph, format:
         return _mermaid(title, graph, execution)
     msg = f"unknown explain format {format!r}; valid choices: {', '.join(FORMATS)}"
     raise ValueError(msg)
+
+
+def explain_all(items, format: str = "text") -> str:  # noqa: A002
+    """Describe several ``(title, graph, execution)`` pipeline tasks as one document in ``format``."""
+    items = list(items)
+    if format not in FORMATS:
+        msg = f"unknown explain format {format!r}; valid choices: {', '.join(FORMATS)}"
+        raise ValueError(msg)
+    if len(items) == 1 or format == "text":
+        return "\n".join(explain(title, graph, execution, format) for title, graph, execution in items)
+    if format == "dot":
+        lines = ["digraph gyreflow {", "  rankdir=LR;", "  node [shape=box];"]
+        for index, (title, graph, execution) in enumerate(items):
+            lines.append(f"  subgraph cluster_t{index} {{")
+            lines.append(f"    label={_quote(title)};")
+            lines.extend("  " + line for line in _dot_body(graph, execution, f"t{index}_"))
+            lines.append("  }")
+        lines.append("}")
+        return "\n".join(lines)
+    lines = ["flowchart LR"]
+    for index, (title, graph, execution) in enumerate(items):
+        lines.append(f"  subgraph t{index}[\"{_mermaid_text(title)}\"]")
+        lines.extend("  " + line for line in _mermaid_body(graph, execution, f"t{index}"))
+        lines.append("  end")
+    return "\n".join(lines)
 
 
 def _detail(v: PipelineVertex) -> str:
@@ -80,30 +110,42 @@ def _quote(text: str) -> str:
 
 def _dot(title: str, graph: PipelineGraph, execution: ExecutionGraph) -> str:
     lines = [f"digraph {_quote(title)} {{", "  rankdir=LR;", "  node [shape=box];"]
-    for ev in execution.vertices:
-        lines.append(f"  subgraph cluster_v{ev.id} {{")
-        lines.append(f"    label={_quote(f'vertex {ev.id} (p={ev.parallelism})')}; style=dashed;")
-        for v in ev.chain:
-            label = _quote(f"{v.name}\n{v.spec.op} p={v.parallelism}").replace("\n", "\\n")
-            lines.append(f"    n{v.id} [label={label}];")
-        lines.append("  }")
-    for e in graph.edges:
-        style = "" if e.partitioning.value == "forward" else ", style=bold"
-        lines.append(f"  n{e.source} -> n{e.target} [label={_quote(e.partitioning.value)}{style}];")
+    lines.extend(_dot_body(graph, execution, ""))
     lines.append("}")
     return "\n".join(lines)
 
 
-def _mermaid(title: str, graph: PipelineGraph, execution: ExecutionGraph) -> str:
-    lines = ["flowchart LR", f"  %% {title}"]
+def _dot_body(graph: PipelineGraph, execution: ExecutionGraph, prefix: str) -> list[str]:
+    """A cluster per chained vertex and every edge; node and cluster ids start with ``prefix``."""
+    lines = []
     for ev in execution.vertices:
-        lines.append(f"  subgraph v{ev.id}[\"vertex {ev.id} (p={ev.parallelism})\"]")
+        lines.append(f"  subgraph cluster_{prefix}v{ev.id} {{")
+        lines.append(f"    label={_quote(f'vertex {ev.id} (p={ev.parallelism})')}; style=dashed;")
         for v in ev.chain:
-            lines.append(f"    n{v.id}[\"{_mermaid_text(v.name)}<br/>{v.spec.op}\"]")
+            label = _quote(f"{v.name}\n{v.spec.op} p={v.parallelism}").replace("\n", "\\n")
+            lines.append(f"    {prefix}n{v.id} [label={label}];")
+        lines.append("  }")
+    for e in graph.edges:
+        style = "" if e.partitioning.value == "forward" else ", style=bold"
+        lines.append(f"  {prefix}n{e.source} -> {prefix}n{e.target} "
+                     f"[label={_quote(e.partitioning.value)}{style}];")
+    return lines
+
+
+def _mermaid(title: str, graph: PipelineGraph, execution: ExecutionGraph) -> str:
+    return "\n".join(["flowchart LR", f"  %% {title}", *_mermaid_body(graph, execution, "")])
+
+
+def _mermaid_body(graph: PipelineGraph, execution: ExecutionGraph, prefix: str) -> list[str]:
+    lines = []
+    for ev in execution.vertices:
+        lines.append(f"  subgraph {prefix}v{ev.id}[\"vertex {ev.id} (p={ev.parallelism})\"]")
+        for v in ev.chain:
+            lines.append(f"    {prefix}n{v.id}[\"{_mermaid_text(v.name)}<br/>{v.spec.op}\"]")
         lines.append("  end")
     for e in graph.edges:
-        lines.append(f"  n{e.source} -->|{e.partitioning.value}| n{e.target}")
-    return "\n".join(lines)
+        lines.append(f"  {prefix}n{e.source} -->|{e.partitioning.value}| {prefix}n{e.target}")
+    return lines
 
 
 def _mermaid_text(text: str) -> str:

@@ -20,6 +20,28 @@ if ! java -version 2>&1 | grep -qE 'version "17'; then
   }
 fi
 
+echo "== checking Chromium, ChromeDriver and Graphviz (the web page and explain tests)"
+missing=()
+command -v chromium >/dev/null || missing+=(chromium)
+command -v chromedriver >/dev/null || missing+=(chromium-driver)
+command -v dot >/dev/null || missing+=(graphviz)
+if [ ${#missing[@]} -gt 0 ]; then
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    echo "install ${missing[*]} (Debian packages) to run the browser and Graphviz tests" >&2
+    exit 1
+  fi
+fi
+
+echo "== fetching Mermaid (its own parser checks explain's Mermaid output)"
+mermaid_dir=.cache/mermaid
+if [ ! -f "$mermaid_dir/package/dist/mermaid.min.js" ]; then
+  mkdir -p "$mermaid_dir"
+  (cd "$mermaid_dir" && npm pack --silent mermaid@11 >/dev/null && tar -xzf mermaid-*.tgz)
+fi
+export GYREFLOW_TEST_MERMAID_JS="$PWD/$mermaid_dir/package/dist/mermaid.min.js"
+
 echo "== starting a throwaway PostgreSQL server for the JDBC tests"
 if [ -z "${GYREFLOW_TEST_POSTGRES_URL:-}" ]; then
   pgdir=$(mktemp -d /tmp/gyreflow-pg.XXXXXX)
