@@ -15,9 +15,16 @@ from rich.markup import escape
 from gyreflow.api.cli_errors import fail as _fail
 from gyreflow.api.config import ENVIRONMENT_TYPES, Config, ConfigError, schema_markdown
 from gyreflow.api.graph_cli import graph
+from gyreflow.api.pipeline import not_executed_warning, take_not_executed
 from gyreflow.api.session import RunSettings, using_settings
 from gyreflow.plan.explain import FORMATS
-from gyreflow.runtime.errors import DataError, SnapshotNotRetainedError, SnapshotWriteError, UserFunctionError
+from gyreflow.runtime.errors import (
+    DataError,
+    PipelineDefinitionError,
+    SnapshotNotRetainedError,
+    SnapshotWriteError,
+    UserFunctionError,
+)
 from gyreflow.runtime.stop import (
     JobInterrupted,
     JobStopped,
@@ -45,7 +52,11 @@ def _run_script(script: str, args: tuple[str, ...], settings: RunSettings) -> No
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     try:
         with using_settings(settings):
-            runpy.run_path(script, run_name="__main__")
+            namespace = runpy.run_path(script, run_name="__main__")
+        names = take_not_executed()  # while the script's pipelines are still alive
+        del namespace
+        if names:
+            sys.stderr.write(not_executed_warning(names) + "\n")
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
 
@@ -137,6 +148,8 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
         sys.exit(exit_status(exc.signum))
     except ConfigError as exc:
         _fail(console, f"configuration: {exc}", 2)
+    except PipelineDefinitionError as exc:
+        _fail(console, f"{exc}\nFix the pipeline definition and run again.", 2)
     except UserFunctionError as exc:
         _fail(console, f"{exc}\nCompleted windows are kept: fix the function and run again "
                        "with --resume.", 1)

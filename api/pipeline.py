@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import sys
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 
 import attrs
@@ -122,6 +124,7 @@ class Pipeline:
                 msg = f"pipeline {self.name!r} already has a task named {task_name!r}"
                 raise ValueError(msg)
             self.tasks.append(PipelineTask(task_name, function))
+            _NOT_EXECUTED.add(self)
             return function
 
         return register(fn) if fn is not None else register
@@ -159,6 +162,7 @@ class Pipeline:
         if not self.tasks:
             msg = f"pipeline {self.name!r} has no tasks: add one with @pipeline.task"
             raise ValueError(msg)
+        _NOT_EXECUTED.discard(self)
         settings = current_settings()
         if settings.explain_format is not None:
             if settings.explained is not None:  # gyreflow explain prints every pipeline at the end
@@ -226,3 +230,28 @@ def _open_ui(config, stop):
     sys.stderr.write(f"ui: {ui.server.url}\n")
     sys.stderr.flush()
     return ui
+
+
+_NOT_EXECUTED: weakref.WeakSet = weakref.WeakSet()  # pipelines with tasks that never ran
+
+
+def take_not_executed() -> list[str]:
+    """Names of the pipelines given tasks but never executed (each reported once)."""
+    names = sorted(p.name for p in _NOT_EXECUTED)
+    _NOT_EXECUTED.clear()
+    return names
+
+
+def not_executed_warning(names: list[str]) -> str:
+    """The warning for pipelines that were defined but never run."""
+    listed = ", ".join(repr(n) for n in names)
+    return (f"warning: pipeline {listed} {'has' if len(names) == 1 else 'have'} tasks but "
+            f"{'was' if len(names) == 1 else 'were'} never executed: call pipeline.execute() "
+            "to run it")
+
+
+@atexit.register
+def _warn_not_executed() -> None:
+    names = take_not_executed()
+    if names:
+        sys.stderr.write(not_executed_warning(names) + "\n")

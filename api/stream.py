@@ -8,6 +8,7 @@ import attrs
 
 from gyreflow.plan import operators as specs
 from gyreflow.plan.graph import Partitioning, PipelineEdge, PipelineGraph, PipelineVertex
+from gyreflow.runtime.errors import KeyRequiredError
 
 
 @attrs.define
@@ -85,6 +86,12 @@ class Stream:
     def __init__(self, builder: GraphBuilder, node: int) -> None:
         self.builder = builder
         self.node = node
+
+    def __getattr__(self, name: str):
+        if name in KeyRequiredError.OPERATIONS:
+            raise KeyRequiredError.for_operation(name)
+        msg = f"{type(self).__name__!r} object has no attribute {name!r}"
+        raise AttributeError(msg)
 
     # Configuration of the operator that produced this stream --------------------------------
 

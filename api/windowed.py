@@ -26,6 +26,7 @@ from collections.abc import Callable
 from gyreflow.plan import operators as specs
 from gyreflow.runtime.dataflow import windowing
 from gyreflow.runtime.dataflow.event_time import LateRecord, WindowResult
+from gyreflow.runtime.errors import KeyRequiredError
 
 
 def _is_result(item) -> bool:
@@ -52,6 +53,13 @@ class EventTimeStream:
 
     def __init__(self, stream) -> None:
         self._stream = stream
+
+    def __getattr__(self, name: str):
+        if name in KeyRequiredError.OPERATIONS:
+            raise KeyRequiredError.for_operation(name, " (event-time windows are keyed too)")
+        msg = (f"an event-time stream has no {name}(): key it, then window it, e.g. "
+               "stream.with_timestamps(...).key_by(fn).window(Tumbling(60)).count()")
+        raise AttributeError(msg)
 
     def key_by(self, key_fn: Callable | None = None) -> EventKeyedStream:
         """Partition by ``key_fn(record)`` (the record itself when omitted)."""

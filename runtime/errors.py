@@ -6,6 +6,30 @@ import pickle
 import traceback
 
 
+class PipelineDefinitionError(Exception):
+    """A pipeline is defined in a way gyreflow cannot run; the message says what to change.
+
+    Raised while a script builds its pipelines or before any data moves (``gyreflow run`` exits 2).
+    """
+
+
+class KeyRequiredError(PipelineDefinitionError, AttributeError):
+    """A keyed operation (reduce, count, aggregate, window, join) on a stream that is not keyed."""
+
+    OPERATIONS = ("reduce", "count", "aggregate", "window", "join", "join_table")
+
+    @classmethod
+    def for_operation(cls, name: str, note: str = "") -> KeyRequiredError:
+        """The error for calling ``name`` on a stream that is not keyed: what to call first."""
+        return cls(f"{name}() needs a keyed stream: call key_by first, e.g. "
+                   f"stream.key_by(lambda record: record[0]).{name}(...) to group by the first "
+                   f"field, or key_by(lambda record: 0) to {name} the whole stream as one group{note}")
+
+
+class PlanNotShippableError(PipelineDefinitionError, TypeError):
+    """A pipeline holds an object that cannot be sent to Spark executors."""
+
+
 class DataError(RuntimeError):
     """Input the job cannot read or output it cannot write; the message names the file and, for
     input, the byte offset. Completed windows stay completed: fix the data, then ``--resume``."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import struct
 import zlib
+from datetime import UTC, date, datetime
+from decimal import Decimal
 
 DEFAULT_MAX_PARALLELISM = 128
 
@@ -15,8 +17,11 @@ def stable_hash(key: object) -> int:
     """Return a 32-bit hash of ``key`` that is identical in every process, machine and run.
 
     Python's ``hash()`` of ``str`` and ``bytes`` is randomised per process, so it can never decide where
-    a key lives. Supported keys: ``str``, ``bytes``, ``int``, ``float``, ``bool``, ``None`` and tuples of
-    these (nested tuples too).
+    a key lives. Supported keys (``KEY_TYPES``): ``str``, ``bytes``, ``int``, ``float``, ``bool``,
+    ``None``, ``decimal.Decimal``, ``datetime.datetime``, ``datetime.date`` and tuples of these (nested
+    tuples too). Keys that Python treats as equal share one encoding (``1``, ``1.0``, ``True`` and
+    ``Decimal("1")``; aware datetimes of one instant in different time zones), so records with equal
+    keys always meet in the same task.
 
     >>> stable_hash("word") == stable_hash("word")
     True
@@ -28,7 +33,7 @@ def stable_hash(key: object) -> int:
 
 def _encode(key: object) -> bytes:
     # A type tag keeps "1" and b"1" apart, while keys Python treats as equal dict keys (1, 1.0,
-    # True) share one encoding: records with equal keys must meet in the same task.
+    # True, Decimal("1")) share one encoding: records with equal keys must meet in the same task.
     if isinstance(key, str):
         return b"s" + key.encode("utf-8", "surrogatepass")
     if isinstance(key, float) and key.is_integer():
@@ -46,11 +51,29 @@ def _encode(key: object) -> bytes:
     if isinstance(key, tuple):
         parts = [_encode(item) for item in key]
         return b"t" + b"".join(_INT64.pack(len(p)) + p for p in parts)
+    if isinstance(key, Decimal):
+        if key.is_finite() and key == key.to_integral_value():
+            return _encode(int(key))
+        as_float = float(key)
+        if as_float == key:  # Decimal("0.5") == 0.5: one encoding for both
+            return _encode(as_float)
+        return b"D" + str(key.normalize()).encode()
+    if isinstance(key, datetime):
+        if key.utcoffset() is not None:  # equal instants are equal keys, whatever the zone
+            key = key.astimezone(UTC)
+            return b"Z" + key.replace(tzinfo=None).isoformat().encode()
+        return b"T" + key.isoformat().encode()
+    if isinstance(key, date):
+        return b"d" + key.isoformat().encode()
     msg = (
-        f"cannot partition by key {key!r} of type {type(key).__name__}: keys must be str, bytes, "
-        "int, float, bool, None or tuples of these (change the key_by function to return one)"
+        f"cannot partition by key {key!r} of type {type(key).__name__}: keys must be {KEY_TYPES} "
+        "(change the key_by function to return one)"
     )
     raise TypeError(msg)
+
+
+KEY_TYPES = ("str, bytes, int, float, bool, None, decimal.Decimal, datetime.datetime, datetime.date "
+             "or tuples of these")
 
 
 def key_group_of(key: object, max_parallelism: int = DEFAULT_MAX_PARALLELISM) -> int:

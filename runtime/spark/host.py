@@ -28,12 +28,13 @@ from collections.abc import Callable
 import attrs
 
 from gyreflow.plan.execution import ExecutionGraph
-from gyreflow.runtime.errors import SnapshotWriteError
+from gyreflow.runtime.errors import PlanNotShippableError, SnapshotWriteError
 from gyreflow.runtime.host import HostLink
 from gyreflow.runtime.snapshot_writers import SnapshotWriter
 from gyreflow.runtime.spark.graph_steps import SparkGraphRunner
 from gyreflow.runtime.spark.partition import Round, RunPlan, control_stage, stage
 from gyreflow.runtime.spark.session import spark_log_path, spark_session
+from gyreflow.runtime.spark.shipping import explain_unpicklable
 from gyreflow.scheduler.events import EventKind, TaskFailed
 from gyreflow.state.backends import RocksDBStateBackend
 
@@ -303,10 +304,6 @@ def _quietly(action: Callable) -> None:
         pass
 
 
-class PlanNotShippableError(TypeError):
-    """A pipeline holds an object that cannot be sent to Spark executors."""
-
-
 def _shippable_plan(name: str, graph: ExecutionGraph) -> bytes:
     """The run's plan, pickled for the executors; fails before any data moves if it cannot be."""
     from pyspark import cloudpickle
@@ -322,16 +319,9 @@ def _shippable_plan(name: str, graph: ExecutionGraph) -> bytes:
         return cloudpickle.dumps(RunPlan.build(name, graph))
     except Exception as exc:
         for vertex in graph.pipeline.vertices:
-            try:
-                cloudpickle.dumps(vertex.spec)
-            except Exception as found:
-                msg = (
-                    f"job {name!r}: operator {vertex.name!r} cannot be sent to Spark executors "
-                    f"({type(found).__name__}: {found}). Sources, sinks and functions must be "
-                    "picklable: in-memory streams, open files and locks work only with the local "
-                    "environment (--env local)"
-                )
-                raise PlanNotShippableError(msg) from found
+            error = explain_unpicklable(name, vertex.name, vertex.spec, cloudpickle.dumps)
+            if error is not None:
+                raise error from None
         msg = f"job {name!r}: its plan cannot be sent to Spark executors ({type(exc).__name__}: {exc})"
         raise PlanNotShippableError(msg) from exc
 

@@ -1,0 +1,90 @@
+"""Why a pipeline cannot be sent to Spark executors: the function and the object it captures.
+
+Spark ships every operator to its executors by pickling it (cloudpickle). When that fails, the
+error names the operator, the user function, the captured variable and its type, and what to do,
+in one paragraph instead of a pickling traceback.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+
+import attrs
+
+from gyreflow.runtime.errors import PlanNotShippableError
+
+ADVICE = ("Create such objects inside the function (they are made again on each executor), pass "
+          "plain data (paths, numbers, strings) instead, or run with the local environment "
+          "(--env local), where nothing is pickled.")
+
+
+def _pickles(value, dumps) -> BaseException | None:
+    try:
+        dumps(value)
+    except Exception as exc:  # noqa: BLE001 - any pickling failure is the answer
+        return exc
+    return None
+
+
+def _where(fn: types.FunctionType) -> str:
+    code = fn.__code__
+    return f"{fn.__qualname__} ({code.co_filename}, line {code.co_firstlineno})"
+
+
+def _captured(fn: types.FunctionType) -> list[tuple[str, str, object]]:
+    """The variables ``fn`` reaches from outside: (how, name, value) for closure cells and globals."""
+    found = []
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=False):
+        try:
+            found.append(("captures the variable", name, cell.cell_contents))
+        except ValueError:  # an empty cell
+            continue
+    names = set(fn.__code__.co_names)
+    for const in fn.__code__.co_consts:  # names used by nested functions and comprehensions
+        if isinstance(const, types.CodeType):
+            names.update(const.co_names)
+    for name in sorted(names):
+        if name in fn.__globals__:
+            value = fn.__globals__[name]
+            if not isinstance(value, types.ModuleType):
+                found.append(("uses the global", name, value))
+    found.extend(("has the default", name, value) for name, value in
+                 zip(fn.__code__.co_varnames, fn.__defaults__ or (), strict=False))
+    return found
+
+
+def _functions(spec) -> list[tuple[str, object]]:
+    """The callables and objects an operator spec holds, by field name."""
+    if attrs.has(type(spec)):
+        return [(f.name, getattr(spec, f.name)) for f in attrs.fields(type(spec))]
+    return list(vars(spec).items()) if hasattr(spec, "__dict__") else []
+
+
+def explain_unpicklable(job: str, operator: str, spec, dumps) -> PlanNotShippableError | None:
+    """The error for an operator spec that cannot be pickled, or None if it can."""
+    failure = _pickles(spec, dumps)
+    if failure is None:
+        return None
+    head = f"job {job!r}: operator {operator!r} cannot be sent to Spark executors"
+    for _field, value in _functions(spec):
+        if _pickles(value, dumps) is None:
+            continue
+        fn = inspect.unwrap(value) if callable(value) else value
+        if isinstance(fn, types.FunctionType):
+            for how, name, captured in _captured(fn):
+                cause = _pickles(captured, dumps)
+                if cause is not None:
+                    msg = (f"{head}: its function {_where(fn)} {how} {name!r}, a "
+                           f"{type(captured).__module__}.{type(captured).__qualname__}, which "
+                           f"cannot be pickled ({type(cause).__name__}: {cause}). {ADVICE}")
+                    return PlanNotShippableError(msg)
+            msg = (f"{head}: its function {_where(fn)} cannot be pickled "
+                   f"({type(failure).__name__}: {failure}). {ADVICE}")
+            return PlanNotShippableError(msg)
+        msg = (f"{head}: it holds {type(value).__qualname__} {value!r:.80}, which cannot be pickled "
+               f"({type(failure).__name__}: {failure}). {ADVICE}")
+        return PlanNotShippableError(msg)
+    msg = (f"{head} ({type(failure).__name__}: {failure}). Sources, sinks and functions must be "
+           f"picklable. {ADVICE}")
+    return PlanNotShippableError(msg)
