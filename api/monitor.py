@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import threading
 import time
+from bisect import bisect_left
 from collections import deque
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.utils import floatToGoString
 
 from gyreflow.plan.execution import ExecutionGraph
 from gyreflow.runtime.driver import CheckpointMetrics, JobListener
@@ -25,31 +28,17 @@ BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 
 
 class JobMonitor(JobListener):
-    """Counts what the jobs of a run do, for ``/metrics`` and ``/api/job``."""
+    """Counts what the jobs of a run do, for ``/metrics`` and ``/api/job``.
+
+    A window costs a few dictionary updates: the counts are plain numbers under one lock, turned
+    into Prometheus metric families only when ``/metrics`` is read (a collector of its own
+    registry, so two monitors in one process never mix their series).
+    """
 
     def __init__(self, stop=None, clock=time.monotonic) -> None:
         self.stop = stop  # a StopRequest: once requested, the state is "stopping"
         self.clock = clock
-        self.registry = CollectorRegistry(auto_describe=True)
-        r = self.registry
-        self.windows_total = Counter("gyreflow_windows_completed", "Windows completed.", registry=r)
-        self.records_in = Counter("gyreflow_operator_records_in", "Records into an operator.",
-                                  ("task", "operator"), registry=r)
-        self.records_out = Counter("gyreflow_operator_records_out", "Records out of an operator.",
-                                   ("task", "operator"), registry=r)
-        self.last_window = Gauge("gyreflow_last_completed_window",
-                                 "The job's last completed window id.", registry=r)
-        self.checkpoint_bytes = Gauge("gyreflow_checkpoint_bytes",
-                                      "Bytes written by the last checkpoint.", registry=r)
-        self.watermark_lag = Gauge("gyreflow_watermark_lag_seconds",
-                                   "Wall-clock time minus the event-time watermark.", registry=r)
-        self.window_seconds = Histogram("gyreflow_window_duration_seconds",
-                                        "Wall time of a window.", buckets=BUCKETS, registry=r)
-        self.checkpoint_seconds = Histogram("gyreflow_checkpoint_duration_seconds",
-                                            "From a window's end to its commit being durable.",
-                                            buckets=BUCKETS, registry=r)
         self._lock = threading.Lock()
-        self._series: dict[tuple[str, str], tuple] = {}
         self._state = "starting"
         self.job = ""
         self.task = ""
@@ -57,10 +46,18 @@ class JobMonitor(JobListener):
         self.windows_completed = 0
         self.records = 0
         self.started = clock()
+        self.operators: dict[tuple[str, str], list[int]] = {}  # (task, operator) -> [in, out]
+        self.last_completed_window = 0
+        self.checkpoint_bytes = 0
+        self.watermark_lag: float | None = None
+        self.window_seconds = _Histogram()
+        self.checkpoint_seconds = _Histogram()
         self.pipeline_graph: dict = {"operators": [], "edges": []}
         self.execution_graph: dict = {"cycles": [], "vertices": [], "tasks": [], "edges": []}
         self.recent_windows: deque = deque(maxlen=RECENT)
         self.recent_checkpoints: deque = deque(maxlen=RECENT)
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(_Collector(self))
 
     # JobListener ----------------------------------------------------------------------------
 
@@ -75,23 +72,19 @@ class JobMonitor(JobListener):
             self.records = 0
 
     def on_window(self, metrics: WindowMetrics) -> None:
-        task = self.task
-        series = self._series
-        for operator, m in metrics.operators.items():
-            pair = series.get((task, operator))
-            if pair is None:
-                pair = series[(task, operator)] = (self.records_in.labels(task, operator),
-                                                   self.records_out.labels(task, operator))
-            if m.records_in:
-                pair[0].inc(m.records_in)
-            if m.records_out:
-                pair[1].inc(m.records_out)
-        self.windows_total.inc()
-        self.window_seconds.observe(metrics.seconds)
-        if metrics.watermark is not None:
-            self.watermark_lag.set(max(0.0, time.time() - metrics.watermark))
         records = metrics.source_records
+        lag = None if metrics.watermark is None else max(0.0, time.time() - metrics.watermark)
         with self._lock:
+            task, operators = self.task, self.operators
+            for operator, m in metrics.operators.items():
+                pair = operators.get((task, operator))
+                if pair is None:
+                    pair = operators[(task, operator)] = [0, 0]
+                pair[0] += m.records_in
+                pair[1] += m.records_out
+            self.window_seconds.observe(metrics.seconds)
+            if lag is not None:
+                self.watermark_lag = lag
             self.windows_completed += 1
             self.records += records
             self.recent_windows.append({"window": metrics.window,
@@ -99,16 +92,17 @@ class JobMonitor(JobListener):
                                         "records": records})
 
     def on_checkpoint(self, checkpoint: CheckpointMetrics) -> None:
-        self.last_window.set(checkpoint.window)
-        self.checkpoint_bytes.set(checkpoint.bytes)
-        self.checkpoint_seconds.observe(checkpoint.seconds)
         with self._lock:
+            self.last_completed_window = checkpoint.window
+            self.checkpoint_bytes = checkpoint.bytes
+            self.checkpoint_seconds.observe(checkpoint.seconds)
             self.recent_checkpoints.append({"window": checkpoint.window,
                                             "duration_seconds": round(checkpoint.seconds, 6),
                                             "bytes": checkpoint.bytes})
 
     def on_finish(self, result: TaskResult) -> None:
-        self.last_window.set(result.last_completed)
+        with self._lock:
+            self.last_completed_window = result.last_completed
 
     # The run as a whole ---------------------------------------------------------------------
 
@@ -174,3 +168,62 @@ def describe_graphs(graph: ExecutionGraph) -> tuple[dict, dict]:
                   for e in graph.edges],
     }
     return pipeline_graph, execution_graph
+
+
+class _Histogram:
+    """Counts per bucket (upper bounds ``BUCKETS``, then +Inf), their total and sum."""
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(BUCKETS) + 1)
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(BUCKETS, value)] += 1
+        self.sum += value
+
+    def family(self, name: str, documentation: str) -> HistogramMetricFamily:
+        cumulative, buckets = 0, []
+        for bound, count in zip((*BUCKETS, float("inf")), self.counts, strict=True):
+            cumulative += count
+            buckets.append((floatToGoString(bound), cumulative))
+        family = HistogramMetricFamily(name, documentation)
+        family.add_metric([], buckets, self.sum)
+        return family
+
+
+class _Collector:
+    """Turns a monitor's counts into Prometheus metric families when ``/metrics`` is read."""
+
+    def __init__(self, monitor: JobMonitor) -> None:
+        self.monitor = monitor
+
+    def collect(self):
+        m = self.monitor
+        with m._lock:
+            windows = CounterMetricFamily("gyreflow_windows_completed", "Windows completed.",
+                                          value=m.windows_completed)
+            records_in = CounterMetricFamily("gyreflow_operator_records_in",
+                                             "Records into an operator.", labels=("task", "operator"))
+            records_out = CounterMetricFamily("gyreflow_operator_records_out",
+                                              "Records out of an operator.",
+                                              labels=("task", "operator"))
+            for (task, operator), (count_in, count_out) in m.operators.items():
+                records_in.add_metric((task, operator), count_in)
+                records_out.add_metric((task, operator), count_out)
+            families = [
+                windows, records_in, records_out,
+                GaugeMetricFamily("gyreflow_last_completed_window",
+                                  "The job's last completed window id.",
+                                  value=m.last_completed_window),
+                GaugeMetricFamily("gyreflow_checkpoint_bytes", "Bytes written by the last checkpoint.",
+                                  value=m.checkpoint_bytes),
+                m.window_seconds.family("gyreflow_window_duration_seconds", "Wall time of a window."),
+                m.checkpoint_seconds.family("gyreflow_checkpoint_duration_seconds",
+                                            "From a window's end to its commit being durable."),
+            ]
+            if m.watermark_lag is not None:
+                families.append(GaugeMetricFamily(
+                    "gyreflow_watermark_lag_seconds",
+                    "Wall-clock time minus the event-time watermark at the last window's end.",
+                    value=m.watermark_lag))
+        yield from families

@@ -53,5 +53,8 @@ fi
 echo "== lint (ruff, the version pinned in the test extras)"
 "$PYTHON" -m ruff check .
 
+echo "== building the documentation and its API reference (mkdocs --strict)"
+PYTHON="$PYTHON" bash scripts/build-docs.sh
+
 echo "== running the tests (parallel workers; GYREFLOW_TEST_WORKERS overrides)"
 "$PYTHON" -m pytest -q -p no:benchmark -n "${GYREFLOW_TEST_WORKERS:-3}" --dist loadgroup --durations=15 "$@"
