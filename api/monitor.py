@@ -20,7 +20,7 @@ from gyreflow.plan.execution import ExecutionGraph
 from gyreflow.runtime.driver import CheckpointMetrics, JobListener
 from gyreflow.runtime.metrics import TaskResult, WindowMetrics
 
-STATES = ("starting", "running", "stopping", "finished", "failed")
+STATES = ("running", "stopping", "finished", "failed")
 RECENT = 60  # windows and checkpoints kept for the page
 # Window and checkpoint times: from half a millisecond to ten minutes.
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
@@ -39,7 +39,7 @@ class JobMonitor(JobListener):
         self.stop = stop  # a StopRequest: once requested, the state is "stopping"
         self.clock = clock
         self._lock = threading.Lock()
-        self._state = "starting"
+        self._state = "running"  # the port opens as the run starts
         self.job = ""
         self.task = ""
         self.error: str | None = None
@@ -107,9 +107,12 @@ class JobMonitor(JobListener):
     # The run as a whole ---------------------------------------------------------------------
 
     def finish(self, error: BaseException | str | None = None) -> None:
-        """The run ended: ``finished``, or ``failed`` with ``error``'s message."""
+        """The run ended: ``finished`` (also after a graceful stop), or ``failed`` with ``error``'s
+        message."""
+        from gyreflow.runtime.stop import JobInterrupted, JobStopped
+
         with self._lock:
-            if error is None:
+            if error is None or isinstance(error, JobStopped | JobInterrupted):
                 self._state = "finished"
             else:
                 self._state = "failed"
@@ -117,7 +120,7 @@ class JobMonitor(JobListener):
 
     @property
     def state(self) -> str:
-        """running, stopping, finished or failed (starting before the first job)."""
+        """running, stopping (a stop signal came), finished or failed."""
         with self._lock:
             state = self._state
         if state == "running" and self.stop is not None and getattr(self.stop, "requested", False):

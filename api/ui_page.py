@@ -33,7 +33,7 @@ PAGE = """<!DOCTYPE html>
 <body>
 <h1>gyreflow <span id="title"></span></h1>
 <div class="facts">
-  <div class="fact">state <span id="state" class="starting">starting</span></div>
+  <div class="fact">state <span id="state" class="starting">connecting</span></div>
   <div class="fact"><b id="windows">0</b> windows</div>
   <div class="fact"><b id="throughput">0</b> records/s</div>
   <div class="fact">last checkpoint <b id="checkpoint">-</b></div>

@@ -113,10 +113,12 @@ class RunUi:
         return cls(monitor, UiServer(monitor, host, port), linger_seconds)
 
     def linger(self, stop=None) -> None:
-        """Keep serving the final state for ``linger_seconds``, or until a stop signal."""
+        """Keep serving the final state for ``linger_seconds``, or until a stop signal comes while
+        it lingers (after a run stopped by a signal, a second one ends the process at once)."""
         deadline = time.monotonic() + self.linger_seconds
+        stopped_before = stop is not None and getattr(stop, "requested", False)
         while time.monotonic() < deadline:
-            if stop is not None and getattr(stop, "requested", False):
+            if not stopped_before and stop is not None and getattr(stop, "requested", False):
                 return
             time.sleep(0.05)
 

@@ -172,7 +172,7 @@ def test_the_port_serves_the_whole_run_and_closes_at_exit(tmp_path):
     process, url = start_job(tmp_path, 120, linger=1.5)
     try:
         first = json.loads(get(url + "api/job")[2])  # open before the first window is done
-        assert first["state"] in ("starting", "running")
+        assert first["state"] == "running"
         seen = []
         while len(seen) < 3 and process.poll() is None:
             job = json.loads(get(url + "api/job")[2])
@@ -215,3 +215,29 @@ def test_a_bad_ui_address_fails_before_any_data_moves(tmp_path):
                            str(script)], capture_output=True, text=True, check=False)
     assert done.returncode == 2
     assert "[HOST:]PORT" in done.stderr and "ran" not in done.stderr
+
+
+def test_a_stop_signal_shows_stopping_then_finished(tmp_path):
+    import signal
+
+    process, url = start_job(tmp_path, 400, linger=30)
+    try:
+        while json.loads(get(url + "api/job")[2])["windows_completed"] < 2:
+            time.sleep(0.05)
+        process.send_signal(signal.SIGTERM)
+        states = set()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            job = json.loads(get(url + "api/job")[2])
+            states.add(job["state"])
+            if job["state"] == "finished":
+                break
+            time.sleep(0.01)
+        assert job["state"] == "finished" and job["error"] is None
+        assert "stopping" in states and "failed" not in states
+        process.send_signal(signal.SIGTERM)  # a second signal ends the linger at once
+        assert process.wait(timeout=60) == 143
+    finally:
+        process.kill()
+        process.wait()
+    assert closed(url)
