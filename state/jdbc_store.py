@@ -32,9 +32,11 @@ from gyreflow.state.snapshot import (
 )
 from gyreflow.state.sql_urls import engine_url
 
-# The pool logs the failed reset of a connection to a server that went away; the job reports that
-# failure itself, in one line, so none of it may reach stderr through logging's last resort.
-logging.getLogger("sqlalchemy.pool").addHandler(logging.NullHandler())
+# The pool (and psycopg, closing a pipeline) log the failed reset of a connection to a server that
+# went away; the job reports that failure itself, in one line, so none of it may reach stderr
+# through logging's last resort.
+for _logger in ("sqlalchemy.pool", "psycopg"):
+    logging.getLogger(_logger).addHandler(logging.NullHandler())
 
 METADATA = sa.MetaData()
 META = sa.Table(
