@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 import attrs
 
@@ -33,6 +36,7 @@ from gyreflow.runtime.host import HostLink
 from gyreflow.runtime.snapshot_writers import SnapshotWriter
 from gyreflow.runtime.spark.graph_steps import SparkGraphRunner
 from gyreflow.runtime.spark.partition import Round, RunPlan, control_stage, stage
+from gyreflow.runtime.spark.round_order import RoundOrder, widest, windows_in_flight
 from gyreflow.runtime.spark.session import spark_log_path, spark_session
 from gyreflow.runtime.spark.shipping import explain_unpicklable
 from gyreflow.scheduler.events import EventKind, TaskFailed
@@ -48,8 +52,8 @@ class _DriverWriter(SnapshotWriter):
 
     Opening a store per commit cost ~0.3 s per window with RocksDB (databases opened, synced, closed).
     The driver's store only ever opens the job meta, which no task opens; pruning opens the state
-    databases that tasks write, so it runs on a store of its own, between rounds, every
-    ``PRUNE_EVERY`` commits and at the end (pruning is cumulative: a later horizon covers the earlier
+    databases that tasks write, so it runs on a store of its own, when no round is running, after
+    every ``PRUNE_EVERY`` commits and at the end (pruning is cumulative: a later horizon covers the earlier
     ones; a resume only returns to retained versions, which pruning keeps).
     """
 
@@ -58,6 +62,7 @@ class _DriverWriter(SnapshotWriter):
         self.store = None
         self.pending: dict[str, tuple[list[int], int]] = {}
         self.commits = 0
+        self.prune_due = False
 
     def write(self, snapshot, on_done) -> None:
         if snapshot is not None:  # tasks write their own snapshots on Spark
@@ -72,7 +77,7 @@ class _DriverWriter(SnapshotWriter):
         on_done()
         self.commits += 1
         if self.commits % PRUNE_EVERY == 0:
-            self.flush()
+            self.prune_due = True  # the host prunes when no round is running
 
     def prune(self, job, crossing, horizon, drop=None) -> None:
         versions, _ = self.pending.get(job, ([], 0))
@@ -82,6 +87,7 @@ class _DriverWriter(SnapshotWriter):
                                             for table, ranges in drop.items()])
 
     def flush(self) -> None:
+        self.prune_due = False
         pending, self.pending = self.pending, {}
         jobs = [(job, versions, horizon) for job, (versions, horizon) in pending.items() if versions]
         if jobs:
@@ -122,7 +128,13 @@ class SparkHost:
                                           backend.retained_snapshots, path=self._scratch)
         self.backend = backend
         self._writer: _DriverWriter | None = None
-        self._windows: deque[tuple[int, bool]] = deque()  # launched windows: (window, snapshot it)
+        # launched windows: (window, snapshot it, cycle, a head task)
+        self._windows: deque[tuple[int, bool, int, int]] = deque()
+        self._flying = 1  # rounds that may run at once (windows in flight)
+        self._in_flight: dict[int, Future] = {}  # window -> its round, running in a thread
+        self._in_flight_lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self._order: RoundOrder | None = None
         self._control: list = []  # lifecycle events for the next control job
         self._destroy: list = []  # DestroyTask events, carried out when the host closes
         self._sink_writers: list = []
@@ -154,14 +166,28 @@ class SparkHost:
         self._graphs = SparkGraphRunner(link, graph, _by_index)  # graph vertices: a job per step
         self._sink_writers = _sink_writers(graph)
         self._task_of = {t.id: (t.vertex_id, t.index) for t in graph.tasks()}
+        flying = self.config["scheduler.max_flying_windows"]
+        if flying > 1 and not any(self._graphs.handles(v) for v in graph.vertices):
+            # Windows in flight: each round a Spark job of its own, submitted from a thread while
+            # the one before runs; tasks keep window order through the driver's round order
+            # service, and only as many rounds run at once as the task slots allow (round_order).
+            width = widest({v.id: v.parallelism for v in graph.vertices},
+                           [(e.source, e.target) for e in graph.edges])
+            self._flying = windows_in_flight(flying, self._sc.defaultParallelism, width)
+        if self._flying > 1:
+            host = self._sc.getConf().get("spark.driver.host", "127.0.0.1")
+            self._order = RoundOrder(host, base=resume_from)
+            self._pool = ThreadPoolExecutor(max_workers=self._flying,
+                                            thread_name_prefix="gyreflow-round")
 
     def send(self, events) -> None:
         """Queue launched windows for their rounds, iteration events for the graph runner and
         lifecycle events for the next control job."""
         for event in events:
             if event.kind is EventKind.LAUNCH_SOURCE:
-                if all(window != event.window for window, _ in self._windows):
-                    self._windows.append((event.window, event.checkpoint))
+                if all(queued[0] != event.window for queued in self._windows) and (
+                        event.window not in self._in_flight):
+                    self._windows.append((event.window, event.checkpoint, event.cycle, event.task))
             elif self._graphs.takes(event):
                 continue
             elif event.kind is EventKind.DESTROY_TASK:
@@ -170,26 +196,69 @@ class SparkHost:
                 self._control.append(event)
 
     def step(self) -> bool:
-        """Run the queued lifecycle events (one control job) or the next window (one round)."""
+        """Run the queued lifecycle events (one control job, once no round runs) or start the next
+        window's round: at once, or in a thread while up to ``max_flying_windows - 1`` others run."""
+        running = bool(self._in_flight)
+        if self._writer.prune_due and not running:
+            self._writer.flush()
         if self._control:
+            if running:
+                return False  # lifecycle events apply between rounds
             events, self._control = self._control, []
             self._report(self._run_control(events))
             return True
-        if self._windows:
-            window, checkpoint = self._windows.popleft()
+        if not self._windows or self._writer.prune_due or len(self._in_flight) >= self._flying:
+            return False
+        window, checkpoint, cycle, task = self._windows.popleft()
+        if self._pool is None:
             self._report(self._run_round(window, checkpoint))
             return True
-        return False
+        with self._in_flight_lock:
+            self._in_flight[window] = self._pool.submit(self._round_in_thread, window, checkpoint,
+                                                        cycle, task)
+        return True
 
     def drain_step(self, before: int | None) -> bool:
-        """Rounds run to their end: once the job fails, nothing is in flight and nothing starts."""
+        """The job fails or stops: nothing new starts, and rounds already running end (a round after
+        a failed one is released by the round order service and reports why)."""
         self._windows.clear()
         self._control.clear()
-        return False
+        running = list(self._in_flight.values())
+        if not running:
+            return False
+        wait(running, return_when=FIRST_COMPLETED)
+        return True
 
     def has_work(self) -> bool:
-        """Whether a window or lifecycle events wait to run."""
-        return bool(self._windows or self._control)
+        """Whether a window or lifecycle events wait to run, or a round runs."""
+        return bool(self._windows or self._control or self._in_flight)
+
+    def _round_in_thread(self, window: int, checkpoint: bool, cycle: int, task: int) -> None:
+        """One round as a Spark job of its own group; its Done events go to the driver's queue.
+
+        The job is submitted only once the previous round's job is, so that Spark's FIFO
+        scheduler serves the earlier round's pending tasks first (see ``round_order``).
+        """
+        self._sc.setJobGroup(self._job_group(window), f"gyreflow window {window}")
+        tracker = self._sc.statusTracker()
+        while window - 1 in self._in_flight and not tracker.getJobIdsForGroup(
+                self._job_group(window - 1)):
+            time.sleep(0.002)
+        try:
+            dones = self._run_round(window, checkpoint)
+        except BaseException as exc:  # noqa: BLE001 - reported to the driver as the round's failure
+            dones = [TaskFailed(cycle, task, window, exc)]
+        if any(isinstance(d, TaskFailed) for d in dones):
+            self._order.fail_from(window)
+        else:
+            for vertex_id, index in self._task_of.values():
+                self._order.finished(vertex_id, index, window)
+        with self._in_flight_lock:
+            self._in_flight.pop(window, None)
+        self._report(dones)
+
+    def _job_group(self, window: int) -> str:
+        return f"gyreflow-{self._run_id}-{window}"
 
     def publishers(self):
         """The sinks' writers, on the driver: they make a committed window's staged output visible."""
@@ -205,6 +274,8 @@ class SparkHost:
     def close(self, failed: bool) -> None:
         """Close the tasks the workers hold, release cached RDDs, the writer and the scratch state."""
         actions = []
+        if self._pool is not None:
+            actions.append(self._stop_rounds)
         if self._destroy and not failed:
             actions.append(lambda: self._run_control(self._destroy))
         if self._graphs is not None:
@@ -225,6 +296,14 @@ class SparkHost:
             if self._scratch is not None:
                 shutil.rmtree(self._scratch, ignore_errors=True)
 
+    def _stop_rounds(self) -> None:
+        """Cancel rounds still running (a failed job), wait for their threads, stop the service."""
+        for window in list(self._in_flight):
+            self._sc.cancelJobGroup(self._job_group(window))
+        self._order.fail_from(0)
+        self._pool.shutdown(wait=True)
+        self._order.close()
+
     # Spark jobs -----------------------------------------------------------------------------
 
     def _report(self, events) -> None:
@@ -235,7 +314,7 @@ class SparkHost:
         rescaled = self.rescaled if window in (self.resume_from, self.resume_from + 1) else frozenset()
         return Round(self._run_id, self._shipped, -1, window, self.backend,
                      self.config["runtime.batch_size"], self.horizon, rescaled, checkpoint,
-                     self.cycle_ends)
+                     self.cycle_ends, self._order.address if self._order is not None else None)
 
     def _run_control(self, events) -> list:
         """One Spark job carrying out lifecycle events in the tasks; returns their acknowledgements."""

@@ -33,6 +33,7 @@ from gyreflow.runtime.spark.combine import (
     accept_combined,
     combine_kind,
 )
+from gyreflow.runtime.spark.round_order import RoundOrderError, tell_finished, wait_for_previous
 from gyreflow.scheduler.events import Done, EventKind, LaunchSource, TaskEvent, TaskFailed
 from gyreflow.state.snapshot import SnapshotCorruptedError
 
@@ -82,6 +83,7 @@ class Round:
     rescaled: frozenset[str] = frozenset()
     checkpoint: bool = True  # whether the driver asked for the window's snapshot
     cycle_ends: tuple[tuple[int, int], ...] = ()  # see TaskCheckpoints.cycle_ends
+    order: tuple[str, int, str] | None = None  # the driver's round order service (windows in flight)
 
 
 class _Holder:
@@ -164,7 +166,27 @@ def _build_task(plan: RunPlan, spec: Round, index: int) -> tuple[Task, _Holder]:
 
 
 def run_partition(spec: Round, index: int, messages: list) -> list:
-    """Run task ``index`` of ``spec.vertex_id`` for window ``spec.window`` inside a Spark task."""
+    """Run task ``index`` of ``spec.vertex_id`` for window ``spec.window`` inside a Spark task.
+
+    With windows in flight (``spec.order``), the task first waits until the same task finished the
+    window before, whose state and source offset it reads, and says when it has finished its own.
+    """
+    if spec.order is None:
+        return _run_partition(spec, index, messages)
+    try:
+        wait_for_previous(spec.order, spec.vertex_id, index, spec.window)
+    except RoundOrderError as exc:
+        plan = _plan(spec)
+        task = next(t for t in plan.graph.tasks() if t.vertex_id == spec.vertex_id and t.index == index)
+        error = TaskError(f"task {task.name!r} could not start window {spec.window}: {exc}")
+        failed = TaskFailed(plan.cycle_of[task.id], task.id, spec.window, error)
+        return _done_items(plan, spec, [m[2] for m in messages if m[0] == DONE] + [failed])
+    items = _run_partition(spec, index, messages)
+    tell_finished(spec.order, spec.vertex_id, index, spec.window)
+    return items
+
+
+def _run_partition(spec: Round, index: int, messages: list) -> list:
     plan = _plan(spec)
     window = spec.window
     key = (spec.run_id, spec.vertex_id, index)
@@ -214,12 +236,16 @@ def run_partition(spec: Round, index: int, messages: list) -> list:
         writer.store = None
     items = holder.out
     holder.out = []
-    dones = forwarded + holder.dones
+    items.extend(_done_items(plan, spec, forwarded + holder.dones))
+    return items
+
+
+def _done_items(plan: RunPlan, spec: Round, dones: list) -> list:
+    """Done events as items: to task 0 of the first downstream vertex, or to the driver."""
     target = plan.forward_to.get(spec.vertex_id, DONE)
     seq = itertools.count()
-    items.extend((target, 0, (DONE, next(seq), event)) if target != DONE else (DONE, 0, event)
-                 for event in dones)
-    return items
+    return [(target, 0, (DONE, next(seq), event)) if target != DONE else (DONE, 0, event)
+            for event in dones]
 
 
 def run_control(spec: Round, items: list[tuple[int, int, tuple[TaskEvent, ...]]]) -> list:
