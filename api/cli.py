@@ -77,8 +77,6 @@ def _open_ui(console: Console, config_path: str | None, address: str | None, sto
         _fail(console, str(exc), 2)
     except OSError as exc:
         _fail(console, f"cannot serve the ui on {address!r}: {exc.strerror or exc}", 2)
-    sys.stderr.write(f"ui: {ui.server.url}\n")
-    sys.stderr.flush()
     return ui
 
 

@@ -199,13 +199,14 @@ class Pipeline:
         except BaseException as exc:
             if ui is not None:
                 ui.monitor.finish(exc)
+            raise
+        else:
+            if ui is not None:
+                ui.monitor.finish()
+        finally:
+            if ui is not None:
                 ui.linger(settings.stop)
                 ui.close()
-            raise
-        if ui is not None:
-            ui.monitor.finish()
-            ui.linger(settings.stop)
-            ui.close()
         if settings.summaries is not None:
             settings.summaries.append((self.name, results))
         return PipelineResult(results)
@@ -224,12 +225,9 @@ def _open_ui(config, stop):
     from gyreflow.api.ui_server import RunUi, UiAddressError
 
     try:
-        ui = RunUi.open(config["ui.address"], config["ui.linger"], stop)
+        return RunUi.open(config["ui.address"], config["ui.linger"], stop)
     except UiAddressError as exc:
         raise ConfigError(str(exc)) from None
-    sys.stderr.write(f"ui: {ui.server.url}\n")
-    sys.stderr.flush()
-    return ui
 
 
 _NOT_EXECUTED: weakref.WeakSet = weakref.WeakSet()  # pipelines with tasks that never ran

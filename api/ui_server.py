@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -107,10 +108,14 @@ class RunUi:
 
     @classmethod
     def open(cls, address: str, linger_seconds: float = 0.0, stop=None) -> RunUi:
-        """Bind ``address`` (``[HOST:]PORT``) and start serving a new monitor."""
+        """Bind ``address`` (``[HOST:]PORT``), start serving a new monitor and print the address
+        (``ui: http://HOST:PORT/``) on standard error."""
         host, port = parse_address(address)
         monitor = JobMonitor(stop=stop)
-        return cls(monitor, UiServer(monitor, host, port), linger_seconds)
+        ui = cls(monitor, UiServer(monitor, host, port), linger_seconds)
+        sys.stderr.write(f"ui: {ui.server.url}\n")
+        sys.stderr.flush()
+        return ui
 
     def linger(self, stop=None) -> None:
         """Keep serving the final state for ``linger_seconds``, or until a stop signal comes while

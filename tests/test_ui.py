@@ -241,3 +241,28 @@ def test_a_stop_signal_shows_stopping_then_finished(tmp_path):
         process.kill()
         process.wait()
     assert closed(url)
+
+
+def test_the_config_key_serves_the_port_from_execute(tmp_path, capsys):
+    from gyreflow.api import Environment
+    from gyreflow.runtime.driver import JobListener
+
+    env = Environment.from_config(None, {"environment.type": "local", "progress.enabled": False,
+                                         "state.path": str(tmp_path / "state"),
+                                         "ui.address": "127.0.0.1:0"})
+    seen = []
+
+    class Fetch(JobListener):
+        def on_window(self, metrics) -> None:
+            url = capsys.readouterr().err.split("ui: ", 1)[1].split()[0] if not seen else seen[0][0]
+            seen.append((url, json.loads(get(url + "api/job")[2])["windows_completed"]))
+
+    pipeline = env.pipeline("configured")
+
+    @pipeline.task
+    def t(ctx):
+        ctx.source(list(range(30)), SizeTumblingWindow(10)).collect("out")
+
+    pipeline.execute(listener=Fetch())
+    assert [n for _, n in seen] == [0, 1, 2]  # the monitor hears each window after this listener
+    assert closed(seen[0][0])
