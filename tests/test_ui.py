@@ -234,7 +234,7 @@ def test_a_stop_signal_shows_stopping_then_finished(tmp_path):
                 break
             time.sleep(0.01)
         assert job["state"] == "finished" and job["error"] is None
-        assert "stopping" in states and "failed" not in states
+        assert "failed" not in states  # (the stopping state lasts less than a window: see below)
         process.send_signal(signal.SIGTERM)  # a second signal ends the linger at once
         assert process.wait(timeout=60) == 143
     finally:
@@ -266,3 +266,18 @@ def test_the_config_key_serves_the_port_from_execute(tmp_path, capsys):
     pipeline.execute(listener=Fetch())
     assert [n for _, n in seen] == [0, 1, 2]  # the monitor hears each window after this listener
     assert closed(seen[0][0])
+
+
+def test_the_state_is_stopping_once_a_stop_is_requested():
+    from gyreflow.runtime.stop import JobStopped, StopRequest
+
+    stop = StopRequest()
+    monitor = JobMonitor(stop=stop)
+    assert monitor.snapshot()["state"] == "running"
+    stop.request(15)  # what the SIGTERM handler does
+    assert monitor.snapshot()["state"] == "stopping"
+    monitor.finish(JobStopped(15))
+    assert (monitor.snapshot()["state"], monitor.snapshot()["error"]) == ("finished", None)
+    failed = JobMonitor()
+    failed.finish(RuntimeError("window 3 failed"))
+    assert (failed.snapshot()["state"], failed.snapshot()["error"]) == ("failed", "window 3 failed")
