@@ -20,7 +20,6 @@ from gyreflow.plan.execution import ExecutionGraph
 from gyreflow.runtime.driver import CheckpointMetrics, JobListener
 from gyreflow.runtime.metrics import TaskResult, WindowMetrics
 
-STATES = ("running", "stopping", "finished", "failed")
 RECENT = 60  # windows and checkpoints kept for the page
 # Window and checkpoint times: from half a millisecond to ten minutes.
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,

@@ -248,14 +248,14 @@ class SparkHost:
             dones = self._run_round(window, checkpoint)
         except BaseException as exc:  # noqa: BLE001 - reported to the driver as the round's failure
             dones = [TaskFailed(cycle, task, window, exc)]
+        with self._in_flight_lock:
+            self._in_flight.pop(window, None)
+        self._report(dones)  # before later rounds are released: the first failure is this one
         if any(isinstance(d, TaskFailed) for d in dones):
             self._order.fail_from(window)
         else:
             for vertex_id, index in self._task_of.values():
                 self._order.finished(vertex_id, index, window)
-        with self._in_flight_lock:
-            self._in_flight.pop(window, None)
-        self._report(dones)
 
     def _job_group(self, window: int) -> str:
         return f"gyreflow-{self._run_id}-{window}"

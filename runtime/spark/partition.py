@@ -182,7 +182,10 @@ def run_partition(spec: Round, index: int, messages: list) -> list:
         failed = TaskFailed(plan.cycle_of[task.id], task.id, spec.window, error)
         return _done_items(plan, spec, [m[2] for m in messages if m[0] == DONE] + [failed])
     items = _run_partition(spec, index, messages)
-    tell_finished(spec.order, spec.vertex_id, index, spec.window)
+    if not any(isinstance(_event_of(item), TaskFailed) for item in items):
+        # Only a task that finished its window lets the next one start (a failed one's state and
+        # offset were not written: the next window would read the window before).
+        tell_finished(spec.order, spec.vertex_id, index, spec.window)
     return items
 
 
@@ -238,6 +241,14 @@ def _run_partition(spec: Round, index: int, messages: list) -> list:
     holder.out = []
     items.extend(_done_items(plan, spec, forwarded + holder.dones))
     return items
+
+
+def _event_of(item):
+    """The Done event an item carries (to the driver or forwarded downstream), or None."""
+    target, _index, payload = item
+    if target == DONE:
+        return payload
+    return payload[2] if payload[0] == DONE else None
 
 
 def _done_items(plan: RunPlan, spec: Round, dones: list) -> list:
