@@ -3,7 +3,7 @@
 from gyreflow.api.config import Config, ConfigError
 from gyreflow.api.directory_source import DirectorySource
 from gyreflow.api.environment import Environment, LocalEnvironment
-from gyreflow.api.functions import AggregateFunction
+from gyreflow.api.functions import AggregateFunction, ProcessFunction
 from gyreflow.api.pipeline import Pipeline, PipelineResult, PipelineTaskContext
 from gyreflow.api.postgres import PostgresSink, PostgresSource
 from gyreflow.api.sinks import CsvSink, FileSink, ParquetSink, PrintSink, Sink, SinkWriter
@@ -25,6 +25,7 @@ from gyreflow.runtime.errors import UserFunctionError
 
 __all__ = [
     "AggregateFunction",
+    "ProcessFunction",
     "AllWindow",
     "CollectionSource",
     "Config",

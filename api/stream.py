@@ -219,6 +219,15 @@ class KeyedStream(Stream):
                 raise TypeError(msg)
         return self._then(specs.AggregateSpec(self.key_fn, function))
 
+    def process(self, function) -> Stream:
+        """Run a ``ProcessFunction``: each record with its window and key, keyed state, and
+        ``on_notify`` callbacks once a requested window's input is complete."""
+        for method in ("process", "on_notify"):
+            if not callable(getattr(function, method, None)):
+                msg = f"process needs a ProcessFunction with process and on_notify; missing {method}"
+                raise TypeError(msg)
+        return self._then(specs.ProcessSpec(self.key_fn, function))
+
     def window(self, assigner=None):
         """Per-window aggregation (each window's own result, not a running total): with no
         argument, per processing window; ``Tumbling``/``Sliding``/``Session`` need event time

@@ -176,6 +176,17 @@ class TableJoinSpec(OperatorSpec):
 
 
 @attrs.frozen(eq=False)
+class ProcessSpec(OperatorSpec):
+    """Hand each record of a keyed stream to ``function.process(record, ctx)``; call
+    ``function.on_notify(window, ctx)`` once the input of a window it asked for is complete."""
+
+    key_fn: Callable
+    function: object
+    op = "process"
+    keyed = True
+
+
+@attrs.frozen(eq=False)
 class SinkSpec(OperatorSpec):
     """Hand every record to ``sink`` (a ``gyreflow.api.sinks.Sink``)."""
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gyreflow.plan import operators as specs
-from gyreflow.runtime.dataflow import event_time, windowing
+from gyreflow.runtime.dataflow import event_time, notifications, windowing
 from gyreflow.runtime.dataflow.graph_operator import GraphOperator
 from gyreflow.runtime.dataflow.operators import (
     AggregateOperator,
@@ -58,5 +58,7 @@ def build_operator(name: str, spec: specs.OperatorSpec) -> Operator:
     if isinstance(spec, specs.TableJoinSpec):
         return windowing.TableJoinOperator(name, spec.stream_key, spec.table_key, spec.value_fn,
                                            spec.fn, spec.inner, spec.ttl)
+    if isinstance(spec, specs.ProcessSpec):
+        return notifications.ProcessOperator(name, spec.key_fn, spec.function)
     msg = f"no running operator for {type(spec).__name__}"
     raise TypeError(msg)

@@ -63,6 +63,9 @@ class Operator:
     def finish(self, window: int) -> None:
         """Every record of ``window`` was processed: emit what the window produced."""
 
+    def restored(self) -> None:
+        """The task's state was just restored from a snapshot (rebuild what derives from it)."""
+
     def close(self) -> None:
         """Release what ``open`` acquired."""
 

@@ -39,6 +39,8 @@ class OperatorContext:
     state: object
     window: int = 1
     input_ended: bool = False  # a source task's input ended with the window being finished
+    # operator name -> {parameter: value}, as set by control commands at window boundaries
+    parameters: dict = attrs.field(factory=dict)
 
 
 class Task:
@@ -380,6 +382,8 @@ class Task:
                 self.exhausted = exhausted
                 self.exhausted_at = version if exhausted else 0
                 self.lookahead = []
+        for op in self.operators:
+            op.restored()
         if recover_sinks:
             for op in self.sinks:
                 op.recover(reached)

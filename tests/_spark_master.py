@@ -1,0 +1,49 @@
+"""The Spark master the Spark cases run on: ``local[2]``, or a standalone cluster's URL.
+
+``scripts/cluster-suite.sh`` starts a two-worker standalone cluster and runs the stream, batch, graph
+and recovery suites on it by setting ``GYREFLOW_TEST_SPARK_MASTER``. On a cluster, state must be
+where every node reaches it, so the cases keep it in a checkpoint directory (every node of the
+test cluster mounts /tmp) and skip the backends a cluster refuses (``tests/test_spark_cluster.py``
+checks those refusals).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+SPARK_MASTER = os.environ.get("GYREFLOW_TEST_SPARK_MASTER") or "local[2]"
+ON_CLUSTER = not SPARK_MASTER.startswith("local")
+CLUSTER_SAFE_BACKENDS = ("rocksdb", "postgresql")  # the kinds of store a cluster accepts
+
+
+def master(local_slots: int = 2) -> str:
+    """``local[local_slots]``, or the cluster's URL when the suite runs on one."""
+    return SPARK_MASTER if ON_CLUSTER else f"local[{local_slots}]"
+
+
+def cluster_state(config: dict, tmp_path: Path) -> dict | None:
+    """``config`` made cluster-safe: rocksdb gets a checkpoint directory; None when the cluster
+    refuses its state (memory, SQLite)."""
+    if not ON_CLUSTER:
+        return config
+    backend = config.get("state.backend", "memory")
+    if backend == "memory" and "state.backend" not in config:
+        backend = "rocksdb"  # the default state of a pipeline case, moved where executors reach it
+    if backend == "rocksdb":
+        return {**config, "state.backend": "rocksdb",
+                "state.checkpoint_url": config.get("state.checkpoint_url")
+                or str(tmp_path / "checkpoints")}
+    if backend == "jdbc" and str(config.get("state.url", "")).startswith("postgresql"):
+        return config
+    return None
+
+
+def cluster_state_env(env: dict[str, str], tmp_path: Path) -> dict[str, str] | None:
+    """The same for ``GYREFLOW_STATE__*`` variables of a job run in a process of its own."""
+    prefix = "GYREFLOW_STATE__"
+    config = {f"state.{k[len(prefix):].lower()}": v for k, v in env.items() if k.startswith(prefix)}
+    safe = cluster_state(config, tmp_path)
+    if safe is None:
+        return None
+    return {**env, **{prefix + k.split(".", 1)[1].upper(): str(v) for k, v in safe.items()}}
