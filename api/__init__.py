@@ -4,6 +4,13 @@ from gyreflow.api.config import Config, ConfigError
 from gyreflow.api.directory_source import DirectorySource
 from gyreflow.api.environment import Environment, LocalEnvironment
 from gyreflow.api.functions import AggregateFunction, ProcessFunction
+from gyreflow.api.listeners import (
+    CheckpointMetrics,
+    JobListener,
+    JsonLinesListener,
+    TaskResult,
+    WindowMetrics,
+)
 from gyreflow.api.pipeline import Pipeline, PipelineResult, PipelineTaskContext
 from gyreflow.api.postgres import PostgresSink, PostgresSource
 from gyreflow.api.sinks import CsvSink, FileSink, ParquetSink, PrintSink, Sink, SinkWriter
@@ -26,6 +33,11 @@ from gyreflow.runtime.errors import UserFunctionError
 __all__ = [
     "AggregateFunction",
     "ProcessFunction",
+    "CheckpointMetrics",
+    "JobListener",
+    "JsonLinesListener",
+    "TaskResult",
+    "WindowMetrics",
     "AllWindow",
     "CollectionSource",
     "Config",

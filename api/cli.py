@@ -15,6 +15,7 @@ from rich.markup import escape
 from gyreflow.api.cli_errors import fail as _fail
 from gyreflow.api.config import ENVIRONMENT_TYPES, Config, ConfigError, schema_markdown
 from gyreflow.api.graph_cli import graph
+from gyreflow.api.listeners import JsonLinesListener, combined
 from gyreflow.api.pipeline import not_executed_warning, take_not_executed
 from gyreflow.api.session import RunSettings, using_settings
 from gyreflow.plan.explain import FORMATS
@@ -59,6 +60,23 @@ def _run_script(script: str, args: tuple[str, ...], settings: RunSettings) -> No
             sys.stderr.write(not_executed_warning(names) + "\n")
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
+
+
+def _load_listeners(console: Console, specs: tuple[str, ...], events_path: str | None) -> list:
+    """The listeners ``--listener`` and ``--events`` ask for; a bad one exits 2 in one line."""
+    from gyreflow.api.listeners import ListenerSpecError, load_listener
+
+    listeners = []
+    try:
+        listeners.extend(load_listener(spec) for spec in specs)
+    except ListenerSpecError as exc:
+        _fail(console, str(exc), 2)
+    if events_path is not None:
+        try:
+            listeners.append(JsonLinesListener(events_path))
+        except OSError as exc:
+            _fail(console, f"--events {events_path}: cannot be written ({exc.strerror})", 2)
+    return listeners
 
 
 def _open_ui(console: Console, config_path: str | None, address: str | None, stop):
@@ -114,22 +132,31 @@ def main() -> None:
                    "job runs (HOST defaults to 127.0.0.1; config key ui.address).")
 @click.option("--metrics-json", type=click.Path(dir_okay=False, writable=True), default=None,
               metavar="FILE", help="Write the final metrics of every task to FILE as JSON.")
+@click.option("--listener", "listener_specs", multiple=True, metavar="MODULE:NAME",
+              help="A JobListener (class, instance or factory) told of every window, checkpoint "
+                   "and job end; MODULE may be a path to a .py file. Repeatable.")
+@click.option("--events", "events_path", type=click.Path(dir_okay=False, writable=True),
+              default=None, metavar="FILE",
+              help="Append every window, checkpoint and job end to FILE as JSON lines.")
 def run(script: str, script_args: tuple[str, ...], config_path: str | None,
         environment: str | None, quiet: bool, resume: bool, fresh: bool,
         from_window: int | None, until_idle: float | None, ui_address: str | None,
-        metrics_json: str | None) -> None:
+        metrics_json: str | None, listener_specs: tuple[str, ...],
+        events_path: str | None) -> None:
     """Run the pipelines SCRIPT defines; arguments after -- go to the script."""
     console = Console(stderr=True)
     if resume and fresh:
         _fail(console, "choose one of --resume and --fresh", 2)
     if from_window is not None and not resume:
         _fail(console, "--from-window needs --resume", 2)
+    listeners = _load_listeners(console, listener_specs, events_path)  # before any data moves
     stop = StopRequest(immediate=_stop_now)
     ui = _open_ui(console, config_path, ui_address, stop)
     settings = RunSettings(config_path=config_path, environment=environment, quiet=quiet,
                            show_progress=not quiet, resume=resume, fresh=fresh,
                            from_window=from_window, until_idle=until_idle, summaries=[],
-                           stop=stop, monitor=ui.monitor if ui is not None else None)
+                           stop=stop, monitor=ui.monitor if ui is not None else None,
+                           listener=combined(*listeners))
     previous = install_handlers(stop) if threading.current_thread() is threading.main_thread() else {}
     try:
         try:
@@ -178,6 +205,9 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
         finally:
             if ui is not None:
                 ui.close()
+            for listener in listeners:
+                if isinstance(listener, JsonLinesListener):
+                    listener.close()
             restore_handlers(previous)
     if not quiet:
         from gyreflow.api.progress import summary_tables

@@ -170,6 +170,9 @@ class Pipeline:
             else:
                 sys.stdout.write(self.explain(settings.explain_format) + "\n")
             return PipelineResult({})
+        if settings.listener is not None:
+            listener = settings.listener if listener is None else Listeners((listener,
+                                                                             settings.listener))
         if _show_progress(progress, self.env.config, settings):
             from gyreflow.api.progress import ProgressListener
 

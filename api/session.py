@@ -25,6 +25,7 @@ class RunSettings:
     stop: object = attrs.field(default=None, eq=False)  # a runtime.stop.StopRequest the CLI sets
     explained: list | None = attrs.field(default=None, eq=False)  # gyreflow explain collects plans
     monitor: object = attrs.field(default=None, eq=False)  # the run's api.monitor.JobMonitor (--ui)
+    listener: object = attrs.field(default=None, eq=False)  # --listener / --events, every pipeline
 
 
 _current: contextvars.ContextVar[RunSettings] = contextvars.ContextVar(

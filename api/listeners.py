@@ -1,0 +1,114 @@
+"""Job listeners: hear windows, checkpoints and the end of a job, from code or ``gyreflow run``.
+
+``Pipeline.execute(listener=...)`` takes a ``JobListener``; ``gyreflow run --listener MODULE:NAME``
+loads one for every pipeline the script executes, and ``--events FILE`` writes every event as a
+JSON line (``JsonLinesListener``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import runpy
+import threading
+
+from gyreflow.runtime.driver import CheckpointMetrics, JobListener, Listeners
+from gyreflow.runtime.metrics import TaskResult, WindowMetrics
+
+__all__ = ["CheckpointMetrics", "JobListener", "JsonLinesListener", "Listeners", "TaskResult",
+           "WindowMetrics", "combined", "load_listener"]
+
+
+class ListenerSpecError(ValueError):
+    """``--listener`` names something that is not a job listener."""
+
+
+class JsonLinesListener(JobListener):
+    """Appends one JSON object per event to ``path``, flushed as it happens:
+    ``{"event": "start" | "window" | "checkpoint" | "finish", "task": ..., ...}``."""
+
+    def __init__(self, path: str) -> None:
+        self.path = os.path.abspath(path)
+        self._task = None
+        self._lock = threading.Lock()
+        self._handle = open(self.path, "a", encoding="utf-8")
+
+    def _write(self, event: dict) -> None:
+        with self._lock:
+            self._handle.write(json.dumps(event, sort_keys=True) + "\n")
+            self._handle.flush()
+
+    def on_start(self, name: str, graph) -> None:
+        self._task = name
+        self._write({"event": "start", "task": name})
+
+    def on_window(self, metrics: WindowMetrics) -> None:
+        self._write({
+            "event": "window", "task": metrics.task, "window": metrics.window,
+            "seconds": round(metrics.seconds, 6), "records_read": metrics.source_records,
+            "watermark": metrics.watermark,
+            "operators": {name: {"records_in": m.records_in, "records_out": m.records_out}
+                          for name, m in metrics.operators.items()},
+        })
+
+    def on_checkpoint(self, checkpoint: CheckpointMetrics) -> None:
+        self._write({"event": "checkpoint", "task": self._task, "window": checkpoint.window,
+                     "seconds": round(checkpoint.seconds, 6), "bytes": checkpoint.bytes})
+
+    def on_finish(self, result: TaskResult) -> None:
+        self._write({"event": "finish", "task": result.name, "windows": result.summary.count,
+                     "last_completed_window": result.last_completed,
+                     "seconds": round(result.seconds, 6)})
+
+    def close(self) -> None:
+        with self._lock:
+            self._handle.close()
+
+
+def load_listener(spec: str) -> JobListener:
+    """The listener ``spec`` names: ``package.module:NAME`` or ``path/to/file.py:NAME``, where NAME
+    is a ``JobListener`` subclass (made with no arguments), an instance, or a function returning
+    one. Fails with one line saying what is wrong."""
+    where, sep, name = spec.rpartition(":")
+    if not sep or not where or not name:
+        msg = f"--listener {spec!r}: expected MODULE:NAME or FILE.py:NAME"
+        raise ListenerSpecError(msg)
+    try:
+        if where.endswith(".py"):
+            if not os.path.isfile(where):
+                msg = f"--listener {spec!r}: no such file {where}"
+                raise ListenerSpecError(msg)
+            namespace = runpy.run_path(where, run_name="gyreflow_listener")
+        else:
+            namespace = vars(importlib.import_module(where))
+    except ListenerSpecError:
+        raise
+    except Exception as exc:
+        msg = f"--listener {spec!r}: {where} cannot be loaded ({type(exc).__name__}: {exc})"
+        raise ListenerSpecError(msg) from exc
+    if name not in namespace:
+        msg = f"--listener {spec!r}: {where} has no {name!r}"
+        raise ListenerSpecError(msg)
+    found = namespace[name]
+    listener = found
+    if not isinstance(found, JobListener) and callable(found):
+        try:
+            listener = found()
+        except Exception as exc:
+            msg = f"--listener {spec!r}: {name}() failed ({type(exc).__name__}: {exc})"
+            raise ListenerSpecError(msg) from exc
+    if not isinstance(listener, JobListener):
+        msg = (f"--listener {spec!r}: {name} is a {type(listener).__name__}, not a "
+               "gyreflow.api.JobListener (subclass it and override on_window, on_checkpoint, "
+               "on_finish)")
+        raise ListenerSpecError(msg)
+    return listener
+
+
+def combined(*listeners: JobListener | None) -> JobListener | None:
+    """One listener telling every given one, in order (None when none is given)."""
+    present = [listener for listener in listeners if listener is not None]
+    if not present:
+        return None
+    return present[0] if len(present) == 1 else Listeners(present)
