@@ -14,6 +14,7 @@ from rich.markup import escape
 
 from gyreflow.api.cli_errors import fail as _fail
 from gyreflow.api.config import ENVIRONMENT_TYPES, Config, ConfigError, schema_markdown
+from gyreflow.api.control_cli import control
 from gyreflow.api.graph_cli import graph
 from gyreflow.api.listeners import JsonLinesListener, combined
 from gyreflow.api.pipeline import not_executed_warning, take_not_executed
@@ -296,6 +297,7 @@ def show_config(config_path: str | None, schema: bool) -> None:
 
 
 main.add_command(graph)
+main.add_command(control)
 
 if __name__ == "__main__":
     main()

@@ -142,6 +142,15 @@ SCHEMA: tuple[ConfigKey, ...] = (
     ConfigKey("ui.linger", float, 0.0,
               "Seconds the port stays open after the run ends, so the final state can be read.",
               minimum=0),
+    ConfigKey("control.enabled", bool, True,
+              "Accept gyreflow control commands while a job runs (a 127.0.0.1 port and a token "
+              "file only this user can read)."),
+    ConfigKey("control.directory", str, "",
+              "Where running jobs leave their control files (empty: a 0700 directory of this user "
+              "under the temporary directory)."),
+    ConfigKey("control.parameters", dict, (),
+              "Operator parameters a process function reads with ctx.parameter(name), as "
+              "{ \"OPERATOR.NAME\" = value }; gyreflow control set changes them while the job runs."),
     ConfigKey("spark.master", str, "local[*]",
               "Spark master URL: local[N] runs Spark in this machine, spark://host:port a cluster."),
     ConfigKey("spark.app_name", str, "gyreflow", "Spark application name."),

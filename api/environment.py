@@ -10,6 +10,7 @@ from gyreflow.api.session import current_settings
 from gyreflow.plan.execution import build_execution_graph
 from gyreflow.plan.graph import PipelineGraph
 from gyreflow.runtime.checkpoint import RecoveryOptions
+from gyreflow.runtime.control import ControlInbox, RescaleRequested
 from gyreflow.runtime.driver import JobDriver, JobListener
 from gyreflow.runtime.local.host import LocalHost
 from gyreflow.runtime.metrics import TaskResult
@@ -34,6 +35,9 @@ class Environment:
         problem = missing_driver(url, "state.url") if url else None
         if problem is not None:  # before any data moves, in one line
             raise ConfigError(problem)
+        from gyreflow.api.control import initial_parameters
+
+        initial_parameters(config)  # a malformed control.parameters fails before any data moves
 
     @staticmethod
     def local(parallelism: int | None = None, *, progress: bool | None = None,
@@ -90,6 +94,40 @@ class Environment:
         """Run one pipeline task's graph; subclasses choose the executor."""
         raise NotImplementedError
 
+    def _drive(self, name: str, graph: PipelineGraph, listener: JobListener | None,
+               recovery: RecoveryOptions | None, make_host) -> TaskResult:
+        """Run ``graph`` on hosts ``make_host()`` builds, with the job's control endpoint open; a
+        rescale command stops the tasks at a window boundary and runs them again from there with
+        the new parallelism (key groups move through the snapshot)."""
+        from gyreflow.api.control import ControlEndpoint, control_directory, initial_parameters
+
+        inbox = ControlInbox(initial_parameters(self.config))
+        endpoint = None
+        if self.config["control.enabled"]:
+            endpoint = ControlEndpoint(name, inbox, control_directory(self.config))
+        result = None
+        try:
+            while True:
+                driver = JobDriver(self.config, make_host(), listener,
+                                   stop=current_settings().stop, control=inbox, result=result)
+                try:
+                    return driver.run(name, build_execution_graph(graph), recovery)
+                except RescaleRequested as request:
+                    graph = graph.with_parallelism(request.operator, request.parallelism)
+                    recovery = RecoveryOptions(resume=True)
+                    result = request.result
+                    group = [v.name for v in graph.forward_group(request.operator)]
+                    names = " and ".join([", ".join(group[:-1]), group[-1]] if len(group) > 1
+                                         else group)
+                    request.request.reply(ok=True, window=request.last_completed + 1, message=(
+                        f"{names} {'run' if len(group) > 1 else 'runs'} with "
+                        f"{request.parallelism} task{'s' if request.parallelism > 1 else ''} "
+                        f"{'each ' if len(group) > 1 else ''}from window "
+                        f"{request.last_completed + 1}"))
+        finally:
+            if endpoint is not None:
+                endpoint.close()
+
 
 class LocalEnvironment(Environment):
     """Runs every task in this process with the cooperative local executor."""
@@ -99,9 +137,8 @@ class LocalEnvironment(Environment):
     def run_task(self, name: str, graph: PipelineGraph, listener: JobListener | None,
                  recovery: RecoveryOptions | None = None) -> TaskResult:
         """Run ``graph`` in this process."""
-        driver = JobDriver(self.config, LocalHost(self.config, self.state_backend), listener,
-                           stop=current_settings().stop)
-        return driver.run(name, build_execution_graph(graph), recovery)
+        return self._drive(name, graph, listener, recovery,
+                           lambda: LocalHost(self.config, self.state_backend))
 
 
 class SparkEnvironment(Environment):
@@ -133,9 +170,8 @@ class SparkEnvironment(Environment):
 
         if self.on_cluster:
             self._probe(graph)
-        host = SparkHost(self.config, self.state_backend, self.session)
-        driver = JobDriver(self.config, host, listener, stop=current_settings().stop)
-        return driver.run(name, build_execution_graph(graph), recovery)
+        return self._drive(name, graph, listener, recovery,
+                           lambda: SparkHost(self.config, self.state_backend, self.session))
 
 
     def _probe(self, graph: PipelineGraph) -> None:

@@ -99,6 +99,30 @@ class PipelineGraph:
         """Edges out of ``vertex_id``."""
         return [e for e in self.edges if e.source == vertex_id]
 
+    def forward_group(self, name: str) -> list[PipelineVertex]:
+        """The vertex named ``name`` and every vertex joined to it by forward edges (they share one
+        parallelism), in id order."""
+        by_name = {v.name: v for v in self.vertices}
+        seen = {by_name[name].id}
+        stack = [by_name[name].id]
+        while stack:
+            current = stack.pop()
+            for edge in self.edges:
+                if edge.partitioning is not Partitioning.FORWARD:
+                    continue
+                for a, b in ((edge.source, edge.target), (edge.target, edge.source)):
+                    if a == current and b not in seen:
+                        seen.add(b)
+                        stack.append(b)
+        return [v for v in self.vertices if v.id in seen]
+
+    def with_parallelism(self, name: str, parallelism: int) -> PipelineGraph:
+        """This graph with operator ``name`` (and its forward group) run by ``parallelism`` tasks."""
+        group = {v.id for v in self.forward_group(name)}
+        vertices = tuple(attrs.evolve(v, parallelism=parallelism) if v.id in group else v
+                         for v in self.vertices)
+        return PipelineGraph(vertices, self.edges)
+
     def sources(self) -> list[PipelineVertex]:
         """Vertices that read external input."""
         return [v for v in self.vertices if v.kind is OperatorKind.SOURCE]

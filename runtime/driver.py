@@ -18,6 +18,7 @@ import attrs
 
 from gyreflow.plan.execution import ExecutionGraph
 from gyreflow.runtime.checkpoint import CheckpointCoordinator, RecoveryOptions
+from gyreflow.runtime.control import ControlDesk, ControlInbox, RescaleRequested
 from gyreflow.runtime.faults import crash_point
 from gyreflow.runtime.host import Host, HostLink
 from gyreflow.runtime.metrics import TaskResult, WindowMetrics
@@ -94,7 +95,10 @@ class _WriterFailed:
 
 @attrs.frozen
 class _Flushed:
-    """Every snapshot write handed to the writer before this marker is durable."""
+    """Every snapshot write handed to the writer before this marker is durable (``wake``: not a
+    flush, a control request waits)."""
+
+    wake: bool = False
 
 
 class _Flush(enum.Enum):
@@ -111,8 +115,12 @@ class JobDriver:
     """
 
     def __init__(self, config, host: Host, listener: JobListener | None = None,
-                 clock: Callable[[], float] = time.monotonic, stop: StopRequest | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, stop: StopRequest | None = None,
+                 control: ControlInbox | None = None, result: TaskResult | None = None) -> None:
         self.config = config
+        self.seed = result  # what an earlier run of the job (before a rescale) produced
+        self.control = control
+        self.desk: ControlDesk | None = None
         self.stop = stop
         self.host = host
         self.listener = listener or JobListener()
@@ -141,6 +149,9 @@ class JobDriver:
             except (JobInterrupted, JobStopped) as exc:
                 exc.last_completed = self.scheduler.committed
                 raise
+            except RescaleRequested:
+                failed = False  # a clean stop at a window boundary
+                raise
             failed = False
             return result
         finally:
@@ -162,7 +173,8 @@ class JobDriver:
             host.backend.snapshot_every)
         self.name = name
         self.coordinator = coordinator
-        self.result = TaskResult(name, self.config["metrics.kept_windows"])
+        self.result = self.seed or TaskResult(name, self.config["metrics.kept_windows"])
+        self.seconds_before = self.result.seconds
         self.sources = tuple(v.name for v in graph.pipeline.sources())
         self.launched: dict[tuple[int, int], float] = {}
         self.window_ends: dict[int, float] = {}  # window -> when its last cycle finished it
@@ -173,10 +185,26 @@ class JobDriver:
         self.durable = resume_from
         self.started = self.clock()
         self.pending: deque = deque()
-        flush = _Flush.NOT_SENT
         self.listener.on_start(name, graph)
         self.pending.extend(scheduler.start())
+        if self.control is not None:
+            self.desk = ControlDesk(self.control, host, graph, host.backend.max_parallelism)
+            self.desk.start(resume_from)
+            self.control.job = name
+            self.control.wake = lambda: self._reports.put(_Flushed(wake=True))
+        try:
+            return self._loop(name)
+        finally:
+            if self.desk is not None:
+                self.control.wake = None
+                self.desk.close(f"job {name!r} ended before the command took effect")
+
+    def _loop(self, name: str) -> TaskResult:
+        host, scheduler, desk = self.host, self.scheduler, self.desk
+        flush = _Flush.NOT_SENT
         while True:
+            if desk is not None and self.failure is None:
+                self._take_controls(desk)
             if (self.stop is not None and self.stop.requested and self.failure is None
                     and not scheduler.finished):
                 # Asked to stop: launch nothing new; the windows in flight complete or are dropped.
@@ -188,6 +216,13 @@ class JobDriver:
                     if scheduler.finished and not host.has_work():
                         break
                     if host.step():
+                        continue
+                    if desk is not None and desk.holding:  # paused: wait for a command or a stop
+                        try:
+                            report = self._reports.get(timeout=0.1)
+                        except queue.Empty:
+                            continue
+                        self._handle_report(report)
                         continue
                 else:
                     if host.drain_step(getattr(self.failure, "window", None)):
@@ -215,13 +250,40 @@ class JobDriver:
                            f"{STALL_SECONDS} s")
                     raise RuntimeError(msg) from None
             if isinstance(report, _Flushed):
-                flush = _Flush.DONE
+                if not report.wake:
+                    flush = _Flush.DONE
             else:
                 self._take(report)
-        self.result.seconds = self.clock() - self.started
+        self.result.seconds = self.seconds_before + self.clock() - self.started
         self.result.last_completed = scheduler.committed
         self.listener.on_finish(self.result)
         return self.result
+
+    def _handle_report(self, report) -> None:
+        if not isinstance(report, _Flushed):
+            self._take(report)
+
+    def _take_controls(self, desk: ControlDesk) -> None:
+        """Commands from the control endpoint, between steps; a rescale stops the run once the
+        windows in flight have completed."""
+        released = desk.take(self.pending, self.scheduler.committed)
+        if released:
+            self._send(released)
+        in_flight = bool(self.launched or self.pending or self.scheduler.outstanding
+                         or self.host.has_work())
+        due = desk.rescale_due(in_flight, self.scheduler.committed)
+        if due is not None:
+            self.result.seconds = self.seconds_before + self.clock() - self.started
+            self.result.last_completed = self.scheduler.committed
+            due.result = self.result.keep_until(self.scheduler.committed)
+            raise due
+
+    def _send(self, events) -> None:
+        now = self.clock()
+        for event in events:
+            if event.kind is EventKind.LAUNCH_SOURCE:
+                self.launched.setdefault((event.cycle, event.window), now)
+        self.host.send(events)
 
     def _settle(self) -> None:
         """Handle every queued report now (a host's synchronous round asks for the answers)."""
@@ -260,11 +322,10 @@ class JobDriver:
             if isinstance(instruction, SendEvents):
                 if self.failure is not None:
                     continue  # failing: launch nothing new, clean nothing up
-                now = self.clock()
-                for event in instruction.events:
-                    if event.kind is EventKind.LAUNCH_SOURCE:
-                        self.launched.setdefault((event.cycle, event.window), now)
-                self.host.send(instruction.events)
+                events = instruction.events
+                if self.desk is not None:
+                    events = self.desk.launches(events)  # held back while paused
+                self._send(events)
             elif isinstance(instruction, WindowFinished):
                 self._window_finished(instruction)
             elif isinstance(instruction, CommitWindow):
@@ -288,6 +349,8 @@ class JobDriver:
         self.result.add_window(metrics)
         self.result.add_collected(instruction.window, instruction.dones)
         self.listener.on_window(metrics)
+        if self.desk is not None:
+            self.desk.window_finished(instruction.cycle, instruction.window, instruction.dones)
 
     def _commit(self, window: int) -> None:
         """Record ``window`` as completed (one atomic write); its durability comes back as an event,

@@ -52,6 +52,10 @@ class Host(Protocol):
     def send(self, events: Sequence[TaskEvent]) -> None:
         """Deliver the scheduler's events to their tasks, in order."""
 
+    def control(self, window: int, controls: Sequence) -> None:
+        """Hand control messages to every task: each applies them as it starts ``window`` (which
+        has not been launched yet), before its first record of it (``runtime.control``)."""
+
     def step(self) -> bool:
         """Make progress on what was sent (one task step, or one round); False when idle."""
 

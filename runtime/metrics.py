@@ -146,6 +146,15 @@ class TaskResult:
         """How many windows the run finished."""
         return self.summary.count
 
+    def keep_until(self, window: int) -> TaskResult:
+        """This result without what windows after ``window`` added (a restart recomputes them)."""
+        self.first_windows = [m for m in self.first_windows if m.window <= window]
+        self.last_windows = deque(m for m in self.last_windows if m.window <= window)
+        for by_window in self.collected.values():
+            for later in [w for w in by_window if w > window]:
+                del by_window[later]
+        return self
+
     def add_collected(self, window: int, dones: tuple[Done, ...]) -> None:
         """Add the records the tasks of ``window`` collected."""
         for done in dones:

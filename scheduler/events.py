@@ -129,6 +129,7 @@ class Done:
     active: int = 0
     partials: tuple = ()
     size: int = 0  # CHECKPOINT: bytes of state and offsets the task's snapshot wrote
+    samples: tuple = ()  # EXECUTE_COMPUTE: monitoring samples a control asked for in this window
 
 
 @attrs.frozen

@@ -170,11 +170,11 @@ def read_alerts(out: Path) -> dict[int, list[dict]]:
     found = {}
     for path in sorted(out.iterdir()):
         assert not path.name.startswith("."), f"a staged file was left: {path.name}"
-        window = int(path.stem.split("-")[1])
+        window = int(path.stem.split("-")[1])  # window-W.jsonl, or window-W-part-N.jsonl
         rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
         if rows:
-            found[window] = sorted(rows, key=lambda r: r["word"])
-    return found
+            found.setdefault(window, []).extend(rows)
+    return {w: sorted(rows, key=lambda r: r["word"]) for w, rows in sorted(found.items())}
 
 
 @pytest.fixture(scope="module")

@@ -68,6 +68,10 @@ class Worker:
                 self.end_of_input()
             return
 
+    def queued(self) -> int:
+        """Messages held back behind a barrier (the task's input queue depth)."""
+        return sum(len(buffer) for buffer in self.buffers.values())
+
     def _aligned(self) -> None:
         window, checkpoint = self.barrier_window, self.barrier_checkpoint
         self.barrier_window = None

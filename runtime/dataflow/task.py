@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 import attrs
 
 from gyreflow.plan.execution import ExecutionTask, ExecutionVertex
+from gyreflow.runtime.control import TaskSample
 from gyreflow.runtime.dataflow.emitter import EmitterService
 from gyreflow.runtime.dataflow.fetch import FetchService, Worker
 from gyreflow.runtime.dataflow.fusion import fuse
@@ -70,6 +71,10 @@ class Task:
         self.report = report
         self.clock = clock
         self.operators: list[Operator] = []
+        self.controls: dict[int, list] = {}  # window -> control messages to apply as it starts
+        self.samples: list = []  # monitoring samples for this window's Done
+        self.totals = [0, 0]  # records into and out of the chain since the task was built
+        self.inbox = None  # the runner's queue of messages for this task
         self.collectors: list[CollectOperator] = []
         self.ctx: OperatorContext | None = None
         self.head: Operator | None = None
@@ -180,6 +185,8 @@ class Task:
                                  EventKind.LAUNCH_SOURCE, exhausted=True))
                 return
             self.ctx.window = window
+            if self.controls:
+                self._apply_controls()
             self.window_started = self.clock()
             self.reading = _WindowRead.start(window, checkpoint, self.window_spec, self.clock)
         read = self.reading
@@ -246,6 +253,8 @@ class Task:
     # Windows ------------------------------------------------------------------------------
 
     def _process_input(self, ordinal: int, batch: list) -> None:
+        if self.controls:
+            self._apply_controls()
         head = self.head
         if head is not None:
             head.process_input(ordinal, batch)
@@ -256,6 +265,8 @@ class Task:
         """Every record of ``window`` is in: finish the operators, forward the barrier, snapshot the
         window when the driver asked for it (``checkpoint``, carried by the barrier), report Done."""
         self.ctx.window = window
+        if self.controls:
+            self._apply_controls()
         for op in self.operators:
             op.finish(window)
         metrics = []
@@ -266,6 +277,10 @@ class Task:
             metrics.append((op.name, OperatorMetrics(op.records_in, op.records_out,
                                                      getattr(op, "watermark", None))))
             op.records_in = op.records_out = 0
+        if metrics:  # into the chain (read, for a source task) and out of its last operator
+            first, last = metrics[0][1], metrics[-1][1]
+            self.totals[0] += first.records_out if self.source_reader is not None else first.records_in
+            self.totals[1] += last.records_out
         collected = tuple((op.result_name, tuple(op.take())) for op in self.collectors)
         self.emitter.barrier(window, checkpoint)
         cp = self.checkpoints
@@ -275,9 +290,10 @@ class Task:
             elif cp.every_window:  # persisted for the next round, not a checkpoint of the job
                 self._snapshot(window, _nothing)
         now = self.clock()
+        samples, self.samples = tuple(self.samples), []
         self.report(Done(self.cycle, self.spec.id, window, EventKind.EXECUTE_COMPUTE,
                          metrics=tuple(metrics), collected=collected,
-                         seconds=now - self.window_started))
+                         seconds=now - self.window_started, samples=samples))
         self.window_started = now
         self.ctx.window = window + 1
 
@@ -293,6 +309,30 @@ class Task:
             self._snapshot(last, lambda: self.report(done))
         else:
             self.checkpoints.writer.write(None, lambda: self.report(done))
+
+    # Control messages -----------------------------------------------------------------------
+
+    def take_controls(self, controls) -> None:
+        """Keep ``controls`` until the task starts their window (``runtime.control``)."""
+        for control in controls:
+            self.controls.setdefault(control.window, []).append(control)
+
+    def _apply_controls(self) -> None:
+        """The task is in window ``ctx.window``: apply the controls of this window and before."""
+        window = self.ctx.window
+        for due in sorted(w for w in self.controls if w <= window):
+            for control in self.controls.pop(due):
+                if control.kind == "set":
+                    self.ctx.parameters.setdefault(control.operator, {})[control.name] = control.value
+                elif control.kind == "sample":
+                    self.samples.append(self._sample())
+
+    def _sample(self) -> TaskSample:
+        state = self.ctx.state
+        keys = sum(len(table.data) for table in state.tables.values()) if state is not None else 0
+        queued = (self.worker.queued() if self.worker is not None else 0) + len(self.inbox or ())
+        return TaskSample(self.vertex.head.name, self.spec.index, self.totals[0], self.totals[1],
+                          keys, queued)
 
     # Snapshots and recovery -----------------------------------------------------------------
 

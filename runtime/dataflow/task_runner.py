@@ -26,6 +26,7 @@ class TaskRunner:
         self.task = task
         self.report = report
         self.inbox: deque = deque()
+        task.inbox = self.inbox  # its depth is part of a monitoring sample
         self.failed = False
 
     def deliverer(self, channel: int) -> Callable[[object], None]:

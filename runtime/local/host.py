@@ -111,6 +111,11 @@ class LocalHost:
         for event in events:
             dispatch(event)
 
+    def control(self, window: int, controls) -> None:
+        """Every task keeps the controls until it starts ``window``."""
+        for runner in self._runner_list:
+            runner.task.take_controls(controls)
+
     def step(self) -> bool:
         """One turn of every runner; False when none had work."""
         return any([runner.step() for runner in self._runner_list])

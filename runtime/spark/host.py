@@ -38,7 +38,7 @@ from gyreflow.runtime.spark.graph_steps import SparkGraphRunner
 from gyreflow.runtime.spark.partition import Round, RunPlan, control_stage, stage
 from gyreflow.runtime.spark.round_order import RoundOrder, widest, windows_in_flight
 from gyreflow.runtime.spark.session import spark_log_path, spark_session
-from gyreflow.runtime.spark.shipping import explain_unpicklable
+from gyreflow.runtime.spark.shipping import explain_unpicklable, ship_user_modules_by_value
 from gyreflow.scheduler.events import EventKind, TaskFailed
 from gyreflow.state.backends import RocksDBStateBackend
 
@@ -141,6 +141,8 @@ class SparkHost:
         self._graphs: SparkGraphRunner | None = None
         self._shipped = None
         self._sc = None
+        self._controls: dict[int, list] = {}  # window -> control messages for its round
+        self._parameters: list = []  # "set" controls, in the order they came
 
     @property
     def writer(self) -> _DriverWriter:
@@ -152,6 +154,8 @@ class SparkHost:
         """Ship the plan once (a broadcast). The driver's store is closed: it may hold state
         databases open that the tasks open next, in other processes."""
         store.close()
+        if not self.config["spark.master"].strip().startswith("local"):
+            ship_user_modules_by_value()  # executors elsewhere cannot import the driver's modules
         plan = _shippable_plan(job, graph)  # fails before any data moves
         self._writer = _DriverWriter(self.backend)
         self.graph = graph
@@ -194,6 +198,23 @@ class SparkHost:
                 self._destroy.append(event)
             else:
                 self._control.append(event)
+
+    def control(self, window: int, controls) -> None:
+        """The controls ride in the round of ``window``, to every task of it. Parameters ride in
+        every later round too: a task rebuilt in another worker starts with none."""
+        for control in controls:
+            if control.kind == "set":
+                self._parameters.append(control)
+            else:
+                self._controls.setdefault(window, []).append(control)
+
+    def _controls_of(self, window: int) -> tuple:
+        """The controls of round ``window``: its own, and the parameters in force by then."""
+        latest = {}
+        for control in self._parameters:
+            if control.window <= window:
+                latest[control.operator, control.name] = control
+        return (*latest.values(), *self._controls.pop(window, ()))
 
     def step(self) -> bool:
         """Run the queued lifecycle events (one control job, once no round runs) or start the next
@@ -310,11 +331,12 @@ class SparkHost:
         for event in events:
             self.link.report(event)
 
-    def _spec(self, window: int, checkpoint: bool = True) -> Round:
+    def _spec(self, window: int, checkpoint: bool = True, controls: tuple = ()) -> Round:
         rescaled = self.rescaled if window in (self.resume_from, self.resume_from + 1) else frozenset()
         return Round(self._run_id, self._shipped, -1, window, self.backend,
                      self.config["runtime.batch_size"], self.horizon, rescaled, checkpoint,
-                     self.cycle_ends, self._order.address if self._order is not None else None)
+                     self.cycle_ends, self._order.address if self._order is not None else None,
+                     controls)
 
     def _run_control(self, events) -> list:
         """One Spark job carrying out lifecycle events in the tasks; returns their acknowledgements."""
@@ -331,7 +353,7 @@ class SparkHost:
     def _run_round(self, window: int, checkpoint: bool) -> list:
         """One Spark job for one window: a stage per execution vertex, one collect of Done events."""
         sc, graph, graphs = self._sc, self.graph, self._graphs
-        template = self._spec(window, checkpoint)
+        template = self._spec(window, checkpoint, self._controls_of(window))
         outputs = {}
         persisted = []
         tails = []

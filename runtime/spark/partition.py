@@ -84,6 +84,7 @@ class Round:
     checkpoint: bool = True  # whether the driver asked for the window's snapshot
     cycle_ends: tuple[tuple[int, int], ...] = ()  # see TaskCheckpoints.cycle_ends
     order: tuple[str, int, str] | None = None  # the driver's round order service (windows in flight)
+    controls: tuple = ()  # control messages every task applies as it starts the window
 
 
 class _Holder:
@@ -212,6 +213,8 @@ def _run_partition(spec: Round, index: int, messages: list) -> list:
         checkpoints = attrs.evolve(task.checkpoints, store=store, horizon=spec.horizon,
                                    rescaled=spec.rescaled if fresh else frozenset())
         task.enter_window(window, checkpoints, restore=fresh)
+        if spec.controls:
+            task.take_controls(spec.controls)
         messages = [m for m in messages if m[0] != DONE]
         messages.sort(key=lambda m: (m[0], m[1]))
         runner.inbox.extend((channel, message) for channel, _seq, message in messages)

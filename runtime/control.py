@@ -1,0 +1,269 @@
+"""Control messages: commands to a running job that take effect at one window boundary on every task.
+
+Chi sends control messages through the data plane, so that a change lands at the same logical time
+everywhere. Here a command arriving while the job runs is given the first window not yet launched,
+``W``; the host hands it to every task with that window (in-process tasks keep it until they start
+``W``; on Spark it rides in the round of ``W``), and each task applies it before its first record
+of ``W``. Parameters and monitoring samples work that way. Pausing holds back the launch of new
+windows; a rescale pauses, lets the windows in flight complete, and restarts the job's tasks from
+the last completed window with the new parallelism (key groups move through the snapshot).
+
+The driver's side is the ``ControlDesk``: the endpoint thread queues ``ControlRequest``s, the driver
+loop takes them between steps and answers each through its ``reply``.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+
+import attrs
+
+
+@attrs.frozen
+class Control:
+    """What a task applies when it starts window ``window``: ``set`` a parameter of ``operator``,
+    or take a monitoring ``sample``."""
+
+    id: int
+    window: int
+    kind: str  # "set" | "sample"
+    operator: str = ""
+    name: str = ""
+    value: object = None
+
+
+@attrs.frozen
+class TaskSample:
+    """One task's monitoring sample, taken as it started a window."""
+
+    task: str
+    index: int
+    records_in: int  # into the task's chain (read, for a source) since the task started
+    records_out: int  # out of the chain's last operator
+    state_keys: int
+    queued: int  # messages waiting in the task's input queue
+
+
+class ControlRequest:
+    """A command from the endpoint, answered once by the driver (or the environment)."""
+
+    def __init__(self, command: dict) -> None:
+        self.command = command
+        self._answered = threading.Event()
+        self.answer: dict = {}
+
+    def reply(self, **answer) -> None:
+        if not self._answered.is_set():
+            self.answer = answer
+            self._answered.set()
+
+    def wait(self, timeout: float) -> dict:
+        if not self._answered.wait(timeout):
+            return {"ok": False, "error": f"no answer within {timeout:g} s (is the job paused, or "
+                                          "waiting for input?)"}
+        return self.answer
+
+
+class RescaleRequested(Exception):  # noqa: N818 - a request, not an error
+    """The job stopped its tasks at a window boundary to run again with another parallelism."""
+
+    def __init__(self, operator: str, parallelism: int, last_completed: int,
+                 request: ControlRequest) -> None:
+        super().__init__(f"rescale {operator} to {parallelism} after window {last_completed}")
+        self.operator = operator
+        self.parallelism = parallelism
+        self.last_completed = last_completed
+        self.request = request
+
+
+def parse_value(text: str):
+    """A parameter value as typed: JSON when it parses (numbers, booleans, lists), else the text."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return text
+
+
+class ControlInbox:
+    """Requests from the endpoint thread to the job, and what stays in force across restarts."""
+
+    def __init__(self, parameters: dict[str, dict] | None = None) -> None:
+        self.requests: queue.SimpleQueue = queue.SimpleQueue()
+        self.parameters: dict[str, dict] = {op: dict(p) for op, p in (parameters or {}).items()}
+        self.paused = False
+        self.job = ""
+        self.state = "starting"
+        self.wake = None  # set by the running driver: called after a request is queued
+
+    def submit(self, command: dict, timeout: float) -> dict:
+        """Queue ``command`` and wait for its answer (called from the endpoint's threads)."""
+        request = ControlRequest(command)
+        self.requests.put(request)
+        wake = self.wake
+        if wake is not None:
+            wake()
+        return request.wait(timeout)
+
+
+class ControlDesk:
+    """The driver's side of control messages for one run of a job (see the module docstring)."""
+
+    def __init__(self, inbox: ControlInbox, host, graph, max_parallelism: int) -> None:
+        self.inbox = inbox
+        self.host = host
+        self.operators = {v.name: v for ev in graph.vertices for v in ev.chain}
+        self.pipeline = graph.pipeline
+        self.sources = {v.name for v in graph.pipeline.sources()}
+        self.max_parallelism = max_parallelism
+        self.ids = iter(range(1, 1 << 62))
+        self.launched = 0  # the highest window launched so far
+        self.held: list = []  # launches held back while paused or rescaling
+        self.samples: dict[int, tuple[ControlRequest, set, list]] = {}  # window -> pending samples
+        self.cycles = {c.id for c in graph.cycles()}
+        self.rescale: ControlRequest | None = None
+
+    @property
+    def holding(self) -> bool:
+        """Whether new windows are held back (paused, or a rescale waits for the boundary)."""
+        return self.inbox.paused or self.rescale is not None
+
+    def start(self, resume_from: int) -> None:
+        """The parameters in force apply from the first window this run launches."""
+        controls = tuple(Control(next(self.ids), resume_from + 1, "set", op, name, value)
+                         for op, params in self.inbox.parameters.items()
+                         for name, value in params.items())
+        if controls:
+            self.host.control(resume_from + 1, controls)
+        self.launched = resume_from
+        self.inbox.state = "running"
+
+    def next_window(self, pending) -> int:
+        """The first window not launched yet (nor about to be: ``pending`` instructions)."""
+        highest = self.launched
+        for instruction in pending:
+            for event in getattr(instruction, "events", ()):
+                if event.kind.name == "LAUNCH_SOURCE":
+                    highest = max(highest, event.window)
+        return highest + 1
+
+    def launches(self, events) -> list:
+        """The events to send now; launches are held back while ``holding``."""
+        if not self.holding:
+            for event in events:
+                if event.kind.name == "LAUNCH_SOURCE":
+                    self.launched = max(self.launched, event.window)
+            return list(events)
+        now = []
+        for event in events:
+            (self.held if event.kind.name == "LAUNCH_SOURCE" else now).append(event)
+        return now
+
+    def release(self) -> list:
+        """The launches held back, once nothing holds them any more."""
+        if self.holding or not self.held:
+            return []
+        held, self.held = self.held, []
+        return self.launches(held)
+
+    def take(self, pending, committed: int) -> list:
+        """Handle the queued requests; returns launches released by a ``resume``."""
+        released = []
+        while True:
+            try:
+                request = self.inbox.requests.get_nowait()
+            except queue.Empty:
+                return released
+            released.extend(self._handle(request, pending, committed))
+
+    def _handle(self, request: ControlRequest, pending, committed: int) -> list:
+        command = request.command
+        kind = command.get("command")
+        if kind == "status":
+            request.reply(ok=True, job=self.inbox.job, state=self.inbox.state,
+                          paused=self.inbox.paused, last_completed=committed,
+                          launched=self.launched, parameters=self.inbox.parameters)
+        elif kind == "set":
+            operator, name = command.get("operator", ""), command.get("name", "")
+            if operator not in self.operators:
+                request.reply(ok=False, error=self._unknown(operator))
+                return []
+            window = self.next_window(pending)
+            value = command.get("value")
+            self.host.control(window, (Control(next(self.ids), window, "set", operator, name,
+                                               value),))
+            self.inbox.parameters.setdefault(operator, {})[name] = value
+            request.reply(ok=True, window=window, message=(
+                f"{operator}.{name} = {json.dumps(value)} from window {window} on every task"))
+        elif kind == "sample":
+            window = self.next_window(pending)
+            self.host.control(window, (Control(next(self.ids), window, "sample"),))
+            self.samples[window] = (request, set(self.cycles), [])
+        elif kind == "pause":
+            self.inbox.paused = True
+            self.inbox.state = "paused"
+            request.reply(ok=True, window=self.next_window(pending), message=(
+                f"sources paused: no window after {self.next_window(pending) - 1} starts (the "
+                "windows in flight complete)"))
+        elif kind == "resume":
+            self.inbox.paused = False
+            self.inbox.state = "running"
+            request.reply(ok=True, message="sources resumed")
+            return self.release()
+        elif kind == "rescale":
+            self._ask_rescale(request)
+        else:
+            request.reply(ok=False, error=f"unknown command {kind!r}; valid: status, set, sample, "
+                                          "pause, resume, rescale")
+        return []
+
+    def _unknown(self, operator: str) -> str:
+        return (f"no operator {operator!r} in job {self.inbox.job!r}; operators: "
+                f"{', '.join(sorted(self.operators))}")
+
+    def _ask_rescale(self, request: ControlRequest) -> None:
+        operator, parallelism = request.command.get("operator", ""), request.command.get("parallelism")
+        if operator not in self.operators:
+            request.reply(ok=False, error=self._unknown(operator))
+        elif self.sources & {v.name for v in self.pipeline.forward_group(operator)}:
+            request.reply(ok=False, error=(f"{operator!r} runs in one chain with a source, whose "
+                                           "parallelism is fixed (each source task cuts its own "
+                                           "windows)"))
+        elif not isinstance(parallelism, int) or not 1 <= parallelism <= self.max_parallelism:
+            request.reply(ok=False, error=(f"parallelism must be an integer from 1 to "
+                                           f"state.max_parallelism ({self.max_parallelism}), got "
+                                           f"{parallelism!r}"))
+        elif self.rescale is not None:
+            request.reply(ok=False, error="a rescale is already under way")
+        else:
+            self.rescale = request
+            self.inbox.state = "rescaling"
+
+    def rescale_due(self, in_flight: bool, committed: int):
+        """The ``RescaleRequested`` to raise once nothing is in flight any more, else None."""
+        if self.rescale is None or in_flight:
+            return None
+        request = self.rescale
+        return RescaleRequested(request.command["operator"], request.command["parallelism"],
+                                committed, request)
+
+    def window_finished(self, cycle: int, window: int, dones) -> None:
+        """Collect the samples a cycle's tasks took in ``window``; answer once every cycle has."""
+        found = self.samples.get(window)
+        if found is None:
+            return
+        request, waiting, samples = found
+        for done in dones:
+            samples.extend(getattr(done, "samples", ()))
+        waiting.discard(cycle)
+        if not waiting:
+            del self.samples[window]
+            request.reply(ok=True, window=window, tasks=[attrs.asdict(s) for s in samples])
+
+    def close(self, why: str) -> None:
+        """The run ends: answer what can no longer be answered."""
+        for request, _, _ in self.samples.values():
+            request.reply(ok=False, error=why)
+        self.samples.clear()
+        self.held.clear()
