@@ -19,5 +19,5 @@ echo "cluster suite on $GYREFLOW_TEST_SPARK_MASTER"
   tests/test_stream_operators.py tests/test_windows_and_parallelism.py tests/test_sources_sinks.py \
   tests/test_keygroups_state.py tests/test_emitted_values.py tests/test_fused_chains.py \
   tests/test_independent_cycles.py tests/test_event_time.py tests/test_graph_algorithms.py \
-  tests/test_spark_dataframe_oracle.py tests/test_errors.py \
+  tests/test_spark_dataframe_oracle.py tests/test_errors.py tests/test_notifications.py \
   tests/test_spark_recovery.py tests/test_spark_graph_recovery.py "$@"

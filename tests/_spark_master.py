@@ -10,6 +10,7 @@ checks those refusals).
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 
 SPARK_MASTER = os.environ.get("GYREFLOW_TEST_SPARK_MASTER") or "local[2]"
@@ -29,7 +30,10 @@ def cluster_state(config: dict, tmp_path: Path) -> dict | None:
         return config
     backend = config.get("state.backend", "memory")
     if backend == "memory" and "state.backend" not in config:
-        backend = "rocksdb"  # the default state of a pipeline case, moved where executors reach it
+        # The default state of a pipeline case, moved where executors reach it: a location of its
+        # own, as memory state is each environment's own.
+        return {**config, "state.backend": "rocksdb",
+                "state.checkpoint_url": str(tmp_path / f"checkpoints-{uuid.uuid4().hex[:12]}")}
     if backend == "rocksdb":
         return {**config, "state.backend": "rocksdb",
                 "state.checkpoint_url": config.get("state.checkpoint_url")

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 from _postgres import POSTGRES_SECRET
+from _spark_master import ON_CLUSTER, SPARK_MASTER, cluster_state
 
 from gyreflow.api import Environment
 
 ENVIRONMENTS = ["local", "spark"]
-SPARK_MASTER = "local[2]"
 
 
 @pytest.fixture(params=ENVIRONMENTS)
@@ -39,6 +39,11 @@ def make_env(environment_type, tmp_path):
         if environment_type == "spark":
             overrides["spark.master"] = SPARK_MASTER  # one session serves the whole test run
         overrides.update(config)
+        if environment_type == "spark" and ON_CLUSTER:
+            safe = cluster_state(overrides, tmp_path)
+            if safe is None:
+                pytest.skip("a cluster refuses this state (tests/test_spark_cluster.py)")
+            overrides = safe
         return Environment.from_config(None, overrides)
 
     return make

@@ -10,6 +10,7 @@ import random
 from collections import Counter
 
 import pytest
+from _spark_master import SPARK_MASTER  # the master tests/conftest.py gives make_env
 from event_time_oracle import expected
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the name PySpark documents
@@ -22,8 +23,6 @@ from gyreflow.api import (
     Tumbling,
     WindowResult,
 )
-
-SPARK_MASTER = "local[2]"
 
 
 def events(seed: int, kind: str, count: int = 400) -> list[dict]:

@@ -16,15 +16,17 @@ gyreflow's Spark environment.
 from __future__ import annotations
 
 import random
+import tempfile
+from pathlib import Path
 
 import pytest
+from _spark_master import SPARK_MASTER, cluster_state  # the master tests/conftest.py gives make_env
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import Window as SqlWindow
 from pyspark.sql import functions as F  # noqa: N812 - the name PySpark documents
 
 from gyreflow.api import AggregateFunction, Environment, SizeTumblingWindow
 
-SPARK_MASTER = "local[2]"  # the master tests/conftest.py gives make_env
 SEED = 20240607
 LINES = 3_000
 WINDOW_LINES = 750  # SizeTumblingWindow(750) on one source task: 4 windows
@@ -67,7 +69,8 @@ def spark() -> SparkSession:
     is the one gyreflow would create itself (its Python workers see the driver's import path): tests
     that run after this one in the same process then get the session they expect.
     """
-    Environment.spark(master=SPARK_MASTER, progress=False).session()
+    Environment.spark(master=SPARK_MASTER, progress=False,
+                      config=cluster_state({}, Path(tempfile.mkdtemp()))).session()
     return SparkSession.builder.master(SPARK_MASTER).getOrCreate()
 
 

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import graph_reference as ref
 import pytest
+from _spark_master import ON_CLUSTER, cluster_state_env
+from _spark_master import master as spark_master
 from test_graph_recovery import fold as fold_windows
 from test_graph_recovery import make_edges, read_dir
 
@@ -59,7 +61,7 @@ def run_job(args: list[str], extra: dict[str, str], flags: tuple[str, ...] = ())
     env.update({
         "COLUMNS": "400",
         "GYREFLOW_ENVIRONMENT__TYPE": "spark",
-        "GYREFLOW_SPARK__MASTER": "local[2]",
+        "GYREFLOW_SPARK__MASTER": spark_master(),
         "GYREFLOW_SPARK__APP_NAME": f"gyreflow-graph-recovery-{uuid.uuid4().hex}",
         "GYREFLOW_SPARK__CONF": json.dumps({"spark.ui.enabled": "false"}),
         **extra,
@@ -80,8 +82,11 @@ def edge_file(tmp_path_factory) -> Path:
 def reference(edge_file, tmp_path_factory) -> dict[str, list[str]]:
     """An uninterrupted Spark run on the memory backend."""
     out = tmp_path_factory.mktemp("spark-graph-reference") / "out"
+    state = {"GYREFLOW_STATE__BACKEND": "memory"}
+    if ON_CLUSTER:
+        state = cluster_state_env({"GYREFLOW_STATE__BACKEND": "rocksdb"}, out.parent)
     done = run_job(["--edges", str(edge_file), "--window", str(WINDOW), "--output", str(out),
-                    "--parallelism", "2"], {"GYREFLOW_STATE__BACKEND": "memory"})
+                    "--parallelism", "2"], state)
     assert done.returncode == 0, done.stderr[-4000:]
     return read_dir(out)
 
@@ -114,6 +119,9 @@ def test_driver_killed_then_resumed_equals_the_uninterrupted_run(edge_file, refe
                                                                  resume_parallelism):
     store = {"GYREFLOW_STATE__BACKEND": "rocksdb" if backend == "rocksdb" else "jdbc",
              "GYREFLOW_STATE__PATH": str(tmp_path / "state")}
+    store = cluster_state_env(store, tmp_path)
+    if store is None:
+        pytest.skip(f"a cluster refuses {backend} state (tests/test_spark_cluster.py)")
     out = tmp_path / "out"
     args = ["--edges", str(edge_file), "--window", str(WINDOW), "--output", str(out)]
     crashed = run_job([*args, "--parallelism", str(parallelism)],

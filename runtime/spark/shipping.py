@@ -8,6 +8,9 @@ in one paragraph instead of a pickling traceback.
 from __future__ import annotations
 
 import inspect
+import os
+import sys
+import sysconfig
 import types
 
 import attrs
@@ -88,3 +91,37 @@ def explain_unpicklable(job: str, operator: str, spec, dumps) -> PlanNotShippabl
     msg = (f"{head} ({type(failure).__name__}: {failure}). Sources, sinks and functions must be "
            f"picklable. {ADVICE}")
     return PlanNotShippableError(msg)
+
+
+def ship_user_modules_by_value() -> list[str]:
+    """Make cloudpickle send the user's own modules with the plan instead of naming them.
+
+    A function from a module the driver imported off its own folders (the job's helper modules, a
+    test module) is pickled as a reference to that module, which executors on other machines cannot
+    import. Modules under the installed Python (standard library, site-packages) and gyreflow's own
+    are left as references: every node has them. Returns the names registered.
+    """
+    from pyspark import cloudpickle
+
+    installed = {os.path.realpath(path) for key, path in sysconfig.get_paths().items()
+                 if key in ("stdlib", "platstdlib", "purelib", "platlib")}
+    installed.update(os.path.realpath(path) for path in (sys.prefix, sys.base_prefix))
+    registered = []
+    for name, module in list(sys.modules.items()):
+        if (module is None or name == "__main__" or name.partition(".")[0] == "gyreflow"
+                or _is_installed(module, installed)):
+            continue
+        try:
+            cloudpickle.register_pickle_by_value(module)
+        except ValueError:
+            continue
+        registered.append(name)
+    return registered
+
+
+def _is_installed(module: types.ModuleType | None, installed: set[str]) -> bool:
+    filename = getattr(module, "__file__", None)
+    if not filename:
+        return True  # built in, or a namespace package: nothing to send
+    path = os.path.realpath(filename)
+    return any(path.startswith(root + os.sep) for root in installed)
