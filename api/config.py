@@ -132,6 +132,10 @@ SCHEMA: tuple[ConfigKey, ...] = (
               "random key in a 0600 file beside the state)."),
     ConfigKey("state.snapshot_every", int, 1, "Snapshot state every this many windows.", minimum=1),
     ConfigKey("state.retained_snapshots", int, 2, "Number of recent snapshots kept.", minimum=1),
+    ConfigKey("state.iteration_checkpoint_interval", int, 0,
+              "Graph computations snapshot vertex values and the messages in flight every this "
+              "many supersteps inside a window, so that a resumed window goes on from there "
+              "instead of superstep 1 (0: never).", minimum=0),
     ConfigKey("progress.enabled", bool, True, "Show a progress display while running."),
     ConfigKey("metrics.kept_windows", int, 1000,
               "Per-window metrics kept of the first and of the last windows (the rest are summed).",

@@ -56,6 +56,10 @@ class JsonLinesListener(JobListener):
         self._write({"event": "checkpoint", "task": self._task, "window": checkpoint.window,
                      "seconds": round(checkpoint.seconds, 6), "bytes": checkpoint.bytes})
 
+    def on_iteration_restored(self, window: int, superstep: int) -> None:
+        self._write({"event": "iteration_restored", "task": self._task, "window": window,
+                     "superstep": superstep})
+
     def on_finish(self, result: TaskResult) -> None:
         self._write({"event": "finish", "task": result.name, "windows": result.summary.count,
                      "last_completed_window": result.last_completed,

@@ -48,8 +48,12 @@ def plan_parallelism(graph: ExecutionGraph) -> dict[str, int]:
 class CheckpointCoordinator:
     """The job-level side of snapshots: what to resume from, and committing completed windows."""
 
-    def __init__(self, job: str, graph: ExecutionGraph, store: SnapshotStore, backend) -> None:
+    def __init__(self, job: str, graph: ExecutionGraph, store: SnapshotStore, backend,
+                 iteration_snapshots: bool = False) -> None:
         self.job = job
+        # Iteration snapshots of the first window are kept for a resume: a meta at window 0 says
+        # so (without one, what a killed run wrote belongs to no completed window).
+        self.iteration_snapshots = iteration_snapshots
         self.graph = graph
         self.store = store
         self.backend = backend
@@ -72,6 +76,7 @@ class CheckpointCoordinator:
             # Nothing stored is read: a damaged meta or a lost key must not stand in the way.
             self.store.delete_job(self.job)
             self._reset_sinks()
+            self._started()
             return 0
         meta = self.store.read_meta(self.job)
         if meta is None:
@@ -81,6 +86,7 @@ class CheckpointCoordinator:
                 self._check_published(0)
             self.store.delete_job(self.job)
             self._reset_sinks()
+            self._started()
             return 0
         if not options.resume:
             msg = (
@@ -130,6 +136,12 @@ class CheckpointCoordinator:
             self.store.commit(attrs.evolve(meta, last_completed=window, retained=retained))
         self.retained = retained
         return window
+
+    def _started(self) -> None:
+        """With iteration snapshots, commit window 0: a crash inside the first window's
+        supersteps is then resumable from its last iteration snapshot."""
+        if self.iteration_snapshots:
+            self.store.commit(JobMeta(self.job, self.fingerprint, 0, (), dict(self.parallelism)))
 
     def _cycle_ends(self, window: int) -> dict[int, int]:
         from gyreflow.state.snapshot import loads

@@ -61,6 +61,9 @@ class JobListener:
     def on_checkpoint(self, checkpoint: CheckpointMetrics) -> None:
         """A window's commit is durable: the job resumes after it."""
 
+    def on_iteration_restored(self, window: int, superstep: int) -> None:
+        """A resumed window goes on after ``superstep`` from its iteration snapshot."""
+
     def on_finish(self, result: TaskResult) -> None:
         """The job finished."""
 
@@ -82,6 +85,10 @@ class Listeners(JobListener):
     def on_checkpoint(self, checkpoint: CheckpointMetrics) -> None:
         for listener in self.listeners:
             listener.on_checkpoint(checkpoint)
+
+    def on_iteration_restored(self, window: int, superstep: int) -> None:
+        for listener in self.listeners:
+            listener.on_iteration_restored(window, superstep)
 
     def on_finish(self, result: TaskResult) -> None:
         for listener in self.listeners:
@@ -137,7 +144,10 @@ class JobDriver:
         lock = None
         try:
             lock = store.lock_job(name)  # one writer per job: a second run stops here
-            coordinator = CheckpointCoordinator(name, graph, store, backend)
+            iterations = any(cycle.loops for cycle in graph.cycles())
+            coordinator = CheckpointCoordinator(
+                name, graph, store, backend,
+                iterations and self.config["state.iteration_checkpoint_interval"] > 0)
             resume_from = coordinator.prepare(recovery or RecoveryOptions())
             horizon = coordinator.retained[0] if coordinator.retained else 0
             link = HostLink(self._reports.put, self._settle, self._writer_failed)
@@ -170,7 +180,7 @@ class JobDriver:
         host = self.host
         self.scheduler = scheduler = JobScheduler(
             graph.cycles(), self.config["scheduler.max_flying_windows"], resume_from,
-            host.backend.snapshot_every)
+            host.backend.snapshot_every, self.config["state.iteration_checkpoint_interval"])
         self.name = name
         self.coordinator = coordinator
         self.result = self.seed or TaskResult(name, self.config["metrics.kept_windows"])
@@ -179,6 +189,7 @@ class JobDriver:
         self.launched: dict[tuple[int, int], float] = {}
         self.window_ends: dict[int, float] = {}  # window -> when its last cycle finished it
         self.checkpoint_bytes: dict[int, int] = {}  # window -> bytes its snapshots wrote
+        self.restored_windows: dict[int, int] = {}  # window -> superstep it went on from
         self.finished = {cycle: resume_from for cycle in scheduler.cycles}
         self.failure: BaseException | None = None
         self.writer_failure: BaseException | None = None
@@ -263,6 +274,13 @@ class JobDriver:
         if not isinstance(report, _Flushed):
             self._take(report)
 
+    def _iteration_restored(self, report: Done) -> None:
+        """Say once per window that it goes on from an iteration snapshot."""
+        if self.restored_windows.get(report.window) == report.iteration:
+            return
+        self.restored_windows[report.window] = report.iteration
+        self.listener.on_iteration_restored(report.window, report.iteration)
+
     def _take_controls(self, desk: ControlDesk) -> None:
         """Commands from the control endpoint, between steps; a rescale stops the run once the
         windows in flight have completed."""
@@ -283,6 +301,8 @@ class JobDriver:
         for event in events:
             if event.kind is EventKind.LAUNCH_SOURCE:
                 self.launched.setdefault((event.cycle, event.window), now)
+            elif event.kind is EventKind.EXECUTE_COMPUTE and event.iteration:
+                crash_point("superstep", (event.window, event.iteration))
         self.host.send(events)
 
     def _settle(self) -> None:
@@ -306,6 +326,8 @@ class JobDriver:
         if type(report) is Done and report.phase is EventKind.CHECKPOINT and report.size:
             sizes = self.checkpoint_bytes
             sizes[report.window] = sizes.get(report.window, 0) + report.size
+        elif type(report) is Done and report.phase is EventKind.RESTORE_ITERATION:
+            self._iteration_restored(report)
         if self.failure is None:
             self.pending.extend(self.scheduler.handle(report))
             return

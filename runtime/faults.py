@@ -11,6 +11,8 @@ later one. Points:
 - ``after-commit``     the meta commit is durable; no sink has published the window
 - ``mid-publish``      the first sink task published the window, the others not yet
 - ``mid-window``       a source read the first batch of the window
+- ``superstep``        (``superstep:WINDOW.STEP``) the driver is about to start superstep STEP of a
+                       graph computation in the window (on the driver, local and Spark)
 
 The local and the Spark executor both reach ``window-finished``, ``before-commit``, ``after-commit`` and
 ``mid-publish`` in the job's own process (on Spark, the driver). ``snapshot-written`` belongs to the
@@ -26,15 +28,20 @@ import os
 import signal
 
 POINTS = ("window-finished", "snapshot-written", "before-commit", "after-commit", "mid-publish",
-          "mid-window")
+          "mid-window", "superstep")
 
 
 def _parse(spec: str) -> frozenset[tuple[str, int]]:
     points = set()
     for item in filter(None, (part.strip() for part in spec.split(","))):
         name, _, window = item.partition(":")
+        if name == "superstep" and window.count(".") == 1 and window.replace(".", "").isdigit():
+            at, step = window.split(".")
+            points.add((name, (int(at), int(step))))
+            continue
         if name not in POINTS or not window.isdigit():
-            msg = f"GYREFLOW_CRASH_AT item {item!r}: expected POINT:WINDOW with POINT one of {POINTS}"
+            msg = (f"GYREFLOW_CRASH_AT item {item!r}: expected POINT:WINDOW with POINT one of "
+                   f"{POINTS} (superstep:WINDOW.STEP)")
             raise ValueError(msg)
         points.add((name, int(window)))
     return frozenset(points)
@@ -52,7 +59,7 @@ def _armed(name: str, window: int) -> bool:
     return (name, window) in _ARMED
 
 
-def crash_point(name: str, window: int, pid: int | None = None) -> None:
+def crash_point(name: str, window: int | tuple[int, int], pid: int | None = None) -> None:
     """Die (or kill ``pid``, the job process) here if a test armed ``name`` for ``window``."""
     if _ARMED and _armed(name, window):
         os.kill(pid or os.getpid(), signal.SIGKILL)

@@ -68,6 +68,7 @@ class CycleScheduler:
         max_flying_windows: int = 1,
         resume_from: int = 0,
         snapshot_every: int = 1,
+        iteration_every: int = 0,
     ) -> None:
         self.cycle = cycle
         self.context = WindowContext(max_flying_windows=max_flying_windows)
@@ -81,7 +82,8 @@ class CycleScheduler:
         self._ended: dict[int, int] = {}
         self._reported: dict[int, set[int]] = {}
         self._dones: dict[int, list[Done]] = {}
-        self.loops = [IterationScheduler(cycle.id, loop, resume_from) for loop in cycle.loops]
+        self.loops = [IterationScheduler(cycle.id, loop, resume_from, iteration_every)
+                      for loop in cycle.loops]
         self.machine = Machine(
             model=self,
             states=CycleState,
@@ -276,8 +278,9 @@ class JobScheduler:
     cycle reached END and every commit is durable."""
 
     def __init__(self, cycles: list[ExecutionCycle], max_flying_windows: int, resume_from: int = 0,
-                 snapshot_every: int = 1):
-        self.cycles = {c.id: CycleScheduler(c, max_flying_windows, resume_from, snapshot_every)
+                 snapshot_every: int = 1, iteration_every: int = 0):
+        self.cycles = {c.id: CycleScheduler(c, max_flying_windows, resume_from, snapshot_every,
+                                            iteration_every)
                        for c in cycles}
         self.completed = dict.fromkeys(self.cycles, resume_from)
         self.committing = resume_from  # the last window whose commit was asked for

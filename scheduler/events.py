@@ -25,6 +25,7 @@ class EventKind(enum.Enum):
     DESTROY_TASK = "DestroyTask"
     CHECKPOINT = "Checkpoint"  # a Done phase only: a task's snapshot of a window is durable
     INPUT_READY = "InputReady"  # a Done phase only: an iteration task holds all input of a window
+    RESTORE_ITERATION = "RestoreIteration"  # go on from an iteration snapshot of the window
     DONE = "Done"
 
 
@@ -38,7 +39,9 @@ class TaskEvent:
     window: int = 0
     iteration: int = 0
     payload: tuple = ()  # iteration events: every task's partial aggregates of the previous step
-    checkpoint: bool = True  # LaunchSource: whether the driver asks for a snapshot of this window
+    # LaunchSource: whether the driver asks for a snapshot of this window; ExecuteCompute: whether
+    # the task snapshots its progress in the window (an iteration snapshot) before the superstep
+    checkpoint: bool = True
 
 
 def CreateTask(cycle: int, task: int, window: int = 0) -> TaskEvent:  # noqa: N802 - event names
@@ -57,9 +60,16 @@ def LaunchSource(cycle: int, task: int, window: int, checkpoint: bool = True) ->
 
 
 def ExecuteCompute(cycle: int, task: int, window: int, iteration: int = 0,  # noqa: N802
-                   payload: tuple = ()) -> TaskEvent:
-    """Run one round: superstep ``iteration`` (> 1) of an iteration task."""
-    return TaskEvent(EventKind.EXECUTE_COMPUTE, cycle, task, window, iteration, payload)
+                   payload: tuple = (), checkpoint: bool = False) -> TaskEvent:
+    """Run one round: superstep ``iteration`` (> 1) of an iteration task; with ``checkpoint``, first
+    snapshot the window's progress so far (an iteration snapshot)."""
+    return TaskEvent(EventKind.EXECUTE_COMPUTE, cycle, task, window, iteration, payload,
+                     checkpoint=checkpoint)
+
+
+def RestoreIteration(cycle: int, task: int, window: int, iteration: int) -> TaskEvent:  # noqa: N802
+    """Go on with window ``window`` from the iteration snapshot taken after superstep ``iteration``."""
+    return TaskEvent(EventKind.RESTORE_ITERATION, cycle, task, window, iteration)
 
 
 def InitIteration(cycle: int, task: int, window: int) -> TaskEvent:  # noqa: N802

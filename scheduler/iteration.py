@@ -7,12 +7,20 @@ iterate one at a time, in order: InitIteration, ExecuteFirstIteration, ExecuteCo
 limit is reached, then FinishIteration, after which the tasks finish the window as any task does.
 Aggregates travel with the events: every task's partials of superstep i arrive with superstep i + 1,
 and every task combines them the same way. Like the cycle scheduler, it does no I/O.
+
+Iteration snapshots (asynchronous barrier snapshots for cycles): with ``every`` = k, the
+ExecuteCompute of superstep i asks each task to snapshot the window's progress first when i - 1 is a
+multiple of k: vertex values and the messages in flight on the loop for superstep i. A window
+resumed after a crash reports, with its InitIteration, the supersteps its tasks hold snapshots of;
+when every task holds one of superstep s, RestoreIteration(s) brings them back and superstep s + 1
+follows, instead of superstep 1.
 """
 
 from __future__ import annotations
 
 from collections import deque
 
+import attrs
 from transitions import Machine
 
 from gyreflow.plan.execution import IterationLoop
@@ -23,9 +31,13 @@ from gyreflow.scheduler.events import (
     ExecuteFirstIteration,
     FinishIteration,
     InitIteration,
+    RestoreIteration,
     SendEvents,
 )
 from gyreflow.scheduler.states import HISTORY, CycleState, SchedulingError
+
+_BEFORE_SUPERSTEPS = (EventKind.INIT_ITERATION, EventKind.RESTORE_ITERATION)
+SAVED = "__saved__"  # partial of an InitIteration report: supersteps the task holds snapshots of
 
 S = CycleState
 
@@ -52,10 +64,14 @@ class IterationScheduler:
     """
 
     PHASES = (EventKind.INPUT_READY, EventKind.INIT_ITERATION, EventKind.EXECUTE_FIRST_ITERATION,
-              EventKind.EXECUTE_COMPUTE)
+              EventKind.EXECUTE_COMPUTE, EventKind.RESTORE_ITERATION)
 
-    def __init__(self, cycle: int, loop: IterationLoop, resume_from: int = 0) -> None:
+    def __init__(self, cycle: int, loop: IterationLoop, resume_from: int = 0,
+                 every: int = 0) -> None:
         self.cycle = cycle
+        self.every = every
+        self.restored: tuple | None = None  # the payload a restored superstep goes on with
+        self.restoring = 0
         self.loop = loop
         self.tasks = loop.tasks
         self.window = resume_from + 1  # the window iterating now, or the next one to iterate
@@ -109,12 +125,19 @@ class IterationScheduler:
         self._send(InitIteration(self.cycle, t, self.window) for t in self.tasks)
 
     def on_enter_EXECUTE_COMPUTE(self) -> None:  # noqa: N802
-        payload = self._partials()
+        again = 0  # the superstep just restored: its snapshot is not taken again
+        if self.restored is not None:  # from an iteration snapshot of superstep ``restoring``
+            payload, self.restored = self.restored, None
+            self.iteration = again = self.restoring
+        else:
+            payload = self._partials()
         self.iteration += 1
         if self.iteration == 1:
             self._send(ExecuteFirstIteration(self.cycle, t, self.window, payload) for t in self.tasks)
         else:
-            self._send(ExecuteCompute(self.cycle, t, self.window, self.iteration, payload)
+            save = (self.every > 0 and (self.iteration - 1) % self.every == 0
+                    and self.iteration - 1 != again)
+            self._send(ExecuteCompute(self.cycle, t, self.window, self.iteration, payload, save)
                        for t in self.tasks)
 
     def on_enter_ITERATION_FINISH(self) -> None:  # noqa: N802
@@ -135,19 +158,40 @@ class IterationScheduler:
             if self.state is S.INIT and self.next_window_ready():
                 self.window_ready()
         elif event.window != self.window or (
-                phase is EventKind.INIT_ITERATION and self.state is not S.ITERATION_INIT) or (
-                phase is not EventKind.INIT_ITERATION and (
+                phase in _BEFORE_SUPERSTEPS and self.state is not S.ITERATION_INIT) or (
+                phase not in _BEFORE_SUPERSTEPS and (
                     self.state is not S.EXECUTE_COMPUTE or event.iteration != self.iteration)):
             self._invalid(event)
         else:
             self._reports[event.task] = event
             if len(self._reports) == len(self.tasks):
                 if phase is EventKind.INIT_ITERATION:
+                    self._initialized()
+                elif phase is EventKind.RESTORE_ITERATION:
+                    self.restored = self._reports[self.tasks[0]].partials
+                    self._reports = {}
                     self.initialized()
                 else:
                     self.superstep_done()
         out, self._out = self._out, []
         return out
+
+    def _initialized(self) -> None:
+        """Every task took the window's input: superstep 1 follows, or, when every task holds an
+        iteration snapshot of the same superstep, the latest such one is restored."""
+        saved = None
+        for report in self._reports.values():
+            held = set(dict(report.partials).get(SAVED, ()))
+            saved = held if saved is None else saved & held
+        if saved:
+            self.restoring = max(saved)
+            self._reports = {}
+            self._send(RestoreIteration(self.cycle, t, self.window, self.restoring)
+                       for t in self.tasks)
+            return
+        self._reports = {t: attrs.evolve(r, partials=tuple(p for p in r.partials if p[0] != SAVED))
+                         for t, r in self._reports.items()}
+        self.initialized()
 
     def _invalid(self, event: Done) -> None:
         recent = "\n".join(f"  {state}: {ev}" for state, ev in self.history)

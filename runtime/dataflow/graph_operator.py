@@ -13,6 +13,7 @@ through a loop exchange, combined per target vertex when the program has a combi
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable
 
 from gyreflow.plan.operators import GraphComputeSpec, GraphMode
@@ -221,9 +222,11 @@ class GraphOperator(Operator):
 
     # Supersteps ------------------------------------------------------------------------------
 
-    def superstep(self, iteration: int, payload: tuple) -> tuple[int, tuple]:
+    def superstep(self, iteration: int, payload: tuple,
+                  save: Callable[[bytes], None] | None = None) -> tuple[int, tuple]:
         """Run superstep ``iteration``; returns the work left (messages, active vertices) and the
-        task's partial aggregates."""
+        task's partial aggregates. ``save``, when given, first receives the window's progress so
+        far (``progress``): an iteration snapshot."""
         program = self.program
         ctx = self.context
         combined = self._combine_partials(payload)
@@ -234,6 +237,8 @@ class GraphOperator(Operator):
             self.loop.discard(self.index)
             return 0, ()
         inbox = self.loop.take(self.index, iteration)
+        if save is not None:
+            save(self.progress(iteration - 1, payload, inbox))
         graph = self.graph.data
         values = self.values
         if self.mode is GraphMode.TRAVERSAL:
@@ -356,6 +361,27 @@ class GraphOperator(Operator):
                 except Exception as exc:
                     raise RecordError(self.name, (vid, values.get(vid)), exc) from exc
         self._emit(records)
+
+    def progress(self, done: int, payload: tuple, inbox: dict) -> bytes:
+        """Where the window stands after superstep ``done``: what superstep ``done + 1`` needs
+        (vertex values, the messages in flight to this task, every task's partial aggregates)."""
+        values = dict(self.values) if self.mode is GraphMode.INCREMENTAL else self.values
+        return pickle.dumps((self.window, done, self.parallelism, payload, values, inbox,
+                             self.touched, self.changed, self.num_vertices, self.context.emitted),
+                            pickle.HIGHEST_PROTOCOL)
+
+    def restore_progress(self, record: tuple) -> tuple:
+        """Go on from ``progress``'s record; returns the payload superstep ``done + 1`` takes."""
+        (_, done, _, payload, values, inbox, self.touched, self.changed, self.num_vertices,
+         self.context.emitted) = record
+        if self.mode is GraphMode.INCREMENTAL:
+            self.values.clear()
+            self.values.update(values)
+        else:
+            self.values = values
+        if inbox:
+            self.loop.put(self.index, done + 1, inbox, self.merge)
+        return payload
 
     def values_table(self):
         """The state table of computed values (incremental computations)."""

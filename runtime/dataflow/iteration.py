@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pickle
+
 from gyreflow.plan.operators import OperatorKind
 from gyreflow.runtime.dataflow.graph_operator import VERTEX_COUNT, GraphOperator, LocalLoopExchange
 from gyreflow.runtime.dataflow.task import Task
 from gyreflow.scheduler.events import Done, EventKind, TaskEvent
+from gyreflow.scheduler.iteration import SAVED
+from gyreflow.state.snapshot import TaskRecord, TaskSnapshot
 
 _SUPERSTEP = (EventKind.EXECUTE_FIRST_ITERATION, EventKind.EXECUTE_COMPUTE)
 
@@ -18,20 +22,29 @@ class IterationTask(Task):
     loop = None
     _end_deferred = False
     _checkpoint: dict | None = None  # window -> whether its barriers asked for a snapshot
-
-    def create(self) -> None:
-        super().create()
-        self.graph: GraphOperator = self.head
-        self.graph.loop = self.loop
+    _saved: dict | None = None  # superstep -> iteration snapshot of the window after a resume
+    _saves = 0
 
     def on_event(self, event: TaskEvent) -> None:
         kind = event.kind
         if kind is EventKind.INIT_ITERATION:
             count = self.graph.init_iteration(event.window)
-            self._report_step(event, 0, ((VERTEX_COUNT, count),))
+            partials = ((VERTEX_COUNT, count),)
+            if self._saved and event.window == next(iter(self._saved.values()))[0]:
+                partials += ((SAVED, tuple(sorted(self._saved))),)
+            self._report_step(event, 0, partials)
+        elif kind is EventKind.RESTORE_ITERATION:
+            saved, self._saved = self._saved, None
+            payload = self.graph.restore_progress(saved[event.iteration])
+            self._report_step(event, 0, payload)
         elif kind in _SUPERSTEP and event.iteration > 0:
-            work, partials = self.graph.superstep(event.iteration, event.payload)
-            self._report_step(event, work, partials)
+            saved = []
+            save = saved.append if kind is EventKind.EXECUTE_COMPUTE and event.checkpoint else None
+            work, partials = self.graph.superstep(event.iteration, event.payload, save)
+            if saved:  # the superstep is reported once its iteration snapshot is durable
+                self._save(saved[0], lambda: self._report_step(event, work, partials))
+            else:
+                self._report_step(event, work, partials)
         elif kind is EventKind.FINISH_ITERATION:
             self.graph.finish_iteration(event.window)
             checkpoint = (self._checkpoint or {}).pop(event.window, True)
@@ -42,9 +55,55 @@ class IterationTask(Task):
         else:
             super().on_event(event)
 
+    def create(self) -> None:
+        super().create()
+        self.graph: GraphOperator = self.head
+        self.graph.loop = self.loop
+        self._saved = self._read_saved(0)  # a resumed first window (none on a fresh start)
+
+    def enter_window(self, window: int, checkpoints, restore: bool) -> None:
+        super().enter_window(window, checkpoints, restore)
+        if restore and window == 1:  # a task built afresh for the first window (Spark)
+            self._saved = self._read_saved(0)
+
     def rollback(self, window: int, recover_sinks: bool = True, verify: bool = True) -> None:
         super().rollback(window, recover_sinks, verify)
         self.graph.slots.clear()  # cached neighbour slots describe the graph before the restore
+        self._saved = self._read_saved(window)
+
+    # Iteration snapshots ----------------------------------------------------------------------
+
+    def _record_name(self, slot: int) -> str:
+        return f"{self.vertex.head.name}#{slot}"
+
+    def _save(self, progress: bytes, on_durable) -> None:
+        """Write an iteration snapshot: a record beside the last completed window's snapshot (the
+        window being iterated is not completed; a resume from the window before discards nothing
+        of it). Two slots alternate, so a snapshot is never overwritten while it is the latest."""
+        cp = self.checkpoints
+        slot = self._saves % 2
+        self._saves += 1
+        record = TaskRecord("iteration", self._record_name(slot), self.spec.index, progress)
+        snapshot = TaskSnapshot(cp.job, self.graph.window - 1, self.ctx.state.key_groups, (),
+                                (record,), cp.horizon, (), ())
+        cp.writer.write(snapshot, on_durable)
+
+    def _read_saved(self, window: int) -> dict | None:
+        """The iteration snapshots of window ``window + 1`` this task holds, by superstep."""
+        cp = self.checkpoints
+        if cp is None or cp.store is None:
+            return None
+        found = {}
+        for slot in (0, 1):
+            stored = cp.store.read_record(cp.job, "iteration", self._record_name(slot),
+                                          self.spec.index, window)
+            if stored is None:
+                continue
+            record = pickle.loads(stored[1])
+            of_window, done, parallelism = record[:3]
+            if of_window == window + 1 and parallelism == self.spec.parallelism:
+                found[done] = record
+        return found or None
 
     def _report_step(self, event: TaskEvent, work: int, partials: tuple) -> None:
         self.report(Done(self.cycle, self.spec.id, event.window, event.kind, event.iteration,
@@ -61,11 +120,12 @@ class IterationTask(Task):
     def export_progress(self) -> tuple:
         """What a host that moves the task between processes (Spark) must carry with its graph."""
         return (self.graph.export_state(), self.ctx.window, self.last_snapshot, self._end_deferred,
-                self._checkpoint)
+                self._checkpoint, self._saved, self._saves)
 
     def import_progress(self, progress: tuple, checkpoints) -> None:
         """Continue from ``export_progress``'s result, with this step's ``checkpoints``."""
-        graph_state, self.ctx.window, self.last_snapshot, self._end_deferred, self._checkpoint = progress
+        (graph_state, self.ctx.window, self.last_snapshot, self._end_deferred, self._checkpoint,
+         self._saved, self._saves) = progress
         self.checkpoints = checkpoints
         self.graph.import_state(graph_state)
 

@@ -39,7 +39,8 @@ LOOP = -3  # target vertex of items that carry loop messages between supersteps
 # ((window, step), task, holder). Only the job of the next step takes one over.
 _LIVE: dict[tuple[str, int, int], tuple[tuple[int, int], object, object]] = {}
 _ITERATION_EVENTS = (EventKind.INIT_ITERATION, EventKind.EXECUTE_FIRST_ITERATION,
-                     EventKind.EXECUTE_COMPUTE, EventKind.FINISH_ITERATION)
+                     EventKind.EXECUTE_COMPUTE, EventKind.FINISH_ITERATION,
+                     EventKind.RESTORE_ITERATION)
 
 
 class _SparkLoop:
@@ -114,7 +115,8 @@ def _run_graph_task(spec: Round, index: int, state, loops: list, messages: list,
     forwarded = [m[2] for m in messages if m[0] == DONE]
     writer = task.checkpoints.writer
     # Only the input job (restoring) and the finishing job (snapshotting) touch the backend.
-    needs_store = event is None or event.kind is EventKind.FINISH_ITERATION
+    needs_store = event is None or event.kind is EventKind.FINISH_ITERATION or (
+        event.kind is EventKind.EXECUTE_COMPUTE and event.checkpoint)  # an iteration snapshot
     store = spec.backend.open_store() if needs_store else None
     writer.store = store
     runner = TaskRunner(task, holder.dones.append)
@@ -144,7 +146,7 @@ def _run_graph_task(spec: Round, index: int, state, loops: list, messages: list,
             exported = pickle.dumps(task.export_progress(), pickle.HIGHEST_PROTOCOL)
             items.append((STATE, index, exported))
             items.extend((LOOP, target, body) for target, body in loop.outgoing)
-            if not needs_store or event is None:  # a superstep follows: keep the task for it
+            if event is None or event.kind is not EventKind.FINISH_ITERATION:  # a step follows
                 live = _LIVE[key] = ((window, step), task, holder)
             else:
                 live = None
