@@ -16,7 +16,7 @@ from gyreflow.api.cli_errors import fail as _fail
 from gyreflow.api.config import ENVIRONMENT_TYPES, Config, ConfigError, schema_markdown
 from gyreflow.api.control_cli import control
 from gyreflow.api.graph_cli import graph
-from gyreflow.api.listeners import JsonLinesListener, combined
+from gyreflow.api.listeners import JsonLinesListener, NoticeListener, combined
 from gyreflow.api.pipeline import not_executed_warning, take_not_executed
 from gyreflow.api.session import RunSettings, using_settings
 from gyreflow.plan.explain import FORMATS
@@ -151,6 +151,8 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
     if from_window is not None and not resume:
         _fail(console, "--from-window needs --resume", 2)
     listeners = _load_listeners(console, listener_specs, events_path)  # before any data moves
+    if not quiet:
+        listeners.insert(0, NoticeListener(console))
     stop = StopRequest(immediate=_stop_now)
     ui = _open_ui(console, config_path, ui_address, stop)
     settings = RunSettings(config_path=config_path, environment=environment, quiet=quiet,

@@ -70,6 +70,18 @@ class JsonLinesListener(JobListener):
             self._handle.close()
 
 
+class NoticeListener(JobListener):
+    """What ``gyreflow run`` tells the user as it happens (unless ``--quiet``): a resumed window that
+    goes on from an iteration snapshot."""
+
+    def __init__(self, console) -> None:
+        self.console = console
+
+    def on_iteration_restored(self, window: int, superstep: int) -> None:
+        self.console.print(f"window {window} goes on after superstep {superstep} (its iteration "
+                           "snapshot)", markup=False, highlight=False)
+
+
 def load_listener(spec: str) -> JobListener:
     """The listener ``spec`` names: ``package.module:NAME`` or ``path/to/file.py:NAME``, where NAME
     is a ``JobListener`` subclass (made with no arguments), an instance, or a function returning

@@ -51,10 +51,6 @@ class ProgressListener(JobListener):
         rate = f"{self.records / elapsed:,.0f} records/s" if elapsed > 0 else ""
         self.progress.update(self.task_id, windows=self.windows, rate=rate)
 
-    def on_iteration_restored(self, window: int, superstep: int) -> None:
-        self.progress.console.print(f"window {window} goes on after superstep {superstep} (its "
-                                    "iteration snapshot)", markup=False, highlight=False)
-
     def on_finish(self, result: TaskResult) -> None:
         self.progress.update(self.task_id, total=1, completed=1)
         self.progress.stop()

@@ -64,6 +64,7 @@ def test_defaults():
         "state.secret": "",
         "state.snapshot_every": 1,
         "state.retained_snapshots": 2,
+        "state.iteration_checkpoint_interval": 0,
         "progress.enabled": True,
         "metrics.kept_windows": 1000,
         "spark.master": "local[*]",
@@ -71,6 +72,9 @@ def test_defaults():
         "spark.conf": (),
         "ui.address": "",
         "ui.linger": 0.0,
+        "control.enabled": True,
+        "control.directory": "",
+        "control.parameters": (),
     }
     assert config["runtime.batch_size"] == 1024
     assert config.get("state.backend") == "memory"
