@@ -107,6 +107,12 @@ class VertexCentricCompute(abc.ABC):
         """What the output stream carries for a vertex: ``(vertex_id, result(vertex_id, value))``."""
         return value
 
+    def on_notify(self, vertex: VertexContext, iteration: int) -> None:  # noqa: B027 - optional
+        """Superstep ``iteration`` of the window is complete on every task, and ``vertex`` asked
+        for it (``vertex.notify_at(iteration)``). Runs once per request, before the next superstep
+        (or when the window's supersteps end): it may change the vertex's value, aggregate, emit
+        (traversal) and send messages, which arrive in the superstep after the running one."""
+
     def start(self, request: Any) -> Iterable[tuple[Any, Any]]:
         """Traversal only: the ``(vertex_id, message)`` pairs one request starts with (a traversal
         refuses a program that does not define it)."""
@@ -148,6 +154,10 @@ class VertexContext(Protocol):
 
     def emit(self, record: Any) -> None:
         """Traversal: emit ``record`` on the output stream when the iteration finishes."""
+
+    def notify_at(self, iteration: int) -> None:
+        """Ask for ``on_notify(vertex, iteration)`` once superstep ``iteration`` (this one or a
+        later one) is complete on every task: Naiad's notification at ``(window, iteration)``."""
 
 
 def _vertex_record(item: Any) -> tuple[Any, Any]:

@@ -80,7 +80,7 @@ class VertexContextImpl(abc.ABC):
     """The ``VertexContext`` of ``gyreflow.api.graph``: one object reused for every vertex."""
 
     __slots__ = ("_acc", "_aggregates", "_aggregators", "_directed", "_entry", "_previous", "_slots",
-                 "emitted", "id", "iteration", "num_vertices", "value", "window")
+                 "emitted", "id", "iteration", "notifications", "num_vertices", "value", "window")
 
     def __init__(self, directed: bool, aggregators: dict, slots: Slots) -> None:
         self._directed = directed
@@ -90,6 +90,7 @@ class VertexContextImpl(abc.ABC):
         self._previous: dict = {}
         self._acc: list = []
         self.emitted: list = []
+        self.notifications: dict = {}  # iteration -> vertices that asked for on_notify
         self.id = None
         self.value = None
         self.iteration = 0
@@ -174,6 +175,15 @@ class VertexContextImpl(abc.ABC):
     def emit(self, record) -> None:
         """Emit ``record`` when the window's supersteps finish."""
         self.emitted.append(record)
+
+    def notify_at(self, iteration: int) -> None:
+        """Call the program's ``on_notify(vertex, iteration)`` for this vertex once superstep
+        ``iteration`` (this one or a later one) is complete on every task."""
+        if not isinstance(iteration, int) or iteration < self.iteration:
+            msg = (f"notify_at({iteration!r}) in superstep {self.iteration}: a notification is for "
+                   "this superstep or a later one")
+            raise ValueError(msg)
+        self.notifications.setdefault(iteration, {})[self.id] = None
 
     @abc.abstractmethod
     def send(self, target, message) -> None:

@@ -26,6 +26,7 @@ VERTEX_COUNT = "__vertices__"
 _MISSING = object()
 
 
+
 def _base_method(program, name: str) -> bool:
     """Whether ``program`` keeps the default ``name`` method, which returns the value it is given."""
     return getattr(getattr(type(program), name, None), "identity_default", False)
@@ -149,6 +150,7 @@ class GraphOperator(Operator):
         self.touched = touched = set()
         self.changed = set()
         self.context.emitted = []
+        self.context.notifications = {}
         starts: dict = {}
         graph = self.graph.data
         get = graph.get
@@ -263,6 +265,9 @@ class GraphOperator(Operator):
         changed = self.changed
         wrap = self.combine is not None
         vid = messages = None
+        if ctx.notifications:
+            self._notify(iteration - 1)  # every task has completed the supersteps before this one
+        ctx.iteration = iteration
         try:
             for vid in list(active):
                 old = values.get(vid, _MISSING)
@@ -290,6 +295,29 @@ class GraphOperator(Operator):
         if program.always_active:
             work += len(values)
         return work, tuple(ctx._aggregates.items())
+
+    def _notify(self, completed: int | None) -> None:
+        """Run ``on_notify`` for the requests of supersteps up to ``completed`` (None: all; the
+        window's supersteps ended), in superstep order, each once."""
+        ctx, values, graph = self.context, self.values, self.graph.data
+        requests = ctx.notifications
+        incremental = self.mode is GraphMode.INCREMENTAL
+        vid = step = None
+        try:
+            for step in sorted(s for s in requests if completed is None or s <= completed):
+                for vid in requests.pop(step):
+                    old = values.get(vid, _MISSING)
+                    if old is _MISSING:
+                        continue
+                    ctx.id, ctx.value, ctx._entry = vid, old, graph[vid]
+                    ctx.iteration = step
+                    self.program.on_notify(ctx, step)
+                    if ctx.value is not old:
+                        values[vid] = ctx.value
+                        if incremental and ctx.value != old:
+                            self.changed.add(vid)
+        except Exception as exc:
+            raise RecordError(self.name, (vid, f"notification of superstep {step}"), exc) from exc
 
     def _combine_partials(self, payload: tuple) -> dict:
         combined: dict = {}
@@ -336,7 +364,12 @@ class GraphOperator(Operator):
         return len(outgoing)
 
     def finish_iteration(self, window: int) -> None:
-        """The window's supersteps ended: emit its results."""
+        """The window's supersteps ended: run the notifications still pending, emit the results."""
+        if self.context.notifications:
+            self.context._acc = [EMPTY] * len(self.slots.ids)  # messages now go nowhere
+            self.context._aggregates = {}
+            self._notify(None)
+            self.context._acc = []
         self.loop.discard(self.index)
         program = self.program
         values = self.values
@@ -367,13 +400,13 @@ class GraphOperator(Operator):
         (vertex values, the messages in flight to this task, every task's partial aggregates)."""
         values = dict(self.values) if self.mode is GraphMode.INCREMENTAL else self.values
         return pickle.dumps((self.window, done, self.parallelism, payload, values, inbox,
-                             self.touched, self.changed, self.num_vertices, self.context.emitted),
-                            pickle.HIGHEST_PROTOCOL)
+                             self.touched, self.changed, self.num_vertices, self.context.emitted,
+                             self.context.notifications), pickle.HIGHEST_PROTOCOL)
 
     def restore_progress(self, record: tuple) -> tuple:
         """Go on from ``progress``'s record; returns the payload superstep ``done + 1`` takes."""
         (_, done, _, payload, values, inbox, self.touched, self.changed, self.num_vertices,
-         self.context.emitted) = record
+         self.context.emitted, self.context.notifications) = record
         if self.mode is GraphMode.INCREMENTAL:
             self.values.clear()
             self.values.update(values)
@@ -398,12 +431,13 @@ class GraphOperator(Operator):
                 tables[table.name] = (table.data, table.changed, table.removed)
         values = None if self.mode is GraphMode.INCREMENTAL else self.values
         return (tables, values, self.collecting, self.pending, self.touched, self.changed,
-                self.num_vertices, self.window, self.context.emitted, self.slots)
+                self.num_vertices, self.window, self.context.emitted, self.slots,
+                self.context.notifications)
 
     def import_state(self, state: tuple) -> None:
         """Take over what ``export_state`` gave."""
         (tables, values, self.collecting, self.pending, self.touched, self.changed,
-         self.num_vertices, self.window, emitted, slots) = state
+         self.num_vertices, self.window, emitted, slots, self.context.notifications) = state
         for name, (data, changed, removed) in tables.items():
             table = self.ctx.state.table(name)
             table.data, table.changed, table.removed = data, changed, removed
