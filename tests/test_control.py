@@ -23,6 +23,8 @@ import pytest
 from test_notifications import QUIET, QUIET_WORDS, WINDOW, make_lines, read_alerts, windows_of
 from test_recovery import write_lines
 
+from gyreflow.api import ProcessFunction, SizeTumblingWindow
+
 LINES = 900
 WINDOWS = LINES // WINDOW
 TIMEOUT = 240
@@ -253,3 +255,24 @@ def test_commands_that_cannot_apply_are_refused_in_one_line(words, workdir):
         assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert job.wait() == 0, job.output()
     assert not record.exists()  # removed when the job ends
+
+
+class Limit(ProcessFunction):
+    def process(self, record, ctx):
+        if record >= ctx.parameter("limit", 100):
+            ctx.emit(record)
+
+
+def test_functions_read_their_operator_parameters_from_config(make_env):
+    numbers = list(range(20))
+    env = make_env(2, **{"control.parameters": {"scale.factor": 3, "limit.limit": 30}})
+    pipeline = env.pipeline("parameters")
+
+    @pipeline.task
+    def scaled(ctx):
+        (ctx.source(numbers, SizeTumblingWindow(5)).with_parallelism(1)
+         .map_with_context(lambda r, c: r * c.parameter("factor", 1)).with_name("scale")
+         .key_by().process(Limit()).with_name("limit").collect())
+
+    got = sorted(pipeline.execute()["scaled"].output("collect"))
+    assert got == [n * 3 for n in numbers if n * 3 >= 30]

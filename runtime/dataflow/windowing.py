@@ -107,11 +107,17 @@ def top(k: int, score: Callable) -> Aggregation:
 
 
 class WindowContext(NamedTuple):
-    """What a window-aware function sees: the processing window its record is in."""
+    """What a window-aware function sees: the processing window its record is in, and the
+    operator's parameters (``control.parameters``, ``gyreflow control set``)."""
 
     window: int
     task_index: int
     parallelism: int
+    parameters: dict = {}  # read only; each operator passes its own
+
+    def parameter(self, name: str, default=None):
+        """The operator's parameter ``name`` as last set, else ``default``."""
+        return self.parameters.get(name, default)
 
 
 class ContextMapOperator(Operator):
@@ -124,7 +130,8 @@ class ContextMapOperator(Operator):
     def process(self, batch: list) -> None:
         self.records_in += len(batch)
         ctx, fn = self.ctx, self.fn
-        context = WindowContext(ctx.window, ctx.task_index, ctx.parallelism)
+        context = WindowContext(ctx.window, ctx.task_index, ctx.parallelism,
+                                ctx.parameters.get(self.name, {}))
         record = None
         try:
             out = [fn(record, context) for record in batch]
@@ -197,7 +204,8 @@ class WindowAggregateOperator(Operator):
         result = self.aggregation.result
         window_fn = getattr(self.aggregation, "window_fn", None)
         ctx = self.ctx
-        context = WindowContext(window, ctx.task_index, ctx.parallelism)
+        context = WindowContext(window, ctx.task_index, ctx.parallelism,
+                                ctx.parameters.get(self.name, {}))
         out = []
         key = None
         try:
