@@ -203,9 +203,10 @@ class ControlDesk:
         elif kind == "pause":
             self.inbox.paused = True
             self.inbox.state = "paused"
-            request.reply(ok=True, window=self.next_window(pending), message=(
-                f"sources paused: no window after {self.next_window(pending) - 1} starts (the "
-                "windows in flight complete)"))
+            window = self.next_window(pending)
+            request.reply(ok=True, window=window, message=(
+                f"sources paused: no window after {window - 1} starts (the windows in flight "
+                "complete)"))
         elif kind == "resume":
             self.inbox.paused = False
             self.inbox.state = "running"
