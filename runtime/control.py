@@ -96,9 +96,12 @@ class ControlInbox:
         self.job = ""
         self.state = "starting"
         self.wake = None  # set by the running driver: called after a request is queued
+        self.closed = False  # the job ended: requests are answered at once
 
     def submit(self, command: dict, timeout: float) -> dict:
         """Queue ``command`` and wait for its answer (called from the endpoint's threads)."""
+        if self.closed:
+            return {"ok": False, "error": f"job {self.job!r} has ended"}
         request = ControlRequest(command)
         self.requests.put(request)
         wake = self.wake
