@@ -74,14 +74,19 @@ class RocksDBStateBackend(StateBackend):
     checkpoint_url: str = ""
     # fsspec options of the checkpoint location, dotted keys (``client_kwargs.endpoint_url``)
     storage_options: tuple[tuple[str, str], ...] = ()
+    # executor-local RocksDB copies of checkpoint objects (``state.local_copies``)
+    local_copies: bool = True
+    local_path: str = ""  # empty: the Spark local directories of the process opening the store
     name = "rocksdb"
 
     def open_store(self) -> SnapshotStore:
         if self.checkpoint_url:
             from gyreflow.state.checkpoint_store import CheckpointSnapshotStore
+            from gyreflow.state.local_copies import default_root
 
+            copies_root = (self.local_path or default_root()) if self.local_copies else None
             return CheckpointSnapshotStore(self.checkpoint_url, self.secret,
-                                           _nested(self.storage_options))
+                                           _nested(self.storage_options), copies_root)
         from gyreflow.state.rocksdb_store import RocksDBSnapshotStore
 
         return RocksDBSnapshotStore(self.path, secret=self.secret)
@@ -136,7 +141,9 @@ def backend_from_config(config) -> StateBackend:
     if name == "rocksdb":
         return RocksDBStateBackend(**common, path=config["state.path"],
                                    checkpoint_url=config["state.checkpoint_url"],
-                                   storage_options=config["state.checkpoint_options"])
+                                   storage_options=config["state.checkpoint_options"],
+                                   local_copies=config["state.local_copies"],
+                                   local_path=config["state.local_path"])
     if name == "jdbc":
         from gyreflow.state.jdbc_store import default_sqlite_url
 

@@ -21,6 +21,10 @@ task that Spark ran again) replaces the object with the same content: task re-ex
 Every object carries an authentication tag (``state.sealing``) over its place and bytes, checked before
 anything is unpickled. The key comes from ``state.secret`` (required for an object store: every
 machine must hold it) or, for a directory, from ``<job>.key`` beside the job's folder.
+
+On a Spark executor, the state objects a task writes or reads are also kept in RocksDB on the
+executor's own disk (``state.local_copies``), and a restore takes from there each object whose copy
+was made from the stored object it lists (see ``state.local_copies``).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import struct
 import urllib.parse
 from collections.abc import Iterator, Sequence
 
+from gyreflow.state.local_copies import LocalCopies, stamp_of
 from gyreflow.state.sealing import TAG_SIZE, Seals
 from gyreflow.state.snapshot import (
     BackendUnavailableError,
@@ -77,7 +82,8 @@ class CheckpointSnapshotStore(SnapshotStore):
 
     backend_name = "checkpoint"
 
-    def __init__(self, url: str, secret: str = "", storage_options: dict | None = None) -> None:
+    def __init__(self, url: str, secret: str = "", storage_options: dict | None = None,
+                 copies_root: str | None = None) -> None:
         import fsspec
 
         self.url = url.rstrip("/") or url
@@ -91,6 +97,7 @@ class CheckpointSnapshotStore(SnapshotStore):
         key_path = (lambda job: os.path.join(self.root, _quote(job) + ".key")) if self.local else None
         self._seals = Seals(secret, key_path, self.location())
         self._probe()
+        self.copies = LocalCopies(copies_root, self.url) if copies_root else None
 
     def _probe(self) -> None:
         probe = f"{self.root}/.gyreflow-probe-{secrets.token_hex(6)}"
@@ -126,17 +133,44 @@ class CheckpointSnapshotStore(SnapshotStore):
             frames.append((chunk.key_group, seal.tag(context, body) + body))
         index = _COUNT.pack(len(frames)) + b"".join(_ENTRY.pack(g, len(f)) for g, f in frames)
         head = seal.tag(self._context(path), index) + index
-        self._put(path, head + b"".join(f for _, f in frames), None)
+        blob = head + b"".join(f for _, f in frames)
+        self._put(path, blob, None)
+        if self.copies is not None:  # shipped first: a copy is made from what is stored
+            with contextlib.suppress(Exception):
+                self.fs.invalidate_cache(path)
+                stamp = stamp_of(self.fs.info(path))
+                if stamp is not None:
+                    folder, name = posixpath.split(posixpath.relpath(path, self.root))
+                    self.copies.put(folder, name, stamp, blob)
 
     def _read_object(self, path: str, table: str, version: int, key_groups: range | None,
-                     job: str) -> list[StateChunk]:
-        """The chunks of a state object, of ``key_groups`` only (None: all), each checked."""
-        seal = self._seals.of(job)
+                     job: str, stamp: str | None = None) -> list[StateChunk]:
+        """The chunks of a state object, of ``key_groups`` only (None: all), each checked; from
+        this machine's copy when there is one of the stored object with ``stamp``."""
+        copy = self._copy_of(path, stamp)
+        if copy is not None:
+            try:
+                return self._chunks_of(copy, path, table, version, key_groups, job)
+            except SnapshotCorruptedError:  # a damaged copy: forgotten, fetched again
+                self.copies.forget(*posixpath.split(posixpath.relpath(path, self.root)))
         try:
             blob = self.fs.cat_file(path)
         except FileNotFoundError:
             msg = f"{self._where(path)} is missing (deleted while it was needed?)"
             raise SnapshotCorruptedError(msg) from None
+        chunks = self._chunks_of(blob, path, table, version, key_groups, job)
+        if self.copies is not None and stamp is not None:
+            self.copies.put(*posixpath.split(posixpath.relpath(path, self.root)), stamp, blob)
+        return chunks
+
+    def _copy_of(self, path: str, stamp: str | None) -> bytes | None:
+        if self.copies is None or stamp is None:
+            return None
+        return self.copies.get(*posixpath.split(posixpath.relpath(path, self.root)), stamp)
+
+    def _chunks_of(self, blob: bytes, path: str, table: str, version: int,
+                   key_groups: range | None, job: str) -> list[StateChunk]:
+        seal = self._seals.of(job)
         where = f"{self.location()} table={table} version={version}"
         try:
             count = _COUNT.unpack_from(blob, TAG_SIZE)[0]
@@ -228,17 +262,21 @@ class CheckpointSnapshotStore(SnapshotStore):
         except FileNotFoundError:
             return []
 
+    def _stamped(self, path: str) -> dict[str, str | None]:
+        """Base names under ``path`` with the stamp of each stored object (see ``_list``)."""
+        self.fs.invalidate_cache(path)
+        try:
+            entries = self.fs.ls(path, detail=True)
+        except FileNotFoundError:
+            return {}
+        return {posixpath.basename(entry["name"].rstrip("/")): stamp_of(entry) for entry in entries}
+
     def _paths(self, path: str) -> set[str]:
         return {f"{path}/{name}" for name in self._list(path)}
 
     def _objects(self, path: str) -> list[tuple[int, str]]:
         """``(version, kind)`` of a range's objects, oldest first (a delta before a base)."""
-        found = []
-        for name in self._list(path):
-            match = _OBJECT.match(name)
-            if match:
-                found.append((int(match.group(1)), match.group(2)))
-        return sorted(found, key=lambda item: (item[0], item[1] == "b"))
+        return [(version, kind) for version, kind, _ in _ordered(self._list(path), {})]
 
     def _ranges(self, job: str, table: str) -> list[tuple[range, str]]:
         base = f"{self._job(job)}/state/{_quote(table)}"
@@ -280,10 +318,16 @@ class CheckpointSnapshotStore(SnapshotStore):
     def _range_chunks(self, path: str, version: int, job: str, table: str,
                       key_groups: range | None = None) -> Iterator[tuple[int, StateChunk]]:
         """``(version, chunk)`` of a range as of ``version``: its newest base, then later deltas."""
-        objects = [(v, kind) for v, kind in self._objects(path) if v <= version]
-        start = max((i for i, (_, kind) in enumerate(objects) if kind == "b"), default=0)
-        for v, kind in objects[start:]:
-            for chunk in self._read_object(f"{path}/{_name(v, kind)}", table, v, key_groups, job):
+        if self.copies is not None:
+            stamps = self._stamped(path)
+            self.copies.keep_only(posixpath.relpath(path, self.root), set(stamps))
+        else:
+            stamps = dict.fromkeys(self._list(path))
+        objects = [item for item in _ordered(stamps, stamps) if item[0] <= version]
+        start = max((i for i, (_, kind, _) in enumerate(objects) if kind == "b"), default=0)
+        for v, kind, stamp in objects[start:]:
+            for chunk in self._read_object(f"{path}/{_name(v, kind)}", table, v, key_groups, job,
+                                           stamp):
                 yield v, chunk
 
     def read_into(self, job: str, table: str, key_groups: range, version: int, data: dict) -> None:
@@ -428,12 +472,27 @@ class CheckpointSnapshotStore(SnapshotStore):
                 out[table] = out.get(table, 0) + total
         return out
 
+    def close(self) -> None:
+        if self.copies is not None:
+            self.copies.close()
+
     def lock_job(self, job: str):
         from gyreflow.state.job_lock import FileJobLock, JobLock
 
         if not self.local:  # an object store has no lock: the job's driver is its one writer
             return JobLock()
         return FileJobLock(os.path.join(self.root, _quote(job) + ".lock"), job, self.location())
+
+
+def _ordered(names, stamps: dict) -> list[tuple[int, str, str | None]]:
+    """``(version, kind, stamp)`` of the objects among ``names``, oldest first (a delta before a
+    base)."""
+    found = []
+    for name in names:
+        match = _OBJECT.match(name)
+        if match:
+            found.append((int(match.group(1)), match.group(2), stamps.get(name)))
+    return sorted(found, key=lambda item: (item[0], item[1] == "b"))
 
 
 def _chunk_context(table: str, group: int, version: int) -> bytes:

@@ -166,10 +166,13 @@ def with_pg_options(url: str, statement_timeout_ms: int, search_path: str | None
 
 
 @pytest.fixture(name="ctx")
-def ctx_fixture(backend_overrides):
-    """An open store of each backend (the test modules import this fixture)."""
+def ctx_fixture(backend_overrides, tmp_path):
+    """An open store of each backend (the test modules import this fixture); a checkpoint location
+    is read through local copies, as on a Spark executor."""
     kind = backend_kind(backend_overrides)
     backend = backend_from_config(Config.load(None, backend_overrides, environ={}))
+    if kind.startswith("checkpoint"):
+        backend = attrs.evolve(backend, local_path=str(tmp_path / "local-copies"))
     if kind == "postgresql":  # a pathological query plan fails its test instead of hanging the run
         backend = attrs.evolve(backend, url=with_pg_options(backend.url, STATEMENT_TIMEOUT_MS))
     context = Ctx(kind, backend, backend.open_store())

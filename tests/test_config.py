@@ -61,6 +61,8 @@ def test_defaults():
         "state.url": "",
         "state.checkpoint_url": "",
         "state.checkpoint_options": (),
+        "state.local_copies": True,
+        "state.local_path": "",
         "state.secret": "",
         "state.snapshot_every": 1,
         "state.retained_snapshots": 2,
@@ -210,7 +212,8 @@ def test_unknown_key_in_file_lists_keys_of_section(tmp_path):
     message = str(info.value)
     assert "[state] bakend" in message and str(path) in message
     assert ("valid keys of [state]: backend, max_parallelism, path, url, checkpoint_url, "
-            "checkpoint_options, secret, snapshot_every, retained_snapshots") in message
+            "checkpoint_options, local_copies, local_path, secret, snapshot_every, "
+            "retained_snapshots") in message
 
 
 def test_top_level_value_in_file(tmp_path):

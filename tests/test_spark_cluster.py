@@ -12,7 +12,8 @@ Every job is a ``gyreflow run`` in a process of its own (its own Spark applicati
 - the driver SIGKILLed mid-run, then ``--resume``: the output is the oracle's;
 - an executor SIGKILLed mid-run (the word count, state in a shared checkpoint directory): Spark
   runs its tasks again elsewhere, and the output is still the oracle's (or the job stops with one
-  error line and ``--resume`` finishes it exactly); the executors ran in the workers' own folders.
+  error line and ``--resume`` finishes it exactly); the executors ran in the workers' own folders
+  and kept local RocksDB copies of their snapshot objects in their own Spark local directories.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ from test_spark_recovery import (
     published_windows,
     resume,
 )
+
+from gyreflow.state.local_copies import COPIES_FOLDER
 
 pytestmark = [pytest.mark.xdist_group("spark-cluster")]  # one cluster, one worker
 
@@ -218,8 +221,11 @@ def test_executor_killed_mid_run_the_output_is_still_exact(cluster, words, tmp_p
     job = Job("cluster-executor-kill", tmp_path, input_path, out, state, 2, master=master)
     deadline = time.monotonic() + 300
     victims: list[int] = []
+    copies: list[Path] = []
     while job.process.poll() is None and time.monotonic() < deadline:
         if len(published_windows(out)) >= 2:
+            # each executor keeps its RocksDB copies in its own Spark local directories
+            copies = [p for p in directory.rglob(COPIES_FOLDER) if list(p.rglob("CURRENT"))]
             victims = executor_pids(directory)
             if victims:
                 os.kill(victims[0], signal.SIGKILL)
@@ -227,6 +233,9 @@ def test_executor_killed_mid_run_the_output_is_still_exact(cluster, words, tmp_p
         time.sleep(0.05)
     status = job.wait()
     assert victims, f"no executor to kill before the job ended:\n{job.output()}"
+    assert copies, "no executor kept local copies of its snapshot objects"
+    assert all(p.relative_to(directory).parts[1] == "local" for p in copies), copies
+    assert not list(tmp_path.rglob(COPIES_FOLDER))  # none on the driver's side
     if status != 0:  # stopped with one error line: --resume must finish it exactly
         text = job.output()
         assert "Traceback" not in text, text
