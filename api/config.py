@@ -127,10 +127,11 @@ SCHEMA: tuple[ConfigKey, ...] = (
     ConfigKey("state.checkpoint_options", dict, (),
               "fsspec options of state.checkpoint_url, dotted keys, e.g. "
               "{ \"client_kwargs.endpoint_url\" = \"http://127.0.0.1:9000\" }."),
-    ConfigKey("state.local_copies", bool, True,
+    ConfigKey("state.local_copies", str, "auto",
               "With state.checkpoint_url on Spark, each executor keeps the snapshot objects its "
               "tasks write or read in RocksDB on its own disk, and a restore takes from there what "
-              "is unchanged in the checkpoint location."),
+              "is unchanged in the checkpoint location: auto (with an object-store URL), on (with "
+              "a mounted directory too) or off.", choices=("auto", "on", "off")),
     ConfigKey("state.local_path", str, "",
               "Where executors keep those copies (a path on each executor's own disk). Empty: the "
               "executor's Spark local directories, removed with the application."),

@@ -75,16 +75,18 @@ class RocksDBStateBackend(StateBackend):
     # fsspec options of the checkpoint location, dotted keys (``client_kwargs.endpoint_url``)
     storage_options: tuple[tuple[str, str], ...] = ()
     # executor-local RocksDB copies of checkpoint objects (``state.local_copies``)
-    local_copies: bool = True
+    local_copies: str = "auto"  # auto: with an object-store checkpoint location; on; off
     local_path: str = ""  # empty: the Spark local directories of the process opening the store
     name = "rocksdb"
 
     def open_store(self) -> SnapshotStore:
         if self.checkpoint_url:
-            from gyreflow.state.checkpoint_store import CheckpointSnapshotStore
+            from gyreflow.state.checkpoint_store import CheckpointSnapshotStore, is_local_url
             from gyreflow.state.local_copies import default_root
 
-            copies_root = (self.local_path or default_root()) if self.local_copies else None
+            wanted = self.local_copies == "on" or (
+                self.local_copies == "auto" and not is_local_url(self.checkpoint_url))
+            copies_root = (self.local_path or default_root()) if wanted else None
             return CheckpointSnapshotStore(self.checkpoint_url, self.secret,
                                            _nested(self.storage_options), copies_root)
         from gyreflow.state.rocksdb_store import RocksDBSnapshotStore

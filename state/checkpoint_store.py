@@ -134,11 +134,13 @@ class CheckpointSnapshotStore(SnapshotStore):
         index = _COUNT.pack(len(frames)) + b"".join(_ENTRY.pack(g, len(f)) for g, f in frames)
         head = seal.tag(self._context(path), index) + index
         blob = head + b"".join(f for _, f in frames)
-        self._put(path, blob, None)
+        reported = self._put(path, blob, None)
         if self.copies is not None:  # shipped first: a copy is made from what is stored
             with contextlib.suppress(Exception):
-                self.fs.invalidate_cache(path)
-                stamp = stamp_of(self.fs.info(path))
+                stamp = stamp_of(reported)
+                if stamp is None:
+                    self.fs.invalidate_cache(path)
+                    stamp = stamp_of(self.fs.info(path))
                 if stamp is not None:
                     folder, name = posixpath.split(posixpath.relpath(path, self.root))
                     self.copies.put(folder, name, stamp, blob)
@@ -204,9 +206,10 @@ class CheckpointSnapshotStore(SnapshotStore):
                                      frame[start + keys_length:]))
         return chunks
 
-    def _put(self, path: str, body: bytes, seal) -> None:
+    def _put(self, path: str, body: bytes, seal) -> dict:
         """Store ``body`` at ``path`` whole, behind ``seal``'s tag of its place and bytes (None:
-        ``body`` carries its own tags)."""
+        ``body`` carries its own tags); returns what the location reported about the stored
+        object, as far as the write told (its stamp fields, see ``state.local_copies``)."""
         blob = body if seal is None else seal.tag(self._context(path), body) + body
         if self.local:  # a private temporary file renamed into place: whole or absent
             directory = os.path.dirname(path)
@@ -219,12 +222,14 @@ class CheckpointSnapshotStore(SnapshotStore):
                     handle.flush()
                     os.fsync(handle.fileno())
                 os.replace(temporary, path)
+                stored = os.stat(path)
             except BaseException:
                 with contextlib.suppress(OSError):
                     os.unlink(temporary)
                 raise
-        else:
-            self.fs.pipe_file(path, blob)
+            return {"size": stored.st_size, "mtime": stored.st_mtime, "ino": stored.st_ino}
+        response = self.fs.pipe_file(path, blob)  # s3fs: the PUT's response, with its ETag
+        return {**response, "size": len(blob)} if isinstance(response, dict) else {}
 
     def _get(self, path: str, seal) -> bytes:
         try:

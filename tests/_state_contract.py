@@ -172,7 +172,7 @@ def ctx_fixture(backend_overrides, tmp_path):
     kind = backend_kind(backend_overrides)
     backend = backend_from_config(Config.load(None, backend_overrides, environ={}))
     if kind.startswith("checkpoint"):
-        backend = attrs.evolve(backend, local_path=str(tmp_path / "local-copies"))
+        backend = attrs.evolve(backend, local_copies="on", local_path=str(tmp_path / "local-copies"))
     if kind == "postgresql":  # a pathological query plan fails its test instead of hanging the run
         backend = attrs.evolve(backend, url=with_pg_options(backend.url, STATEMENT_TIMEOUT_MS))
     context = Ctx(kind, backend, backend.open_store())

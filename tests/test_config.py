@@ -61,7 +61,7 @@ def test_defaults():
         "state.url": "",
         "state.checkpoint_url": "",
         "state.checkpoint_options": (),
-        "state.local_copies": True,
+        "state.local_copies": "auto",
         "state.local_path": "",
         "state.secret": "",
         "state.snapshot_every": 1,

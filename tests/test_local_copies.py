@@ -8,11 +8,13 @@ import random
 import subprocess
 import sys
 import textwrap
+from collections import Counter
 
 import pytest
 from _state_contract import ALL, Committer, row
 from rocksdict import Options, Rdict
 
+from gyreflow.api import SizeTumblingWindow
 from gyreflow.state.checkpoint_store import CheckpointSnapshotStore
 from gyreflow.state.local_copies import COPIES_FOLDER, KEEP
 from gyreflow.state.snapshot import TaskSnapshot, loads
@@ -23,7 +25,11 @@ TABLE = "counts"
 @pytest.fixture(params=["dir", "s3"])
 def location(request, tmp_path) -> tuple[str, str, dict]:
     """``(url, secret, storage options)`` of a checkpoint directory or an object-store bucket."""
-    if request.param == "dir":
+    return make_location(request.param, request, tmp_path)
+
+
+def make_location(kind: str, request, tmp_path) -> tuple[str, str, dict]:
+    if kind == "dir":
         return str(tmp_path / "checkpoints"), "", {}
     server = request.getfixturevalue("object_store")
     config = server.new_location()
@@ -229,3 +235,50 @@ def test_a_copy_held_by_another_process_leaves_the_restore_to_the_checkpoint_loc
         store.close()
     finally:
         holder.communicate("")
+
+
+@pytest.mark.parametrize(("setting", "kind", "kept"), [
+    ("auto", "s3", True), ("auto", "dir", False), ("on", "dir", True), ("off", "s3", False)])
+def test_which_locations_get_local_copies(setting, kind, kept, tmp_path, monkeypatch, request):
+    """auto: copies of an object store's objects (a network away), not of a mounted directory's;
+    the copies go to the Spark local directories of the process unless state.local_path says."""
+    from gyreflow.state.backends import RocksDBStateBackend
+
+    url, secret, options = make_location(kind, request, tmp_path)
+    monkeypatch.setenv("SPARK_LOCAL_DIRS", f"{tmp_path / 'spark-local'},{tmp_path / 'second'}")
+    pairs = tuple((f"client_kwargs.{k}", v) for k, v in options.get("client_kwargs", {}).items())
+    pairs += tuple((k, v) for k, v in options.items() if k != "client_kwargs")
+    backend = RocksDBStateBackend(checkpoint_url=url, secret=secret, storage_options=pairs,
+                                  local_copies=setting)
+    store = backend.open_store()
+    write_window(store, "job", 1, {}, random.Random(1))
+    store.close()
+    found = copy_databases(tmp_path / "spark-local" / COPIES_FOLDER)
+    assert bool(found) is kept
+    assert not (tmp_path / "second").exists()
+
+
+def test_a_stream_keeps_copies_where_its_tasks_run_and_counts_exactly(make_env, environment_type,
+                                                                      object_store, tmp_path):
+    """Snapshots go to an object store with copies on the tasks' side; the per-window counts are a
+    Counter's over the words so far, and each task range has its local database."""
+    words = [f"w{(i * 7) % 13}" for i in range(120)]
+    copies = tmp_path / "executor-local"
+    config = {**object_store.new_location(), "state.local_copies": "on",
+              "state.local_path": str(copies)}
+    pipeline = make_env(2, **config).pipeline("copied")
+
+    @pipeline.task
+    def count(ctx):
+        (ctx.source(words, SizeTumblingWindow(20)).with_parallelism(1).key_by().count()
+         .collect("counts"))
+
+    result = pipeline.execute()
+    by_window = result["count"].by_window("counts")
+    assert sorted(by_window) == list(range(1, 7))
+    for window, rows in by_window.items():
+        seen = Counter(words[:window * 20])
+        updated = set(words[(window - 1) * 20:window * 20])
+        assert dict(rows) == {w: seen[w] for w in updated}, (environment_type, window)
+    ranges = sorted(os.path.basename(p) for p in copy_databases(copies / COPIES_FOLDER))
+    assert ranges == ["kg-0-64", "kg-64-128"], ranges

@@ -217,7 +217,7 @@ def test_executor_killed_mid_run_the_output_is_still_exact(cluster, words, tmp_p
     master, directory = cluster
     input_path, expected = words
     out = tmp_path / "out"
-    state = shared_state(tmp_path)
+    state = {**shared_state(tmp_path), "GYREFLOW_STATE__LOCAL_COPIES": "on"}
     job = Job("cluster-executor-kill", tmp_path, input_path, out, state, 2, master=master)
     deadline = time.monotonic() + 300
     victims: list[int] = []
