@@ -25,6 +25,7 @@ import contextlib
 import hashlib
 import os
 import struct
+import sys
 import threading
 
 KEEP = 24  # objects of one range kept in its local database, newest first
@@ -34,10 +35,15 @@ _OBJECT_STAMP_FIELDS = ("etag", "md5hash", "generation")  # change whenever the 
 
 
 def default_root() -> str | None:
-    """The first of this process's Spark local directories (set in every Spark Python worker), or
-    None outside Spark."""
-    dirs = os.environ.get("SPARK_LOCAL_DIRS", "")
-    first = dirs.split(",")[0].strip()
+    """The first of the executor's Spark local directories when this process runs a Spark task
+    (Spark sets ``SPARK_LOCAL_DIRS`` for its Python workers), else None: a driver keeps no copies."""
+    if "pyspark" not in sys.modules:  # a Spark Python worker has imported it
+        return None
+    from pyspark import TaskContext
+
+    if TaskContext.get() is None:
+        return None
+    first = os.environ.get("SPARK_LOCAL_DIRS", "").split(",")[0].strip()
     return first or None
 
 
@@ -105,8 +111,6 @@ class LocalCopies:
         digest = hashlib.sha256(url.encode()).hexdigest()[:16]
         self.root = os.path.join(os.path.abspath(root), COPIES_FOLDER, digest)
         self.databases: dict[str, object] = {}  # folder -> database, or None when unavailable
-        self.hits = 0
-        self.misses = 0
 
     def _database(self, folder: str):
         if folder not in self.databases:
@@ -128,9 +132,7 @@ class LocalCopies:
             length = _STAMP_LENGTH.unpack_from(value)[0]
             start = _STAMP_LENGTH.size + length
             if value[_STAMP_LENGTH.size:start] == stamp.encode():
-                self.hits += 1
                 return value[start:]
-        self.misses += 1
         return None
 
     def put(self, folder: str, name: str, stamp: str, blob: bytes) -> None:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from _state_contract import ALL, Committer, row
@@ -240,22 +241,25 @@ def test_a_copy_held_by_another_process_leaves_the_restore_to_the_checkpoint_loc
 @pytest.mark.parametrize(("setting", "kind", "kept"), [
     ("auto", "s3", True), ("auto", "dir", False), ("on", "dir", True), ("off", "s3", False)])
 def test_which_locations_get_local_copies(setting, kind, kept, tmp_path, monkeypatch, request):
-    """auto: copies of an object store's objects (a network away), not of a mounted directory's;
-    the copies go to the Spark local directories of the process unless state.local_path says."""
+    """auto: copies of an object store's objects (a network away), not of a mounted directory's.
+    Outside a Spark task (a driver) there are none unless state.local_path names a place, even
+    with SPARK_LOCAL_DIRS set (the stream test above and the cluster tests see executors keep
+    them in their Spark local directories)."""
     from gyreflow.state.backends import RocksDBStateBackend
 
     url, secret, options = make_location(kind, request, tmp_path)
-    monkeypatch.setenv("SPARK_LOCAL_DIRS", f"{tmp_path / 'spark-local'},{tmp_path / 'second'}")
+    monkeypatch.setenv("SPARK_LOCAL_DIRS", str(tmp_path / "spark-local"))
     pairs = tuple((f"client_kwargs.{k}", v) for k, v in options.get("client_kwargs", {}).items())
     pairs += tuple((k, v) for k, v in options.items() if k != "client_kwargs")
-    backend = RocksDBStateBackend(checkpoint_url=url, secret=secret, storage_options=pairs,
-                                  local_copies=setting)
-    store = backend.open_store()
-    write_window(store, "job", 1, {}, random.Random(1))
-    store.close()
-    found = copy_databases(tmp_path / "spark-local" / COPIES_FOLDER)
-    assert bool(found) is kept
-    assert not (tmp_path / "second").exists()
+    for local_path, where in (("", tmp_path / "spark-local"), (str(tmp_path / "given"),
+                                                               tmp_path / "given")):
+        backend = RocksDBStateBackend(checkpoint_url=url, secret=secret, storage_options=pairs,
+                                      local_copies=setting, local_path=local_path)
+        store = backend.open_store()
+        write_window(store, f"job{bool(local_path)}", 1, {}, random.Random(1))
+        store.close()
+        found = copy_databases(where / COPIES_FOLDER)
+        assert bool(found) is (kept and bool(local_path)), (local_path, found)
 
 
 def test_a_stream_keeps_copies_where_its_tasks_run_and_counts_exactly(make_env, environment_type,
@@ -263,10 +267,16 @@ def test_a_stream_keeps_copies_where_its_tasks_run_and_counts_exactly(make_env, 
     """Snapshots go to an object store with copies on the tasks' side; the per-window counts are a
     Counter's over the words so far, and each task range has its local database."""
     words = [f"w{(i * 7) % 13}" for i in range(120)]
-    copies = tmp_path / "executor-local"
-    config = {**object_store.new_location(), "state.local_copies": "on",
-              "state.local_path": str(copies)}
-    pipeline = make_env(2, **config).pipeline("copied")
+    config = {**object_store.new_location(), "state.local_copies": "on"}
+    if environment_type == "local":  # no executor: a place must be given
+        copies = tmp_path / "executor-local"
+        config["state.local_path"] = str(copies)
+    env = make_env(2, **config)
+    if environment_type == "spark":  # by default, the executor's Spark local directory
+        local_dirs = env.session().sparkContext.parallelize([0], 1).map(
+            lambda _: os.environ["SPARK_LOCAL_DIRS"]).collect()[0]
+        copies = Path(local_dirs.split(",")[0])
+    pipeline = env.pipeline("copied")
 
     @pipeline.task
     def count(ctx):
@@ -280,5 +290,5 @@ def test_a_stream_keeps_copies_where_its_tasks_run_and_counts_exactly(make_env, 
         seen = Counter(words[:window * 20])
         updated = set(words[(window - 1) * 20:window * 20])
         assert dict(rows) == {w: seen[w] for w in updated}, (environment_type, window)
-    ranges = sorted(os.path.basename(p) for p in copy_databases(copies / COPIES_FOLDER))
-    assert ranges == ["kg-0-64", "kg-64-128"], ranges
+    job_copies = [p for p in copy_databases(copies / COPIES_FOLDER) if "/copied/" in p]
+    assert sorted(os.path.basename(p) for p in job_copies) == ["kg-0-64", "kg-64-128"], job_copies
