@@ -3,8 +3,8 @@
 ``scripts/cluster-suite.sh`` starts a two-worker standalone cluster and runs the stream, batch, graph
 and recovery suites on it by setting ``GYREFLOW_TEST_SPARK_MASTER``. On a cluster, state must be
 where every node reaches it, so the cases keep it in a checkpoint directory (every node of the
-test cluster mounts /tmp) and skip the backends a cluster refuses (``tests/test_spark_cluster.py``
-checks those refusals).
+test cluster mounts /tmp), with local copies on each executor (``state.local_copies = on``), and
+skip the backends a cluster refuses (``tests/test_spark_cluster.py`` checks those refusals).
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ def cluster_state(config: dict, tmp_path: Path) -> dict | None:
     if backend == "memory" and "state.backend" not in config:
         # The default state of a pipeline case, moved where executors reach it: a location of its
         # own, as memory state is each environment's own.
-        return {**config, "state.backend": "rocksdb",
+        return {**config, "state.backend": "rocksdb", "state.local_copies": "on",
                 "state.checkpoint_url": str(tmp_path / f"checkpoints-{uuid.uuid4().hex[:12]}")}
     if backend == "rocksdb":
-        return {**config, "state.backend": "rocksdb",
+        return {**config, "state.backend": "rocksdb", "state.local_copies": "on",
                 "state.checkpoint_url": config.get("state.checkpoint_url")
                 or str(tmp_path / "checkpoints")}
     if backend == "jdbc" and str(config.get("state.url", "")).startswith("postgresql"):

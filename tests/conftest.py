@@ -18,6 +18,14 @@ from gyreflow.api import Environment
 
 ENVIRONMENTS = ["local", "spark"]
 
+# The suite starts hundreds of short-lived Spark driver JVMs (one per job run in a process of its
+# own). Compiling with C1 only and the serial collector cost them about 40% less CPU (a small
+# word count: 14.6 s of busy CPU per run -> 9.1 s), and the suite is CPU-bound. Subprocesses inherit
+# it; set PYSPARK_SUBMIT_ARGS yourself to run with other options.
+os.environ.setdefault(
+    "PYSPARK_SUBMIT_ARGS",
+    "--driver-java-options '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC' pyspark-shell")
+
 
 @pytest.fixture(params=ENVIRONMENTS)
 def environment_type(request) -> str:
