@@ -34,6 +34,7 @@ from _common import (
     interleaved_best_of,
     machine_line,
     print_table,
+    time_call,
     update_docs_section,
 )
 
@@ -138,7 +139,7 @@ class Location:
                 other.close()
             store = self.open(self.copies if copies else None)
             try:
-                return self.timed(lambda: self.restore(store))
+                return time_call(lambda: self.restore(store))
             finally:
                 store.close()
         return run
@@ -152,18 +153,10 @@ class Location:
             try:
                 changes = self.changes()
                 snapshot = TaskSnapshot(f"{self.job}-writes", next(counter), ALL, rows_of(changes))
-                return self.timed(lambda: store.write(snapshot))
+                return time_call(lambda: store.write(snapshot))
             finally:
                 store.close()
         return run
-
-    @staticmethod
-    def timed(action):
-        import time
-
-        start = time.perf_counter()
-        result = action()
-        return time.perf_counter() - start, result
 
 
 def _same(got: dict, expected: dict) -> None:
@@ -202,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
                 checks[name] = lambda got, n=name: measured.setdefault(n, []).append(got[0])
         whole = dict(locations[0].oracle)
         state = pickle.dumps(whole, protocol=pickle.HIGHEST_PROTOCOL)
-        cases["floor: pickle.loads of the whole state"] = lambda: Location.timed(
+        cases["floor: pickle.loads of the whole state"] = lambda: time_call(
             lambda: pickle.loads(state))
         checks["floor: pickle.loads of the whole state"] = (
             lambda got: (measured.setdefault("floor: pickle.loads of the whole state", [])

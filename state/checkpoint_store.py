@@ -142,8 +142,7 @@ class CheckpointSnapshotStore(SnapshotStore):
                     self.fs.invalidate_cache(path)
                     stamp = stamp_of(self.fs.info(path))
                 if stamp is not None:
-                    folder, name = posixpath.split(posixpath.relpath(path, self.root))
-                    self.copies.put(folder, name, stamp, blob)
+                    self.copies.put(*self._copy_key(path), stamp, blob)
 
     def _read_object(self, path: str, table: str, version: int, key_groups: range | None,
                      job: str, stamp: str | None = None) -> list[StateChunk]:
@@ -154,7 +153,7 @@ class CheckpointSnapshotStore(SnapshotStore):
             try:
                 return self._chunks_of(copy, path, table, version, key_groups, job)
             except SnapshotCorruptedError:  # a damaged copy: forgotten, fetched again
-                self.copies.forget(*posixpath.split(posixpath.relpath(path, self.root)))
+                self.copies.forget(*self._copy_key(path))
         try:
             blob = self.fs.cat_file(path)
         except FileNotFoundError:
@@ -162,13 +161,17 @@ class CheckpointSnapshotStore(SnapshotStore):
             raise SnapshotCorruptedError(msg) from None
         chunks = self._chunks_of(blob, path, table, version, key_groups, job)
         if self.copies is not None and stamp is not None:
-            self.copies.put(*posixpath.split(posixpath.relpath(path, self.root)), stamp, blob)
+            self.copies.put(*self._copy_key(path), stamp, blob)
         return chunks
 
     def _copy_of(self, path: str, stamp: str | None) -> bytes | None:
         if self.copies is None or stamp is None:
             return None
-        return self.copies.get(*posixpath.split(posixpath.relpath(path, self.root)), stamp)
+        return self.copies.get(*self._copy_key(path), stamp)
+
+    def _copy_key(self, path: str) -> tuple[str, str]:
+        """``(range folder, object name)`` of ``path`` for the local copies."""
+        return posixpath.split(posixpath.relpath(path, self.root))
 
     def _chunks_of(self, blob: bytes, path: str, table: str, version: int,
                    key_groups: range | None, job: str) -> list[StateChunk]:

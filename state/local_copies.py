@@ -114,9 +114,8 @@ class LocalCopies:
 
     def _database(self, folder: str):
         if folder not in self.databases:
-            path = os.path.join(self.root, *folder.split("/"))
             try:
-                self.databases[folder] = _REGISTRY.acquire(path)
+                self.databases[folder] = _REGISTRY.acquire(self._path(folder))
             except Exception:  # noqa: BLE001 - held by another process, disk full: no copies
                 self.databases[folder] = None
         return self.databases[folder]
@@ -170,5 +169,8 @@ class LocalCopies:
     def close(self) -> None:
         for folder, database in self.databases.items():
             if database is not None:
-                _REGISTRY.release(os.path.join(self.root, *folder.split("/")))
+                _REGISTRY.release(self._path(folder))
         self.databases = {}
+
+    def _path(self, folder: str) -> str:
+        return os.path.join(self.root, *folder.split("/"))
