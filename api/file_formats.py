@@ -70,6 +70,13 @@ class FileCursor:
         """Release the file."""
 
 
+def strip_line_ending(raw: bytes) -> bytes:
+    """``raw`` without its line ending (``\\n`` or ``\\r\\n``); any other ``\\r`` is data."""
+    if raw.endswith(b"\n"):
+        raw = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1]
+    return raw
+
+
 def _open_binary(path: str):
     return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
 
@@ -112,12 +119,23 @@ class _LineCursor(FileCursor):
     def read(self, max_records: int) -> list:
         if self.fmt == "csv":
             return self._read_csv(max_records)
+        out: list = []
+        # Blank lines carry no JSON record: read on until there is one or the file ends, since an
+        # empty list means the end of the file.
+        while len(out) < max_records:
+            before = self.position
+            out += self._read_lines(max_records - len(out))
+            if self.position == before:
+                break
+        return out
+
+    def _read_lines(self, max_records: int) -> list:
         out = []
         for raw, line, offset in self._lines(max_records):
             self.position = (offset, line)
             where = f"line {line}"
             try:
-                text = raw.rstrip(b"\r\n").decode("utf-8")
+                text = strip_line_ending(raw).decode("utf-8")
             except UnicodeDecodeError as exc:
                 out.append(MalformedRecordError(where, f"not valid UTF-8 ({exc.reason})",
                                            raw.decode("utf-8", "replace").rstrip("\r\n")))
@@ -159,10 +177,11 @@ class _LineCursor(FileCursor):
                 out.append(MalformedRecordError(where, f"not valid UTF-8 ({exc.reason})",
                                            chunk.decode("utf-8", "replace").rstrip("\r\n")))
                 continue
-            if not text.strip():
-                continue
-            if '"' not in text:  # no quoting: the cells are the text between delimiters
-                cells = text.rstrip("\r\n").split(options.delimiter)
+            if not text.strip("\r\n"):
+                continue  # an empty line is no row (as csv.reader reads it); "  " is a cell
+            row = text[:-2] if text.endswith("\r\n") else text[:-1] if text.endswith("\n") else text
+            if '"' not in row and "\r" not in row:  # no quoting: the cells lie between delimiters
+                cells = row.split(options.delimiter)
             else:
                 try:
                     cells = next(csv.reader(io.StringIO(text), delimiter=options.delimiter,
@@ -217,6 +236,14 @@ class _ParquetCursor(FileCursor):
         self._group: list | None = None
 
     def read(self, max_records: int) -> list:
+        # A row group without rows is skipped: an empty list means the end of the file.
+        while True:
+            group = self.position[0]
+            batch = self._read_group(max_records)
+            if batch or self.position[0] == group:
+                return batch
+
+    def _read_group(self, max_records: int) -> list:
         group, row = self.position
         if group >= self.file.num_row_groups:
             return []
@@ -274,16 +301,36 @@ class LineEncoder(WindowEncoder):
 
 
 class CsvEncoder(WindowEncoder):
-    """Dict records (columns from ``options.columns`` or the first record) or sequences."""
+    """Dict records (columns from ``options.columns`` or the first record) or sequences.
+
+    Every value reads back exactly through ``csv.reader``: a cell holding a line break, a carriage
+    return, the delimiter or a quote is quoted (Python's writer alone leaves a bare ``\\r`` unquoted
+    when lines end in ``\\n``).
+    """
 
     def __init__(self, options: CsvOptions) -> None:
         self.options = options
         self.columns = options.columns
         self.started = False
 
-    def add(self, window: int, records: list) -> bytes:
+    def _rows(self, rows: list[list]) -> str:
         buffer = io.StringIO()
-        writer = csv.writer(buffer, delimiter=self.options.delimiter, lineterminator="\n")
+        plain = csv.writer(buffer, delimiter=self.options.delimiter, lineterminator="\n")
+        # "\r" in the line terminator makes the writer quote every cell that holds one; the row's
+        # own terminator is then written as "\n" like every other row's.
+        quoting_cr = csv.writer(buffer, delimiter=self.options.delimiter, lineterminator="\r\n")
+        for row in rows:
+            if any(isinstance(cell, str) and "\r" in cell for cell in row):
+                quoting_cr.writerow(row)
+                buffer.seek(buffer.tell() - 2)
+                buffer.truncate()
+                buffer.write("\n")
+            else:
+                plain.writerow(row)
+        return buffer.getvalue()
+
+    def add(self, window: int, records: list) -> bytes:
+        rows = []
         for record in records:
             if isinstance(record, Mapping):
                 if self.columns is None:
@@ -294,14 +341,14 @@ class CsvEncoder(WindowEncoder):
             if not self.started:
                 self.started = True
                 if self.options.header and self.columns is not None:
-                    writer.writerow(self.columns)
-            writer.writerow(["" if cell is None else cell for cell in row])
-        return buffer.getvalue().encode("utf-8")
+                    rows.append(list(self.columns))
+            rows.append(["" if cell is None else cell for cell in row])
+        return self._rows(rows).encode("utf-8")
 
     def end(self) -> bytes:
         if not self.started and self.options.header and self.columns is not None:
             self.started = True
-            return (self.options.delimiter.join(self.columns) + "\n").encode("utf-8")
+            return self._rows([list(self.columns)]).encode("utf-8")
         return b""
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 import attrs
 
 from gyreflow.api.config import ConfigError
+from gyreflow.api.file_formats import strip_line_ending
 from gyreflow.runtime.errors import DataError
 
 
@@ -349,7 +350,7 @@ class _TextFileReader(SourceReader):
             if not raw:
                 break
             try:
-                out.append(raw.rstrip(b"\r\n").decode(encoding))
+                out.append(strip_line_ending(raw).decode(encoding))
             except UnicodeDecodeError as exc:
                 msg = (f"input file {self._path}: the line at byte offset {pos} is not valid "
                        f"{encoding} (byte offset {pos + exc.start}: {exc.reason})")
