@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from gyreflow.api.cli_errors import fail as _fail
+from gyreflow.api.cli_errors import fail_user_function
 from gyreflow.api.config import ENVIRONMENT_TYPES, Config, ConfigError, schema_markdown
 from gyreflow.api.control_cli import control
 from gyreflow.api.graph_cli import graph
@@ -177,26 +178,26 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
     except ConfigError as exc:
         _fail(console, f"configuration: {exc}", 2)
     except PipelineDefinitionError as exc:
-        _fail(console, f"{exc}\nFix the pipeline definition and run again.", 2)
+        _fail(console, str(exc), 2, hint="Fix the pipeline definition and run again.")
     except UserFunctionError as exc:
-        _fail(console, f"{exc}\nCompleted windows are kept: fix the function and run again "
-                       "with --resume.", 1)
+        fail_user_function(console, exc, "Completed windows are kept: fix the function and run "
+                                         "again with --resume.")
     except JobLockedError as exc:
         _fail(console, str(exc), 4)
     except DataError as exc:
-        _fail(console, f"{exc}\nCompleted windows are kept: fix the data and run again with "
-                       "--resume.", 5)
+        _fail(console, str(exc), 5, hint="Completed windows are kept: fix the data and run again "
+                                         "with --resume.")
     except (StateExistsError, IncompatiblePlanError, BackendUnavailableError,
             SnapshotCorruptedError, SnapshotNotRetainedError, SnapshotWriteError) as exc:
         hint = ""
         if isinstance(exc, SnapshotCorruptedError) and (
                 "cannot be read" in str(exc) or "is missing" in str(exc)):
-            hint = ("\nThe stored state cannot be used as it is: restore it from a copy, or start "
+            hint = ("The stored state cannot be used as it is: restore it from a copy, or start "
                     "over with --fresh.")
         elif isinstance(exc, SnapshotCorruptedError):
-            hint = ("\nTo resume from an earlier retained snapshot, run with --resume "
+            hint = ("To resume from an earlier retained snapshot, run with --resume "
                     "--from-window N (see gyreflow snapshots).")
-        _fail(console, f"{exc}{hint}", 3)
+        _fail(console, str(exc), 3, hint=hint)
     finally:
         try:
             if metrics_json is not None:

@@ -8,13 +8,34 @@ from rich.console import Console
 from rich.markup import escape
 
 
-def fail(console: Console, message: str, code: int) -> None:
-    """Print ``error: message`` and exit with ``code`` (the statuses are listed in the README).
+def one_line(message: str) -> str:
+    """``message`` with its line breaks folded into spaces (a driver's or a user's exception text
+    may hold several lines)."""
+    return " ".join(part.strip() for part in message.splitlines() if part.strip())
 
-    The message is never wrapped at the terminal's width (a log line or ``grep error:`` keeps it
-    whole); a hint after a line break in ``message`` stands on a line of its own.
+
+def fail(console: Console, message: str, code: int, *, hint: str | None = None,
+         detail: str | None = None) -> None:
+    """Print ``error: message`` on one line and exit with ``code`` (the statuses are listed in
+    docs/recovery.md).
+
+    The message is never wrapped at the terminal's width, so a log line or ``grep error:`` keeps it
+    whole. ``hint`` (what to do next) follows on a line of its own; ``detail`` (a user function's
+    own traceback) is printed as it is after that.
     """
     # Messages quote user data (records, TOML sections): never read them as markup.
-    console.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False,
+    console.print(f"[bold red]error:[/] {escape(one_line(message))}", markup=True, highlight=False,
                   soft_wrap=True)
+    if hint:
+        console.print(hint, markup=False, highlight=False, soft_wrap=True)
+    if detail:
+        console.print(detail.rstrip("\n"), markup=False, highlight=False, soft_wrap=True)
     sys.exit(code)
+
+
+def fail_user_function(console: Console, error: BaseException, hint: str | None) -> None:
+    """Exit 1 for a user function that raised: one ``error:`` line naming the operator, window, task
+    and record, then ``hint``, then the function's own traceback."""
+    head, _, user_traceback = str(error).partition("\n\nOriginal traceback:\n")
+    fail(console, head, 1, hint=hint,
+         detail=f"Original traceback:\n{user_traceback}" if user_traceback else None)

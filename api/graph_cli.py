@@ -8,6 +8,7 @@ import click
 from rich.console import Console
 
 from gyreflow.api.cli_errors import fail as _fail
+from gyreflow.api.cli_errors import fail_user_function
 from gyreflow.api.config import ENVIRONMENT_TYPES, Config, ConfigError
 from gyreflow.api.graph_io import FORMATS, GraphFileError, read_edges, read_vertices, write_results
 from gyreflow.api.session import RunSettings, using_settings
@@ -110,7 +111,7 @@ def graph(algorithm: str, vertices_path: str, edges_path: str, directed: bool,
     except ConfigError as exc:
         _fail(console, f"configuration: {exc}", 2)
     except UserFunctionError as exc:
-        _fail(console, str(exc), 1)
+        fail_user_function(console, exc, None)
     except (BackendUnavailableError, SnapshotCorruptedError) as exc:
         _fail(console, str(exc), 3)
     missing = [v for v in vertices if v not in values]
