@@ -19,6 +19,9 @@ from gyreflow.runtime.errors import DataError
 
 ORDERS = ("name", "mtime")
 
+# What reading a file raises when it cannot be read through: a cut .gz stream raises EOFError and
+# damaged compressed data zlib.error, neither of which is an OSError.
+_DAMAGED = (OSError, EOFError, zlib.error)
 
 
 def until_idle_default() -> float | None:
@@ -146,6 +149,9 @@ class _DirectoryReader(GrowingInputReader):
     def _next_look(self) -> float:
         return self.scanned + self.source.poll_interval
 
+    def _look_now(self) -> None:
+        self.scanned = float("-inf")
+
     def _scan(self) -> None:
         self.scanned = time.monotonic()
         taken = set(self.queue)
@@ -176,7 +182,7 @@ class _DirectoryReader(GrowingInputReader):
             self.cursor = None
             self._malformed(bad)
             self._finish_file()
-        except OSError as exc:
+        except _DAMAGED as exc:
             msg = f"input file {path}: cannot be read ({exc})"
             raise DataError(msg) from None
 
@@ -202,7 +208,7 @@ class _DirectoryReader(GrowingInputReader):
                 continue  # a file that could not be opened as its format went to dead letters
             try:
                 batch = self.cursor.read(max_records - len(out))
-            except OSError as exc:  # a damaged .gz stream, a file removed under us
+            except _DAMAGED as exc:  # a damaged or cut .gz stream, a file removed under us
                 path = os.path.join(self.source.directory, self.current)
                 msg = f"input file {path}: cannot be read ({exc})"
                 raise DataError(msg) from None

@@ -259,11 +259,19 @@ class _FileWriter(SinkWriter):
 
 
 def _unwritable(sink: FileSink, window: int, records: list, exc: BaseException):
+    """One line naming the sink, the window and the record that its format cannot hold."""
+    from gyreflow.api.file_formats import UnwritableRecordError
     from gyreflow.runtime.errors import DataError
 
-    shown = f" (records like {records[0]!r:.200})" if records else ""
-    msg = (f"{sink.describe()}: window {window} cannot be written as {sink.extension} "
-           f"{type(exc).__name__}: {exc}{shown}")
+    if isinstance(exc, UnwritableRecordError):
+        reason = " ".join(exc.reason.split())
+        msg = (f"{sink.describe()}: window {window}, record {exc.record!r:.200}: cannot be written "
+               f"as {sink.extension}: {reason}")
+    else:
+        shown = f" (records like {records[0]!r:.200})" if records else ""
+        reason = " ".join(str(exc).split())
+        msg = (f"{sink.describe()}: window {window} cannot be written as {sink.extension}: "
+               f"{type(exc).__name__}: {reason}{shown}")
     return DataError(msg, window)
 
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import gzip
 import inspect
 import itertools
 import os
+import sys
 import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 
 import attrs
@@ -29,7 +32,9 @@ class SourceReader:
     live = False
 
     def read(self, max_records: int) -> list:
-        """Return up to ``max_records`` next records; an empty list means the input ended."""
+        """Return the next ``max_records`` records; fewer (down to none) only when the input
+        ended. A reader that skips what carries no record (blank lines, empty row groups) reads on
+        past it: a short batch ends the source's input."""
         raise NotImplementedError
 
     def poll(self, max_records: int, timeout: float | None) -> list:
@@ -80,6 +85,10 @@ class GrowingInputReader(SourceReader):
         """The monotonic time at which ``_take`` may find new records."""
         return time.monotonic() + self.source.poll_interval
 
+    def _look_now(self) -> None:
+        """Let the next ``_take`` look for new input at once (readers that look at most every
+        ``poll_interval`` seconds)."""
+
     def read(self, max_records: int) -> list:
         return self.poll(max_records, None)
 
@@ -98,6 +107,11 @@ class GrowingInputReader(SourceReader):
             self.last_data = time.time()
         while len(out) < max_records:
             if idle is not None and time.time() - self.last_data >= idle:
+                if not out:  # one last look: input that came since the last one is not lost
+                    self._look_now()
+                    out = self._take(max_records)
+                    if out:
+                        self.last_data = time.time()
                 self.ended = not out  # what came is handed over first; the next poll ends
                 break
             now = time.monotonic()
@@ -327,7 +341,7 @@ class _TextFileReader(SourceReader):
 
     def __init__(self, path: str, start: int, stop: int, encoding: str) -> None:
         self._path = path
-        self._file = open(path, "rb")
+        self._file = gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
         self._stop = stop
         self._encoding = encoding
         self._seek_split_start(start)
@@ -346,7 +360,11 @@ class _TextFileReader(SourceReader):
         readline, stop, encoding = self._file.readline, self._stop, self._encoding
         pos = self._pos
         while len(out) < max_records and pos < stop:
-            raw = readline()
+            try:
+                raw = readline()
+            except (OSError, EOFError, zlib.error) as exc:  # a damaged or cut .gz stream
+                msg = f"input file {self._path}: cannot be read after byte {pos} ({exc})"
+                raise DataError(msg) from None
             if not raw:
                 break
             try:
@@ -372,10 +390,12 @@ class _TextFileReader(SourceReader):
 
 @attrs.frozen(eq=False)
 class FileSource(Source):
-    """Lines of a text file (without line endings); the offset is a byte position.
+    """Lines of a text file, without their ending (``\\n`` or ``\\r\\n``; any other ``\\r`` is part of
+    the line); a blank line is an empty string. The offset is a byte position.
 
     With parallelism ``p`` the file is cut into ``p`` byte ranges and each task reads the lines that
-    start in its range.
+    start in its range. A ``.gz`` file is read decompressed, by one task (the offset counts
+    uncompressed bytes).
     """
 
     # Absolute from where the job starts: Spark executors resolve nothing in their own folders.
@@ -392,6 +412,9 @@ class FileSource(Source):
             raise ConfigError(msg)
 
     def create_reader(self, task_index: int, parallelism: int) -> SourceReader:
+        if self.path.endswith(".gz"):  # a compressed stream cannot be entered in the middle
+            return _TextFileReader(self.path, 0, sys.maxsize if task_index == 0 else 0,
+                                   self.encoding)
         size = os.path.getsize(self.path)
         start = size * task_index // parallelism
         stop = size * (task_index + 1) // parallelism
