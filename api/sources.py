@@ -410,6 +410,16 @@ class FileSource(Source):
         if not os.access(self.path, os.R_OK):
             msg = f"FileSource: input file {self.path!r} cannot be read (permission denied)"
             raise ConfigError(msg)
+        try:
+            line_ending = "\r\n".encode(self.encoding)
+        except LookupError:
+            msg = f"FileSource: unknown encoding {self.encoding!r}"
+            raise ConfigError(msg) from None
+        if not line_ending.endswith(b"\r\n"):  # UTF-16 and UTF-32 spread "\n" over several bytes
+            msg = (f"FileSource: encoding {self.encoding!r} cannot be read line by line (lines are "
+                   "cut at the byte of \\n): convert the file to UTF-8, or use an encoding that "
+                   "writes \\n as one byte (latin-1, cp1252, ...)")
+            raise ConfigError(msg)
 
     def create_reader(self, task_index: int, parallelism: int) -> SourceReader:
         if self.path.endswith(".gz"):  # a compressed stream cannot be entered in the middle

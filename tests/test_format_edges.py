@@ -28,6 +28,7 @@ from gyreflow.api import (
     ParquetSink,
     SizeTumblingWindow,
 )
+from gyreflow.api.config import ConfigError
 from gyreflow.runtime.errors import DataError
 
 pa = pytest.importorskip("pyarrow")
@@ -339,3 +340,17 @@ def test_a_followed_directory_reads_every_record_of_files_that_arrive_later(tmp_
     finally:
         writer.join()
     assert result.output("o") == [{"n": 1}, {"n": 2}, {"n": 3}, {"n": 4}]
+
+
+def test_file_source_refuses_encodings_it_cannot_cut_into_lines(tmp_path):
+    path = tmp_path / "wide.txt"
+    path.write_text("a\nb\n", encoding="utf-16")
+    for encoding, problem in [("utf-16", "cannot be read line by line"),
+                              ("utf-32-le", "cannot be read line by line"),
+                              ("no-such-codec", "unknown encoding")]:
+        with pytest.raises(ConfigError, match=problem):
+            FileSource(path, encoding=encoding)
+    path.write_bytes("olá\rmañana\r\n\r\n".encode("cp1252"))
+    result = run(tmp_path, lambda ctx: ctx.source(FileSource(path, encoding="cp1252"),
+                                                  SizeTumblingWindow(1)).collect("o"))
+    assert result.output("o") == ["olá\rmañana", ""]
