@@ -13,7 +13,13 @@ from collections.abc import Callable, Mapping
 import attrs
 
 from gyreflow.api.config import ConfigError
-from gyreflow.api.file_formats import FORMATS, CsvOptions, MalformedRecordError, open_cursor
+from gyreflow.api.file_formats import (
+    FORMATS,
+    CsvOptions,
+    MalformedRecordError,
+    check_delimiter,
+    open_cursor,
+)
 from gyreflow.api.sources import GrowingInputReader, Source, SourceReader
 from gyreflow.runtime.errors import DataError
 
@@ -87,6 +93,8 @@ class DirectorySource(Source):
         if self.poll_interval <= 0 or (self.until_idle is not None and self.until_idle < 0):
             msg = "DirectorySource: poll_interval must be > 0 and until_idle >= 0"
             raise ConfigError(msg)
+        if self.format == "csv":
+            check_delimiter("DirectorySource", self.delimiter)
         if self.format == "parquet":
             from gyreflow.api.file_formats import require_pyarrow
 

@@ -52,6 +52,14 @@ class CsvOptions:
     types: Mapping[str, Callable[[str], object]] = attrs.field(factory=dict, converter=dict)
 
 
+def check_delimiter(what: str, delimiter: str) -> None:
+    """Refuse, where a CSV source or sink is built, a delimiter that cannot separate cells."""
+    if not isinstance(delimiter, str) or len(delimiter) != 1 or delimiter in '"\r\n':
+        msg = (f"{what}: delimiter {delimiter!r} must be one character other than a quote, CR or "
+               "LF (',', ';', '\\t', '|', ...)")
+        raise ConfigError(msg)
+
+
 # Reading -----------------------------------------------------------------------------------------
 
 

@@ -431,6 +431,12 @@ class CsvSink(FileSink):
     delimiter: str = ","
     header: bool = True
 
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        from gyreflow.api.file_formats import check_delimiter
+
+        check_delimiter("CsvSink", self.delimiter)
+
     def encoder(self):
         from gyreflow.api.file_formats import CsvEncoder, CsvOptions
 

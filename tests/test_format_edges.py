@@ -354,3 +354,11 @@ def test_file_source_refuses_encodings_it_cannot_cut_into_lines(tmp_path):
     result = run(tmp_path, lambda ctx: ctx.source(FileSource(path, encoding="cp1252"),
                                                   SizeTumblingWindow(1)).collect("o"))
     assert result.output("o") == ["olá\rmañana", ""]
+
+
+@pytest.mark.parametrize("delimiter", ["||", "", '"', "\n", "\r"])
+def test_a_delimiter_that_cannot_separate_cells_is_refused_where_it_is_built(tmp_path, delimiter):
+    with pytest.raises(ConfigError, match="delimiter .* must be one character"):
+        CsvSink(tmp_path / "out", delimiter=delimiter)
+    with pytest.raises(ConfigError, match="delimiter .* must be one character"):
+        DirectorySource(tmp_path, format="csv", delimiter=delimiter)

@@ -13,6 +13,7 @@ import gzip
 import io
 import json
 import math
+import pickle
 import struct
 import tempfile
 from collections import Counter
@@ -376,3 +377,58 @@ def test_parquet_row_groups_of_any_size_even_empty_are_read_whole(groups, window
             DirectorySource(folder / "in", format="parquet", columns=chosen),
             SizeTumblingWindow(window)).collect("o"))
     assert same(by_window(result, "o"), windows_of(expected, window))
+
+
+# --- resuming a reader at any offset ----------------------------------------------------------------
+
+
+def json_or_blank(line: str) -> bool:
+    try:
+        json.loads(line.strip(" \t\r\n") or "0")
+    except ValueError:
+        return False
+    return True
+
+
+def read_all(reader, step: int) -> list:
+    out = []
+    while batch := reader.read(step):
+        out += batch
+    return out
+
+
+@PROPERTY
+@given(content=st.lists(st.sampled_from(["a", "b", ",", '"', "\r", "\n", "\r\n", " ", "{}", "1",
+                                         "\U0001f600"]), max_size=30).map("".join),
+       fmt=st.sampled_from(["text", "jsonl", "csv", "parquet"]), compressed=st.booleans(),
+       first=st.integers(1, 6), step=st.integers(1, 4))
+def test_a_reader_resumed_at_its_offset_continues_exactly(content, fmt, compressed, first, step):
+    with Folder() as folder:
+        name = "data" + (".gz" if compressed and fmt != "parquet" else "")
+        if fmt == "parquet":
+            lines = content.split("\n")
+            table = pa.table({"line": lines, "n": list(range(len(lines)))})
+            (folder / "in").mkdir()
+            pq.write_table(table, folder / "in" / name, row_group_size=max(1, step + 1))
+        else:
+            write(folder / "in" / name, content.encode("utf-8"), compressed)
+        if fmt == "jsonl" and not all(json_or_blank(line) for line in content.split("\n")):
+            return  # only JSON lines here: a bad record stops the reader (tests/test_format_edges)
+        source = DirectorySource(folder / "in", format=fmt, header=False)
+        whole = source.create_reader(0, 1)
+        try:
+            expected = read_all(whole, step)
+        except Exception:  # noqa: BLE001 - a CSV the csv module refuses: read in the edge tests
+            return
+        finally:
+            whole.close()
+        reader = source.create_reader(0, 1)
+        head = reader.read(first)
+        offset = pickle.loads(pickle.dumps(reader.offset()))  # snapshots pickle the offset
+        reader.close()
+        resumed = source.create_reader(0, 1)
+        resumed.seek(offset)
+        tail = read_all(resumed, step)
+        resumed.close()
+    assert head + tail == expected
+    assert len(head) == min(first, len(expected))  # a short batch only at the end
