@@ -96,13 +96,14 @@ class ControlEndpoint:
         self.thread.start()
 
     def close(self) -> None:
-        """Remove the control file and stop serving; the job does not wait for the server's
-        loop to notice (up to its poll interval), a thread of its own does."""
+        """Remove the control file and stop serving (requests still waiting are answered that the
+        job ended); the job does not wait for the server's loop to notice (up to its poll
+        interval), a thread of its own does."""
         try:
             os.unlink(self.path)
         except FileNotFoundError:
             pass
-        self.inbox.closed = True
+        self.inbox.close(f"job {self.job!r} has ended")
         threading.Thread(target=self._stop, name="gyreflow-control-stop", daemon=True).start()
 
     def _stop(self) -> None:

@@ -7,11 +7,10 @@ from collections.abc import Mapping
 
 from gyreflow.api.config import ENVIRONMENT_TYPES, Config, ConfigError
 from gyreflow.api.session import current_settings
-from gyreflow.plan.execution import build_execution_graph
 from gyreflow.plan.graph import PipelineGraph
 from gyreflow.runtime.checkpoint import RecoveryOptions
-from gyreflow.runtime.control import ControlInbox, RescaleRequested
-from gyreflow.runtime.driver import JobDriver, JobListener
+from gyreflow.runtime.control import ControlInbox
+from gyreflow.runtime.driver import JobListener, JobRun
 from gyreflow.runtime.local.host import LocalHost
 from gyreflow.runtime.metrics import TaskResult
 from gyreflow.state.backends import backend_from_config
@@ -95,35 +94,21 @@ class Environment:
         raise NotImplementedError
 
     def _drive(self, name: str, graph: PipelineGraph, listener: JobListener | None,
-               recovery: RecoveryOptions | None, make_host) -> TaskResult:
-        """Run ``graph`` on hosts ``make_host()`` builds, with the job's control endpoint open; a
-        rescale command stops the tasks at a window boundary and runs them again from there with
-        the new parallelism (key groups move through the snapshot)."""
+               recovery: RecoveryOptions | None, backend, make_host) -> TaskResult:
+        """Run ``graph`` as one ``JobRun`` on hosts ``make_host(backend)`` builds, with the job's
+        control endpoint open; a rescale command stops the tasks at a window boundary and runs them
+        again from there with the new parallelism (key groups move through the snapshot), in the
+        same run: same job lock, same state location, same control endpoint."""
         from gyreflow.api.control import ControlEndpoint, control_directory, initial_parameters
 
         inbox = ControlInbox(initial_parameters(self.config))
         endpoint = None
         if self.config["control.enabled"]:
             endpoint = ControlEndpoint(name, inbox, control_directory(self.config))
-        result = None
         try:
-            while True:
-                driver = JobDriver(self.config, make_host(), listener,
-                                   stop=current_settings().stop, control=inbox, result=result)
-                try:
-                    return driver.run(name, build_execution_graph(graph), recovery)
-                except RescaleRequested as request:
-                    graph = graph.with_parallelism(request.operator, request.parallelism)
-                    recovery = RecoveryOptions(resume=True)
-                    result = request.result
-                    group = [v.name for v in graph.forward_group(request.operator)]
-                    names = " and ".join([", ".join(group[:-1]), group[-1]] if len(group) > 1
-                                         else group)
-                    request.request.reply(ok=True, window=request.last_completed + 1, message=(
-                        f"{names} {'run' if len(group) > 1 else 'runs'} with "
-                        f"{request.parallelism} task{'s' if request.parallelism > 1 else ''} "
-                        f"{'each ' if len(group) > 1 else ''}from window "
-                        f"{request.last_completed + 1}"))
+            run = JobRun(self.config, backend, make_host, listener, stop=current_settings().stop,
+                         control=inbox)
+            return run.execute(name, graph, recovery)
         finally:
             if endpoint is not None:
                 endpoint.close()
@@ -137,8 +122,8 @@ class LocalEnvironment(Environment):
     def run_task(self, name: str, graph: PipelineGraph, listener: JobListener | None,
                  recovery: RecoveryOptions | None = None) -> TaskResult:
         """Run ``graph`` in this process."""
-        return self._drive(name, graph, listener, recovery,
-                           lambda: LocalHost(self.config, self.state_backend))
+        return self._drive(name, graph, listener, recovery, self.state_backend,
+                           lambda backend: LocalHost(self.config, backend))
 
 
 class SparkEnvironment(Environment):
@@ -166,13 +151,16 @@ class SparkEnvironment(Environment):
     def run_task(self, name: str, graph: PipelineGraph, listener: JobListener | None,
                  recovery: RecoveryOptions | None = None) -> TaskResult:
         """Run ``graph`` on Spark."""
-        from gyreflow.runtime.spark.host import SparkHost
+        from gyreflow.runtime.spark.host import SparkHost, SparkState
 
         if self.on_cluster:
             self._probe(graph)
-        return self._drive(name, graph, listener, recovery,
-                           lambda: SparkHost(self.config, self.state_backend, self.session))
-
+        state = SparkState(self.state_backend)  # one state location for the run, restarts included
+        try:
+            return self._drive(name, graph, listener, recovery, state.backend,
+                               lambda backend: SparkHost(self.config, backend, self.session))
+        finally:
+            state.close()
 
     def _probe(self, graph: PipelineGraph) -> None:
         """On a cluster, check once per location that every executor reaches the checkpoint

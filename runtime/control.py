@@ -9,7 +9,10 @@ windows; a rescale pauses, lets the windows in flight complete, and restarts the
 the last completed window with the new parallelism (key groups move through the snapshot).
 
 The driver's side is the ``ControlDesk``: the endpoint thread queues ``ControlRequest``s, the driver
-loop takes them between steps and answers each through its ``reply``.
+loop takes them between steps and answers each through its ``reply``. The ``ControlInbox`` lives as
+long as the run: while a rescale rebuilds the tasks, ``status`` is answered at once ("restarting")
+and the other commands wait in the inbox for the new tasks' desk, as do samples that were waiting
+for a window the old tasks never started.
 """
 
 from __future__ import annotations
@@ -97,17 +100,54 @@ class ControlInbox:
         self.state = "starting"
         self.wake = None  # set by the running driver: called after a request is queued
         self.closed = False  # the job ended: requests are answered at once
+        self.restarted_after: int | None = None  # while a rescale rebuilds the tasks: the boundary
+        self._lock = threading.Lock()  # submit against restarting and close
 
     def submit(self, command: dict, timeout: float) -> dict:
         """Queue ``command`` and wait for its answer (called from the endpoint's threads)."""
-        if self.closed:
-            return {"ok": False, "error": f"job {self.job!r} has ended"}
-        request = ControlRequest(command)
-        self.requests.put(request)
-        wake = self.wake
+        with self._lock:
+            if self.closed:
+                return {"ok": False, "error": f"job {self.job!r} has ended"}
+            if command.get("command") == "status" and self.restarted_after is not None:
+                window = self.restarted_after
+                return {"ok": True, "job": self.job, "state": "restarting", "paused": self.paused,
+                        "last_completed": window, "launched": window,
+                        "parameters": self.parameters}
+            request = ControlRequest(command)
+            self.requests.put(request)
+            wake = self.wake
         if wake is not None:
             wake()
         return request.wait(timeout)
+
+    def restarting(self, last_completed: int) -> None:
+        """The job's tasks stopped after ``last_completed`` and are being built again: status is
+        answered here, other commands wait for the new tasks."""
+        with self._lock:
+            self.restarted_after = last_completed
+            self.state = "restarting"
+
+    def attached(self) -> None:
+        """A run's tasks are up and its desk takes the requests."""
+        with self._lock:
+            self.restarted_after = None
+            self.state = "paused" if self.paused else "running"
+
+    def requeue(self, requests) -> None:
+        """Hand requests a run could not answer to the next run of the job (a restart)."""
+        with self._lock:
+            for request in requests:
+                self.requests.put(request)
+
+    def close(self, why: str) -> None:
+        """The job ended: answer what waits, and every later request, with ``why``."""
+        with self._lock:
+            self.closed = True
+            while True:
+                try:
+                    self.requests.get_nowait().reply(ok=False, error=why)
+                except queue.Empty:
+                    break
 
 
 class ControlDesk:
@@ -140,7 +180,7 @@ class ControlDesk:
         if controls:
             self.host.control(resume_from + 1, controls)
         self.launched = resume_from
-        self.inbox.state = "running"
+        self.inbox.attached()
 
     def next_window(self, pending) -> int:
         """The first window not launched yet (nor about to be: ``pending`` instructions)."""
@@ -265,9 +305,22 @@ class ControlDesk:
             del self.samples[window]
             request.reply(ok=True, window=window, tasks=[attrs.asdict(s) for s in samples])
 
+    def hand_over(self) -> None:
+        """The tasks stop for a restart (a rescale): samples waiting for a window they never
+        started go back to the inbox, for the restarted tasks to take (set parameters are in the
+        inbox already)."""
+        waiting = [request for request, _, _ in self.samples.values()]
+        self.samples.clear()
+        self.held.clear()
+        self.rescale = None  # the run answers it once the tasks are down
+        self.inbox.requeue(waiting)
+
     def close(self, why: str) -> None:
         """The run ends: answer what can no longer be answered."""
         for request, _, _ in self.samples.values():
             request.reply(ok=False, error=why)
         self.samples.clear()
+        if self.rescale is not None:  # the input ended (or the job failed) before the boundary
+            self.rescale.reply(ok=False, error=why)
+            self.rescale = None
         self.held.clear()

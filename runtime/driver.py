@@ -3,7 +3,9 @@
 It owns the scheduler core (which decides when a window is snapshotted and when it is complete), the
 checkpoint coordinator (resume, commit, prune), the order commit -> publish -> prune, the crash
 points, failure draining and per-window metrics. An engine is a ``Host`` (runtime/host.py): the
-in-process host (runtime/local) or the Spark host (runtime/spark).
+in-process host (runtime/local) or the Spark host (runtime/spark). A ``JobRun`` is one run of a job
+from its start to its end: a rescale inside it builds a new host and driver, the run's job lock and
+state location stay.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from collections.abc import Callable
 
 import attrs
 
-from gyreflow.plan.execution import ExecutionGraph
+from gyreflow.plan.execution import ExecutionGraph, build_execution_graph
+from gyreflow.plan.graph import PipelineGraph
 from gyreflow.runtime.checkpoint import CheckpointCoordinator, RecoveryOptions
 from gyreflow.runtime.control import ControlDesk, ControlInbox, RescaleRequested
 from gyreflow.runtime.faults import crash_point
@@ -64,6 +67,10 @@ class JobListener:
     def on_iteration_restored(self, window: int, superstep: int) -> None:
         """A resumed window goes on after ``superstep`` from its iteration snapshot."""
 
+    def on_restart(self, name: str, graph: ExecutionGraph, window: int) -> None:
+        """The run goes on after ``window`` with its tasks built again as ``graph`` (a rescale
+        changed a parallelism); ``on_start`` was called once, when the run started."""
+
     def on_finish(self, result: TaskResult) -> None:
         """The job finished."""
 
@@ -89,6 +96,10 @@ class Listeners(JobListener):
     def on_iteration_restored(self, window: int, superstep: int) -> None:
         for listener in self.listeners:
             listener.on_iteration_restored(window, superstep)
+
+    def on_restart(self, name: str, graph: ExecutionGraph, window: int) -> None:
+        for listener in self.listeners:
+            listener.on_restart(name, graph, window)
 
     def on_finish(self, result: TaskResult) -> None:
         for listener in self.listeners:
@@ -123,9 +134,11 @@ class JobDriver:
 
     def __init__(self, config, host: Host, listener: JobListener | None = None,
                  clock: Callable[[], float] = time.monotonic, stop: StopRequest | None = None,
-                 control: ControlInbox | None = None, result: TaskResult | None = None) -> None:
+                 control: ControlInbox | None = None, result: TaskResult | None = None,
+                 run: JobRun | None = None) -> None:
         self.config = config
-        self.seed = result  # what an earlier run of the job (before a rescale) produced
+        self.seed = result  # what the run produced before a restart (a rescale)
+        self.job_run = run  # the run this driver is part of; None: the driver is the whole run
         self.control = control
         self.desk: ControlDesk | None = None
         self.stop = stop
@@ -143,7 +156,8 @@ class JobDriver:
         failed = True
         lock = None
         try:
-            lock = store.lock_job(name)  # one writer per job: a second run stops here
+            if self.job_run is None:  # else the run holds the lock from its start to its end
+                lock = store.lock_job(name)  # one writer per job: a second run stops here
             iterations = any(cycle.loops for cycle in graph.cycles())
             coordinator = CheckpointCoordinator(
                 name, graph, store, backend,
@@ -196,7 +210,10 @@ class JobDriver:
         self.durable = resume_from
         self.started = self.clock()
         self.pending: deque = deque()
-        self.listener.on_start(name, graph)
+        if self.job_run is not None and self.job_run.restarts:
+            self.listener.on_restart(name, graph, resume_from)
+        else:
+            self.listener.on_start(name, graph)
         self.pending.extend(scheduler.start())
         if self.control is not None:
             self.desk = ControlDesk(self.control, host, graph, host.backend.max_parallelism)
@@ -205,6 +222,10 @@ class JobDriver:
             self.control.wake = lambda: self._reports.put(_Flushed(wake=True))
         try:
             return self._loop(name)
+        except RescaleRequested:
+            if self.desk is not None:
+                self.desk.hand_over()
+            raise
         finally:
             if self.desk is not None:
                 self.control.wake = None
@@ -287,8 +308,15 @@ class JobDriver:
         released = desk.take(self.pending, self.scheduler.committed)
         if released:
             self._send(released)
-        in_flight = bool(self.launched or self.pending or self.scheduler.outstanding
-                         or self.host.has_work())
+        scheduler = self.scheduler
+        # A finished window whose snapshots are not all durable, or whose commit is not, is in
+        # flight too: the restart resumes after the last committed window, and would compute it
+        # again with the new parallelism beside the output its old tasks staged. (Windows held
+        # back have pending checkpoints too, opened with their launch: they never started.)
+        in_flight = bool(self.launched or self.pending or scheduler.outstanding
+                         or self.host.has_work()
+                         or any(window <= desk.launched for cycle in scheduler.cycles.values()
+                                for window in cycle.checkpoints.pending))
         due = desk.rescale_due(in_flight, self.scheduler.committed)
         if due is not None:
             self.result.seconds = self.seconds_before + self.clock() - self.started
@@ -409,6 +437,67 @@ class JobDriver:
     def _writer_failed(self, error: BaseException) -> None:
         """The snapshot writer's error callback (any thread)."""
         self._reports.put(_WriterFailed(error))
+
+
+class JobRun:
+    """One run of a job from its start to its end, across the restarts inside it.
+
+    A rescale stops the job's tasks at a window boundary and starts them again with another
+    parallelism: a new host and a new driver, the same run. What belongs to the run is taken once
+    and kept until it ends: the job lock (no other run may take the job in between), the state
+    location every host of the run opens (``backend``; whoever made a scratch location for the run
+    removes it after ``execute``), the control inbox and the result so far.
+
+    >>> JobRun(config, backend, lambda b: LocalHost(config, b)).execute("job", graph)  # doctest: +SKIP
+    """
+
+    def __init__(self, config, backend, make_host: Callable[[object], Host],
+                 listener: JobListener | None = None, stop: StopRequest | None = None,
+                 control: ControlInbox | None = None) -> None:
+        self.config = config
+        self.backend = backend
+        self.make_host = make_host  # a host whose tasks keep their state in the backend given
+        self.listener = listener
+        self.stop = stop
+        self.control = control
+        self.restarts = 0
+
+    def execute(self, name: str, graph: PipelineGraph,
+                recovery: RecoveryOptions | None = None) -> TaskResult:
+        """Run ``graph`` to the end of its input (restarting it as rescales ask) and return its
+        result."""
+        store = self.backend.open_store()  # an unreachable backend fails here, before any data moves
+        try:
+            lock = store.lock_job(name)  # one writer per job: a second run stops here
+        finally:
+            store.close()
+        result = None
+        try:
+            while True:
+                driver = JobDriver(self.config, self.make_host(self.backend), self.listener,
+                                   stop=self.stop, control=self.control, result=result, run=self)
+                try:
+                    return driver.run(name, build_execution_graph(graph), recovery)
+                except RescaleRequested as request:
+                    graph = graph.with_parallelism(request.operator, request.parallelism)
+                    recovery = RecoveryOptions(resume=True)
+                    result = request.result
+                    self.restarts += 1
+                    if self.control is not None:
+                        self.control.restarting(request.last_completed)
+                    request.request.reply(ok=True, window=request.last_completed + 1,
+                                          message=_rescaled(graph, request))
+        finally:
+            lock.release()
+
+
+def _rescaled(graph: PipelineGraph, request: RescaleRequested) -> str:
+    """What a rescale answers: which operators run with how many tasks from which window."""
+    group = [v.name for v in graph.forward_group(request.operator)]
+    names = " and ".join([", ".join(group[:-1]), group[-1]] if len(group) > 1 else group)
+    tasks = f"{request.parallelism} task{'s' if request.parallelism > 1 else ''}"
+    return (f"{names} {'run' if len(group) > 1 else 'runs'} with {tasks} "
+            f"{'each ' if len(group) > 1 else ''}from window {request.last_completed + 1}")
 
 
 def _poll(reports: queue.SimpleQueue):

@@ -16,15 +16,24 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from test_notifications import QUIET, QUIET_WORDS, WINDOW, make_lines, read_alerts, windows_of
+from test_notifications import (
+    QUIET,
+    QUIET_WORDS,
+    WINDOW,
+    example,
+    make_lines,
+    read_alerts,
+    windows_of,
+)
 from test_recovery import write_lines
 
-from gyreflow.api import ProcessFunction, SizeTumblingWindow
+from gyreflow.api import JobListener, ProcessFunction, SizeTumblingWindow
 
 LINES = 900
 WINDOWS = LINES // WINDOW
@@ -94,10 +103,33 @@ class Job:
         assert done.returncode == 0, done.stderr + self.output()
         return json.loads(done.stdout)
 
+    def ask(self, command: dict) -> dict:
+        """``command``'s answer, sent from this process (no interpreter to start)."""
+        from gyreflow.api.control import find_job, send
+
+        answer = send(find_job(self.env["GYREFLOW_CONTROL__DIRECTORY"], str(self.process.pid)),
+                      command)
+        assert answer["ok"], answer
+        return answer
+
     def published(self) -> int:
         if not self.out.exists():
             return 0
         return sum(1 for p in self.out.iterdir() if not p.name.startswith("."))
+
+    def windows_published(self) -> int:
+        """The highest window with a file in the output directory."""
+        if not self.out.exists():
+            return 0
+        return max((int(p.name.split("-")[1].split(".")[0]) for p in self.out.iterdir()
+                    if p.name.startswith("window-")), default=0)
+
+    def wait_windows(self, window: int) -> None:
+        deadline = time.monotonic() + TIMEOUT
+        while self.windows_published() < window:
+            assert self.process.poll() is None, f"the job ended early:\n{self.output()}"
+            assert time.monotonic() < deadline, "no progress"
+            time.sleep(0.02)
 
     def wait_published(self, count: int) -> None:
         deadline = time.monotonic() + TIMEOUT
@@ -168,26 +200,43 @@ def test_a_parameter_set_mid_run_equals_stop_and_resume_with_it(words, workdir, 
     assert read_alerts(again) == expected
 
 
-@pytest.mark.parametrize("environment", ["local", "spark"])
-def test_a_rescale_mid_run_equals_stop_and_resume_with_the_new_parallelism(words, workdir,
-                                                                            environment):
+RESCALES = [  # (environment, state backend); Spark keeps memory state in a directory of the run
+    ("local", "rocksdb"), ("local", "memory"), ("local", "jdbc"), ("spark", "memory"),
+    ("spark", "rocksdb")]
+
+
+@pytest.mark.parametrize(("environment", "backend"), RESCALES)
+def test_a_rescale_up_then_down_mid_run_continues_from_the_state_the_run_holds(
+        words, workdir, environment, backend):
     path, lines = words
     out = workdir / "out"
+    scratch = workdir / "tmp"
+    scratch.mkdir()
     job = Job(workdir, environment, job_args(path, out, parallelism=1,
-                                             pace=0.004 if environment == "local" else 0.001))
+                                             pace=0.01 if environment == "local" else 0.001),
+              GYREFLOW_STATE__BACKEND=backend, TMPDIR=str(scratch))
     job.wait_published(4)
-    answer = job.answer("rescale", "quiet", "3")
-    boundary = answer["window"]
+    answer = job.answer("rescale", "quiet", "3")  # while windows run
+    up = answer["window"]
     assert "from window" in answer["message"]
     sample = job.answer("sample")
-    assert job.wait() == 0, job.output()
     assert sorted(t["index"] for t in sample["tasks"] if t["task"] == "quiet") == [0, 1, 2]
-    assert boundary < WINDOWS - 3, boundary
+    job.wait_windows(sample["window"])
+    job.ask({"command": "pause"})  # and while paused (the job waits for the command line)
+    down = job.answer("rescale", "quiet", "1")["window"]
+    assert job.answer("status")["state"] == "paused"  # the restarted tasks keep the pause
+    job.ask({"command": "resume"})
+    assert job.wait() == 0, job.output()
+    assert 4 < up < down < WINDOWS, (up, down)
     expected = quiet_oracle(lines, lambda w: QUIET)
     assert read_alerts(out) == expected
-    if environment == "spark":
-        return  # as above: on Spark the plain loop is the oracle
-    again = stopped_after_then_resumed(workdir, environment, path, boundary,
+    # The sink runs chained to the rescaled operator: one file per task and window.
+    parts = Counter(int(p.name.split("-")[1].split(".")[0]) for p in out.iterdir())
+    assert parts == {w: 3 if up <= w < down else 1 for w in range(1, WINDOWS + 1)}
+    assert not list(scratch.glob("gyreflow-spark-state-*"))  # removed when the job ended
+    if (environment, backend) != ("local", "rocksdb"):
+        return  # the stop-and-resume equivalence is the driver's, the same code on every host
+    again = stopped_after_then_resumed(workdir, environment, path, up,
                                        job_args(path, out, parallelism=3))
     assert read_alerts(again) == expected
 
@@ -237,6 +286,7 @@ def test_commands_that_cannot_apply_are_refused_in_one_line(words, workdir):
     path, _ = words
     job = Job(workdir, "local", job_args(path, workdir / "out", pace=0.004))
     job.wait_published(2)
+    job.ask({"command": "pause"})  # the job waits for the commands below, however slowly they start
     pid = str(job.process.pid)
     directory = Path(job.env["GYREFLOW_CONTROL__DIRECTORY"])
     assert stat.S_IMODE(directory.stat().st_mode) == 0o700
@@ -255,6 +305,8 @@ def test_commands_that_cannot_apply_are_refused_in_one_line(words, workdir):
     with socket.create_connection(("127.0.0.1", details["port"]), timeout=10) as conn:
         conn.sendall(b'{"command": "pause", "token": "guess"}\n')
         assert json.loads(conn.makefile().readline()) == {"ok": False, "error": "wrong token"}
+    assert job.answer("status")["state"] == "paused"
+    job.ask({"command": "resume"})
     assert job.answer("status")["state"] == "running"
     for done in (unknown, source, zero, missing):
         assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
@@ -281,3 +333,145 @@ def test_functions_read_their_operator_parameters_from_config(make_env):
 
     got = sorted(pipeline.execute()["scaled"].output("collect"))
     assert got == [n * 3 for n in numbers if n * 3 >= 30]
+
+
+def test_commands_during_a_restart_are_answered_and_the_run_keeps_its_job_lock(words, tmp_path,
+                                                                                monkeypatch):
+    """A rescale tears the job's tasks down and builds them again; while it does, a command is
+    answered (status at once, the others once the new tasks run), a sample that was waiting for a
+    window carries over, and the run keeps the job: a second run is refused, as at any time."""
+    from gyreflow.api import Environment
+    from gyreflow.api import environment as environments
+    from gyreflow.api.control import find_job, send
+    from gyreflow.runtime.control import ControlInbox
+    from gyreflow.runtime.local.host import LocalHost
+    from gyreflow.state.job_lock import JobLockedError
+
+    path, lines = words
+    out, state, directory = tmp_path / "out", tmp_path / "state", tmp_path / "control"
+    inboxes: list[ControlInbox] = []
+    hosts: list[LocalHost] = []
+    restarting, go_on = threading.Event(), threading.Event()
+
+    class Inbox(ControlInbox):
+        def __init__(self, *args) -> None:
+            super().__init__(*args)
+            inboxes.append(self)
+
+    def host(config, backend) -> LocalHost:
+        if hosts:  # the restart: hold it until the test has looked
+            restarting.set()
+            assert go_on.wait(TIMEOUT)
+        hosts.append(LocalHost(config, backend))
+        return hosts[-1]
+
+    monkeypatch.setattr(environments, "ControlInbox", Inbox)
+    monkeypatch.setattr(environments, "LocalHost", host)
+    env = Environment.local(1, progress=False, config={
+        "state.backend": "rocksdb", "state.path": str(state), "control.directory": str(directory)})
+    pipeline = example().build(env.pipeline("quiet-words"), str(path), WINDOW, QUIET, str(out), 1,
+                               0.004)
+    heard = Heard()
+    ended: list = []
+    runner = threading.Thread(
+        target=lambda: ended.append(_outcome(lambda: pipeline.execute(listener=heard))))
+    runner.start()
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not (out.exists() and len(list(out.iterdir())) >= 3):
+            assert time.monotonic() < deadline and runner.is_alive(), ended
+            time.sleep(0.02)
+        job = find_job(str(directory), None)
+        assert send(job, {"command": "pause"})["ok"]
+        while (status := send(job, {"command": "status"}))["launched"] != status["last_completed"]:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        sampled: list[dict] = []
+        sampler = threading.Thread(target=lambda: sampled.append(send(job, {"command": "sample"})))
+        sampler.start()
+        while inboxes[0].requests.qsize():  # taken: the sample waits for a window not started
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        rescaled = send(job, {"command": "rescale", "operator": "quiet", "parallelism": 3})
+        assert rescaled["ok"] and rescaled["window"] == status["last_completed"] + 1, rescaled
+        assert restarting.wait(TIMEOUT)
+        # While the tasks are rebuilt: the command line finds the job and gets an answer at once.
+        shown = subprocess.run([sys.executable, "-m", "gyreflow", "control", "status", "--json"],
+                               env=control_environ(directory), capture_output=True, text=True,
+                               timeout=TIMEOUT, check=False)
+        assert shown.returncode == 0, shown.stderr
+        assert json.loads(shown.stdout)["state"] == "restarting"
+        assert json.loads(shown.stdout)["last_completed"] == status["last_completed"]
+        resumed = subprocess.Popen(
+            [sys.executable, "-m", "gyreflow", "control", "resume", "--json"],
+            env=control_environ(directory), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True)
+        while not inboxes[0].requests.qsize():  # queued for the tasks being built
+            assert resumed.poll() is None and time.monotonic() < deadline, resumed.communicate()
+            time.sleep(0.01)
+        # The run still holds the job: in this process, and against a second run.
+        store = env.state_backend.open_store()
+        try:
+            with pytest.raises(JobLockedError, match=f"pid {os.getpid()}"):
+                store.lock_job("quiet-words/quiet_words")
+        finally:
+            store.close()
+        second = subprocess.run(
+            [sys.executable, "-m", "gyreflow", "run", "--quiet", "--env", "local",
+             str(QUIET_WORDS), "--", *job_args(path, tmp_path / "second")],
+            env={**control_environ(directory), "GYREFLOW_STATE__BACKEND": "rocksdb",
+                 "GYREFLOW_STATE__PATH": str(state)},
+            capture_output=True, text=True, timeout=TIMEOUT, check=False)
+        assert second.returncode == 4, second.stderr
+        assert second.stderr.startswith("error:") and "Traceback" not in second.stderr
+        assert f"pid {os.getpid()}" in second.stderr
+    finally:
+        go_on.set()
+    stdout, stderr = resumed.communicate(timeout=TIMEOUT)
+    assert resumed.returncode == 0, stderr
+    assert json.loads(stdout)["message"] == "sources resumed"
+    runner.join(TIMEOUT)
+    sampler.join(TIMEOUT)
+    assert ended and not isinstance(ended[0], BaseException), ended
+    assert sampled[0]["ok"], sampled
+    assert sampled[0]["window"] == status["last_completed"] + 1
+    assert sorted(t["index"] for t in sampled[0]["tasks"] if t["task"] == "quiet") == [0, 1, 2]
+    assert read_alerts(out) == quiet_oracle(lines, lambda w: QUIET)
+    # One run: started once, restarted once after the boundary with three quiet tasks, finished once.
+    assert heard.events == [("start", 1), ("restart", status["last_completed"], 3), ("finish",)]
+    store = env.state_backend.open_store()
+    try:
+        store.lock_job("quiet-words/quiet_words").release()  # released when the run ended
+    finally:
+        store.close()
+
+
+class Heard(JobListener):
+    def __init__(self) -> None:
+        self.events: list[tuple] = []
+
+    def on_start(self, name, graph) -> None:
+        self.events.append(("start", _tasks_of(graph, "quiet")))
+
+    def on_restart(self, name, graph, window) -> None:
+        self.events.append(("restart", window, _tasks_of(graph, "quiet")))
+
+    def on_finish(self, result) -> None:
+        self.events.append(("finish",))
+
+
+def _tasks_of(graph, operator: str) -> int:
+    return next(v.parallelism for v in graph.vertices if operator in [c.name for c in v.chain])
+
+
+def _outcome(call):
+    try:
+        return call()
+    except BaseException as exc:  # noqa: BLE001 - the test reports it
+        return exc
+
+
+def control_environ(directory: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GYREFLOW_")}
+    env["GYREFLOW_CONTROL__DIRECTORY"] = str(directory)
+    return env

@@ -42,7 +42,7 @@ from gyreflow.runtime.spark.shipping import explain_unpicklable, ship_user_modul
 from gyreflow.scheduler.events import EventKind, TaskFailed
 from gyreflow.state.backends import RocksDBStateBackend
 
-__all__ = ["PlanNotShippableError", "SparkHost", "spark_log_path", "spark_session"]
+__all__ = ["PlanNotShippableError", "SparkHost", "SparkState", "spark_log_path", "spark_session"]
 
 PRUNE_EVERY = 10  # commits between two prunes of old versions by the driver
 
@@ -110,6 +110,28 @@ class _DriverWriter(SnapshotWriter):
             self.flush()
 
 
+class SparkState:
+    """Where the Spark tasks of one run keep their state: the configured backend, or for the memory
+    backend a scratch RocksDB directory (Spark tasks run in other processes) that lives as long as
+    the run, so it survives nothing, like the memory backend, but every host of the run (a rescale
+    builds a new one) finds the windows the run completed. ``close`` removes it.
+    """
+
+    def __init__(self, backend) -> None:
+        self.directory = None
+        if backend.name == "memory":
+            self.directory = tempfile.mkdtemp(prefix="gyreflow-spark-state-")
+            backend = RocksDBStateBackend(backend.max_parallelism, backend.snapshot_every,
+                                          backend.retained_snapshots, path=self.directory)
+        self.backend = backend
+
+    def close(self) -> None:
+        """Remove the scratch directory (nothing for a configured location)."""
+        if self.directory is not None:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            self.directory = None
+
+
 class SparkHost:
     """Runs a job's tasks on Spark for the driver: each window a Spark job (a round), each batch of
     lifecycle events a small control job whose tasks acknowledge what they did."""
@@ -119,14 +141,11 @@ class SparkHost:
     def __init__(self, config, backend, session_factory: Callable[[], object]) -> None:
         self.config = config
         self.session_factory = session_factory
-        self._scratch = None
-        if backend.name == "memory":
-            # Spark tasks run in other processes: memory state is kept in a scratch RocksDB that
-            # lives as long as this run (so it survives nothing, like the memory backend).
-            self._scratch = tempfile.mkdtemp(prefix="gyreflow-spark-state-")
-            backend = RocksDBStateBackend(backend.max_parallelism, backend.snapshot_every,
-                                          backend.retained_snapshots, path=self._scratch)
-        self.backend = backend
+        # Given the memory backend, this host is the whole run: it keeps the state in a scratch
+        # directory of its own and removes it when it closes. A run that may build several hosts
+        # (a rescale) makes its ``SparkState`` once and hands each host its backend.
+        self._scratch = SparkState(backend) if backend.name == "memory" else None
+        self.backend = backend if self._scratch is None else self._scratch.backend
         self._writer: _DriverWriter | None = None
         # launched windows: (window, snapshot it, cycle, a head task)
         self._windows: deque[tuple[int, bool, int, int]] = deque()
@@ -315,7 +334,7 @@ class SparkHost:
                     action()
         finally:
             if self._scratch is not None:
-                shutil.rmtree(self._scratch, ignore_errors=True)
+                self._scratch.close()
 
     def _stop_rounds(self) -> None:
         """Cancel rounds still running (a failed job), wait for their threads, stop the service."""
