@@ -229,8 +229,6 @@ def one_error_line(done: subprocess.CompletedProcess) -> str:
     return errors[0]
 
 
-@pytest.mark.xfail(strict=True, reason="runtime/dataflow/operators.py SinkOperator.process wraps a "
-                   "sink's DataError as a user function's error (exit 1, with a traceback)")
 def test_a_lone_surrogate_stops_gyreflow_run_with_one_line_and_exit_5(tmp_path):
     done = gyreflow(tmp_path, SURROGATE_JOB, str(tmp_path / "out"))
     line = one_error_line(done)

@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from gyreflow.plan import operators as specs
-from gyreflow.runtime.errors import RecordError, locate_failure
+from gyreflow.runtime.errors import DataError, RecordError, locate_failure
 
 _MISSING = object()
 _IMMUTABLE = frozenset({int, float, str, bytes, bool, complex, type(None), frozenset, range})
@@ -324,6 +324,8 @@ class SinkOperator(Operator):
         self.records_in += len(batch)
         try:
             self.writer.write(self.ctx.window, batch)
+        except DataError:
+            raise  # a record the sink cannot write names itself: bad data, not a user function's fault
         except Exception as exc:
             raise locate_failure(self.name, batch, lambda _r: None, exc) from exc
 
