@@ -2,7 +2,8 @@
 
 ``JobMonitor`` is a job listener. It keeps its metrics in a registry of its own (two monitors in one
 process never mix their series) and a bounded view of the job (the plan, the last windows and
-checkpoints), so it costs the same in the millionth window as in the first.
+checkpoints, the trends of the whole run as ``Trend``s, the last rescales and restarts), so it costs
+the same in the millionth window as in the first.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import time
 from bisect import bisect_left
 from collections import deque
 
+import attrs
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.utils import floatToGoString
@@ -21,6 +23,10 @@ from gyreflow.runtime.driver import CheckpointMetrics, JobListener
 from gyreflow.runtime.metrics import TaskResult, WindowMetrics
 
 RECENT = 60  # windows and checkpoints kept for the page
+RECENT_POINTS = 256  # trend points kept as they came (one per window or checkpoint)
+OLDER_POINTS = 256  # at most this many points for everything before them, each merging 2**k
+POINT_SECONDS = 1.0  # a trend point gathers the windows (or checkpoints) of at least this long
+EVENTS = 100  # rescales and restarts kept for the page (the counters count every one)
 # Window and checkpoint times: from half a millisecond to ten minutes.
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
            30.0, 60.0, 120.0, 300.0, 600.0)
@@ -34,9 +40,12 @@ class JobMonitor(JobListener):
     registry, so two monitors in one process never mix their series).
     """
 
-    def __init__(self, stop=None, clock=time.monotonic) -> None:
+    def __init__(self, stop=None, clock=time.monotonic, wall_clock=time.time,
+                 recent_points: int = RECENT_POINTS, older_points: int = OLDER_POINTS,
+                 point_seconds: float = POINT_SECONDS) -> None:
         self.stop = stop  # a StopRequest: once requested, the state is "stopping"
         self.clock = clock
+        self.wall_clock = wall_clock  # the trends' time axis and the watermark lag
         self._lock = threading.Lock()
         self._state = "running"  # the port opens as the run starts
         self.job = ""
@@ -55,6 +64,16 @@ class JobMonitor(JobListener):
         self.execution_graph: dict = {"cycles": [], "vertices": [], "tasks": [], "edges": []}
         self.recent_windows: deque = deque(maxlen=RECENT)
         self.recent_checkpoints: deque = deque(maxlen=RECENT)
+        # Each window (and each checkpoint) covers the wall time from the previous one's end (or
+        # the task's start) to its own: a point's records make a rate over the time it covers.
+        self.window_trend = Trend(("records", "duration_seconds", "watermark_lag_seconds"),
+                                  recent_points, older_points, point_seconds)
+        self.checkpoint_trend = Trend(("duration_seconds", "bytes"), recent_points, older_points,
+                                      point_seconds)
+        self._window_mark = self._checkpoint_mark = wall_clock()
+        self.events: deque = deque(maxlen=EVENTS)
+        self.rescales = 0
+        self.restarts = 0
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_Collector(self))
 
@@ -69,10 +88,36 @@ class JobMonitor(JobListener):
             self._state = "running"
             self.started = self.clock()
             self.records = 0
+            self._window_mark = self._checkpoint_mark = self.wall_clock()
+
+    def on_restart(self, name: str, graph: ExecutionGraph, window: int) -> None:
+        """The run goes on after ``window`` with its tasks built again: a ``rescale`` when an
+        operator's parallelism changed, else a ``restart``; counted and marked on the trends."""
+        job, _, task = name.partition("/")
+        pipeline_graph, execution_graph = describe_graphs(graph)
+        now = self.wall_clock()
+        with self._lock:
+            before = {op["name"]: op["parallelism"] for op in self.pipeline_graph["operators"]}
+            changed = [f"{op['name']} {before[op['name']]} \u2192 {op['parallelism']}"
+                       for op in pipeline_graph["operators"]
+                       if before.get(op["name"], op["parallelism"]) != op["parallelism"]]
+            self.job, self.task = job, task or job
+            self.pipeline_graph, self.execution_graph = pipeline_graph, execution_graph
+            self._event(now, "rescale" if changed else "restart", window, ", ".join(changed))
+
+    def _event(self, now: float, kind: str, window: int, detail: str) -> None:
+        """Count a ``rescale`` or a ``restart`` and keep it for the page (the lock is held)."""
+        if kind == "rescale":
+            self.rescales += 1
+        else:
+            self.restarts += 1
+        self.events.append({"time": round(now, 3), "kind": kind, "window": window,
+                            "detail": detail})
 
     def on_window(self, metrics: WindowMetrics) -> None:
         records = metrics.source_records
-        lag = None if metrics.watermark is None else max(0.0, time.time() - metrics.watermark)
+        now = self.wall_clock()
+        lag = None if metrics.watermark is None else max(0.0, now - metrics.watermark)
         with self._lock:
             task, operators = self.task, self.operators
             for operator, m in metrics.operators.items():
@@ -89,8 +134,11 @@ class JobMonitor(JobListener):
             self.recent_windows.append({"window": metrics.window,
                                         "duration_seconds": round(metrics.seconds, 6),
                                         "records": records})
+            self.window_trend.add(self._window_mark, now, records, metrics.seconds, lag)
+            self._window_mark = now
 
     def on_checkpoint(self, checkpoint: CheckpointMetrics) -> None:
+        now = self.wall_clock()
         with self._lock:
             self.last_completed_window = checkpoint.window
             self.checkpoint_bytes = checkpoint.bytes
@@ -98,10 +146,15 @@ class JobMonitor(JobListener):
             self.recent_checkpoints.append({"window": checkpoint.window,
                                             "duration_seconds": round(checkpoint.seconds, 6),
                                             "bytes": checkpoint.bytes})
+            self.checkpoint_trend.add(self._checkpoint_mark, now, checkpoint.seconds,
+                                      checkpoint.bytes)
+            self._checkpoint_mark = now
 
     def on_finish(self, result: TaskResult) -> None:
         with self._lock:
             self.last_completed_window = result.last_completed
+            self.window_trend.flush()
+            self.checkpoint_trend.flush()
 
     # The run as a whole ---------------------------------------------------------------------
 
@@ -111,6 +164,8 @@ class JobMonitor(JobListener):
         from gyreflow.runtime.stop import JobInterrupted, JobStopped
 
         with self._lock:
+            self.window_trend.flush()
+            self.checkpoint_trend.flush()
             if error is None or isinstance(error, JobStopped | JobInterrupted):
                 self._state = "finished"
             else:
@@ -141,6 +196,14 @@ class JobMonitor(JobListener):
                 "execution_graph": self.execution_graph,
                 "recent_windows": list(self.recent_windows),
                 "recent_checkpoints": list(self.recent_checkpoints),
+                "operators": [{"task": task, "operator": operator, "records_in": pair[0],
+                               "records_out": pair[1]}
+                              for (task, operator), pair in self.operators.items()],
+                "trends": {"windows": _window_columns(self.window_trend.stretches()),
+                           "checkpoints": _checkpoint_columns(self.checkpoint_trend.stretches())},
+                "events": list(self.events),
+                "rescales": self.rescales,
+                "restarts": self.restarts,
                 "error": self.error,
             }
 
@@ -170,6 +233,145 @@ def describe_graphs(graph: ExecutionGraph) -> tuple[dict, dict]:
                   for e in graph.edges],
     }
     return pipeline_graph, execution_graph
+
+
+@attrs.define(eq=False)
+class Stretch:
+    """Observations of a trend merged into one: the wall time they cover (``start`` to ``end``), how
+    many there were (``count``) and how many trend points they make (``points``: 0 while still a
+    point in the making), and per field the sum, the number of observations that had a value and the
+    largest value (None when none had one)."""
+
+    start: float
+    end: float
+    count: int
+    points: int
+    sums: list[float]
+    counts: list[int]
+    maxes: list[float | None]
+
+    @classmethod
+    def observation(cls, start: float, end: float, values: tuple) -> Stretch:
+        return cls(start, end, 1, 0, [v or 0 for v in values], [int(v is not None) for v in values],
+                   list(values))
+
+    def absorb(self, later: Stretch) -> None:
+        """Merge ``later``, the stretch that follows this one, into this one."""
+        self.end = later.end
+        self.count += later.count
+        self.points += later.points
+        for i, value in enumerate(later.maxes):
+            self.sums[i] += later.sums[i]
+            self.counts[i] += later.counts[i]
+            mine = self.maxes[i]
+            if value is not None and (mine is None or value > mine):
+                self.maxes[i] = value
+
+
+class Trend:
+    """A series over a whole run in bounded memory.
+
+    Observations (one per window, or per checkpoint) are gathered into points of at least
+    ``seconds`` of wall time each, so that a job finishing a thousand windows a second keeps minutes
+    of points, not a second. The last ``recent`` points are kept as they are; every point before
+    them is merged into fewer than ``older`` stretches of ``2**k`` points each (and one stretch still
+    filling). When the older stretches reach ``older``, neighbours merge in pairs, so the series
+    always reaches back to the run's start, coarser the older it is.
+
+    >>> trend = Trend(("records",), recent=2, older=2)
+    >>> for second in range(6): trend.add(second, second + 1, 10)
+    >>> [(s.start, s.end, s.points, s.sums[0]) for s in trend.stretches()]
+    [(0, 4, 4, 40), (4, 5, 1, 10), (5, 6, 1, 10)]
+    """
+
+    def __init__(self, fields: tuple[str, ...], recent: int = RECENT_POINTS,
+                 older: int = OLDER_POINTS, seconds: float = 0.0) -> None:
+        if recent < 1 or older < 2 or older % 2:
+            msg = (f"a trend keeps at least 1 recent point and an even number (at least 2) of "
+                   f"older ones, not {recent} and {older}")
+            raise ValueError(msg)
+        self.fields = fields
+        self.seconds = seconds
+        self.recent_limit = recent
+        self.older_limit = older
+        self.pending: Stretch | None = None  # observations of a point shorter than ``seconds``
+        self.recent: deque[Stretch] = deque()
+        self.older: list[Stretch] = []
+        self.filling: Stretch | None = None  # older points not yet a whole stretch
+        self.span = 1  # points per older stretch
+
+    def add(self, start: float, end: float, *values: float | None) -> None:
+        """One observation covering ``start`` to ``end``, with a value (or None) per field."""
+        observed = Stretch.observation(start, end, values)
+        if self.pending is None:
+            self.pending = observed
+        else:
+            self.pending.absorb(observed)
+        if self.pending.end - self.pending.start >= self.seconds:
+            self.flush()
+
+    def flush(self) -> None:
+        """Make the observations not yet a point one (the job ended: no more will come)."""
+        if self.pending is None:
+            return
+        point, self.pending = self.pending, None
+        point.points = 1
+        self.recent.append(point)
+        if len(self.recent) > self.recent_limit:
+            self._retire(self.recent.popleft())
+
+    def _retire(self, point: Stretch) -> None:
+        if self.filling is None:
+            self.filling = point
+        else:
+            self.filling.absorb(point)
+        if self.filling.points < self.span:
+            return
+        self.older.append(self.filling)
+        self.filling = None
+        if len(self.older) == self.older_limit:
+            pairs = zip(self.older[0::2], self.older[1::2], strict=True)
+            for first, second in pairs:
+                first.absorb(second)
+            self.older = self.older[0::2]
+            self.span *= 2
+
+    def stretches(self) -> list[Stretch]:
+        """Every point so far, oldest first, merged as the bounds ask (observations not yet a
+        point are left out until ``flush``)."""
+        filling = [] if self.filling is None else [self.filling]
+        return [*self.older, *filling, *self.recent]
+
+
+def _mean(stretch: Stretch, field: int, digits: int) -> float | None:
+    count = stretch.counts[field]
+    return round(stretch.sums[field] / count, digits) if count else None
+
+
+def _window_columns(stretches: list[Stretch]) -> dict[str, list]:
+    """A window trend as the page's columns: rates over each stretch's wall time, mean and largest
+    window time and watermark lag."""
+    return {
+        "time": [round(s.end, 3) for s in stretches],
+        "windows": [s.count for s in stretches],
+        "records": [s.sums[0] for s in stretches],
+        "records_per_second": [round(s.sums[0] / max(s.end - s.start, 1e-9), 1) for s in stretches],
+        "duration_seconds": [_mean(s, 1, 6) for s in stretches],
+        "duration_max_seconds": [round(s.maxes[1], 6) for s in stretches],
+        "watermark_lag_seconds": [_mean(s, 2, 3) for s in stretches],
+    }
+
+
+def _checkpoint_columns(stretches: list[Stretch]) -> dict[str, list]:
+    """A checkpoint trend as the page's columns: mean and largest duration and size."""
+    return {
+        "time": [round(s.end, 3) for s in stretches],
+        "checkpoints": [s.count for s in stretches],
+        "duration_seconds": [_mean(s, 0, 6) for s in stretches],
+        "duration_max_seconds": [round(s.maxes[0], 6) for s in stretches],
+        "bytes": [round(s.sums[1] / s.count) for s in stretches],
+        "bytes_max": [s.maxes[1] for s in stretches],
+    }
 
 
 class _Histogram:
@@ -204,6 +406,11 @@ class _Collector:
         with m._lock:
             windows = CounterMetricFamily("gyreflow_windows_completed", "Windows completed.",
                                           value=m.windows_completed)
+            rescales = CounterMetricFamily("gyreflow_rescales", "Rescales of the run.",
+                                           value=m.rescales)
+            restarts = CounterMetricFamily("gyreflow_restarts",
+                                           "Restarts of the run's tasks with the same parallelism.",
+                                           value=m.restarts)
             records_in = CounterMetricFamily("gyreflow_operator_records_in",
                                              "Records into an operator.", labels=("task", "operator"))
             records_out = CounterMetricFamily("gyreflow_operator_records_out",
@@ -213,7 +420,7 @@ class _Collector:
                 records_in.add_metric((task, operator), count_in)
                 records_out.add_metric((task, operator), count_out)
             families = [
-                windows, records_in, records_out,
+                windows, records_in, records_out, rescales, restarts,
                 GaugeMetricFamily("gyreflow_last_completed_window",
                                   "The job's last completed window id.",
                                   value=m.last_completed_window),

@@ -1,4 +1,5 @@
-"""One port for a running job: ``/metrics`` (Prometheus), ``/api/job`` (JSON) and ``/`` (the page).
+"""One port for a running job: ``/metrics`` (Prometheus), ``/api/job`` (JSON), ``/`` (the page) and
+``/static/`` (the charting library the page draws with, shipped in the package with its licence).
 
 The server runs in a daemon thread for the length of a run. It binds 127.0.0.1 unless given a host,
 opens before the first window and closes before the process exits.
@@ -11,7 +12,9 @@ import socket
 import sys
 import threading
 import time
+from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -19,6 +22,18 @@ from gyreflow.api.monitor import JobMonitor
 from gyreflow.api.ui_page import PAGE
 
 DEFAULT_HOST = "127.0.0.1"
+# Every file /static/ serves (package data in api/static/): uPlot 1.6.32 (MIT) and its licence.
+STATIC_FILES = {
+    "uPlot.iife.min.js": "text/javascript; charset=utf-8",
+    "uPlot.min.css": "text/css; charset=utf-8",
+    "uPlot.LICENSE": "text/plain; charset=utf-8",
+}
+
+
+@cache
+def static_file(name: str) -> bytes:
+    """The bytes of ``api/static/NAME`` as installed with the package (read once)."""
+    return resources.files("gyreflow.api").joinpath("static", name).read_bytes()
 
 
 class UiAddressError(ValueError):
@@ -50,14 +65,17 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, "application/json", body)
         elif path in ("/", "/index.html"):
             self._send(200, "text/html; charset=utf-8", PAGE.encode())
+        elif path.startswith("/static/") and path[len("/static/"):] in STATIC_FILES:
+            name = path[len("/static/"):]
+            self._send(200, STATIC_FILES[name], static_file(name), cache="max-age=3600")
         else:
             self._send(404, "text/plain; charset=utf-8", b"not found: try /, /metrics or /api/job\n")
 
-    def _send(self, status: int, content_type: str, body: bytes) -> None:
+    def _send(self, status: int, content_type: str, body: bytes, cache: str = "no-store") -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
+        self.send_header("Cache-Control", cache)
         self.end_headers()
         self.wfile.write(body)
 

@@ -93,6 +93,19 @@ def test_metrics_and_job_json_match_plain_counts(make_env):
     assert sum(w["records"] for w in job["recent_windows"]) == len(LINES)
     assert [c["window"] for c in job["recent_checkpoints"]] == list(range(1, windows + 1))
     assert all(c["bytes"] > 0 and c["duration_seconds"] >= 0 for c in job["recent_checkpoints"])
+    # the trends hold every window and checkpoint of the run, however they gathered them into points
+    trends = job["trends"]
+    assert sum(trends["windows"]["windows"]) == windows
+    assert sum(trends["windows"]["records"]) == len(LINES)
+    assert sum(trends["checkpoints"]["checkpoints"]) == windows
+    assert max(trends["checkpoints"]["bytes_max"]) == max(c["bytes"] for c in job["recent_checkpoints"])
+    assert trends["windows"]["time"] == sorted(trends["windows"]["time"])
+    operators = {o["operator"]: (o["records_in"], o["records_out"]) for o in job["operators"]
+                 if o["task"] == "count"}
+    assert operators["source-0"][1] == len(LINES)
+    assert operators["flat_map-1"] == (len(LINES), sum(words.values()))
+    assert operators["collect-3"][0] == emitted
+    assert (job["events"], job["rescales"], job["restarts"]) == ([], 0, 0)
 
 
 def test_the_watermark_lag_is_wall_clock_minus_the_watermark(tmp_path):
@@ -147,15 +160,19 @@ pipeline.execute()
 '''
 
 
-def start_job(tmp_path, lines: int, fail_at: int = -1, linger: float = 0.0, environment="local"):
-    script = tmp_path / "slow.py"
-    script.write_text(SCRIPT, encoding="utf-8")
+def start_job(tmp_path, lines: int, fail_at: int = -1, linger: float = 0.0, environment="local",
+              script: str = SCRIPT, args: tuple[str, ...] | None = None, **config: str):
+    """``gyreflow run --ui`` of ``script`` (with ``args``, by default LINES FAIL_AT) in the
+    background, with extra ``GYREFLOW_*`` settings; returns the process and the page's URL."""
+    path = tmp_path / "slow.py"
+    path.write_text(script, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("GYREFLOW_")}
     env.update({"GYREFLOW_STATE__PATH": str(tmp_path / "state"), "GYREFLOW_UI__LINGER": str(linger),
-                "GYREFLOW_SPARK__MASTER": "local[2]"})
+                "GYREFLOW_SPARK__MASTER": "local[2]", **config})
+    args = (str(lines), str(fail_at)) if args is None else args
     process = subprocess.Popen(
         [sys.executable, "-m", "gyreflow", "run", "--quiet", "--env", environment, "--ui",
-         "127.0.0.1:0", str(script), "--", str(lines), str(fail_at)],
+         "127.0.0.1:0", str(path), "--", *args],
         env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     first = process.stderr.readline()
     assert first.startswith("ui: http://127.0.0.1:"), first
