@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -15,7 +16,8 @@ MISSING = "Debian's chromium and chromium-driver are not installed (scripts/test
 
 @contextlib.contextmanager
 def chromium():
-    """A headless Chromium with a fresh profile and no background network traffic."""
+    """A headless Chromium with a fresh profile and no background network traffic; its performance
+    log (``requested_urls``) lists every request a page made."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -27,9 +29,20 @@ def chromium():
                  "--disable-dev-shm-usage", "--allow-file-access-from-files",
                  f"--user-data-dir={profile}", "--window-size=1200,800"):
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     try:
         yield driver
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def requested_urls(driver) -> list[str]:
+    """Every URL the browser sent a request for since the last call (Chrome's performance log)."""
+    urls = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            urls.append(message["params"]["request"]["url"])
+    return urls

@@ -1,8 +1,12 @@
 """The live page in a real headless Chromium (Debian's chromium and chromium-driver, driven by
-Selenium): it draws every operator of the plan and its window count grows while the job runs."""
+Selenium), watching one paced event-time job that is rescaled while it runs: the plan is drawn with
+every operator's records in and out, the trend charts grow, the rescale is counted and marked, and
+no request leaves the page's own origin."""
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 import subprocess
@@ -11,25 +15,53 @@ import time
 from pathlib import Path
 
 import pytest
-from _browser import AVAILABLE, MISSING, chromium
-from test_ui import SCRIPT, start_job
+from _browser import AVAILABLE, MISSING, chromium, requested_urls
+from test_ui import get, start_job
 
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason=MISSING)
 
+LINES = 300  # 60 windows of 5 records, 20 ms per record
+TREND = '''
+import sys, time
+from gyreflow.api import Environment, SizeTumblingWindow, Tumbling
 
-@pytest.fixture
+LINES, BASE = int(sys.argv[1]), float(sys.argv[2])
+
+
+def paced(record):
+    time.sleep(0.02)
+    return record
+
+
+pipeline = Environment.from_config().pipeline("trend")
+
+
+@pipeline.task(name="words")
+def words(ctx):
+    records = [(f"w{i % 5}", BASE + i / 10) for i in range(LINES)]
+    timed = ctx.source(records, SizeTumblingWindow(5)).map(paced).with_timestamps(
+        lambda r: r[1], max_delay=0.5)
+    timed.key_by(lambda r: r[0]).window(Tumbling(1.0)).count().collect("out")
+
+
+pipeline.execute()
+'''
+CHARTS = ("records", "window-duration", "checkpoint-duration", "checkpoint-size", "watermark-lag")
+
+
+@pytest.fixture(scope="module")
 def browser():
     with chromium() as driver:
         yield driver
 
 
-def explained_operators(tmp_path) -> list[str]:
+def explained_operators(tmp_path, script: str, *args: str) -> list[str]:
     """The operator names ``gyreflow explain`` prints for the script (the page's oracle)."""
-    script = tmp_path / "slow.py"
-    script.write_text(SCRIPT, encoding="utf-8")
+    path = tmp_path / "explained.py"
+    path.write_text(script, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("GYREFLOW_")}
-    out = subprocess.run([sys.executable, "-m", "gyreflow", "explain", str(script),
-                          "--", "1", "-1"], capture_output=True, text=True, env=env, check=True)
+    out = subprocess.run([sys.executable, "-m", "gyreflow", "explain", str(path), "--", *args],
+                         capture_output=True, text=True, env=env, check=True)
     lines = out.stdout.split("PipelineGraph:")[1].split("\n")[1:]
     names = []
     for line in lines:
@@ -41,42 +73,102 @@ def explained_operators(tmp_path) -> list[str]:
     return names
 
 
-def windows_shown(driver) -> int:
-    return int(driver.find_element("id", "windows").text)
+def expected_counts(base: float) -> dict[str, tuple[int, int]]:
+    """Records in and out of every operator of TREND, by a plain loop over its input: each
+    (word, second) pair is one count the event-time window emits."""
+    fired = len({(f"w{i % 5}", math.floor(base + i / 10)) for i in range(LINES)})
+    return {"source-0": (0, LINES), "map-1": (LINES, LINES), "timestamps-2": (LINES, LINES),
+            "event_window-3": (LINES, fired), "filter-4": (fired, fired), "collect-5": (fired, 0)}
 
 
-def test_the_page_draws_the_plan_and_counts_windows_live(browser, tmp_path):
-    operators = explained_operators(tmp_path)
-    process, url = start_job(tmp_path, 150, linger=2)
+def wait_for(condition, seconds: float = 60.0, what: str = ""):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def look(driver) -> dict:
+    """What the page shows now: points and markers per chart, records in/out per operator."""
+    return driver.execute_script("""
+        const charts = {}, operators = {};
+        for (const card of document.querySelectorAll('.chart'))
+          charts[card.id.slice(6)] = {points: +card.dataset.points, markers: +card.dataset.markers,
+                                      hidden: card.hidden,
+                                      canvas: !!card.querySelector('canvas')};
+        for (const op of document.querySelectorAll('g.operator'))
+          operators[op.dataset.operator] = {in: +op.dataset.recordsIn, out: +op.dataset.recordsOut,
+                                            text: op.querySelector('.counts').textContent};
+        return {charts, operators, state: document.getElementById('state').textContent,
+                rescales: document.getElementById('rescales').textContent,
+                parallelism: Object.fromEntries([...document.querySelectorAll('g.vertex')].map(
+                  v => [v.dataset.operators, +v.dataset.parallelism]))};
+    """)
+
+
+def test_the_page_draws_trends_and_live_counts_of_a_rescaled_job(browser, tmp_path):
+    base = float(math.floor(time.time()) - 60)  # event time a minute behind: the lag is about that
+    operators = explained_operators(tmp_path, TREND, "10", str(base))
+    control = tmp_path / "control"
+    process, url = start_job(tmp_path, LINES, linger=30, script=TREND, args=(str(LINES), str(base)),
+                             GYREFLOW_CONTROL__DIRECTORY=str(control))
     try:
+        requested_urls(browser)  # what the browser requested before (its own start page) is not the page's
         browser.get(url)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not browser.find_elements("css selector", "g.vertex"):
-            time.sleep(0.1)
-        labels = [e.text for e in browser.find_elements("css selector", "g.vertex text")]
-        assert labels, "the execution graph is drawn"
-        for name in operators:
-            assert any(name in label.split(" ") for label in labels), (name, labels)
-        titles = [e.text for e in browser.find_elements("css selector", "g.cycle > text")]
-        assert titles and all(t.startswith("words") for t in titles)
-        first = windows_shown(browser)
-        time.sleep(2.5)
-        later = windows_shown(browser)
-        assert later > first, "the window count grows while the job runs"
-        assert browser.find_element("id", "state").text.lower() in ("running", "finished")
+        first = wait_for(lambda: (lambda seen: seen if all(
+            seen["charts"][c]["points"] >= 2 for c in CHARTS) else None)(look(browser)),
+            what="every chart to have two points")
+        assert sorted(first["operators"]) == sorted(operators), "every operator is drawn"
+        assert all(first["charts"][c]["canvas"] and not first["charts"][c]["hidden"] for c in CHARTS)
+
+        answer = subprocess.run(
+            [sys.executable, "-m", "gyreflow", "control", "rescale", "event_window-3", "2", "--json",
+             "--job", str(process.pid)], capture_output=True, text=True, timeout=120, check=False,
+            env={**os.environ, "GYREFLOW_CONTROL__DIRECTORY": str(control)})
+        assert answer.returncode == 0, answer.stderr
+        rescaled_at = json.loads(answer.stdout)["window"]
+        second = wait_for(lambda: (lambda seen: seen if seen["rescales"] == "1" and all(
+            seen["charts"][c]["markers"] == 1 for c in CHARTS) else None)(look(browser)),
+            what="the rescale to be counted and marked on every chart")
+        for name in CHARTS:
+            assert second["charts"][name]["points"] > first["charts"][name]["points"], name
+        assert second["operators"]["source-0"]["out"] > first["operators"]["source-0"]["out"]
+        assert second["parallelism"]["event_window-3 filter-4 collect-5"] == 2
+
+        job = json.loads(get(url + "api/job")[2])
+        assert [(e["kind"], e["window"] + 1) for e in job["events"]] == [("rescale", rescaled_at)]
+        wait_for(lambda: look(browser)["state"].lower() == "finished", what="the job to finish")
+        time.sleep(1.2)  # one more refresh after the end
+        final = look(browser)
+        expected = expected_counts(base)
+        assert {name: (o["in"], o["out"]) for name, o in final["operators"].items()} == expected
+        texts = {name: o["text"] for name, o in final["operators"].items()}
+        assert texts["source-0"] == f"out {LINES}" and texts["collect-5"] == f"in {expected['collect-5'][0]}"
+        assert texts["event_window-3"] == "in {} \u00b7 out {}".format(*expected["event_window-3"])
+        lag = browser.find_element("id", "lag").text
+        assert lag.endswith(" s") and 40 < float(lag[:-2]) < 70, lag
+
         shot = os.environ.get("GYREFLOW_UI_SCREENSHOT")
         if shot:
+            browser.set_window_size(1280, 1420)
+            time.sleep(1.5)
             Path(shot).parent.mkdir(parents=True, exist_ok=True)
             browser.save_screenshot(shot)
         # every request the page made went to the address it was served from
         origin = url.rstrip("/")
-        requested = browser.execute_script(
+        resources = browser.execute_script(
             "return performance.getEntriesByType('resource').map(e => e.name)")
-        assert requested and all(name.startswith(origin) for name in requested), requested
-        process.wait(timeout=60)
+        assert {r.split("?")[0] for r in resources} >= {origin + "/static/uPlot.iife.min.js",
+                                                        origin + "/static/uPlot.min.css",
+                                                        origin + "/api/job"}
+        sent = [u for u in requested_urls(browser) if not u.startswith("data:")]
+        assert sent and all(u.startswith(origin + "/") for u in sent + resources), sent
     finally:
-        process.kill()
-        process.wait()
+        process.terminate()
+        process.wait(timeout=60)
 
 
 def test_the_page_shows_the_error_of_a_failed_job(browser, tmp_path):
