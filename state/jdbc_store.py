@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 from collections.abc import Iterator, Sequence
 
@@ -30,13 +29,14 @@ from gyreflow.state.snapshot import (
     record_context,
     row_context,
 )
-from gyreflow.state.sql_urls import engine_url
-
-# The pool (and psycopg, closing a pipeline) log the failed reset of a connection to a server that
-# went away; the job reports that failure itself, in one line, so none of it may reach stderr
-# through logging's last resort.
-for _logger in ("sqlalchemy.pool", "psycopg"):
-    logging.getLogger(_logger).addHandler(logging.NullHandler())
+from gyreflow.state.sql_urls import (
+    connect_args,
+    connection_failure,
+    driver_message,
+    engine_url,
+    shown_url,
+    what_to_check,
+)
 
 METADATA = sa.MetaData()
 META = sa.Table(
@@ -107,21 +107,31 @@ class JdbcSnapshotStore(SnapshotStore):
 
     def __init__(self, url: str, secret: str = "") -> None:
         self.url = url
-        parsed = engine_url(url)
-        self._shown = parsed.render_as_string(hide_password=True)
-        kwargs: dict = {"future": True}
+        self._shown = shown_url(url)
+        try:
+            parsed = engine_url(url)
+        except Exception:  # noqa: BLE001 - ArgumentError, or ValueError for a port that is no number
+            msg = (f"jdbc backend: state.url {self._shown!r} is not a database URL (expected e.g. "
+                   "postgresql://user:password@host:5432/database)")
+            raise BackendUnavailableError(msg) from None
+        kwargs: dict = {"future": True, "connect_args": connect_args(parsed)}
         try:
             if parsed.get_backend_name() == "sqlite":
                 database = parsed.database
                 if database and database != ":memory:":
                     ensure_private_dir(os.path.dirname(os.path.abspath(database)))
                 kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
-            elif parsed.get_backend_name() == "postgresql":
-                kwargs["connect_args"] = {"connect_timeout": 5}
             self.engine = sa.create_engine(parsed, **kwargs)
             if parsed.get_backend_name() == "sqlite":
                 sa.event.listen(self.engine, "connect", _sqlite_pragmas)
-            with self.engine.begin() as conn:
+            conn = self.engine.connect()
+        except UnsafeLocationError:
+            raise
+        except Exception as exc:
+            msg = f"jdbc backend (state.url): {connection_failure(url, exc)}"
+            raise BackendUnavailableError(msg) from exc
+        try:
+            with conn, conn.begin():
                 if parsed.get_backend_name() == "postgresql":
                     # Two processes creating the tables at once collide in PostgreSQL's catalog:
                     # one creates them, the other then finds them.
@@ -129,10 +139,12 @@ class JdbcSnapshotStore(SnapshotStore):
                 METADATA.create_all(conn)
             if parsed.get_backend_name() == "sqlite" and database and database != ":memory:":
                 os.chmod(database, 0o600)  # SQLite gives its -wal and -shm files the same mode
-        except UnsafeLocationError:
-            raise
         except Exception as exc:
-            msg = f"jdbc backend: cannot open {self._shown}: {type(exc).__name__}: {exc}"
+            self.engine.dispose()
+            check = ("check that the user may create tables there"
+                     if parsed.get_backend_name() == "postgresql" else what_to_check(url, exc))
+            msg = (f"jdbc backend (state.url): cannot create gyreflow's tables in {self._shown}: "
+                   f"{driver_message(url, exc)}; {check}")
             raise BackendUnavailableError(msg) from exc
         self._prunes = 0
         self._vacuum = self.engine.dialect.name == "postgresql"
