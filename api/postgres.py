@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import time
 from collections.abc import Iterable
@@ -13,7 +14,15 @@ from gyreflow.api.directory_source import until_idle_default
 from gyreflow.api.sinks import Sink, SinkWriter
 from gyreflow.api.sources import GrowingInputReader, Source, SourceReader
 from gyreflow.runtime.errors import DataError
-from gyreflow.state.sql_urls import engine_url, missing_driver
+from gyreflow.state.sql_urls import (
+    connect_args,
+    connection_failure,
+    driver_message,
+    engine_url,
+    missing_driver,
+    shown_url,
+    what_to_check,
+)
 
 
 def _tuple(value) -> tuple[str, ...] | None:
@@ -22,20 +31,46 @@ def _tuple(value) -> tuple[str, ...] | None:
     return (value,) if isinstance(value, str) else tuple(value)
 
 
-def _check_driver(url: str, what: str) -> None:
+def _check_database(url: str, what: str) -> None:
+    """Refuse before any data moves (``ConfigError``, one line): a URL that is not one, a driver
+    that is not installed, a database server that cannot be reached or refuses the connection (a
+    wrong password, a database that does not exist). An SQLite file has no server to ask."""
     problem = missing_driver(url, what)
     if problem is not None:
         raise ConfigError(problem)
+    if engine_url(url).get_backend_name() == "sqlite":
+        return
+    engine = _engine(url)
+    try:
+        engine.connect().close()
+    except Exception as exc:  # whatever the driver raises, the user fixes the URL
+        msg = f"{what}: {connection_failure(url, exc)}"
+        raise ConfigError(msg) from exc
+    finally:
+        engine.dispose()
+
+
+@contextlib.contextmanager
+def _database_errors(what: str, url: str, window: int | None = None):
+    """The database's errors while the job runs (a server that went away, a value the table
+    refuses) as one-line ``DataError``s naming ``what``, the URL (password masked) and the window;
+    completed windows stay completed."""
+    import sqlalchemy as sa
+
+    try:
+        yield
+    except sa.exc.OperationalError as exc:
+        msg = f"{what}: {shown_url(url)}: {driver_message(url, exc)}; {what_to_check(url, exc)}"
+        raise DataError(msg, window) from exc
+    except sa.exc.SQLAlchemyError as exc:
+        msg = f"{what}: {shown_url(url)}: {driver_message(url, exc)}"
+        raise DataError(msg, window) from exc
 
 
 def _engine(url: str):
     import sqlalchemy as sa
 
-    parsed = engine_url(url)
-    kwargs: dict = {"future": True}
-    if parsed.get_backend_name() == "postgresql":
-        kwargs["connect_args"] = {"connect_timeout": 5}
-    return sa.create_engine(parsed, **kwargs)
+    return sa.create_engine(engine_url(url), future=True, connect_args=connect_args(url))
 
 
 def _table(engine, name: str):
@@ -59,12 +94,16 @@ class PostgresSource(Source):
     or serial key, an insertion timestamp), as dicts of ``columns`` (default: all).
 
     The offset is the last value of ``column`` read, stored with every snapshot: a resumed job
-    goes on after it, so each row is read once. With ``follow=True`` the table is polled every
-    ``poll_interval`` seconds for rows added since, until the job is stopped or no row came for
-    ``until_idle`` seconds (``gyreflow run --until-idle``). Rows must become visible in
-    ``column`` order: a transaction that commits a smaller value after a larger one was read is
-    missed. One source task reads the table (parallelism 1). Any SQLAlchemy URL works;
-    ``postgresql://`` uses psycopg (``pip install 'gyreflow[postgres]'``).
+    goes on after it, so each row is read once. Rows with equal values of ``column`` (a timestamp
+    shared by several rows) are read as a group, in a fixed order, so that no window boundary
+    splits them apart and loses some; rows whose ``column`` is NULL are not read. With
+    ``follow=True`` the table is polled every ``poll_interval`` seconds for rows added since, until
+    the job is stopped or no row came for ``until_idle`` seconds (``gyreflow run --until-idle``).
+    Rows must become visible in ``column`` order: a transaction that commits a value smaller than
+    or equal to one already read is missed. One source task reads the table (parallelism 1). Any
+    SQLAlchemy URL works; ``postgresql://`` uses psycopg (``pip install 'gyreflow[postgres]'``).
+    The database is connected to when the source is made: an unreachable server, a wrong password
+    or a missing database stops the run there, before any data moves.
     """
 
     url: str
@@ -77,7 +116,7 @@ class PostgresSource(Source):
     default_parallelism = 1
 
     def __attrs_post_init__(self) -> None:
-        _check_driver(self.url, f"PostgresSource({self.table})")
+        _check_database(self.url, f"PostgresSource({self.table})")
 
     def create_reader(self, task_index: int, parallelism: int) -> SourceReader:
         if parallelism != 1:
@@ -89,16 +128,77 @@ class PostgresSource(Source):
         return f"PostgresSource({self.table} by {self.column})"
 
 
+_ORDER = "__gyreflow_order"  # the order column, selected under this name when not among columns
+
+
 class _TableReader(GrowingInputReader):
+    """Reads rows in ``column`` order after the offset, ``limit`` rows a batch (fewer only at the
+    end of the table, which is what ends a bounded read).
+
+    ``last`` is the value up to which every row was read. When a batch would end among rows that
+    share one value, that value's rows are fetched as a group, in an order fixed by their contents
+    (rows that are equal are interchangeable), and handed out from memory: the offset notes the
+    value and how many of its rows went out (``tied``, ``taken``), so that a resume goes on inside
+    the group and each row is read once.
+    """
+
     def __init__(self, source: PostgresSource) -> None:
         self.source = source
         self.last = None
+        self.tied = None
+        self.taken = 0
+        self.group: list | None = None  # rows of ``tied`` not yet handed out (None: to fetch)
         self.engine = None
         self.query = None
         self.ended = False
         self.last_data = time.time()
 
     def _take(self, limit: int) -> list:
+        source = self.source
+        with _database_errors(source.describe(), source.url):
+            rows = self._rows(limit)
+        if source.columns and source.column not in source.columns:
+            for row in rows:
+                del row[_ORDER]
+        return rows
+
+    def _rows(self, limit: int) -> list[dict]:
+        out: list[dict] = []
+        while len(out) < limit:
+            if self.tied is not None:
+                if self.group is None:  # resumed inside the group: fetch it again
+                    self.group = self._group(self.tied)[self.taken:]
+                handed, self.group = self.group[:limit - len(out)], self.group[limit - len(out):]
+                out.extend(handed)
+                self.taken += len(handed)
+                if not self.group:
+                    self.last, self.tied, self.taken, self.group = self.tied, None, 0, None
+                continue
+            wanted = limit - len(out)
+            rows = self._after(self.last, wanted + 1)  # one more: does the batch split a group?
+            if len(rows) <= wanted:  # the end of the table (for now)
+                out.extend(rows)
+                if rows:
+                    self.last = self._value(rows[-1])
+                break
+            boundary = self._value(rows[wanted - 1])
+            if self._value(rows[wanted]) != boundary:
+                out.extend(rows[:wanted])
+                self.last = boundary
+                break
+            before = [row for row in rows[:wanted] if self._value(row) != boundary]
+            out.extend(before)
+            if before:
+                self.last = self._value(before[-1])
+            self.tied, self.taken, self.group = boundary, 0, self._group(boundary)
+        return out
+
+    def _value(self, row: dict):
+        source = self.source
+        return row[_ORDER if source.columns and source.column not in source.columns else source.column]
+
+    def _select(self):
+        """The query of every row with a value of ``column`` (NULL has no place in the order)."""
         import sqlalchemy as sa
 
         if self.engine is None:
@@ -107,30 +207,37 @@ class _TableReader(GrowingInputReader):
             if self.source.column not in table.c:
                 msg = f"PostgresSource: table {self.source.table!r} has no column {self.source.column!r}"
                 raise DataError(msg)
+            order = table.c[self.source.column]
             chosen = [table.c[c] for c in self.source.columns] if self.source.columns else [table]
-            self.query = (table, sa.select(*chosen), table.c[self.source.column])
-        table, query, order = self.query
-        if self.last is not None:
-            query = query.where(order > self.last)
-        query = query.order_by(order).limit(limit)
-        if self.source.columns and self.source.column not in self.source.columns:
-            query = query.add_columns(order.label("__gyreflow_order"))
+            query = sa.select(*chosen)
+            if self.source.columns and self.source.column not in self.source.columns:
+                query = query.add_columns(order.label(_ORDER))
+            self.query = (query.where(order.is_not(None)), order)
+        return self.query
+
+    def _after(self, last, limit: int) -> list[dict]:
+        query, order = self._select()
+        if last is not None:
+            query = query.where(order > last)
         with self.engine.connect() as conn:
-            rows = [dict(row._mapping) for row in conn.execute(query)]
-        if rows:
-            hidden = "__gyreflow_order" in rows[-1]
-            self.last = rows[-1]["__gyreflow_order" if hidden else self.source.column]
-            if hidden:
-                for row in rows:
-                    del row["__gyreflow_order"]
-        return rows
+            return [dict(row._mapping) for row in conn.execute(query.order_by(order).limit(limit))]
+
+    def _group(self, value) -> list[dict]:
+        query, order = self._select()
+        with self.engine.connect() as conn:
+            rows = [dict(row._mapping) for row in conn.execute(query.where(order == value))]
+        return sorted(rows, key=lambda row: repr(tuple(row.values())))
 
     def offset(self) -> dict:
-        return {"last": self.last, "idle_since": self.last_data}
+        return {"last": self.last, "tied": self.tied, "taken": self.taken,
+                "idle_since": self.last_data}
 
     def seek(self, offset: object) -> None:
         offset = dict(offset) if offset else {}
         self.last = offset.get("last")
+        self.tied = offset.get("tied")
+        self.taken = offset.get("taken", 0)
+        self.group = None
         self.last_data = offset.get("idle_since", time.time())
         self.ended = False
 
@@ -164,7 +271,7 @@ class PostgresSink(Sink):
     default_parallelism = 1
 
     def __attrs_post_init__(self) -> None:
-        _check_driver(self.url, f"PostgresSink({self.table})")
+        _check_database(self.url, f"PostgresSink({self.table})")
 
     @property
     def sink_id(self) -> str:
@@ -174,12 +281,12 @@ class PostgresSink(Sink):
         return _TableWriter(self, task_index, parallelism)
 
     def published_after(self, window: int, parallelism: int) -> list[str]:
-        with _Bookkeeping(self) as books:
+        with _database_errors(self.describe(), self.url), _Bookkeeping(self) as books:
             return [f"{self.table} (window {last}, sink task {task})"
                     for task, last in books.published() if last > window]
 
     def reset(self) -> None:
-        with _Bookkeeping(self) as books:
+        with _database_errors(self.describe(), self.url), _Bookkeeping(self) as books:
             books.take_back(0)
 
     def describe(self) -> str:
@@ -357,16 +464,22 @@ class _TableWriter(SinkWriter):
         self.pending.setdefault(window, []).extend(records)
 
     def finish_window(self, window: int) -> None:
-        self._books().stage(self.task, window, self.pending.pop(window, []))
+        with self._database_errors(window):
+            self._books().stage(self.task, window, self.pending.pop(window, []))
 
     def publish(self, window: int) -> None:
-        self._books().publish(self._tasks(), window)
+        with self._database_errors(window):
+            self._books().publish(self._tasks(), window)
 
     def recover(self, window: int) -> None:
-        books = self._books()
-        tasks = self._tasks()
-        books.take_back(window, tasks)
-        books.publish(tasks, window)
+        with self._database_errors(window):
+            books = self._books()
+            tasks = self._tasks()
+            books.take_back(window, tasks)
+            books.publish(tasks, window)
+
+    def _database_errors(self, window: int):
+        return _database_errors(self.sink.describe(), self.sink.url, window)
 
     def close(self) -> None:
         self.pending.clear()
