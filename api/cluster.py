@@ -1,4 +1,5 @@
-"""What a Spark cluster refuses before any data moves: state and output that only the driver reaches.
+"""What a Spark cluster refuses before any data moves: a master nobody answers at, and state and
+output that only the driver reaches.
 
 On ``local[N]`` the driver and the executors share one machine; on a cluster (any other master URL)
 they do not. State must live where every node reaches it: the jdbc backend on a database server, or
@@ -11,10 +12,13 @@ from __future__ import annotations
 
 import os
 import secrets
+import socket
+import urllib.parse
 
 from gyreflow.api.config import ConfigError
 
 _PROBE_NAME = ".gyreflow-cluster-probe-"
+MASTER_CONNECT_TIMEOUT = 5.0  # seconds the master's port may take to accept a connection
 
 
 def is_cluster_master(master: str) -> bool:
@@ -22,8 +26,70 @@ def is_cluster_master(master: str) -> bool:
     return not master.strip().startswith("local")
 
 
+def master_addresses(master: str) -> list[tuple[str, int]]:
+    """The ``(host, port)`` pairs a master URL names: every master of a standalone cluster
+    (``spark://host1:7077,host2:7077``) or the API server of Kubernetes (``k8s://https://host:6443``);
+    none for masters without an address (``yarn``, ``local[N]``).
+
+    >>> master_addresses("spark://a:7077,b")
+    [('a', 7077), ('b', 7077)]
+    >>> master_addresses("k8s://https://10.0.0.1:6443"), master_addresses("yarn")
+    ([('10.0.0.1', 6443)], [])
+    """
+    master = master.strip()
+    if master.startswith("spark://"):
+        found = []
+        for entry in master[len("spark://"):].split(","):
+            host, colon, port = entry.strip().rpartition(":")
+            if not colon:
+                host, port = port, ""
+            found.append((host.strip("[]"), int(port) if port.isdigit() else 7077))
+        return found
+    if master.startswith("k8s://"):
+        rest = master[len("k8s://"):]
+        parsed = urllib.parse.urlsplit(rest if "://" in rest else f"https://{rest}")
+        try:
+            port = parsed.port or (80 if parsed.scheme == "http" else 443)
+        except ValueError:
+            port = None
+        return [(parsed.hostname, port)] if parsed.hostname and port else []
+    return []
+
+
+def check_master_reachable(master: str, timeout: float = MASTER_CONNECT_TIMEOUT) -> None:
+    """Refuse (``ConfigError``, one line) a master URL whose address accepts no connection.
+
+    Spark itself would try to register with it for a minute and then stop its context, which
+    reaches the user as a Java stack; a connection attempt answers in milliseconds (refused, or an
+    unknown host) or ``timeout`` seconds (nothing answers). Under ``spark-submit`` its ``--master``
+    counts, and Spark has started already: nothing is checked.
+    """
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    addresses = master_addresses(master)
+    failures = []
+    for host, port in addresses:
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                return
+        except OSError as exc:
+            reason = "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+            failures.append(f"{host}:{port} ({reason.lower()})")
+    if failures:
+        msg = (f"spark.master {master}: nothing accepts connections at {', '.join(failures)}; "
+               "check that the Spark master is running and that the URL names its host and port "
+               "(the master's log and web UI show its URL, spark://HOST:PORT)")
+        raise ConfigError(msg)
+
+
 def check_cluster_state(config, backend) -> None:
-    """Refuse, in one line, state that cannot work on a cluster."""
+    """Refuse, in one line, a cluster that cannot work: state that executors cannot reach (by
+    rule), then a master URL nobody answers at (``check_master_reachable``)."""
+    _check_state_location(config, backend)
+    check_master_reachable(config["spark.master"])
+
+
+def _check_state_location(config, backend) -> None:
     master = config["spark.master"]
     name = backend.name
     if name == "memory":
@@ -114,6 +180,8 @@ def probe_shared(spark_context, backend, locations: list[tuple[str, str]]) -> No
     import fsspec
 
     from gyreflow.state.backends import _nested
+    from gyreflow.state.checkpoint_store import check_endpoint, location_failure, shown_location
+    from gyreflow.state.snapshot import BackendUnavailableError
 
     options = _nested(getattr(backend, "storage_options", ()))
     tokens = []
@@ -121,13 +189,20 @@ def probe_shared(spark_context, backend, locations: list[tuple[str, str]]) -> No
         is_url = "://" in location and not location.startswith("file://")
         token = secrets.token_hex(8)
         try:
+            if what == "state.checkpoint_url":  # the state store's location: as when it opens
+                check_endpoint(location, options)
             fs, root = fsspec.core.url_to_fs(location, **(options if is_url else {}))
             if not is_url:
                 fs.makedirs(root, exist_ok=True)
             path = f"{root.rstrip('/')}/{_PROBE_NAME}{token}"
             fs.pipe_file(path, token.encode())
+        except BackendUnavailableError:
+            raise
         except Exception as exc:
-            msg = f"{what} {location!r} cannot be written ({type(exc).__name__}: {exc})"
+            if what == "state.checkpoint_url":
+                raise BackendUnavailableError(location_failure(location, exc, options)) from exc
+            reason = shown_location(" ".join(f"{type(exc).__name__}: {exc}".split()))
+            msg = f"{what} {shown_location(location)!r} cannot be written ({reason})"
             raise ConfigError(msg) from exc
         tokens.append((what, location, path, token, is_url))
     slots = max(2, spark_context.defaultParallelism) * 2

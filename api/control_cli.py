@@ -43,10 +43,18 @@ def _ask(config_path: str | None, job_name: str | None, command: dict, as_json: 
         job = find_job(directory, job_name)
     except ControlError as exc:
         _fail(console, str(exc), 2)
+    missing = [key for key in ("job", "host", "port", "token") if key not in job]
+    if missing:  # not a file a job wrote (they are written whole, then renamed into place)
+        _fail(console, f"control file {job.get('file')} has no {', '.join(missing)}: it was not "
+                       "written by a gyreflow job; remove it", 3)
     try:
         answer = send(job, command)
     except ControlError as exc:
-        _fail(console, str(exc), 3)
+        _fail(console, f"{exc}; check that the job still runs: its control file "
+                       f"{job.get('file')} may be left from a job that ended", 3)
+    if not isinstance(answer, dict):
+        _fail(console, f"job {job['job']!r} (pid {job['pid']}) answered with something other than "
+                       f"a JSON object: is port {job['port']} its control endpoint?", 3)
     if as_json:
         sys.stdout.write(json.dumps(answer, indent=2, sort_keys=True) + "\n")
     if not answer.get("ok"):

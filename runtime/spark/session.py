@@ -29,15 +29,48 @@ def spark_session(config) -> Callable[[], object]:
         # else spark-submit (or the pyspark shell) started the JVM: its --master and --name win.
         for key, value in _settings(config):
             builder = builder.config(key, value)
-        with _jvm_output_to(spark_log_path()), _keeping_a_custom_sigint_handler():
-            if "PYSPARK_GATEWAY_PORT" not in os.environ and SparkSession.getActiveSession() is None:
-                _start_context_in_its_own_session(config)
-            session = builder.getOrCreate()
+        log = spark_log_path()
+        logged = os.path.getsize(log) if os.path.exists(log) else 0
+        try:
+            with _jvm_output_to(log), _keeping_a_custom_sigint_handler():
+                if "PYSPARK_GATEWAY_PORT" not in os.environ and SparkSession.getActiveSession() is None:
+                    _start_context_in_its_own_session(config)
+                session = builder.getOrCreate()
+        except Exception as exc:
+            raise SparkStartError(_start_failure(config["spark.master"], exc, log, logged)) from exc
         session.sparkContext.setLogLevel("ERROR")
         cached.append(session)
         return session
 
     return factory
+
+
+class SparkStartError(RuntimeError):
+    """Spark did not start: its master did not take the application, or the JVM did not start.
+    The message is one line naming the master and Spark's log; nothing ran."""
+
+
+def _start_failure(master: str, exc: Exception, log: str, logged: int) -> str:
+    """Why the session did not start, in one line: Spark's own reason when its log (written since
+    byte ``logged``) says that no master answered, else the first line of the exception."""
+    with contextlib.suppress(Exception):  # a context that stopped itself stays in PySpark's books
+        from pyspark import SparkContext
+
+        if SparkContext._active_spark_context is not None:
+            SparkContext._active_spark_context.stop()
+    reason = ""
+    with contextlib.suppress(OSError), open(log, "rb") as handle:
+        handle.seek(logged)
+        for line in handle.read().decode("utf-8", "replace").splitlines():
+            if "All masters are unresponsive" in line:
+                reason = ("no Spark master answered at that address (Spark: All masters are "
+                          "unresponsive! Giving up.); check that the URL names the master's port "
+                          "(spark://HOST:PORT, as the master's log shows it)")
+    if not reason:
+        java = getattr(exc, "java_exception", None)
+        text = str(java) if java is not None else str(exc)
+        reason = (text.strip().splitlines() or [type(exc).__name__])[0].strip()
+    return f"Spark did not start with master {master}: {reason} (Spark's log: {log})"
 
 
 def _settings(config) -> list[tuple[str, str]]:
