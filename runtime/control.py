@@ -162,6 +162,7 @@ class ControlDesk:
         self.max_parallelism = max_parallelism
         self.ids = iter(range(1, 1 << 62))
         self.launched = 0  # the highest window launched so far
+        self.snapshotted = 0  # the highest window launched with a snapshot (or resumed from)
         self.held: list = []  # launches held back while paused or rescaling
         self.samples: dict[int, tuple[ControlRequest, set, list]] = {}  # window -> pending samples
         self.cycles = {c.id for c in graph.cycles()}
@@ -179,7 +180,7 @@ class ControlDesk:
                          for name, value in params.items())
         if controls:
             self.host.control(resume_from + 1, controls)
-        self.launched = resume_from
+        self.launched = self.snapshotted = resume_from
         self.inbox.attached()
 
     def next_window(self, pending) -> int:
@@ -192,20 +193,27 @@ class ControlDesk:
         return highest + 1
 
     def launches(self, events) -> list:
-        """The events to send now; launches are held back while ``holding``."""
-        if not self.holding:
-            for event in events:
-                if event.kind.name == "LAUNCH_SOURCE":
-                    self.launched = max(self.launched, event.window)
-            return list(events)
+        """The events to send now; launches are held back while paused, and while a rescale waits
+        once the last window launched is one that is snapshotted. The restart goes on from a
+        snapshotted window, so a rescale first runs the windows after the last one on to the next
+        (``state.snapshot_every``; also while paused) rather than have them computed twice."""
         now = []
         for event in events:
-            (self.held if event.kind.name == "LAUNCH_SOURCE" else now).append(event)
+            if event.kind.name != "LAUNCH_SOURCE":
+                now.append(event)
+            elif (self.snapshotted == self.launched < event.window if self.rescale is not None
+                  else self.inbox.paused):
+                self.held.append(event)
+            else:
+                now.append(event)
+                self.launched = max(self.launched, event.window)
+                if event.checkpoint:
+                    self.snapshotted = max(self.snapshotted, event.window)
         return now
 
     def release(self) -> list:
-        """The launches held back, once nothing holds them any more."""
-        if self.holding or not self.held:
+        """The launches held back that nothing holds any more (after a resume)."""
+        if not self.held:
             return []
         held, self.held = self.held, []
         return self.launches(held)
@@ -257,6 +265,7 @@ class ControlDesk:
             return self.release()
         elif kind == "rescale":
             self._ask_rescale(request)
+            return self.release()  # windows up to the next snapshotted one, if paused before it
         else:
             request.reply(ok=False, error=f"unknown command {kind!r}; valid: status, set, sample, "
                                           "pause, resume, rescale")

@@ -38,7 +38,9 @@ class Host(Protocol):
     """An engine that runs the tasks of one job for the driver."""
 
     name: str
-    backend: object  # the state backend the job's snapshots go to on this host
+    # The state backend the job's snapshots go to on this host. A run that builds several hosts (a
+    # rescale) gives each the same one: the run's state location, not a new one per host.
+    backend: object
 
     def open(self, job: str, graph: ExecutionGraph, store, link: HostLink, resume_from: int,
              rescaled: frozenset[str], horizon: int) -> None:

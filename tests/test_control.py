@@ -200,21 +200,23 @@ def test_a_parameter_set_mid_run_equals_stop_and_resume_with_it(words, workdir, 
     assert read_alerts(again) == expected
 
 
-RESCALES = [  # (environment, state backend); Spark keeps memory state in a directory of the run
-    ("local", "rocksdb"), ("local", "memory"), ("local", "jdbc"), ("spark", "memory"),
-    ("spark", "rocksdb")]
+RESCALES = [  # (environment, state backend, windows per snapshot); Spark keeps memory state in a
+    # scratch directory of the run
+    ("local", "rocksdb", 1), ("local", "memory", 3), ("local", "jdbc", 1), ("spark", "memory", 1),
+    ("spark", "rocksdb", 1)]
 
 
-@pytest.mark.parametrize(("environment", "backend"), RESCALES)
+@pytest.mark.parametrize(("environment", "backend", "every"), RESCALES)
 def test_a_rescale_up_then_down_mid_run_continues_from_the_state_the_run_holds(
-        words, workdir, environment, backend):
+        words, workdir, environment, backend, every):
     path, lines = words
     out = workdir / "out"
     scratch = workdir / "tmp"
     scratch.mkdir()
     job = Job(workdir, environment, job_args(path, out, parallelism=1,
                                              pace=0.01 if environment == "local" else 0.001),
-              GYREFLOW_STATE__BACKEND=backend, TMPDIR=str(scratch))
+              GYREFLOW_STATE__BACKEND=backend, GYREFLOW_STATE__SNAPSHOT_EVERY=str(every),
+              TMPDIR=str(scratch))
     job.wait_published(4)
     answer = job.answer("rescale", "quiet", "3")  # while windows run
     up = answer["window"]
@@ -228,6 +230,9 @@ def test_a_rescale_up_then_down_mid_run_continues_from_the_state_the_run_holds(
     job.ask({"command": "resume"})
     assert job.wait() == 0, job.output()
     assert 4 < up < down < WINDOWS, (up, down)
+    # Each restart goes on after a snapshotted window: none is computed twice (read_alerts
+    # refuses output left staged by tasks that were rolled back).
+    assert (up - 1) % every == 0 and (down - 1) % every == 0, (up, down)
     expected = quiet_oracle(lines, lambda w: QUIET)
     assert read_alerts(out) == expected
     # The sink runs chained to the rescaled operator: one file per task and window.
