@@ -302,12 +302,20 @@ class Trend:
 
     def add(self, start: float, end: float, *values: float | None) -> None:
         """One observation covering ``start`` to ``end``, with a value (or None) per field."""
-        observed = Stretch.observation(start, end, values)
-        if self.pending is None:
-            self.pending = observed
-        else:
-            self.pending.absorb(observed)
-        if self.pending.end - self.pending.start >= self.seconds:
+        pending = self.pending
+        if pending is None:
+            self.pending = pending = Stretch.observation(start, end, values)
+        else:  # in place: a window costs no new object until its point is complete
+            pending.end = end
+            pending.count += 1
+            sums, counts, maxes = pending.sums, pending.counts, pending.maxes
+            for i, value in enumerate(values):
+                if value is not None:
+                    sums[i] += value
+                    counts[i] += 1
+                    if maxes[i] is None or value > maxes[i]:
+                        maxes[i] = value
+        if end - pending.start >= self.seconds:
             self.flush()
 
     def flush(self) -> None:

@@ -258,18 +258,24 @@ function markers(card) {  // dashed lines where the run rescaled or restarted
     ctx.lineWidth = devicePixelRatio;
     ctx.setLineDash([5 * devicePixelRatio, 4 * devicePixelRatio]);
     ctx.font = (11 * devicePixelRatio) + "px system-ui, sans-serif";
+    ctx.textAlign = "left";  // uPlot leaves the axes' alignment on the context
+    ctx.textBaseline = "alphabetic";
     for (const e of events) {
       const x = Math.round(u.valToPos(e.time, "x", true));
       if (x < left - 1 || x > left + width + 1) continue;
       shown++;
-      ctx.strokeStyle = ctx.fillStyle = MARK[e.kind] || "#555";
+      ctx.strokeStyle = MARK[e.kind] || "#555";
       ctx.beginPath();
       ctx.moveTo(x, top);
       ctx.lineTo(x, top + height);
       ctx.stroke();
-      ctx.textAlign = x > left + width - 60 * devicePixelRatio ? "right" : "left";
-      ctx.fillText(e.kind, x + (ctx.textAlign === "left" ? 4 : -4) * devicePixelRatio,
-                   top + 12 * devicePixelRatio);
+      const right = x > left + width - 60 * devicePixelRatio;
+      const textWidth = ctx.measureText(e.kind).width, gap = 4 * devicePixelRatio;
+      const textX = right ? x - gap - textWidth : x + gap;
+      ctx.fillStyle = "rgba(255, 255, 255, 0.85)";  // the label stays readable over the lines
+      ctx.fillRect(textX - 2, top + 2 * devicePixelRatio, textWidth + 4, 13 * devicePixelRatio);
+      ctx.fillStyle = MARK[e.kind] || "#555";
+      ctx.fillText(e.kind, textX, top + 12 * devicePixelRatio);
     }
     ctx.restore();
     card.dataset.markers = shown;
@@ -297,6 +303,9 @@ function makeChart(spec) {
   spec.plot = plot;
   card.hidden = !!spec.eventTime;  // shown once the job has an event-time watermark
 }
+
+const TIME_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600,
+                    43200, 86400, 172800, 604800, 1209600, 2592000, 7776000, 31536000];
 
 function pad(n) {
   return String(n).padStart(2, "0");
@@ -326,7 +335,8 @@ function options(spec, width) {
     }},
              y: {range: (u, min, max) => [0, max > 0 ? max * 1.1 : 1]}},  // from zero: sizes, not noise
     legend: spec.series.length > 1 ? {live: false} : {show: false},
-    axes: [{stroke: "#5a6b87", grid: {stroke: "#eef1f6"}, space: 70, values: timeLabels},
+    axes: [{stroke: "#5a6b87", grid: {stroke: "#eef1f6"}, space: 70, values: timeLabels,
+            incrs: TIME_STEPS},
            {stroke: "#5a6b87", grid: {stroke: "#eef1f6"}, size: 64,
             values: (u, splits) => splits.map(spec.format)}],
     series: [{label: "time"}, ...spec.series.map(([, label, color], i) => ({

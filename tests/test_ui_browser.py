@@ -20,7 +20,7 @@ from test_ui import get, start_job
 
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason=MISSING)
 
-LINES = 300  # 60 windows of 5 records, 20 ms per record
+LINES = 400  # 80 windows of 5 records, 20 ms per record
 TREND = '''
 import sys, time
 from gyreflow.api import Environment, SizeTumblingWindow, Tumbling
@@ -113,28 +113,32 @@ def test_the_page_draws_trends_and_live_counts_of_a_rescaled_job(browser, tmp_pa
     base = float(math.floor(time.time()) - 60)  # event time a minute behind: the lag is about that
     operators = explained_operators(tmp_path, TREND, "10", str(base))
     control = tmp_path / "control"
+    launched = time.time()
     process, url = start_job(tmp_path, LINES, linger=30, script=TREND, args=(str(LINES), str(base)),
                              GYREFLOW_CONTROL__DIRECTORY=str(control))
     try:
         requested_urls(browser)  # what the browser requested before (its own start page) is not the page's
         browser.get(url)
+        wait_for(lambda: int(browser.find_element("id", "windows").text.replace(",", "")) > 0,
+                 what="the first window")
+        rescale = subprocess.Popen(  # lands a few windows later, while the page keeps drawing
+            [sys.executable, "-m", "gyreflow", "control", "rescale", "event_window-3", "2", "--json",
+             "--job", str(process.pid)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "GYREFLOW_CONTROL__DIRECTORY": str(control)})
         first = wait_for(lambda: (lambda seen: seen if all(
             seen["charts"][c]["points"] >= 2 for c in CHARTS) else None)(look(browser)),
             what="every chart to have two points")
         assert sorted(first["operators"]) == sorted(operators), "every operator is drawn"
         assert all(first["charts"][c]["canvas"] and not first["charts"][c]["hidden"] for c in CHARTS)
 
-        answer = subprocess.run(
-            [sys.executable, "-m", "gyreflow", "control", "rescale", "event_window-3", "2", "--json",
-             "--job", str(process.pid)], capture_output=True, text=True, timeout=120, check=False,
-            env={**os.environ, "GYREFLOW_CONTROL__DIRECTORY": str(control)})
-        assert answer.returncode == 0, answer.stderr
-        rescaled_at = json.loads(answer.stdout)["window"]
+        out, err = rescale.communicate(timeout=120)
+        assert rescale.returncode == 0, err
+        rescaled_at = json.loads(out)["window"]
         second = wait_for(lambda: (lambda seen: seen if seen["rescales"] == "1" and all(
-            seen["charts"][c]["markers"] == 1 for c in CHARTS) else None)(look(browser)),
-            what="the rescale to be counted and marked on every chart")
-        for name in CHARTS:
-            assert second["charts"][name]["points"] > first["charts"][name]["points"], name
+            seen["charts"][c]["markers"] == 1
+            and seen["charts"][c]["points"] > first["charts"][c]["points"] for c in CHARTS)
+            else None)(look(browser)),
+            what="the charts to grow and the rescale to be counted and marked on every chart")
         assert second["operators"]["source-0"]["out"] > first["operators"]["source-0"]["out"]
         assert second["parallelism"]["event_window-3 filter-4 collect-5"] == 2
 
@@ -148,8 +152,13 @@ def test_the_page_draws_trends_and_live_counts_of_a_rescaled_job(browser, tmp_pa
         texts = {name: o["text"] for name, o in final["operators"].items()}
         assert texts["source-0"] == f"out {LINES}" and texts["collect-5"] == f"in {expected['collect-5'][0]}"
         assert texts["event_window-3"] == "in {} \u00b7 out {}".format(*expected["event_window-3"])
+        # the lag shown is the last one measured: wall clock minus a watermark, which stays within
+        # the input's event times (the job ran between launch and now)
+        lags = [v for v in json.loads(get(url + "api/job")[2])["trends"]["windows"][
+            "watermark_lag_seconds"] if v is not None]
         lag = browser.find_element("id", "lag").text
-        assert lag.endswith(" s") and 40 < float(lag[:-2]) < 70, lag
+        assert lag.endswith(" s") and float(lag[:-2]) == pytest.approx(lags[-1], abs=0.051), lag
+        assert launched - (base + LINES / 10) <= lags[-1] <= time.time() - base + 0.5
 
         shot = os.environ.get("GYREFLOW_UI_SCREENSHOT")
         if shot:
