@@ -214,6 +214,24 @@ def test_a_finished_task_result_keeps_the_events_and_counts():
     assert (job["rescales"], job["restarts"], job["task"]) == (1, 0, "next")
 
 
+def test_the_page_keeps_the_last_events_and_counts_them_all():
+    wall = Clock(0.0)
+    monitor = JobMonitor(wall_clock=wall)
+    graphs = [words_graph(1), words_graph(2)]
+    monitor.on_start("words/count", graphs[0])
+    current, kinds = 0, []
+    for n in range(1, 251):
+        wall.now = float(n)
+        following = current if n % 5 == 0 else 1 - current  # every fifth keeps the parallelism
+        kinds.append("rescale" if following != current else "restart")
+        current = following
+        monitor.on_restart("words/count", graphs[current], n)
+    job = monitor.snapshot()
+    assert (job["rescales"], job["restarts"]) == (kinds.count("rescale"), kinds.count("restart"))
+    assert [(e["time"], e["kind"], e["window"]) for e in job["events"]] == [
+        (float(n), kinds[n - 1], n) for n in range(151, 251)]
+
+
 def get(url: str) -> tuple[int, str, bytes]:
     try:
         with urllib.request.urlopen(url, timeout=5) as response:
