@@ -185,8 +185,8 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
     except JobLockedError as exc:
         _fail(console, str(exc), 4)
     except DataError as exc:
-        _fail(console, str(exc), 5, hint="Completed windows are kept: fix the data and run again "
-                                         "with --resume.")
+        _fail(console, str(exc), 5, hint="Completed windows are kept: fix the input (the data, or "
+                                         "the system it comes from) and run again with --resume.")
     except (StateExistsError, IncompatiblePlanError, BackendUnavailableError,
             SnapshotCorruptedError, SnapshotNotRetainedError, SnapshotWriteError) as exc:
         hint = ""
@@ -198,6 +198,8 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
             hint = ("To resume from an earlier retained snapshot, run with --resume "
                     "--from-window N (see gyreflow snapshots).")
         _fail(console, str(exc), 3, hint=hint)
+    except Exception as exc:  # noqa: BLE001 - classified in _fail_other, raised again if unknown
+        _fail_other(console, exc)
     finally:
         try:
             if metrics_json is not None:
@@ -219,6 +221,25 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
         for name, results in settings.summaries:
             for table in summary_tables(name, results):
                 console.print(table)
+
+
+def _fail_other(console: Console, error: Exception) -> None:
+    """Spark that did not start (exit 2, nothing ran) and a task that failed outside user functions
+    (exit 6, a fault of gyreflow or its host: one line, then its traceback for a report); anything
+    else is raised as it is."""
+    import traceback
+
+    from gyreflow.runtime.dataflow.task_runner import TaskError
+    from gyreflow.runtime.spark.session import SparkStartError
+
+    if isinstance(error, SparkStartError):
+        _fail(console, str(error), 2)
+    if isinstance(error, TaskError):
+        _fail(console, str(error), 6,
+              hint="Completed windows are kept: run again with --resume; if it fails again, "
+                   "report it with the traceback below.",
+              detail="".join(traceback.format_exception(error)))
+    raise error
 
 
 @main.command(context_settings={"ignore_unknown_options": True})

@@ -85,7 +85,8 @@ def test_bad_data_in_a_deep_folder_names_the_whole_path_on_one_line(tmp_path, sc
     line = the_error(done)
     assert str(data) in line and "utf-8" in line.lower() and "byte offset 8" in line
     hint = done.stderr.strip().splitlines()[1:]
-    assert hint == ["Completed windows are kept: fix the data and run again with --resume."]
+    assert hint == ["Completed windows are kept: fix the input (the data, or the system it comes "
+                    "from) and run again with --resume."]
 
 
 def test_a_user_exception_over_several_lines_is_one_error_line_then_its_traceback(tmp_path, script):
@@ -117,7 +118,7 @@ def test_listener_refusals_are_one_line(tmp_path, script, spec):
 
 
 def test_control_refusals_are_one_line(tmp_path):
-    lines = make_lines(600, seed=3)
+    lines = make_lines(2400, seed=3)
     path = write_lines(tmp_path / "words.txt", lines)
     job = Job(tmp_path, "local", job_args(path, tmp_path / "out", pace=0.02),
               GYREFLOW_CONTROL__DIRECTORY=str(tmp_path / LONG / "control"))
@@ -141,3 +142,49 @@ def test_control_refusals_are_one_line(tmp_path):
     finally:
         job.process.kill()
         job.process.wait()
+
+
+FAULTY_SOURCE = """
+from gyreflow.api import Environment, SizeTumblingWindow, Source, SourceReader
+
+class Faulty(SourceReader):
+    def __init__(self):
+        self.at = 0
+
+    def read(self, n):
+        if self.at >= 4:
+            raise RuntimeError("the disk went away\\nin the middle of a read")
+        self.at += 2
+        return [self.at - 1, self.at]
+
+    def offset(self):
+        return self.at
+
+    def seek(self, offset):
+        self.at = offset
+
+class FaultySource(Source):
+    def create_reader(self, task_index, parallelism):
+        return Faulty()
+
+pipeline = Environment.from_config().pipeline("faulty")
+
+@pipeline.task
+def job(ctx):
+    ctx.source(FaultySource(), SizeTumblingWindow(2)).collect("out")
+
+pipeline.execute()
+"""
+
+
+def test_a_task_that_fails_outside_user_functions_exits_6_with_one_line_then_its_traceback(tmp_path):
+    script = tmp_path / "faulty.py"
+    script.write_text(FAULTY_SOURCE, encoding="utf-8")
+    done = gyreflow(["run", str(script)], tmp_path, GYREFLOW_STATE__PATH=str(tmp_path / "state"))
+    assert done.returncode == 6, done.stderr
+    line = the_error(done.__class__(done.args, done.returncode, done.stdout,
+                                    done.stderr.split("Traceback", 1)[0]))
+    assert "window 2" in line and "the disk went away in the middle of a read" in line, line
+    lines = done.stderr.splitlines()
+    assert lines[1].startswith("Completed windows are kept: run again with --resume")
+    assert lines[2] == "Traceback (most recent call last):"
