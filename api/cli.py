@@ -4,48 +4,27 @@ from __future__ import annotations
 
 import contextlib
 import os
-import runpy
 import sys
-import threading
 
 import click
-from rich.console import Console
-from rich.markup import escape
 
 from gyreflow.api.cli_errors import fail as _fail
-from gyreflow.api.cli_errors import fail_user_function
-from gyreflow.api.config import ENVIRONMENT_TYPES, Config, ConfigError, schema_markdown
 from gyreflow.api.control_cli import control
 from gyreflow.api.graph_cli import graph
-from gyreflow.api.listeners import JsonLinesListener, NoticeListener, combined
-from gyreflow.api.pipeline import not_executed_warning, take_not_executed
-from gyreflow.api.session import RunSettings, using_settings
-from gyreflow.plan.explain import FORMATS
-from gyreflow.runtime.errors import (
-    DataError,
-    PipelineDefinitionError,
-    SnapshotNotRetainedError,
-    SnapshotWriteError,
-    UserFunctionError,
-)
-from gyreflow.runtime.stop import (
-    JobInterrupted,
-    JobStopped,
-    StopRequest,
-    exit_status,
-    install_handlers,
-    restore_handlers,
-)
-from gyreflow.state.job_lock import JobLockedError
-from gyreflow.state.snapshot import (
-    BackendUnavailableError,
-    IncompatiblePlanError,
-    SnapshotCorruptedError,
-    StateExistsError,
-)
+
+# Choices named at the command line; tests/test_cli.py checks them against config and explain. What
+# a command runs is imported when it runs, so that every command starts fast.
+ENVIRONMENT_TYPES = ("spark", "local")
+EXPLAIN_FORMATS = ("text", "dot", "mermaid")
 
 
-def _run_script(script: str, args: tuple[str, ...], settings: RunSettings) -> None:
+def _run_script(script: str, args: tuple[str, ...], settings) -> None:
+    import runpy
+
+    from gyreflow.api.config import Config
+    from gyreflow.api.pipeline import not_executed_warning, take_not_executed
+    from gyreflow.api.session import using_settings
+
     if not os.path.isfile(script):
         raise click.BadParameter(f"no such script: {script}", param_hint="SCRIPT")
     if settings.config_path is not None:
@@ -64,9 +43,9 @@ def _run_script(script: str, args: tuple[str, ...], settings: RunSettings) -> No
         sys.argv, sys.path[:] = saved_argv, saved_path
 
 
-def _load_listeners(console: Console, specs: tuple[str, ...], events_path: str | None) -> list:
+def _load_listeners(console, specs: tuple[str, ...], events_path: str | None) -> list:
     """The listeners ``--listener`` and ``--events`` ask for; a bad one exits 2 in one line."""
-    from gyreflow.api.listeners import ListenerSpecError, load_listener
+    from gyreflow.api.listeners import JsonLinesListener, ListenerSpecError, load_listener
 
     listeners = []
     try:
@@ -81,8 +60,9 @@ def _load_listeners(console: Console, specs: tuple[str, ...], events_path: str |
     return listeners
 
 
-def _open_ui(console: Console, config_path: str | None, address: str | None, stop):
+def _open_ui(console, config_path: str | None, address: str | None, stop):
     """The run's port (``--ui`` or ``ui.address``), opened before the script runs; None if unset."""
+    from gyreflow.api.config import Config, ConfigError
     from gyreflow.api.ui_server import RunUi, UiAddressError
 
     try:
@@ -102,6 +82,8 @@ def _open_ui(console: Console, config_path: str | None, address: str | None, sto
 
 def _stop_now(signum: int, last_completed: int) -> None:
     """A second Ctrl-C: leave at once, as a crash would (the state is resumable after any crash)."""
+    from gyreflow.runtime.stop import exit_status
+
     with contextlib.suppress(OSError):
         sys.stderr.write(f"stopped after window {last_completed}; run again with --resume to "
                          "continue\n")
@@ -146,6 +128,37 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
         metrics_json: str | None, listener_specs: tuple[str, ...],
         events_path: str | None) -> None:
     """Run the pipelines SCRIPT defines; arguments after -- go to the script."""
+    import threading
+
+    from rich.console import Console
+
+    from gyreflow.api.cli_errors import fail_user_function
+    from gyreflow.api.config import ConfigError
+    from gyreflow.api.listeners import JsonLinesListener, NoticeListener, combined
+    from gyreflow.api.session import RunSettings
+    from gyreflow.runtime.errors import (
+        DataError,
+        PipelineDefinitionError,
+        SnapshotNotRetainedError,
+        SnapshotWriteError,
+        UserFunctionError,
+    )
+    from gyreflow.runtime.stop import (
+        JobInterrupted,
+        JobStopped,
+        StopRequest,
+        exit_status,
+        install_handlers,
+        restore_handlers,
+    )
+    from gyreflow.state.job_lock import JobLockedError
+    from gyreflow.state.snapshot import (
+        BackendUnavailableError,
+        IncompatiblePlanError,
+        SnapshotCorruptedError,
+        StateExistsError,
+    )
+
     console = Console(stderr=True)
     if resume and fresh:
         _fail(console, "choose one of --resume and --fresh", 2)
@@ -223,7 +236,7 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
                 console.print(table)
 
 
-def _fail_other(console: Console, error: Exception) -> None:
+def _fail_other(console, error: Exception) -> None:
     """Spark that did not start (exit 2, nothing ran) and a task that failed outside user functions
     (exit 6, a fault of gyreflow or its host: one line, then its traceback for a report); anything
     else is raised as it is."""
@@ -245,10 +258,15 @@ def _fail_other(console: Console, error: Exception) -> None:
 @main.command(context_settings={"ignore_unknown_options": True})
 @click.argument("script", type=click.Path(dir_okay=False))
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(EXPLAIN_FORMATS), default="text", show_default=True)
 @click.option("--config", "config_path", type=click.Path(dir_okay=False))
 def explain(script: str, script_args: tuple[str, ...], fmt: str, config_path: str | None) -> None:
     """Print the PipelineGraph and ExecutionGraph of the pipelines SCRIPT defines, without running."""
+    from rich.console import Console
+
+    from gyreflow.api.config import ConfigError
+    from gyreflow.api.session import RunSettings
+
     settings = RunSettings(config_path=config_path, quiet=True, explain_format=fmt, explained=[])
     try:
         _run_script(script, script_args, settings)
@@ -266,9 +284,13 @@ def explain(script: str, script_args: tuple[str, ...], fmt: str, config_path: st
 @click.option("--config", "config_path", type=click.Path(dir_okay=False))
 def snapshots(config_path: str | None) -> None:
     """List the jobs with stored state: last completed window, retained versions, sizes."""
+    from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
+    from gyreflow.api.config import Config, ConfigError
     from gyreflow.state.backends import backend_from_config
+    from gyreflow.state.snapshot import BackendUnavailableError, SnapshotCorruptedError
 
     console = Console()
     try:
@@ -311,12 +333,16 @@ def snapshots(config_path: str | None) -> None:
 def show_config(config_path: str | None, schema: bool) -> None:
     """Print the effective configuration (file + GYREFLOW_* variables) as TOML, passwords and
     secrets masked."""
+    from gyreflow.api.config import Config, ConfigError, schema_markdown
+
     if schema:
         click.echo(schema_markdown())
         return
     try:
         click.echo(Config.load(config_path).as_toml(mask_secrets=True))
     except ConfigError as exc:
+        from rich.console import Console
+
         _fail(Console(stderr=True), f"configuration: {exc}", 2)
 
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.markup import escape
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def one_line(message: str) -> str:
@@ -23,6 +24,8 @@ def fail(console: Console, message: str, code: int, *, hint: str | None = None,
     whole. ``hint`` (what to do next) follows on a line of its own; ``detail`` (a user function's
     own traceback) is printed as it is after that.
     """
+    from rich.markup import escape
+
     # Messages quote user data (records, TOML sections): never read them as markup.
     console.print(f"[bold red]error:[/] {escape(one_line(message))}", markup=True, highlight=False,
                   soft_wrap=True)

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
 
 from gyreflow.api.cli_errors import fail as _fail
-from gyreflow.api.config import Config, ConfigError
-from gyreflow.api.control import ControlError, control_directory, find_job, running_jobs, send
-from gyreflow.runtime.control import parse_value
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 _JOB = click.option("--job", "job_name", default=None, metavar="NAME|PID",
                     help="The job (its name, part of it, or its pid); needed when several run.")
@@ -24,12 +24,21 @@ _CONFIG = click.option("--config", "config_path", type=click.Path(dir_okay=False
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print the job's answer as JSON.")
 
 
+def _parsed(value: str):
+    from gyreflow.runtime.control import parse_value
+
+    return parse_value(value)
+
+
 @click.group()
 def control() -> None:
     """Send commands to a running job (see docs/control.md)."""
 
 
 def _directory(console: Console, config_path: str | None) -> str:
+    from gyreflow.api.config import Config, ConfigError
+    from gyreflow.api.control import control_directory
+
     try:
         return control_directory(Config.load(config_path))
     except ConfigError as exc:
@@ -37,6 +46,10 @@ def _directory(console: Console, config_path: str | None) -> str:
 
 
 def _ask(config_path: str | None, job_name: str | None, command: dict, as_json: bool) -> dict:
+    from rich.console import Console
+
+    from gyreflow.api.control import ControlError, find_job, send
+
     console = Console(stderr=True)
     directory = _directory(console, config_path)
     try:
@@ -66,6 +79,10 @@ def _ask(config_path: str | None, job_name: str | None, command: dict, as_json: 
 @_CONFIG
 def list_jobs(config_path: str | None) -> None:
     """The running jobs that accept commands."""
+    from rich.console import Console
+
+    from gyreflow.api.control import running_jobs
+
     directory = _directory(Console(stderr=True), config_path)
     for job in running_jobs(directory):
         click.echo(f"{job['job']}\tpid {job['pid']}\tport {job['port']}")
@@ -97,7 +114,7 @@ def set_parameter(operator: str, name: str, value: str, job_name: str | None,
                   config_path: str | None, as_json: bool) -> None:
     """Set parameter NAME of OPERATOR to VALUE (JSON when it parses: 5, 0.5, true, "text")."""
     answer = _ask(config_path, job_name, {"command": "set", "operator": operator, "name": name,
-                                          "value": parse_value(value)}, as_json)
+                                          "value": _parsed(value)}, as_json)
     if not as_json:
         click.echo(answer["message"])
 

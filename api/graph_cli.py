@@ -5,15 +5,8 @@ from __future__ import annotations
 import time
 
 import click
-from rich.console import Console
 
 from gyreflow.api.cli_errors import fail as _fail
-from gyreflow.api.cli_errors import fail_user_function
-from gyreflow.api.config import ENVIRONMENT_TYPES, Config, ConfigError
-from gyreflow.api.graph_io import FORMATS, GraphFileError, read_edges, read_vertices, write_results
-from gyreflow.api.session import RunSettings, using_settings
-from gyreflow.runtime.errors import UserFunctionError
-from gyreflow.state.snapshot import BackendUnavailableError, SnapshotCorruptedError
 
 ALGORITHMS = ("bfs", "pr", "wcc", "cdlp", "lcc", "sssp")
 NEEDS_SOURCE = ("bfs", "sssp")
@@ -64,7 +57,7 @@ def build_pipeline(env, algorithm: str, vertices: list, edges: list, directed: b
               help="Damping factor of pr.")
 @click.option("--output", "output_path", required=True, type=click.Path(dir_okay=False),
               help="Result file: one 'vertex value' line per vertex, in vertex file order.")
-@click.option("--env", "environment", type=click.Choice(ENVIRONMENT_TYPES),
+@click.option("--env", "environment", type=click.Choice(("spark", "local")),
               help="Environment to run on (default: environment.type of the configuration).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="TOML config file (see conf/default.toml).")
@@ -77,6 +70,15 @@ def graph(algorithm: str, vertices_path: str, edges_path: str, directed: bool,
     Values follow LDBC Graphalytics: bfs hops (9223372036854775807 when unreachable), pr ranks,
     wcc and cdlp integer labels, lcc coefficients, sssp distances (infinity when unreachable).
     """
+    from rich.console import Console
+
+    from gyreflow.api.cli_errors import fail_user_function
+    from gyreflow.api.config import Config, ConfigError
+    from gyreflow.api.graph_io import FORMATS, GraphFileError, read_edges, read_vertices, write_results
+    from gyreflow.api.session import RunSettings, using_settings
+    from gyreflow.runtime.errors import UserFunctionError
+    from gyreflow.state.snapshot import BackendUnavailableError, SnapshotCorruptedError
+
     console = Console(stderr=True)
     if algorithm in NEEDS_SOURCE and source_vertex is None:
         _fail(console, f"{algorithm} needs --source-vertex", 2)

@@ -6,8 +6,18 @@ from __future__ import annotations
 import importlib
 import logging
 import re
+from typing import TYPE_CHECKING
 
-from sqlalchemy.engine import URL, make_url
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
+
+
+def make_url(url: str | URL) -> URL:
+    """SQLAlchemy's URL of ``url``; SQLAlchemy is imported here, when a database URL is read, so a
+    job on the memory or RocksDB backend never pays its import (a quarter of a second)."""
+    from sqlalchemy.engine import make_url as parse
+
+    return parse(url)
 
 # The pool (and psycopg, closing a connection or pipeline) log the failed reset of a connection to a
 # server that went away, and psycopg logs server notices; gyreflow reports a failure itself, in one
