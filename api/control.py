@@ -118,6 +118,9 @@ class ControlError(Exception):
     """No such job, several match, or the job cannot be reached; the message says which."""
 
 
+_CONTROL_FIELDS = frozenset({"pid", "job", "host", "port", "token"})
+
+
 def running_jobs(directory: str) -> list[dict]:
     """The control files of jobs whose process is alive (stale files of dead ones are removed)."""
     found = []
@@ -134,6 +137,8 @@ def running_jobs(directory: str) -> list[dict]:
             continue
         except (OSError, ValueError, KeyError, TypeError):
             continue
+        if not isinstance(record, dict) or not _CONTROL_FIELDS <= record.keys():
+            continue  # not a job's control file (or one cut short): no job to name or reach
         record["file"] = path
         found.append(record)
     return found

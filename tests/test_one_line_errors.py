@@ -188,3 +188,17 @@ def test_a_task_that_fails_outside_user_functions_exits_6_with_one_line_then_its
     lines = done.stderr.splitlines()
     assert lines[1].startswith("Completed windows are kept: run again with --resume")
     assert lines[2] == "Traceback (most recent call last):"
+
+
+def test_a_control_file_that_is_not_a_jobs_is_passed_over(tmp_path):
+    """A file of a live process that lacks the fields a job writes names no job: list shows none and
+    a command finds none, in one line, instead of a KeyError."""
+    directory = tmp_path / "control"
+    directory.mkdir(mode=0o700)
+    (directory / f"{os.getpid()}-half.json").write_text(f'{{"pid": {os.getpid()}}}', encoding="utf-8")
+    env = {"GYREFLOW_CONTROL__DIRECTORY": str(directory)}
+    listed = gyreflow(["control", "list"], tmp_path, **env)
+    assert listed.returncode == 0 and listed.stdout == "" and "Traceback" not in listed.stderr
+    status = gyreflow(["control", "status"], tmp_path, **env)
+    assert status.returncode == 2, status.stderr
+    assert the_error(status).startswith("error: no running job")
