@@ -1,55 +1,154 @@
-"""What users touch: environments, pipelines, windows, streams, sources, sinks and the CLI."""
+"""What users touch: environments, pipelines, windows, streams, sources, sinks and listeners.
 
-from gyreflow.api.config import Config, ConfigError
-from gyreflow.api.directory_source import DirectorySource
-from gyreflow.api.environment import Environment, LocalEnvironment
-from gyreflow.api.functions import AggregateFunction, ProcessFunction
-from gyreflow.api.listeners import (
-    CheckpointMetrics,
-    JobListener,
-    JsonLinesListener,
-    TaskResult,
-    WindowMetrics,
-)
-from gyreflow.api.pipeline import Pipeline, PipelineResult, PipelineTaskContext
-from gyreflow.api.postgres import PostgresSink, PostgresSource
-from gyreflow.api.sinks import CsvSink, FileSink, ParquetSink, PrintSink, Sink, SinkWriter
-from gyreflow.api.sources import CollectionSource, FileSource, GeneratorSource, Source, SourceReader
-from gyreflow.api.stream import KeyedStream, Stream
-from gyreflow.api.windowed import EventTimeStream, WindowedStream
-from gyreflow.api.windows import (
-    AllWindow,
-    Session,
-    SizeTumblingWindow,
-    Sliding,
-    TimeTumblingWindow,
-    Tumbling,
-    Window,
-)
-from gyreflow.runtime.dataflow.event_time import EventWindow, LateRecord, WindowResult
-from gyreflow.runtime.dataflow.windowing import WindowContext
-from gyreflow.runtime.errors import UserFunctionError
+The names are imported when first used (PEP 562), so that importing one part of the
+package (the command line, say) does not import all of it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gyreflow.api.config.loading import (
+        Config,
+        ConfigError,
+    )
+    from gyreflow.api.connectors.directory_source import (
+        DirectorySource,
+    )
+    from gyreflow.api.connectors.postgres import (
+        PostgresSink,
+        PostgresSource,
+    )
+    from gyreflow.api.connectors.sinks import (
+        CsvSink,
+        FileSink,
+        ParquetSink,
+        PrintSink,
+        Sink,
+        SinkWriter,
+    )
+    from gyreflow.api.connectors.sources import (
+        CollectionSource,
+        FileSource,
+        GeneratorSource,
+        Source,
+        SourceReader,
+    )
+    from gyreflow.api.language.environment import (
+        Environment,
+        LocalEnvironment,
+    )
+    from gyreflow.api.language.functions import (
+        AggregateFunction,
+        ProcessFunction,
+    )
+    from gyreflow.api.language.pipeline import (
+        Pipeline,
+        PipelineResult,
+        PipelineTaskContext,
+    )
+    from gyreflow.api.language.stream import (
+        KeyedStream,
+        Stream,
+    )
+    from gyreflow.api.language.windowed import (
+        EventTimeStream,
+        WindowedStream,
+    )
+    from gyreflow.api.language.windows import (
+        AllWindow,
+        Session,
+        SizeTumblingWindow,
+        Sliding,
+        TimeTumblingWindow,
+        Tumbling,
+        Window,
+    )
+    from gyreflow.api.service.listeners import (
+        CheckpointMetrics,
+        JobListener,
+        JsonLinesListener,
+        TaskResult,
+        WindowMetrics,
+    )
+    from gyreflow.runtime.dataflow.event_time import (
+        EventWindow,
+        LateRecord,
+        WindowResult,
+    )
+    from gyreflow.runtime.dataflow.windowing import (
+        WindowContext,
+    )
+    from gyreflow.runtime.errors import (
+        UserFunctionError,
+    )
+
+_EXPORTS: dict[str, str] = {
+    "AggregateFunction": "gyreflow.api.language.functions",
+    "AllWindow": "gyreflow.api.language.windows",
+    "CheckpointMetrics": "gyreflow.api.service.listeners",
+    "CollectionSource": "gyreflow.api.connectors.sources",
+    "Config": "gyreflow.api.config.loading",
+    "ConfigError": "gyreflow.api.config.loading",
+    "CsvSink": "gyreflow.api.connectors.sinks",
+    "DirectorySource": "gyreflow.api.connectors.directory_source",
+    "Environment": "gyreflow.api.language.environment",
+    "EventTimeStream": "gyreflow.api.language.windowed",
+    "EventWindow": "gyreflow.runtime.dataflow.event_time",
+    "FileSink": "gyreflow.api.connectors.sinks",
+    "FileSource": "gyreflow.api.connectors.sources",
+    "GeneratorSource": "gyreflow.api.connectors.sources",
+    "JobListener": "gyreflow.api.service.listeners",
+    "JsonLinesListener": "gyreflow.api.service.listeners",
+    "KeyedStream": "gyreflow.api.language.stream",
+    "LateRecord": "gyreflow.runtime.dataflow.event_time",
+    "LocalEnvironment": "gyreflow.api.language.environment",
+    "ParquetSink": "gyreflow.api.connectors.sinks",
+    "Pipeline": "gyreflow.api.language.pipeline",
+    "PipelineResult": "gyreflow.api.language.pipeline",
+    "PipelineTaskContext": "gyreflow.api.language.pipeline",
+    "PostgresSink": "gyreflow.api.connectors.postgres",
+    "PostgresSource": "gyreflow.api.connectors.postgres",
+    "PrintSink": "gyreflow.api.connectors.sinks",
+    "ProcessFunction": "gyreflow.api.language.functions",
+    "Session": "gyreflow.api.language.windows",
+    "Sink": "gyreflow.api.connectors.sinks",
+    "SinkWriter": "gyreflow.api.connectors.sinks",
+    "SizeTumblingWindow": "gyreflow.api.language.windows",
+    "Sliding": "gyreflow.api.language.windows",
+    "Source": "gyreflow.api.connectors.sources",
+    "SourceReader": "gyreflow.api.connectors.sources",
+    "Stream": "gyreflow.api.language.stream",
+    "TaskResult": "gyreflow.api.service.listeners",
+    "TimeTumblingWindow": "gyreflow.api.language.windows",
+    "Tumbling": "gyreflow.api.language.windows",
+    "UserFunctionError": "gyreflow.runtime.errors",
+    "Window": "gyreflow.api.language.windows",
+    "WindowContext": "gyreflow.runtime.dataflow.windowing",
+    "WindowMetrics": "gyreflow.api.service.listeners",
+    "WindowResult": "gyreflow.runtime.dataflow.event_time",
+    "WindowedStream": "gyreflow.api.language.windowed",
+}
 
 __all__ = [
     "AggregateFunction",
-    "ProcessFunction",
-    "CheckpointMetrics",
-    "JobListener",
-    "JsonLinesListener",
-    "TaskResult",
-    "WindowMetrics",
     "AllWindow",
+    "CheckpointMetrics",
     "CollectionSource",
     "Config",
+    "ConfigError",
     "CsvSink",
     "DirectorySource",
-    "ConfigError",
     "Environment",
     "EventTimeStream",
     "EventWindow",
     "FileSink",
     "FileSource",
     "GeneratorSource",
+    "JobListener",
+    "JsonLinesListener",
     "KeyedStream",
     "LateRecord",
     "LocalEnvironment",
@@ -60,6 +159,7 @@ __all__ = [
     "PostgresSink",
     "PostgresSource",
     "PrintSink",
+    "ProcessFunction",
     "Session",
     "Sink",
     "SinkWriter",
@@ -68,11 +168,27 @@ __all__ = [
     "Source",
     "SourceReader",
     "Stream",
+    "TaskResult",
     "TimeTumblingWindow",
     "Tumbling",
     "UserFunctionError",
     "Window",
     "WindowContext",
+    "WindowMetrics",
     "WindowResult",
     "WindowedStream",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        msg = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(msg)
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -25,11 +25,11 @@ from pathlib import Path
 from _common import DEFAULT_SEED, ROOT
 
 from gyreflow.api import Environment, GeneratorSource, SizeTumblingWindow
-from gyreflow.api.sinks import Sink, SinkWriter
-from gyreflow.state.jdbc_store import JdbcSnapshotStore, default_sqlite_url
-from gyreflow.state.keygroups import key_group_range
-from gyreflow.state.rocksdb_store import RocksDBSnapshotStore
-from gyreflow.state.snapshot import JobMeta, TaskSnapshot, chunks_by_key_group
+from gyreflow.api.connectors.sinks import Sink, SinkWriter
+from gyreflow.state.keys.keygroups import key_group_range
+from gyreflow.state.shared.snapshot import JobMeta, TaskSnapshot, chunks_by_key_group
+from gyreflow.state.stores.jdbc import JdbcSnapshotStore, default_sqlite_url
+from gyreflow.state.stores.rocksdb import RocksDBSnapshotStore
 
 # Part 1: windowed word count -------------------------------------------------------------------
 VOCABULARY_SIZE = 1000
@@ -436,7 +436,7 @@ import random  # noqa: E402
 import sys  # noqa: E402
 
 from gyreflow.api import Environment, SizeTumblingWindow  # noqa: E402
-from gyreflow.api.sinks import Sink, SinkWriter  # noqa: E402
+from gyreflow.api.connectors.sinks import Sink, SinkWriter  # noqa: E402
 
 LOAD_WINDOWS = {load_windows}
 UPDATE_WINDOWS = {update_windows}

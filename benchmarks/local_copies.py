@@ -38,9 +38,9 @@ from _common import (
     update_docs_section,
 )
 
-from gyreflow.state.checkpoint_store import CheckpointSnapshotStore
-from gyreflow.state.keygroups import key_group_of
-from gyreflow.state.snapshot import StateRow, TaskSnapshot, dumps
+from gyreflow.state.keys.keygroups import key_group_of
+from gyreflow.state.shared.snapshot import StateRow, TaskSnapshot, dumps
+from gyreflow.state.stores.checkpoint import CheckpointSnapshotStore
 
 TABLE = "counts"
 ALL = range(128)

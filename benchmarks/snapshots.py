@@ -86,7 +86,7 @@ from _snapshot_jobs import (
 )
 from rich.console import Console
 
-from gyreflow.state.rocksdb_store import RocksDBSnapshotStore
+from gyreflow.state.stores.rocksdb import RocksDBSnapshotStore
 
 err = Console(stderr=True)
 out = Console(width=None if sys.stdout.isatty() else 150)

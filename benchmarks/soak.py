@@ -67,7 +67,7 @@ def directory_bytes(path: str) -> int:
 
 def child(backend: str, windows: int, state_dir: str, url: str) -> dict:
     from gyreflow.api import Environment, SizeTumblingWindow
-    from gyreflow.api.sinks import Sink, SinkWriter
+    from gyreflow.api.connectors.sinks import Sink, SinkWriter
     from gyreflow.runtime.driver import JobListener
 
     class CountingWriter(SinkWriter):

@@ -27,7 +27,7 @@ from _common import (
 )
 
 from gyreflow.api import Environment, SizeTumblingWindow
-from gyreflow.api.ui_server import RunUi
+from gyreflow.api.service.ui_server import RunUi
 
 TARGET = 0.02  # at most 2% slower with the port on
 
@@ -76,7 +76,7 @@ def direct_costs() -> tuple[float, float]:
 
     from prometheus_client import generate_latest
 
-    from gyreflow.api.monitor import JobMonitor
+    from gyreflow.api.service.monitor import JobMonitor
     from gyreflow.runtime.metrics import WindowMetrics
     from gyreflow.scheduler.events import OperatorMetrics
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from gyreflow.api import ConfigError, Environment, FileSource, PostgresSink, SizeTumblingWindow
-from gyreflow.state.sql_urls import engine_url, missing_driver
+from gyreflow.state.stores.sql_urls import engine_url, missing_driver
 
 DEFAULT_INPUT = Path(__file__).parent / "data" / "sample.txt"
 

@@ -15,8 +15,8 @@ import argparse
 
 from gyreflow.api import Environment, FileSink, FileSource
 from gyreflow.api.graph import GraphView
+from gyreflow.api.graph.files import format_float
 from gyreflow.api.graph_algorithms import sssp
-from gyreflow.api.graph_io import format_float
 
 
 def parse_vertex(line: str) -> list[int]:

@@ -1,5 +1,5 @@
 """Allow ``python -m gyreflow`` as a synonym of the ``gyreflow`` command."""
 
-from gyreflow.api.cli import main
+from gyreflow.api.cli.commands import main
 
 main(prog_name="gyreflow")

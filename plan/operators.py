@@ -188,7 +188,7 @@ class ProcessSpec(OperatorSpec):
 
 @attrs.frozen(eq=False)
 class SinkSpec(OperatorSpec):
-    """Hand every record to ``sink`` (a ``gyreflow.api.sinks.Sink``)."""
+    """Hand every record to ``sink`` (a ``gyreflow.api.connectors.sinks.Sink``)."""
 
     sink: object
     op = "sink"

@@ -15,8 +15,8 @@ import attrs
 from gyreflow.plan.execution import ExecutionGraph
 from gyreflow.plan.operators import OperatorKind
 from gyreflow.runtime.errors import SnapshotNotRetainedError
-from gyreflow.state.keygroups import key_group_range
-from gyreflow.state.snapshot import (
+from gyreflow.state.keys.keygroups import key_group_range
+from gyreflow.state.shared.snapshot import (
     IncompatiblePlanError,
     JobMeta,
     SnapshotCorruptedError,
@@ -144,7 +144,7 @@ class CheckpointCoordinator:
             self.store.commit(JobMeta(self.job, self.fingerprint, 0, (), dict(self.parallelism)))
 
     def _cycle_ends(self, window: int) -> dict[int, int]:
-        from gyreflow.state.snapshot import loads
+        from gyreflow.state.shared.snapshot import loads
 
         ends = {}
         for cycle in self.graph.cycles():

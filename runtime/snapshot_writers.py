@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 from gyreflow.runtime.faults import crash_point
-from gyreflow.state.snapshot import JobMeta, SnapshotStore, TaskSnapshot
+from gyreflow.state.shared.snapshot import JobMeta, SnapshotStore, TaskSnapshot
 
 _FRAME = struct.Struct(">I")
 
@@ -203,7 +203,7 @@ def _die_with_parent(parent: int) -> None:
         os._exit(0)
 
 
-_STORE_MODULES = {"rocksdb": "gyreflow.state.rocksdb_store", "jdbc": "gyreflow.state.jdbc_store"}
+_STORE_MODULES = {"rocksdb": "gyreflow.state.stores.rocksdb", "jdbc": "gyreflow.state.stores.jdbc"}
 
 
 def _serve(parent: int, backend: str = "") -> None:

@@ -11,8 +11,8 @@ import uuid
 
 import attrs
 
-from gyreflow.state.keyed import KeyedStateStore
-from gyreflow.state.snapshot import SnapshotStore
+from gyreflow.state.keys.keyed import KeyedStateStore
+from gyreflow.state.shared.snapshot import SnapshotStore
 
 BACKENDS = ("memory", "rocksdb", "jdbc")
 
@@ -57,7 +57,7 @@ class MemoryStateBackend(StateBackend):
     name = "memory"
 
     def open_store(self) -> SnapshotStore:
-        from gyreflow.state.memory_store import memory_store
+        from gyreflow.state.stores.memory import memory_store
 
         return memory_store(self.namespace)
 
@@ -81,15 +81,15 @@ class RocksDBStateBackend(StateBackend):
 
     def open_store(self) -> SnapshotStore:
         if self.checkpoint_url:
-            from gyreflow.state.checkpoint_store import CheckpointSnapshotStore, is_local_url
-            from gyreflow.state.local_copies import default_root
+            from gyreflow.state.stores.checkpoint import CheckpointSnapshotStore, is_local_url
+            from gyreflow.state.stores.local_copies import default_root
 
             wanted = self.local_copies == "on" or (
                 self.local_copies == "auto" and not is_local_url(self.checkpoint_url))
             copies_root = (self.local_path or default_root()) if wanted else None
             return CheckpointSnapshotStore(self.checkpoint_url, self.secret,
                                            _nested(self.storage_options), copies_root)
-        from gyreflow.state.rocksdb_store import RocksDBSnapshotStore
+        from gyreflow.state.stores.rocksdb import RocksDBSnapshotStore
 
         return RocksDBSnapshotStore(self.path, secret=self.secret)
 
@@ -119,7 +119,7 @@ class JdbcStateBackend(StateBackend):
     name = "jdbc"
 
     def open_store(self) -> SnapshotStore:
-        from gyreflow.state.jdbc_store import JdbcSnapshotStore
+        from gyreflow.state.stores.jdbc import JdbcSnapshotStore
 
         return JdbcSnapshotStore(self.url, secret=self.secret)
 
@@ -147,7 +147,7 @@ def backend_from_config(config) -> StateBackend:
                                    local_copies=config["state.local_copies"],
                                    local_path=config["state.local_path"])
     if name == "jdbc":
-        from gyreflow.state.jdbc_store import default_sqlite_url
+        from gyreflow.state.stores.jdbc import default_sqlite_url
 
         url = config["state.url"] or default_sqlite_url(config["state.path"])
         return JdbcStateBackend(**common, url=url)

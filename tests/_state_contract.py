@@ -35,12 +35,8 @@ from gyreflow.state.backends import (
     StateBackend,
     backend_from_config,
 )
-from gyreflow.state.checkpoint_store import CheckpointSnapshotStore
-from gyreflow.state.jdbc_store import META, RECORDS, STATE
-from gyreflow.state.keygroups import key_group_of
-from gyreflow.state.memory_store import MemorySnapshotStore
-from gyreflow.state.rocksdb_store import RocksDBSnapshotStore
-from gyreflow.state.snapshot import (
+from gyreflow.state.keys.keygroups import key_group_of
+from gyreflow.state.shared.snapshot import (
     JobMeta,
     SnapshotCorruptedError,
     SnapshotStore,
@@ -52,6 +48,10 @@ from gyreflow.state.snapshot import (
     encode_value,
     loads,
 )
+from gyreflow.state.stores.checkpoint import CheckpointSnapshotStore
+from gyreflow.state.stores.jdbc import META, RECORDS, STATE
+from gyreflow.state.stores.memory import MemorySnapshotStore
+from gyreflow.state.stores.rocksdb import RocksDBSnapshotStore
 
 MP = 128  # key groups (the default state.max_parallelism)
 ALL = range(MP)
@@ -371,7 +371,7 @@ def checkpoint_object(store, job: str, *parts: str) -> str:
 def damage_checkpoint_frame(store, path: str, key_group: int, fn: Callable[[bytes], bytes]) -> None:
     """Replace the frame of ``key_group`` in a checkpoint state object with ``fn(frame)``, keeping
     the object's index (and so the other key groups) intact."""
-    from gyreflow.state.checkpoint_store import _COUNT, _ENTRY, TAG_SIZE
+    from gyreflow.state.stores.checkpoint import _COUNT, _ENTRY, TAG_SIZE
 
     blob = store.fs.cat_file(path)
     count = _COUNT.unpack_from(blob, TAG_SIZE)[0]

@@ -35,7 +35,7 @@ from test_recovery import (
     write_lines,
 )
 
-from gyreflow.state.jdbc_store import JdbcSnapshotStore
+from gyreflow.state.stores.jdbc import JdbcSnapshotStore
 
 JOB = "poisoned-count/count"
 WINDOW = 1000

@@ -211,7 +211,7 @@ def test_run_with_unknown_config_key_exits_2_before_running(tmp_path):
     assert "snapshot_evry" in message
     assert str(bad) in message
     # ConfigError's text, e.g. "unknown key [state] snapshot_evry in FILE; valid keys of [state]:
-    # backend, ..." (api/config.py), printed as is.
+    # backend, ..." (api/config/loading.py), printed as is.
     assert "unknown key [state] snapshot_evry" in message
     assert "valid keys of [state]:" in message
     valid = message.split("valid keys of [state]:", 1)[1]

@@ -23,7 +23,7 @@ from gyreflow.api import (
     TimeTumblingWindow,
 )
 from gyreflow.api.config import ConfigError
-from gyreflow.api.directory_source import owner_task
+from gyreflow.api.connectors.directory_source import owner_task
 from gyreflow.runtime.errors import DataError
 
 pa = pytest.importorskip("pyarrow")

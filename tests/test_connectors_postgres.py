@@ -23,7 +23,7 @@ from gyreflow.api import (
     TimeTumblingWindow,
 )
 from gyreflow.api.config import ConfigError
-from gyreflow.state.sql_urls import engine_url
+from gyreflow.state.stores.sql_urls import engine_url
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "postgres_sink.py"

@@ -105,7 +105,7 @@ class Job:
 
     def ask(self, command: dict) -> dict:
         """``command``'s answer, sent from this process (no interpreter to start)."""
-        from gyreflow.api.control import find_job, send
+        from gyreflow.api.service.control import find_job, send
 
         answer = send(find_job(self.env["GYREFLOW_CONTROL__DIRECTORY"], str(self.process.pid)),
                       command)
@@ -346,11 +346,11 @@ def test_commands_during_a_restart_are_answered_and_the_run_keeps_its_job_lock(w
     answered (status at once, the others once the new tasks run), a sample that was waiting for a
     window carries over, and the run keeps the job: a second run is refused, as at any time."""
     from gyreflow.api import Environment
-    from gyreflow.api import environment as environments
-    from gyreflow.api.control import find_job, send
+    from gyreflow.api.language import environment as environments
+    from gyreflow.api.service.control import find_job, send
     from gyreflow.runtime.control import ControlInbox
     from gyreflow.runtime.local.host import LocalHost
-    from gyreflow.state.job_lock import JobLockedError
+    from gyreflow.state.shared.job_lock import JobLockedError
 
     path, lines = words
     out, state, directory = tmp_path / "out", tmp_path / "state", tmp_path / "control"

@@ -23,7 +23,7 @@ from gyreflow.api import (
 from gyreflow.api.config import ENVIRONMENT_TYPES, STATE_BACKENDS
 from gyreflow.runtime.errors import SnapshotNotRetainedError, SnapshotWriteError
 from gyreflow.state.backends import backend_from_config
-from gyreflow.state.snapshot import SnapshotCorruptedError
+from gyreflow.state.shared.snapshot import SnapshotCorruptedError
 
 
 def run(env, build, name: str = "job"):

@@ -17,7 +17,7 @@ from pyspark import cloudpickle
 from gyreflow.api import SizeTumblingWindow
 from gyreflow.runtime.errors import KeyRequiredError, PlanNotShippableError
 from gyreflow.runtime.spark.shipping import explain_unpicklable
-from gyreflow.state.keygroups import key_group_of
+from gyreflow.state.keys.keygroups import key_group_of
 
 SCRIPT_FUNCTION = """
 import threading
@@ -150,7 +150,7 @@ PINNED = [("word", 15), (1, 79), (Decimal("0.1"), 112), (date(2024, 1, 31), 83),
 
 
 def test_key_groups_are_pinned_across_processes():
-    code = ("import sys, pickle; from gyreflow.state.keygroups import key_group_of; "
+    code = ("import sys, pickle; from gyreflow.state.keys.keygroups import key_group_of; "
             "keys = pickle.loads(sys.stdin.buffer.read()); print([key_group_of(k, 128) for k in keys])")
     import pickle
 

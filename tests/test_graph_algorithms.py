@@ -25,9 +25,8 @@ import pytest
 from click.testing import CliRunner
 
 from gyreflow.api import SizeTumblingWindow
-from gyreflow.api import graph_algorithms as algorithms
 from gyreflow.api.cli import main
-from gyreflow.api.graph import GraphView
+from gyreflow.api.graph import GraphView, algorithms
 
 STATIC = ("bfs", "pr", "wcc", "cdlp", "lcc", "sssp")
 DAMPING, PR_ITERATIONS, CDLP_ITERATIONS = 0.85, 6, 4
@@ -344,7 +343,7 @@ BAD_FILES = [
 @pytest.fixture
 def no_compute(monkeypatch):
     """Fail the test if the command builds a pipeline: bad files must stop it before."""
-    from gyreflow.api import graph_cli
+    from gyreflow.api.cli import graph as graph_cli
 
     def refuse(*args, **kwargs):
         raise AssertionError("a pipeline was built for bad input")

@@ -15,7 +15,7 @@ import queue
 from collections import Counter
 
 from gyreflow.api import FileSink, SizeTumblingWindow
-from gyreflow.api.sources import Source
+from gyreflow.api.connectors.sources import Source
 from gyreflow.runtime.host import HostLink
 from gyreflow.runtime.local.host import LocalHost
 from gyreflow.scheduler.events import (
@@ -28,7 +28,7 @@ from gyreflow.scheduler.events import (
     Rollback,
     TaskFailed,
 )
-from gyreflow.state.snapshot import JobMeta
+from gyreflow.state.shared.snapshot import JobMeta
 
 WORDS = [f"w{i % 7}" for i in range(40)]
 WINDOW = 10  # records per window: 4 windows

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gyreflow.state.keyed import (
+from gyreflow.state.keys.keyed import (
     KeyedStateStore,
     KeyedTable,
     ListState,
@@ -20,7 +20,7 @@ from gyreflow.state.keyed import (
     StateKind,
     ValueState,
 )
-from gyreflow.state.keygroups import (
+from gyreflow.state.keys.keygroups import (
     DEFAULT_MAX_PARALLELISM,
     KeyGroupCache,
     key_group_of,
@@ -48,7 +48,7 @@ KEYS = st.recursive(SCALARS, lambda inner: st.tuples(inner) | st.tuples(inner, i
 
 HASH_SCRIPT = (
     "import ast, json, sys\n"
-    "from gyreflow.state.keygroups import stable_hash\n"
+    "from gyreflow.state.keys.keygroups import stable_hash\n"
     "keys = ast.literal_eval(sys.stdin.read())\n"
     "print(json.dumps({'stable': [stable_hash(k) for k in keys], 'builtin': hash('word')}))\n"
 )

@@ -81,7 +81,7 @@ def layer_of(module: str) -> str:
 def test_the_graph_is_read_from_every_layer(graph):
     assert {layer_of(m) for m in graph} == set(LAYERS)
     assert graph.has_edge("gyreflow.runtime.driver", "gyreflow.scheduler.cycle")
-    assert graph.has_edge("gyreflow.api.environment", "gyreflow.runtime.driver")
+    assert graph.has_edge("gyreflow.api.language.environment", "gyreflow.runtime.driver")
 
 
 @pytest.mark.parametrize("layer", LAYERS)
@@ -108,3 +108,41 @@ def test_a_planted_cycle_and_upward_import_are_found(tmp_path):
         planted.unlink()
     assert "gyreflow.api.graph" in found
     assert "gyreflow.runtime.dataflow.task" in found
+
+
+# Inside a layer, folders by concern stand in an order: a module imports folders before its own
+# (or its own), never one after it. A layer's top-level modules (factories, documented re-exports)
+# may import any of its folders.
+FOLDER_ORDER = {
+    "api": ("config", "service", "connectors", "language", "graph", "cli"),
+    "runtime": ("dataflow", "local", "spark"),
+    "state": ("keys", "shared", "stores"),
+}
+
+
+def folder_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 3 or (len(parts) == 3 and parts[2] in
+                                          FOLDER_ORDER.get(parts[1], ())) else None
+
+
+def test_every_folder_is_in_its_layers_order():
+    for layer, order in FOLDER_ORDER.items():
+        folders = {p.name for p in (REPO / layer).iterdir()
+                   if p.is_dir() and (p / "__init__.py").exists()}
+        assert folders == set(order), f"{layer}/ folders {sorted(folders)} != {sorted(order)}"
+
+
+@pytest.mark.parametrize("layer", sorted(FOLDER_ORDER))
+def test_no_folder_imports_a_folder_that_imports_it(graph, layer):
+    order = FOLDER_ORDER[layer]
+    wrong = []
+    for source, target in graph.edges:
+        if layer_of(source) != layer or layer_of(target) != layer:
+            continue
+        here, there = folder_of(source), folder_of(target)
+        if here is None or there is None or here == there:
+            continue
+        if order.index(there) > order.index(here):
+            wrong.append((source, target))
+    assert not wrong, f"{layer}: folders import folders after their own: {sorted(wrong)}"

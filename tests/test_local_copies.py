@@ -16,9 +16,9 @@ from _state_contract import ALL, Committer, row
 from rocksdict import Options, Rdict
 
 from gyreflow.api import SizeTumblingWindow
-from gyreflow.state.checkpoint_store import CheckpointSnapshotStore
-from gyreflow.state.local_copies import COPIES_FOLDER, KEEP, LocalCopies
-from gyreflow.state.snapshot import TaskSnapshot, loads
+from gyreflow.state.shared.snapshot import TaskSnapshot, loads
+from gyreflow.state.stores.checkpoint import CheckpointSnapshotStore
+from gyreflow.state.stores.local_copies import COPIES_FOLDER, KEEP, LocalCopies
 
 TABLE = "counts"
 

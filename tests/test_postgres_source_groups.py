@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from test_recovery import _create_database
 
 from gyreflow.api import PostgresSource, SizeTumblingWindow
-from gyreflow.state.sql_urls import engine_url
+from gyreflow.state.stores.sql_urls import engine_url
 
 
 @pytest.fixture

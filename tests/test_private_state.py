@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from gyreflow.api.cli import main
 from gyreflow.runtime.spark.session import spark_log_path
-from gyreflow.state.private import UnsafeLocationError, ensure_private_dir, private_file
+from gyreflow.state.shared.private import UnsafeLocationError, ensure_private_dir, private_file
 
 ROOT = Path(__file__).resolve().parents[1]
 LINES = ["a b", "b c", "c d a"]

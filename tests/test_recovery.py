@@ -38,8 +38,8 @@ import pytest
 from _postgres import POSTGRES_SECRET
 from _staged_output import is_staged_window, read_dir
 
-from gyreflow.state.sealing import Seal, read_key_file
-from gyreflow.state.snapshot import JobMeta
+from gyreflow.state.shared.sealing import Seal, read_key_file
+from gyreflow.state.shared.snapshot import JobMeta
 
 ROOT = Path(__file__).resolve().parents[1]
 WORD_COUNT = ROOT / "examples" / "word_count.py"

@@ -27,17 +27,17 @@ from gyreflow.state.backends import (
     StateBackend,
     backend_from_config,
 )
-from gyreflow.state.checkpoint_store import CheckpointSnapshotStore
-from gyreflow.state.jdbc_store import JdbcSnapshotStore, default_sqlite_url
-from gyreflow.state.memory_store import MemorySnapshotStore
-from gyreflow.state.rocksdb_store import RocksDBSnapshotStore
-from gyreflow.state.snapshot import (
+from gyreflow.state.shared.snapshot import (
     BackendUnavailableError,
     JobMeta,
     StateRow,
     TaskSnapshot,
     dumps,
 )
+from gyreflow.state.stores.checkpoint import CheckpointSnapshotStore
+from gyreflow.state.stores.jdbc import JdbcSnapshotStore, default_sqlite_url
+from gyreflow.state.stores.memory import MemorySnapshotStore
+from gyreflow.state.stores.rocksdb import RocksDBSnapshotStore
 
 # --- the snapshot writer process -----------------------------------------------------------------
 

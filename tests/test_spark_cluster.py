@@ -41,7 +41,7 @@ from test_spark_recovery import (
     resume,
 )
 
-from gyreflow.state.local_copies import COPIES_FOLDER
+from gyreflow.state.stores.local_copies import COPIES_FOLDER
 
 pytestmark = [pytest.mark.xdist_group("spark-cluster")]  # one cluster, one worker
 

@@ -24,7 +24,7 @@ from gyreflow.runtime.spark.combine import (
     accept_combined,
     combine_kind,
 )
-from gyreflow.state.keygroups import key_group_of, task_of_key_group
+from gyreflow.state.keys.keygroups import key_group_of, task_of_key_group
 
 MAX_PARALLELISM = 128
 

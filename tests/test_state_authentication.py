@@ -22,9 +22,8 @@ from test_recovery import word_count_oracle
 from test_state_verification import LINES, WINDOW, assert_refused, crashed, parse, published, run
 
 from gyreflow.state.backends import JdbcStateBackend, RocksDBStateBackend
-from gyreflow.state.jdbc_store import COUNTS, META, RECORDS, STATE
-from gyreflow.state.keygroups import key_group_of
-from gyreflow.state.snapshot import (
+from gyreflow.state.keys.keygroups import key_group_of
+from gyreflow.state.shared.snapshot import (
     BackendUnavailableError,
     JobMeta,
     SnapshotCorruptedError,
@@ -33,6 +32,7 @@ from gyreflow.state.snapshot import (
     TaskSnapshot,
     dumps,
 )
+from gyreflow.state.stores.jdbc import COUNTS, META, RECORDS, STATE
 
 ALL = range(128)
 JOB = "job"

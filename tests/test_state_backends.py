@@ -33,8 +33,8 @@ from hypothesis import strategies as st
 from gyreflow.state.backends import (
     JdbcStateBackend,
 )
-from gyreflow.state.keygroups import key_group_of
-from gyreflow.state.snapshot import (
+from gyreflow.state.keys.keygroups import key_group_of
+from gyreflow.state.shared.snapshot import (
     JobMeta,
     TaskSnapshot,
     dumps,

@@ -34,7 +34,7 @@ from rocksdict import Options, Rdict
 from gyreflow.state.backends import (
     RocksDBStateBackend,
 )
-from gyreflow.state.snapshot import (
+from gyreflow.state.shared.snapshot import (
     JobMeta,
     SnapshotCorruptedError,
     TaskSnapshot,

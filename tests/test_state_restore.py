@@ -33,8 +33,8 @@ from gyreflow.state.backends import (
     RocksDBStateBackend,
     backend_from_config,
 )
-from gyreflow.state.keygroups import key_group_of
-from gyreflow.state.snapshot import (
+from gyreflow.state.keys.keygroups import key_group_of
+from gyreflow.state.shared.snapshot import (
     StateRow,
     TaskSnapshot,
     chunks_by_key_group,
@@ -243,7 +243,7 @@ def test_task_chunks_restore_the_working_state_at_every_version(ctx):
 
 READER = """
 import sys
-from gyreflow.state.rocksdb_store import RocksDBSnapshotStore
+from gyreflow.state.stores.rocksdb import RocksDBSnapshotStore
 store = RocksDBSnapshotStore(sys.argv[1])
 data = {}
 store.read_into("job", "t", range(int(sys.argv[2]), int(sys.argv[3])), 2, data)

@@ -17,8 +17,8 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gyreflow.api import SizeTumblingWindow, Tumbling
-from gyreflow.api.monitor import JobMonitor
-from gyreflow.api.ui_server import UiAddressError, UiServer, parse_address
+from gyreflow.api.service.monitor import JobMonitor
+from gyreflow.api.service.ui_server import UiAddressError, UiServer, parse_address
 
 LINES = [f"w{i % 7} w{(i * 3) % 5} x{i % 2}" for i in range(40)]
 WINDOW = 6

@@ -13,8 +13,8 @@ import pytest
 from prometheus_client import generate_latest
 from test_ui import samples
 
-from gyreflow.api.monitor import JobMonitor, Trend
-from gyreflow.api.ui_server import UiServer
+from gyreflow.api.service.monitor import JobMonitor, Trend
+from gyreflow.api.service.ui_server import UiServer
 from gyreflow.plan.execution import build_execution_graph
 from gyreflow.runtime.driver import CheckpointMetrics
 from gyreflow.runtime.metrics import TaskResult, WindowMetrics
@@ -243,7 +243,7 @@ def get(url: str) -> tuple[int, str, bytes]:
 def test_the_charting_library_and_its_licence_are_served_from_the_package():
     server = UiServer(JobMonitor(), "127.0.0.1", 0)
     try:
-        static = resources.files("gyreflow.api") / "static"
+        static = resources.files("gyreflow.api.service") / "static"
         for name, kind in (("uPlot.iife.min.js", "text/javascript"), ("uPlot.min.css", "text/css"),
                            ("uPlot.LICENSE", "text/plain")):
             status, content_type, body = get(server.url + "static/" + name)

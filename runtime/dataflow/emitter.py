@@ -9,7 +9,7 @@ from gyreflow.plan.operators import identity
 from gyreflow.runtime.dataflow.channels import END_OF_INPUT, Barrier
 from gyreflow.runtime.dataflow.event_time import Watermark
 from gyreflow.runtime.errors import RecordError
-from gyreflow.state.keygroups import key_group_of, task_of_key_group
+from gyreflow.state.keys.keygroups import key_group_of, task_of_key_group
 
 Deliver = Callable[[object], None]
 

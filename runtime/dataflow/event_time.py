@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 from gyreflow.runtime.dataflow.operators import Operator, frozen
 from gyreflow.runtime.errors import RecordError
-from gyreflow.state.keygroups import key_group_of
+from gyreflow.state.keys.keygroups import key_group_of
 
 INF = math.inf
 _NOTHING = object()

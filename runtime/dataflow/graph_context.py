@@ -77,7 +77,7 @@ def _pairs(entry: list, side: int) -> list:
 
 
 class VertexContextImpl(abc.ABC):
-    """The ``VertexContext`` of ``gyreflow.api.graph``: one object reused for every vertex."""
+    """The ``VertexContext`` of ``gyreflow.api.graph.views``: one object reused for every vertex."""
 
     __slots__ = ("_acc", "_aggregates", "_aggregators", "_directed", "_entry", "_previous", "_slots",
                  "emitted", "id", "iteration", "notifications", "num_vertices", "value", "window")

@@ -20,7 +20,7 @@ from gyreflow.plan.operators import GraphComputeSpec, GraphMode
 from gyreflow.runtime.dataflow.graph_context import EMPTY, Slots, context_class
 from gyreflow.runtime.dataflow.operators import Operator
 from gyreflow.runtime.errors import RecordError
-from gyreflow.state.keygroups import key_group_of
+from gyreflow.state.keys.keygroups import key_group_of
 
 VERTEX_COUNT = "__vertices__"
 _MISSING = object()

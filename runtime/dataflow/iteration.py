@@ -9,7 +9,7 @@ from gyreflow.runtime.dataflow.graph_operator import VERTEX_COUNT, GraphOperator
 from gyreflow.runtime.dataflow.task import Task
 from gyreflow.scheduler.events import Done, EventKind, TaskEvent
 from gyreflow.scheduler.iteration import SAVED
-from gyreflow.state.snapshot import TaskRecord, TaskSnapshot
+from gyreflow.state.shared.snapshot import TaskRecord, TaskSnapshot
 
 _SUPERSTEP = (EventKind.EXECUTE_FIRST_ITERATION, EventKind.EXECUTE_COMPUTE)
 

@@ -19,8 +19,8 @@ from gyreflow.runtime.dataflow.operators import CollectOperator, Operator, SinkO
 from gyreflow.runtime.errors import RecordError
 from gyreflow.runtime.faults import crash_point
 from gyreflow.scheduler.events import Done, EventKind, OperatorMetrics, TaskEvent
-from gyreflow.state.keygroups import key_group_of, key_group_range
-from gyreflow.state.snapshot import (
+from gyreflow.state.keys.keygroups import key_group_of, key_group_range
+from gyreflow.state.shared.snapshot import (
     SnapshotCorruptedError,
     TaskRecord,
     TaskSnapshot,

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from gyreflow.runtime.dataflow.task import Task
 from gyreflow.runtime.errors import DataError, RecordError, UserFunctionError
 from gyreflow.scheduler.events import EventKind, TaskEvent, TaskFailed
-from gyreflow.state.snapshot import SnapshotCorruptedError
+from gyreflow.state.shared.snapshot import SnapshotCorruptedError
 
 
 class TaskError(RuntimeError):

@@ -24,7 +24,7 @@ from gyreflow.plan.graph import Partitioning
 from gyreflow.runtime.dataflow.emitter import _by_key
 from gyreflow.runtime.dataflow.operators import AggregateOperator, CountOperator
 from gyreflow.runtime.errors import RecordError
-from gyreflow.state.keygroups import key_group_of, task_of_key_group
+from gyreflow.state.keys.keygroups import key_group_of, task_of_key_group
 
 COUNT = "count"
 AGGREGATE = "aggregate"

@@ -35,7 +35,7 @@ from gyreflow.runtime.spark.combine import (
 )
 from gyreflow.runtime.spark.round_order import RoundOrderError, tell_finished, wait_for_previous
 from gyreflow.scheduler.events import Done, EventKind, LaunchSource, TaskEvent, TaskFailed
-from gyreflow.state.snapshot import SnapshotCorruptedError
+from gyreflow.state.shared.snapshot import SnapshotCorruptedError
 
 DONE = -1  # target vertex (or channel) of items that carry a Done event
 

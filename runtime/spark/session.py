@@ -97,7 +97,7 @@ def _start_context_in_its_own_session(config) -> None:
 def spark_log_path() -> str:
     """The JVM's log: in a directory of this user's own (0700) under the temporary directory, never
     reached through a symbolic link."""
-    from gyreflow.state.private import ensure_private_dir
+    from gyreflow.state.shared.private import ensure_private_dir
 
     directory = ensure_private_dir(os.path.join(tempfile.gettempdir(), f"gyreflow-{os.geteuid()}"),
                                    "Spark log directory")
@@ -136,7 +136,7 @@ def _keeping_a_custom_sigint_handler():
 def _jvm_output_to(path: str):
     """Start the JVM with its standard error in ``path``: Spark's start-up chatter (log4j, JVM
     warnings) stays out of the user's terminal; gyreflow reports task failures itself."""
-    from gyreflow.state.private import private_file
+    from gyreflow.state.shared.private import private_file
 
     sys.stderr.flush()
     log = private_file(path)

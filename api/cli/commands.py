@@ -1,0 +1,354 @@
+"""The ``gyreflow`` command line: run a pipeline script, explain its plans, show the configuration."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+
+import click
+
+from gyreflow.api.cli.control import control
+from gyreflow.api.cli.errors import fail as _fail
+from gyreflow.api.cli.graph import graph
+
+# Choices named at the command line; tests/test_cli.py checks them against config and explain. What
+# a command runs is imported when it runs, so that every command starts fast.
+ENVIRONMENT_TYPES = ("spark", "local")
+EXPLAIN_FORMATS = ("text", "dot", "mermaid")
+
+
+def _run_script(script: str, args: tuple[str, ...], settings) -> None:
+    import runpy
+
+    from gyreflow.api.config.loading import Config
+    from gyreflow.api.config.session import using_settings
+    from gyreflow.api.language.pipeline import not_executed_warning, take_not_executed
+
+    if not os.path.isfile(script):
+        raise click.BadParameter(f"no such script: {script}", param_hint="SCRIPT")
+    if settings.config_path is not None:
+        Config.load(settings.config_path)  # bad config fails here, before any data moves
+    saved_argv, saved_path = sys.argv, list(sys.path)
+    sys.argv = [script, *args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    try:
+        with using_settings(settings):
+            namespace = runpy.run_path(script, run_name="__main__")
+        names = take_not_executed()  # while the script's pipelines are still alive
+        del namespace
+        if names:
+            sys.stderr.write(not_executed_warning(names) + "\n")
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+
+
+def _load_listeners(console, specs: tuple[str, ...], events_path: str | None) -> list:
+    """The listeners ``--listener`` and ``--events`` ask for; a bad one exits 2 in one line."""
+    from gyreflow.api.service.listeners import JsonLinesListener, ListenerSpecError, load_listener
+
+    listeners = []
+    try:
+        listeners.extend(load_listener(spec) for spec in specs)
+    except ListenerSpecError as exc:
+        _fail(console, str(exc), 2)
+    if events_path is not None:
+        try:
+            listeners.append(JsonLinesListener(events_path))
+        except OSError as exc:
+            _fail(console, f"--events {events_path}: cannot be written ({exc.strerror})", 2)
+    return listeners
+
+
+def _open_ui(console, config_path: str | None, address: str | None, stop):
+    """The run's port (``--ui`` or ``ui.address``), opened before the script runs; None if unset."""
+    from gyreflow.api.config.loading import Config, ConfigError
+    from gyreflow.api.service.ui_server import RunUi, UiAddressError
+
+    try:
+        config = Config.load(config_path)
+        address = address if address is not None else config["ui.address"]
+        if not address:
+            return None
+        ui = RunUi.open(address, config["ui.linger"], stop)
+    except ConfigError as exc:
+        _fail(console, f"configuration: {exc}", 2)
+    except UiAddressError as exc:
+        _fail(console, str(exc), 2)
+    except OSError as exc:
+        _fail(console, f"cannot serve the ui on {address!r}: {exc.strerror or exc}", 2)
+    return ui
+
+
+def _stop_now(signum: int, last_completed: int) -> None:
+    """A second Ctrl-C: leave at once, as a crash would (the state is resumable after any crash)."""
+    from gyreflow.runtime.stop import exit_status
+
+    with contextlib.suppress(OSError):
+        sys.stderr.write(f"stopped after window {last_completed}; run again with --resume to "
+                         "continue\n")
+        sys.stderr.flush()
+    os._exit(exit_status(signum))
+
+
+@click.group()
+@click.version_option(package_name="gyreflow")
+def main() -> None:
+    """gyreflow: stream, batch and graph pipelines under one cycle scheduler."""
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.argument("script", type=click.Path(dir_okay=False))
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="TOML config file (see conf/default.toml).")
+@click.option("--env", "environment", type=click.Choice(ENVIRONMENT_TYPES),
+              help="Environment for pipelines built with Environment.from_config().")
+@click.option("--quiet", "-q", is_flag=True, help="No progress display and no summary.")
+@click.option("--resume", is_flag=True, help="Continue after the last completed window.")
+@click.option("--fresh", is_flag=True, help="Discard stored state and start over.")
+@click.option("--from-window", type=int, default=None,
+              help="With --resume: continue after this retained snapshot instead of the last.")
+@click.option("--until-idle", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+              help="Followed sources (directories, tables) end after SECONDS without new data.")
+@click.option("--ui", "ui_address", default=None, metavar="[HOST:]PORT",
+              help="Serve /metrics (Prometheus), /api/job and a live page on this port while the "
+                   "job runs (HOST defaults to 127.0.0.1; config key ui.address).")
+@click.option("--metrics-json", type=click.Path(dir_okay=False, writable=True), default=None,
+              metavar="FILE", help="Write the final metrics of every task to FILE as JSON.")
+@click.option("--listener", "listener_specs", multiple=True, metavar="MODULE:NAME",
+              help="A JobListener (class, instance or factory) told of every window, checkpoint "
+                   "and job end; MODULE may be a path to a .py file. Repeatable.")
+@click.option("--events", "events_path", type=click.Path(dir_okay=False, writable=True),
+              default=None, metavar="FILE",
+              help="Append every window, checkpoint and job end to FILE as JSON lines.")
+def run(script: str, script_args: tuple[str, ...], config_path: str | None,
+        environment: str | None, quiet: bool, resume: bool, fresh: bool,
+        from_window: int | None, until_idle: float | None, ui_address: str | None,
+        metrics_json: str | None, listener_specs: tuple[str, ...],
+        events_path: str | None) -> None:
+    """Run the pipelines SCRIPT defines; arguments after -- go to the script."""
+    import threading
+
+    from rich.console import Console
+
+    from gyreflow.api.cli.errors import fail_user_function
+    from gyreflow.api.config.loading import ConfigError
+    from gyreflow.api.config.session import RunSettings
+    from gyreflow.api.service.listeners import JsonLinesListener, NoticeListener, combined
+    from gyreflow.runtime.errors import (
+        DataError,
+        PipelineDefinitionError,
+        SnapshotNotRetainedError,
+        SnapshotWriteError,
+        UserFunctionError,
+    )
+    from gyreflow.runtime.stop import (
+        JobInterrupted,
+        JobStopped,
+        StopRequest,
+        exit_status,
+        install_handlers,
+        restore_handlers,
+    )
+    from gyreflow.state.shared.job_lock import JobLockedError
+    from gyreflow.state.shared.snapshot import (
+        BackendUnavailableError,
+        IncompatiblePlanError,
+        SnapshotCorruptedError,
+        StateExistsError,
+    )
+
+    console = Console(stderr=True)
+    if resume and fresh:
+        _fail(console, "choose one of --resume and --fresh", 2)
+    if from_window is not None and not resume:
+        _fail(console, "--from-window needs --resume", 2)
+    listeners = _load_listeners(console, listener_specs, events_path)  # before any data moves
+    if not quiet:
+        listeners.insert(0, NoticeListener(console))
+    stop = StopRequest(immediate=_stop_now)
+    ui = _open_ui(console, config_path, ui_address, stop)
+    settings = RunSettings(config_path=config_path, environment=environment, quiet=quiet,
+                           show_progress=not quiet, resume=resume, fresh=fresh,
+                           from_window=from_window, until_idle=until_idle, summaries=[],
+                           stop=stop, monitor=ui.monitor if ui is not None else None,
+                           listener=combined(*listeners))
+    previous = install_handlers(stop) if threading.current_thread() is threading.main_thread() else {}
+    try:
+        try:
+            _run_script(script, script_args, settings)
+        except BaseException as exc:
+            if ui is not None:
+                ui.monitor.finish(exc if not isinstance(exc, SystemExit) or exc.code else None)
+            raise
+        if ui is not None:
+            ui.monitor.finish()
+    except (JobStopped, JobInterrupted) as exc:
+        console.print(f"stopped after window {exc.last_completed}; run again with --resume to "
+                      "continue", markup=False, highlight=False)
+        sys.exit(exit_status(exc.signum))
+    except ConfigError as exc:
+        _fail(console, f"configuration: {exc}", 2)
+    except PipelineDefinitionError as exc:
+        _fail(console, str(exc), 2, hint="Fix the pipeline definition and run again.")
+    except UserFunctionError as exc:
+        fail_user_function(console, exc, "Completed windows are kept: fix the function and run "
+                                         "again with --resume.")
+    except JobLockedError as exc:
+        _fail(console, str(exc), 4)
+    except DataError as exc:
+        _fail(console, str(exc), 5, hint="Completed windows are kept: fix the input (the data, or "
+                                         "the system it comes from) and run again with --resume.")
+    except (StateExistsError, IncompatiblePlanError, BackendUnavailableError,
+            SnapshotCorruptedError, SnapshotNotRetainedError, SnapshotWriteError) as exc:
+        hint = ""
+        if isinstance(exc, SnapshotCorruptedError) and (
+                "cannot be read" in str(exc) or "is missing" in str(exc)):
+            hint = ("The stored state cannot be used as it is: restore it from a copy, or start "
+                    "over with --fresh.")
+        elif isinstance(exc, SnapshotCorruptedError):
+            hint = ("To resume from an earlier retained snapshot, run with --resume "
+                    "--from-window N (see gyreflow snapshots).")
+        _fail(console, str(exc), 3, hint=hint)
+    except Exception as exc:  # noqa: BLE001 - classified in _fail_other, raised again if unknown
+        _fail_other(console, exc)
+    finally:
+        try:
+            if metrics_json is not None:
+                from gyreflow.api.service.progress import write_metrics_json
+
+                write_metrics_json(metrics_json, settings.summaries)
+            if ui is not None:
+                ui.linger(stop)
+        finally:
+            if ui is not None:
+                ui.close()
+            for listener in listeners:
+                if isinstance(listener, JsonLinesListener):
+                    listener.close()
+            restore_handlers(previous)
+    if not quiet:
+        from gyreflow.api.service.progress import summary_tables
+
+        for name, results in settings.summaries:
+            for table in summary_tables(name, results):
+                console.print(table)
+
+
+def _fail_other(console, error: Exception) -> None:
+    """Spark that did not start (exit 2, nothing ran) and a task that failed outside user functions
+    (exit 6, a fault of gyreflow or its host: one line, then its traceback for a report); anything
+    else is raised as it is."""
+    import traceback
+
+    from gyreflow.runtime.dataflow.task_runner import TaskError
+    from gyreflow.runtime.spark.session import SparkStartError
+
+    if isinstance(error, SparkStartError):
+        _fail(console, str(error), 2)
+    if isinstance(error, TaskError):
+        _fail(console, str(error), 6,
+              hint="Completed windows are kept: run again with --resume; if it fails again, "
+                   "report it with the traceback below.",
+              detail="".join(traceback.format_exception(error)))
+    raise error
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.argument("script", type=click.Path(dir_okay=False))
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+@click.option("--format", "fmt", type=click.Choice(EXPLAIN_FORMATS), default="text", show_default=True)
+@click.option("--config", "config_path", type=click.Path(dir_okay=False))
+def explain(script: str, script_args: tuple[str, ...], fmt: str, config_path: str | None) -> None:
+    """Print the PipelineGraph and ExecutionGraph of the pipelines SCRIPT defines, without running."""
+    from rich.console import Console
+
+    from gyreflow.api.config.loading import ConfigError
+    from gyreflow.api.config.session import RunSettings
+
+    settings = RunSettings(config_path=config_path, quiet=True, explain_format=fmt, explained=[])
+    try:
+        _run_script(script, script_args, settings)
+    except ConfigError as exc:
+        _fail(Console(stderr=True), f"configuration: {exc}", 2)
+    if not settings.explained:
+        _fail(Console(stderr=True), f"{script} defines no pipeline that it executes: nothing to "
+                                    "explain (pipelines are explained where they call execute())", 1)
+    from gyreflow.plan.explain import explain_all
+
+    sys.stdout.write(explain_all(settings.explained, fmt) + "\n")
+
+
+@main.command()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False))
+def snapshots(config_path: str | None) -> None:
+    """List the jobs with stored state: last completed window, retained versions, sizes."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from gyreflow.api.config.loading import Config, ConfigError
+    from gyreflow.state.backends import backend_from_config
+    from gyreflow.state.shared.snapshot import BackendUnavailableError, SnapshotCorruptedError
+
+    console = Console()
+    try:
+        backend = backend_from_config(Config.load(config_path))
+        store = backend.open_store()
+    except (ConfigError, BackendUnavailableError) as exc:
+        _fail(Console(stderr=True), str(exc), 2)
+    try:
+        jobs = store.jobs()
+        console.print(f"backend: {backend.describe()}", markup=False, highlight=False)
+        if not jobs:
+            console.print("no job has stored state", markup=False)
+            return
+        table = Table()
+        for column in ("job", "last completed", "retained", "state", "bytes"):
+            table.add_column(column)
+        for job in jobs:
+            try:
+                meta = store.read_meta(job)
+            except SnapshotCorruptedError as exc:
+                table.add_row(escape(job), "corrupted", "", escape(str(exc)), "")
+                continue
+            sizes = store.sizes(job)
+            first = True
+            for part, size in sorted(sizes.items()):
+                table.add_row(
+                    escape(job) if first else "",
+                    str(meta.last_completed) if first else "",
+                    ", ".join(map(str, meta.retained)) if first else "",
+                    escape(part), f"{size:,}")
+                first = False
+        console.print(table)
+    finally:
+        store.close()
+
+
+@main.command("config")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False))
+@click.option("--schema", is_flag=True, help="Print every key as a Markdown table.")
+def show_config(config_path: str | None, schema: bool) -> None:
+    """Print the effective configuration (file + GYREFLOW_* variables) as TOML, passwords and
+    secrets masked."""
+    from gyreflow.api.config.loading import Config, ConfigError, schema_markdown
+
+    if schema:
+        click.echo(schema_markdown())
+        return
+    try:
+        click.echo(Config.load(config_path).as_toml(mask_secrets=True))
+    except ConfigError as exc:
+        from rich.console import Console
+
+        _fail(Console(stderr=True), f"configuration: {exc}", 2)
+
+
+main.add_command(graph)
+main.add_command(control)
+
+if __name__ == "__main__":
+    main()
+

@@ -1,0 +1,172 @@
+"""``gyreflow control``: commands to a running job, applied at one window boundary on every task.
+
+Exit statuses: 0 done; 1 the job refused the command (the line says why); 2 bad usage, no such
+job, or several jobs and no ``--job``; 3 the job could not be reached.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING
+
+import click
+
+from gyreflow.api.cli.errors import fail as _fail
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+_JOB = click.option("--job", "job_name", default=None, metavar="NAME|PID",
+                    help="The job (its name, part of it, or its pid); needed when several run.")
+_CONFIG = click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
+                       help="TOML config file (for control.directory).")
+_JSON = click.option("--json", "as_json", is_flag=True, help="Print the job's answer as JSON.")
+
+
+def _parsed(value: str):
+    from gyreflow.runtime.control import parse_value
+
+    return parse_value(value)
+
+
+@click.group()
+def control() -> None:
+    """Send commands to a running job (see docs/control.md)."""
+
+
+def _directory(console: Console, config_path: str | None) -> str:
+    from gyreflow.api.config.loading import Config, ConfigError
+    from gyreflow.api.service.control import control_directory
+
+    try:
+        return control_directory(Config.load(config_path))
+    except ConfigError as exc:
+        _fail(console, f"configuration: {exc}", 2)
+
+
+def _ask(config_path: str | None, job_name: str | None, command: dict, as_json: bool) -> dict:
+    from rich.console import Console
+
+    from gyreflow.api.service.control import ControlError, find_job, send
+
+    console = Console(stderr=True)
+    directory = _directory(console, config_path)
+    try:
+        job = find_job(directory, job_name)
+    except ControlError as exc:
+        _fail(console, str(exc), 2)
+    missing = [key for key in ("job", "host", "port", "token") if key not in job]
+    if missing:  # not a file a job wrote (they are written whole, then renamed into place)
+        _fail(console, f"control file {job.get('file')} has no {', '.join(missing)}: it was not "
+                       "written by a gyreflow job; remove it", 3)
+    try:
+        answer = send(job, command)
+    except ControlError as exc:
+        _fail(console, f"{exc}; check that the job still runs: its control file "
+                       f"{job.get('file')} may be left from a job that ended", 3)
+    if not isinstance(answer, dict):
+        _fail(console, f"job {job['job']!r} (pid {job['pid']}) answered with something other than "
+                       f"a JSON object: is port {job['port']} its control endpoint?", 3)
+    if as_json:
+        sys.stdout.write(json.dumps(answer, indent=2, sort_keys=True) + "\n")
+    if not answer.get("ok"):
+        _fail(console, f"job {job['job']!r}: {answer.get('error', 'refused')}", 1)
+    return answer
+
+
+@control.command("list")
+@_CONFIG
+def list_jobs(config_path: str | None) -> None:
+    """The running jobs that accept commands."""
+    from rich.console import Console
+
+    from gyreflow.api.service.control import running_jobs
+
+    directory = _directory(Console(stderr=True), config_path)
+    for job in running_jobs(directory):
+        click.echo(f"{job['job']}\tpid {job['pid']}\tport {job['port']}")
+
+
+@control.command()
+@_JOB
+@_CONFIG
+@_JSON
+def status(job_name: str | None, config_path: str | None, as_json: bool) -> None:
+    """Whether the job runs or is paused, its last completed window and its parameters."""
+    answer = _ask(config_path, job_name, {"command": "status"}, as_json)
+    if not as_json:
+        click.echo(f"{answer['job']}: {answer['state']}, last completed window "
+                   f"{answer['last_completed']}, launched {answer['launched']}")
+        for operator, params in sorted(answer["parameters"].items()):
+            for name, value in sorted(params.items()):
+                click.echo(f"  {operator}.{name} = {json.dumps(value)}")
+
+
+@control.command("set")
+@click.argument("operator")
+@click.argument("name")
+@click.argument("value")
+@_JOB
+@_CONFIG
+@_JSON
+def set_parameter(operator: str, name: str, value: str, job_name: str | None,
+                  config_path: str | None, as_json: bool) -> None:
+    """Set parameter NAME of OPERATOR to VALUE (JSON when it parses: 5, 0.5, true, "text")."""
+    answer = _ask(config_path, job_name, {"command": "set", "operator": operator, "name": name,
+                                          "value": _parsed(value)}, as_json)
+    if not as_json:
+        click.echo(answer["message"])
+
+
+@control.command()
+@_JOB
+@_CONFIG
+@_JSON
+def sample(job_name: str | None, config_path: str | None, as_json: bool) -> None:
+    """A monitoring sample from every task, taken as they start the next window."""
+    answer = _ask(config_path, job_name, {"command": "sample"}, as_json)
+    if not as_json:
+        click.echo(f"window {answer['window']}")
+        click.echo("task\tindex\trecords in\trecords out\tstate keys\tqueued")
+        for t in sorted(answer["tasks"], key=lambda t: (t["task"], t["index"])):
+            click.echo(f"{t['task']}\t{t['index']}\t{t['records_in']}\t{t['records_out']}\t"
+                       f"{t['state_keys']}\t{t['queued']}")
+
+
+@control.command()
+@_JOB
+@_CONFIG
+@_JSON
+def pause(job_name: str | None, config_path: str | None, as_json: bool) -> None:
+    """Stop starting new windows (the windows in flight complete)."""
+    answer = _ask(config_path, job_name, {"command": "pause"}, as_json)
+    if not as_json:
+        click.echo(answer["message"])
+
+
+@control.command("resume")
+@_JOB
+@_CONFIG
+@_JSON
+def resume_sources(job_name: str | None, config_path: str | None, as_json: bool) -> None:
+    """Start windows again after ``pause``."""
+    answer = _ask(config_path, job_name, {"command": "resume"}, as_json)
+    if not as_json:
+        click.echo(answer["message"])
+
+
+@control.command()
+@click.argument("operator")
+@click.argument("parallelism", type=int)
+@_JOB
+@_CONFIG
+@_JSON
+def rescale(operator: str, parallelism: int, job_name: str | None, config_path: str | None,
+            as_json: bool) -> None:
+    """Run OPERATOR (and the operators chained to it) with PARALLELISM tasks from the next window
+    boundary; its keyed state moves by key group."""
+    answer = _ask(config_path, job_name, {"command": "rescale", "operator": operator,
+                                          "parallelism": parallelism}, as_json)
+    if not as_json:
+        click.echo(answer["message"])

@@ -1,0 +1,593 @@
+"""Record formats of files: text lines, JSON lines, CSV and Parquet, read by cursor and written by window."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+from collections.abc import Callable, Iterable, Mapping
+
+import attrs
+
+from gyreflow.api.config.loading import ConfigError
+
+FORMATS = ("text", "jsonl", "csv", "parquet")
+
+
+class MalformedRecordError(Exception):
+    """A record of a file that its format cannot read; ``where`` names the line or row group."""
+
+    def __init__(self, where: str, reason: str, text: str | None = None) -> None:
+        super().__init__(f"{where}: {reason}")
+        self.where = where
+        self.reason = reason
+        self.text = text
+
+
+def require_pyarrow(what: str):
+    """``pyarrow.parquet``, or a one-line error naming the extra that installs it."""
+    try:
+        import pyarrow.parquet as pq
+    except ModuleNotFoundError:
+        msg = (f"{what} needs pyarrow, which is not installed: pip install 'gyreflow[parquet]' "
+               "(or pip install pyarrow)")
+        raise ConfigError(msg) from None
+    return pq
+
+
+@attrs.frozen
+class CsvOptions:
+    """How CSV files are read and written.
+
+    ``header``: the first line names the columns (else ``columns`` must, or records are lists).
+    ``types``: column -> callable turning the text of a cell into its value (``int``, ``float``, ...);
+    other columns stay text. An empty cell of a typed column is None.
+    """
+
+    delimiter: str = ","
+    header: bool = True
+    columns: tuple[str, ...] | None = attrs.field(
+        default=None, converter=lambda c: tuple(c) if c is not None else None)
+    types: Mapping[str, Callable[[str], object]] = attrs.field(factory=dict, converter=dict)
+
+
+def check_delimiter(what: str, delimiter: str) -> None:
+    """Refuse, where a CSV source or sink is built, a delimiter that cannot separate cells."""
+    if not isinstance(delimiter, str) or len(delimiter) != 1 or delimiter in '"\r\n':
+        msg = (f"{what}: delimiter {delimiter!r} must be one character other than a quote, CR or "
+               "LF (',', ';', '\\t', '|', ...)")
+        raise ConfigError(msg)
+
+
+# Reading -----------------------------------------------------------------------------------------
+
+
+class FileCursor:
+    """Reads the records of one file from a position; ``position`` is picklable and ``open``
+    with it continues after the last record returned."""
+
+    position: object
+
+    def read(self, max_records: int) -> list:
+        """Up to ``max_records`` records (decoded, or :class:`MalformedRecordError` in their place);
+        an empty list at the end of the file."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release the file."""
+
+
+def strip_line_ending(raw: bytes) -> bytes:
+    """``raw`` without its line ending (``\\n`` or ``\\r\\n``); any other ``\\r`` is data."""
+    if raw.endswith(b"\n"):
+        raw = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1]
+    return raw
+
+
+def _open_binary(path: str):
+    return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
+
+
+def _allow_any_field_size() -> None:
+    """Lift the csv module's limit on a cell (128 KiB by default), process-wide: a CsvSink writes
+    cells of any size, and a reader must read them back."""
+    if csv.field_size_limit() < _LARGEST_FIELD:
+        csv.field_size_limit(_LARGEST_FIELD)
+
+
+_LARGEST_FIELD = 2**31 - 1  # a C long on every platform
+
+
+def _decoded(raw: bytes) -> tuple[str, UnicodeDecodeError | None]:
+    """``raw`` as UTF-8 text, and the decoding error if it is not (undecodable bytes are then kept
+    as lone surrogates, so that the line's shape is still known)."""
+    try:
+        return raw.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        return raw.decode("utf-8", "surrogateescape"), exc
+
+
+class _LineCursor(FileCursor):
+    """Text, JSON lines and CSV: the position is (byte offset in the uncompressed data, line).
+
+    Text and JSON lines end at ``\\n`` (a ``\\r`` before it is part of the ending). CSV lines end
+    where the csv module ends them in a file opened with ``newline=""``: at ``\\n``, ``\\r\\n`` or
+    a lone ``\\r``; a quoted cell may hold any of them.
+    """
+
+    def __init__(self, path: str, fmt: str, csv_options: CsvOptions, position) -> None:
+        self.path = path
+        self.fmt = fmt
+        self.options = csv_options
+        self.file = _open_binary(path)
+        self.columns = csv_options.columns
+        self.pending = b""  # CSV: the rest of a line read past a lone CR
+        self.position = (0, 0)
+        if fmt == "csv":
+            _allow_any_field_size()
+            if csv_options.header:
+                self._read_header()
+        if position is not None and tuple(position) != self.position:
+            self.file.seek(position[0])
+            self.pending = b""
+            self.position = tuple(position)
+
+    def _lines(self, max_records: int):
+        """(raw line, line number, offset after it) for up to ``max_records`` lines."""
+        offset, line = self.position
+        for _ in range(max_records):
+            raw = self.file.readline()
+            if not raw:
+                return
+            line += 1
+            offset += len(raw)
+            yield raw, line, offset
+
+    def read(self, max_records: int) -> list:
+        if self.fmt == "csv":
+            return self._read_csv(max_records)
+        out: list = []
+        # Blank lines carry no JSON record: read on until there is one or the file ends, since a
+        # short list means the end of the file.
+        while len(out) < max_records:
+            before = self.position
+            out += self._read_lines(max_records - len(out))
+            if self.position == before:
+                break
+        return out
+
+    def _read_lines(self, max_records: int) -> list:
+        out = []
+        for raw, line, offset in self._lines(max_records):
+            self.position = (offset, line)
+            where = f"line {line}"
+            try:
+                text = strip_line_ending(raw).decode("utf-8")
+            except UnicodeDecodeError as exc:
+                out.append(MalformedRecordError(where, f"not valid UTF-8 ({exc.reason})",
+                                                raw.decode("utf-8", "replace").rstrip("\r\n")))
+                continue
+            if self.fmt == "text":
+                out.append(text)
+                continue
+            if not text.strip(_JSON_WHITESPACE):
+                continue  # JSON lines: blank lines carry no record
+            try:
+                out.append(json.loads(text))
+            except ValueError as exc:
+                out.append(MalformedRecordError(where, f"not JSON ({exc})", text))
+        return out
+
+    # CSV ------------------------------------------------------------------------------------
+
+    def _physical_line(self) -> bytes:
+        """The next line with its ending, cut where ``open(newline="")`` cuts it; b"" at the end."""
+        raw = self.pending or self.file.readline()
+        self.pending = b""
+        cr = raw.find(b"\r")
+        if cr == -1 or cr == len(raw) - 1 or raw[cr + 1:] == b"\n":
+            return raw
+        self.pending = raw[cr + 1:]
+        return raw[:cr + 1]
+
+    def _csv_row(self):
+        """(cells or MalformedRecordError, first line, last line, text) of the next row, or None at
+        the end of the file; an empty line is a row without cells, as the csv module reads it."""
+        offset, first = self.position
+        raw = self._physical_line()
+        if not raw:
+            return None
+        self.position = (offset + len(raw), first + 1)
+        text, bad = _decoded(raw)
+        if b'"' not in raw:  # no quote: one line, whose cells lie between the delimiters
+            row = text.rstrip("\r\n")
+            cells = row.split(self.options.delimiter) if row else []
+        else:
+            texts = [text]
+            problems = [bad]
+
+            def lines():  # the csv module asks for the next line only inside a quoted cell
+                yield text
+                while raw := self._physical_line():
+                    more, problem = _decoded(raw)
+                    at, number = self.position
+                    self.position = (at + len(raw), number + 1)
+                    texts.append(more)
+                    problems.append(problem)
+                    yield more
+
+            try:
+                cells = next(csv.reader(lines(), delimiter=self.options.delimiter, strict=True))
+            except csv.Error as exc:
+                cells = exc
+            text = "".join(texts)
+            bad = next((problem for problem in problems if problem is not None), None)
+        last = self.position[1]
+        if bad is not None:
+            shown = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            cells = MalformedRecordError(_lines_named(first + 1, last),
+                                         f"not valid UTF-8 ({bad.reason})", shown.rstrip("\r\n"))
+        elif isinstance(cells, csv.Error):
+            cells = MalformedRecordError(_lines_named(first + 1, last), f"not CSV ({cells})",
+                                         text.rstrip("\r\n"))
+        return cells, first + 1, last, text
+
+    def _read_header(self) -> None:
+        """The first row that is not empty names the columns (unless ``columns`` does)."""
+        while True:
+            row = self._csv_row()
+            if row is None:  # no row at all: the file has no records either
+                return
+            cells, first, last, text = row
+            if isinstance(cells, MalformedRecordError):
+                msg = f"the header is unreadable ({cells.reason})"
+                raise MalformedRecordError(cells.where, msg, cells.text)
+            if cells:
+                break
+        if self.columns is not None:
+            return
+        repeated = sorted({name for name in cells if cells.count(name) > 1})
+        if repeated:
+            msg = (f"the header names column {repeated[0]!r} more than once (a row would keep only "
+                   "the last of its cells); rename the columns, or give columns= and header=True")
+            raise MalformedRecordError(_lines_named(first, last), msg, text.rstrip("\r\n"))
+        self.columns = tuple(cells)
+
+    def _read_csv(self, max_records: int) -> list:
+        out: list = []
+        readline, delimiter, typed = self.file.readline, self.options.delimiter, self._typed
+        while len(out) < max_records:
+            if not self.pending:
+                # The common line, inline: no quote, no CR but the one of a CRLF ending, UTF-8.
+                raw = readline()
+                cr = raw.find(b"\r")
+                if raw and b'"' not in raw and (cr == -1 or raw[cr + 1:] == b"\n"):
+                    try:
+                        text = raw.decode("utf-8")
+                    except UnicodeDecodeError:
+                        text = None
+                    if text is not None:
+                        offset, line = self.position
+                        self.position = (offset + len(raw), line + 1)
+                        row = text.rstrip("\r\n")
+                        if row:  # an empty line is no row; a line of spaces is a row of one cell
+                            out.append(typed(row.split(delimiter), line + 1, line + 1, text))
+                        continue
+                self.pending = raw
+            found = self._csv_row()
+            if found is None:
+                break
+            cells, first, last, text = found
+            if isinstance(cells, MalformedRecordError):
+                out.append(cells)
+            elif cells:
+                out.append(typed(cells, first, last, text))
+        return out
+
+    def _typed(self, cells: list[str], first: int, last: int, text: str):
+        columns = self.columns
+        if not columns:
+            return cells
+        if len(cells) != len(columns):
+            return MalformedRecordError(_lines_named(first, last),
+                                        f"{len(cells)} cells, the header has {len(columns)}",
+                                        text.rstrip("\r\n"))
+        record = dict(zip(columns, cells, strict=True))
+        for column, convert in self.options.types.items():
+            cell = record.get(column)
+            if cell is None:
+                continue
+            if cell == "":
+                record[column] = None
+                continue
+            try:
+                record[column] = convert(cell)
+            except (TypeError, ValueError) as exc:
+                return MalformedRecordError(_lines_named(first, last), f"column {column!r}: {cell!r} "
+                                            f"is not {getattr(convert, '__name__', convert)} ({exc})",
+                                            text.rstrip("\r\n"))
+        return record
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def _lines_named(first: int, last: int) -> str:
+    return f"line {first}" if first == last else f"lines {first}-{last}"
+
+
+_JSON_WHITESPACE = " \t\r\n"  # what JSON itself skips; other blank-looking text is no JSON
+
+
+class _ParquetCursor(FileCursor):
+    """Parquet: row groups are read one at a time as batches; the position is (row group, row)."""
+
+    def __init__(self, path: str, columns: tuple[str, ...] | None, position) -> None:
+        pq = require_pyarrow("a Parquet source")
+        self.path = path
+        self.columns = list(columns) if columns is not None else None
+        try:
+            self.file = pq.ParquetFile(path)
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a bad file
+            raise MalformedRecordError("file footer", f"not a Parquet file ({exc})") from None
+        self.position = position if position is not None else (0, 0)
+        self._group: list | None = None
+
+    def read(self, max_records: int) -> list:
+        # A row group without rows is skipped: an empty list means the end of the file.
+        while True:
+            group = self.position[0]
+            batch = self._read_group(max_records)
+            if batch or self.position[0] == group:
+                return batch
+
+    def _read_group(self, max_records: int) -> list:
+        group, row = self.position
+        if group >= self.file.num_row_groups:
+            return []
+        if self._group is None:
+            try:
+                # Values Python cannot hold exactly (nanoseconds in a timestamp) are refused here,
+                # with the row group, rather than rounded.
+                self._group = self.file.read_row_group(group, columns=self.columns).to_pylist()
+            except Exception as exc:  # noqa: BLE001
+                self.position = (group + 1, 0)
+                return [MalformedRecordError(f"row group {group}", f"cannot be read ({exc})")]
+        batch = self._group[row:row + max_records]
+        row += len(batch)
+        if row >= len(self._group):
+            self._group = None
+            self.position = (group + 1, 0)
+        else:
+            self.position = (group, row)
+        return batch
+
+    def close(self) -> None:
+        self._group = None
+        close = getattr(self.file, "close", None)
+        if close is not None:
+            close()
+
+
+def open_cursor(path: str, fmt: str, csv_options: CsvOptions, columns, position) -> FileCursor:
+    """A cursor over ``path`` in format ``fmt`` from ``position`` (None: the start)."""
+    if fmt == "parquet":
+        return _ParquetCursor(path, columns, position)
+    return _LineCursor(path, fmt, csv_options, position)
+
+
+# Writing -----------------------------------------------------------------------------------------
+
+
+class UnwritableRecordError(Exception):
+    """A record that a file format cannot hold so that it reads back the same; ``reason`` says why."""
+
+    def __init__(self, record: object, reason: str) -> None:
+        super().__init__(reason)
+        self.record = record
+        self.reason = reason
+
+
+def _encoding_problem(exc: UnicodeEncodeError, what: str = "it") -> str:
+    return f"{what} is not UTF-8 text ({exc.object[exc.start:exc.end]!r}: {exc.reason})"
+
+
+class WindowEncoder:
+    """Turns one window's records into the bytes of its file: ``add`` as records come, ``end``
+    once the window is complete (a Parquet file is written whole at the end). A record the format
+    cannot hold raises :class:`UnwritableRecordError`."""
+
+    def add(self, window: int, records: list) -> bytes:
+        raise NotImplementedError
+
+    def end(self) -> bytes:
+        return b""
+
+
+class LineEncoder(WindowEncoder):
+    """One line per record, ``line(window, record)`` and ``\\n``. A line that would not read back as
+    itself is refused: one holding ``\\n`` (two lines), one ending in ``\\r`` (read as a ``\\r\\n``
+    ending) or one that is not UTF-8 text (a lone surrogate)."""
+
+    def __init__(self, line: Callable[[int, object], str]) -> None:
+        self.line = line
+
+    def add(self, window: int, records: list) -> bytes:
+        data = self._all_at_once(window, records)
+        if data is None:  # some record cannot be written: find it, and name it
+            data = b"".join([self._encoded(window, record) for record in records])
+        return data
+
+    def _all_at_once(self, window: int, records: list) -> bytes | None:
+        line = self.line
+        try:
+            text = "".join([line(window, r) + "\n" for r in records])
+            if text.count("\n") == len(records) and "\r\n" not in text:
+                return text.encode("utf-8")
+        except Exception:  # noqa: BLE001
+            return None
+        return None
+
+    def _encoded(self, window: int, record: object) -> bytes:
+        try:
+            text = self.line(window, record)
+        except Exception as exc:  # noqa: BLE001 - a record the format function cannot turn into text
+            raise UnwritableRecordError(record, f"{type(exc).__name__}: {exc}") from None
+        if not isinstance(text, str):
+            raise UnwritableRecordError(record, f"the format returned {type(text).__name__}, not str")
+        if "\n" in text or text.endswith("\r"):
+            raise UnwritableRecordError(record, "its line holds a line break (\\n, or \\r at its end) "
+                                                "and would read back as other lines")
+        try:
+            return (text + "\n").encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise UnwritableRecordError(record, _encoding_problem(exc)) from None
+
+
+class CsvEncoder(WindowEncoder):
+    """Dict records (columns from ``options.columns`` or the first record) or sequences.
+
+    Every value reads back exactly through ``csv.reader`` (as text: ``str`` of the value; None is an
+    empty cell): a cell holding a line break, a carriage return, the delimiter or a quote is quoted
+    (Python's writer alone leaves a bare ``\\r`` unquoted when lines end in ``\\n``). Refused: a record
+    with no cells (it would read back as no row), a dict with keys the header lacks when the first
+    record chose the columns, a sequence whose length is not the header's, text that is not UTF-8.
+    """
+
+    def __init__(self, options: CsvOptions) -> None:
+        self.options = options
+        self.columns = options.columns
+        self.known: frozenset | None = None  # the columns when the first record chose them
+        self.started = False
+
+    def _rows(self, rows: list[list]) -> str:
+        buffer = io.StringIO()
+        plain = csv.writer(buffer, delimiter=self.options.delimiter, lineterminator="\n")
+        # "\r" in the line terminator makes the writer quote every cell that holds one; the row's
+        # own terminator is then written as "\n" like every other row's.
+        quoting_cr = csv.writer(buffer, delimiter=self.options.delimiter, lineterminator="\r\n")
+        for row in rows:
+            if any(isinstance(cell, str) and "\r" in cell for cell in row):
+                quoting_cr.writerow(row)
+                buffer.seek(buffer.tell() - 2)
+                buffer.truncate()
+                buffer.write("\n")
+            else:
+                plain.writerow(row)
+        return buffer.getvalue()
+
+    def _row(self, record: object) -> list:
+        if isinstance(record, Mapping):
+            if self.columns is None:
+                self.columns = tuple(record)
+                self.known = frozenset(self.columns)
+            elif self.known is not None and record.keys() != self.known:
+                extra = [key for key in record if key not in self.known]
+                if extra:
+                    msg = (f"column {extra[0]!r} is not in the header, which the window's first "
+                           "record chose (give CsvSink columns= to choose them)")
+                    raise UnwritableRecordError(record, msg)
+            row = [record.get(column) for column in self.columns]
+        elif isinstance(record, str | bytes) or not isinstance(record, Iterable):
+            msg = f"a CSV record is a dict or a sequence of cells, not {type(record).__name__}"
+            raise UnwritableRecordError(record, msg)
+        else:
+            row = list(record)
+            if self.columns is not None and len(row) != len(self.columns):
+                msg = f"{len(row)} cells, the header has {len(self.columns)}"
+                raise UnwritableRecordError(record, msg)
+        if not row:
+            raise UnwritableRecordError(record, "a row without cells would read back as no row")
+        return ["" if cell is None else cell for cell in row]
+
+    def add(self, window: int, records: list) -> bytes:
+        rows = []
+        for record in records:
+            row = self._row(record)
+            if not self.started:
+                self.started = True
+                if self.options.header and self.columns is not None:
+                    rows.append(list(self.columns))
+            rows.append(row)
+        try:
+            return self._rows(rows).encode("utf-8")
+        except UnicodeEncodeError:
+            pass
+        header = len(rows) - len(records)
+        for index, row in enumerate(rows):
+            try:
+                self._rows([row]).encode("utf-8")
+            except UnicodeEncodeError as exc:
+                culprit = records[max(0, index - header)]
+                what = "a column name" if index < header else "it"
+                raise UnwritableRecordError(culprit, _encoding_problem(exc, what)) from None
+        msg = "it is not UTF-8 text"
+        raise UnwritableRecordError(records[0] if records else None, msg)
+
+    def end(self) -> bytes:
+        if not self.started and self.options.header and self.columns is not None:
+            self.started = True
+            return self._rows([list(self.columns)]).encode("utf-8")
+        return b""
+
+
+class ParquetEncoder(WindowEncoder):
+    """Dict records, kept until the window ends and then written as one Parquet file.
+
+    The columns are ``columns``, else every key of the window's records in order of appearance (a
+    record without a key has None there). A column holds one type, as pyarrow infers it from the
+    values; a value that does not fit it is refused, naming the record and the column.
+    """
+
+    def __init__(self, columns: tuple[str, ...] | None, compression: str) -> None:
+        self.columns = columns
+        self.compression = compression
+        self.records: list = []
+
+    def add(self, window: int, records: list) -> bytes:
+        self.records.extend(records)
+        return b""
+
+    def end(self) -> bytes:
+        pq = require_pyarrow("a Parquet sink")
+        records, self.records = self.records, []
+        for record in records:
+            if not isinstance(record, Mapping):
+                msg = f"a Parquet record is a dict of column values, not {type(record).__name__}"
+                raise UnwritableRecordError(record, msg)
+        names = self.columns
+        if names is None:
+            names = tuple(dict.fromkeys(key for record in records for key in record))
+            strange = next((key for key in names if not isinstance(key, str)), None)
+            if strange is not None:
+                culprit = next(record for record in records if strange in record)
+                msg = f"column names are text, not {type(strange).__name__} ({strange!r})"
+                raise UnwritableRecordError(culprit, msg)
+            if records and not names:
+                raise UnwritableRecordError(records[0], "a row without columns cannot be stored")
+        table = self._table(records, names)
+        buffer = io.BytesIO()
+        pq.write_table(table, buffer, compression=self.compression)
+        return buffer.getvalue()
+
+    @staticmethod
+    def _table(records: list, names: tuple[str, ...]):
+        import pyarrow as pa
+
+        arrays = {}
+        for name in names:
+            values = [record.get(name) for record in records]
+            try:
+                arrays[name] = pa.array(values)
+            except Exception as exc:  # noqa: BLE001 - pyarrow raises several types
+                first = next((value for value in values if value is not None), None)
+                culprit = records[0]
+                for record, value in zip(records, values, strict=True):
+                    try:
+                        pa.array([first, value])
+                    except Exception:  # noqa: BLE001
+                        culprit = record
+                        break
+                raise UnwritableRecordError(culprit, f"column {name!r}: {exc}") from None
+        return pa.table(arrays)

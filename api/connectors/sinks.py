@@ -1,0 +1,471 @@
+"""Sinks: print, one file per window, and the base classes for writing your own."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import sys
+import uuid
+import zlib
+from collections.abc import Callable
+
+import attrs
+
+from gyreflow.api.config.loading import ConfigError
+from gyreflow.state.shared.private import user_umask
+from gyreflow.state.shared.snapshot import SnapshotCorruptedError
+
+
+class SinkWriter:
+    """Writes one sink task's records; one instance per task, opened where the task runs.
+
+    Exactly-once output is two-phase: ``finish_window`` makes a window's output durable but not yet
+    visible (staged); ``publish`` makes the staged windows up to a completed window visible, and must
+    be idempotent; after a crash, ``recover`` publishes what was staged up to the last completed
+    window and drops the rest, which the resumed job produces again. A writer that makes output
+    visible in ``write`` (like ``PrintSink``) is at-least-once: replayed windows appear again.
+    """
+
+    def write(self, window: int, records: list) -> None:
+        """Stage ``records`` of ``window``."""
+        raise NotImplementedError
+
+    def finish_window(self, window: int) -> None:
+        """Every record of ``window`` was written: make the staged output durable."""
+
+    def publish(self, window: int) -> None:
+        """Windows up to ``window`` are completed: make their staged output visible."""
+
+    def recover(self, window: int) -> None:
+        """Resuming after completed window ``window``: publish staged windows up to it, drop later."""
+
+    def close(self) -> None:
+        """Release files and connections."""
+
+
+class Sink:
+    """Base of sinks: a light, picklable description that opens a writer per sink task."""
+
+    #: Parallelism used when the stream does not set one (None: the environment's default).
+    default_parallelism: int | None = None
+
+    def create_writer(self, task_index: int, parallelism: int) -> SinkWriter:
+        """Open the writer of task ``task_index`` of ``parallelism``."""
+        raise NotImplementedError
+
+    def published_after(self, window: int, parallelism: int) -> list[str]:
+        """Published output of windows after ``window`` (what a resume to ``window`` would have
+        to take back), for sinks that can tell; checked before anything moves."""
+        return []
+
+    def reset(self) -> None:
+        """A run starts from nothing (no completed window): drop what earlier runs staged or
+        published, for sinks that keep either."""
+
+    def describe(self) -> str:
+        """A short text for ``explain``."""
+        return type(self).__name__
+
+
+class _PrintWriter(SinkWriter):
+    def __init__(self, prefix: str, stream) -> None:
+        self.prefix = prefix
+        self.stream = stream
+
+    def write(self, window: int, records: list) -> None:
+        stream = self.stream or sys.stdout
+        stream.write("".join(f"{self.prefix}[{window}] {r!r}\n" for r in records))
+
+
+@attrs.frozen(eq=False)
+class PrintSink(Sink):
+    """Print every record as ``[window] record`` to standard output (or ``stream``)."""
+
+    prefix: str = ""
+    stream: object = None
+
+    @property
+    def in_process_only(self) -> bool:
+        """An explicit stream lives in this process: executors elsewhere would write to a copy."""
+        return self.stream is not None
+
+    def create_writer(self, task_index: int, parallelism: int) -> SinkWriter:
+        return _PrintWriter(self.prefix, self.stream)
+
+
+def default_json_line(window: int, record: object) -> str:
+    """Format a record as one JSON line."""
+    return json.dumps(record, ensure_ascii=False)
+
+
+_STAGING = ".staging"  # in-flight windows, in a folder of their own: listing it costs O(in flight)
+
+
+class _FileWriter(SinkWriter):
+    """Stages a window as ``.staging/<name>.<run>`` with a ``.sum`` beside it (window, records,
+    bytes, CRC-32), and publishes it by renaming it to ``<name>``. ``<run>`` is unique to this
+    writer, so two writers never share a staged file; the publisher finds staged windows by listing
+    the staging folder, which holds only windows in flight."""
+
+    def __init__(self, sink: FileSink, task_index: int, parallelism: int) -> None:
+        self.sink = sink
+        self.suffix = "" if parallelism == 1 else f"-part-{task_index + 1:04d}"
+        self.run = uuid.uuid4().hex[:16]
+        self.open_files: dict[int, list] = {}  # window -> [handle, records, bytes, crc]
+        self.published = 0
+        self.staging = os.path.join(sink.directory, _STAGING)  # exists while windows are staged
+        _make_dirs(sink.directory)
+        self._final = re.compile(
+            rf"^{re.escape(sink.prefix)}-(\d{{6,}}){re.escape(self.suffix)}{re.escape(sink.extension)}$")
+        self._staged = re.compile(
+            rf"^{re.escape(sink.prefix)}-(\d{{6,}}){re.escape(self.suffix)}{re.escape(sink.extension)}"
+            rf"\.([0-9a-f]+)$")
+
+    def final_path(self, window: int) -> str:
+        name = f"{self.sink.prefix}-{window:06d}{self.suffix}{self.sink.extension}"
+        return os.path.join(self.sink.directory, name)
+
+    def staging_path(self, window: int) -> str:
+        return os.path.join(self.staging, f"{os.path.basename(self.final_path(window))}.{self.run}")
+
+    def _file(self, window: int) -> list:
+        entry = self.open_files.get(window)
+        if entry is None:
+            path = self.staging_path(window)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+            except FileNotFoundError:
+                _make_dirs(self.staging)  # another writer removed it, empty, when it closed
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+            os.fchmod(fd, 0o666 & ~user_umask())
+            entry = self.open_files[window] = [os.fdopen(fd, "wb"), 0, 0, 0, self.sink.encoder()]
+        return entry
+
+    def _append(self, entry: list, data: bytes) -> None:
+        entry[0].write(data)
+        entry[2] += len(data)
+        entry[3] = zlib.crc32(data, entry[3])
+
+    def write(self, window: int, records: list) -> None:
+        entry = self._file(window)
+        try:
+            data = entry[4].add(window, records)
+        except Exception as exc:  # noqa: BLE001 - a record the format cannot hold
+            raise _unwritable(self.sink, window, records, exc) from None
+        self._append(entry, data)
+        entry[1] += len(records)
+
+    def finish_window(self, window: int) -> None:
+        entry = self._file(window)  # an empty window still gets its file
+        try:
+            tail = entry[4].end()
+        except Exception as exc:  # noqa: BLE001
+            raise _unwritable(self.sink, window, [], exc) from None
+        self._append(entry, tail)
+        handle, records, size, crc, _ = entry
+        handle.flush()
+        os.fsync(handle.fileno())
+        handle.close()
+        del self.open_files[window]
+        summary = json.dumps({"window": window, "records": records, "bytes": size, "crc32": crc})
+        path = self.staging_path(window) + ".sum"
+        with open(path, "w", encoding="utf-8") as sums:
+            sums.write(summary)
+            sums.flush()
+            os.fsync(sums.fileno())
+
+    def _staged_on_disk(self) -> dict[int, list[str]]:
+        """Window -> staged files of this writer's part (any run), from the staging folder."""
+        found: dict[int, list[str]] = {}
+        if not os.path.isdir(self.staging):
+            return found
+        for name in os.listdir(self.staging):
+            match = self._staged.match(name)
+            if match is not None:
+                found.setdefault(int(match.group(1)), []).append(os.path.join(self.staging, name))
+        return found
+
+    def _publish(self, window: int, staged: str) -> None:
+        os.replace(staged, self.final_path(window))
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(staged + ".sum")
+
+    def publish(self, window: int) -> None:
+        # Staged windows are looked up on disk: the writer that publishes (on the driver, with
+        # Spark) need not be the one that staged them.
+        if window <= self.published:
+            return
+        for staged, paths in sorted(self._staged_on_disk().items()):
+            if self.published < staged <= window:
+                self._publish(staged, _one_complete(paths, staged) if len(paths) > 1 else paths[0])
+        self.published = window
+        _remove_if_empty(self.staging)
+
+    def recover(self, window: int) -> None:
+        """Publish the staged windows up to ``window`` once each checks against its summary; drop
+        later ones; refuse, before changing anything, when a completed window's output is damaged
+        or missing."""
+        self.published = window
+        staged = self._staged_on_disk()
+        for number, paths in staged.items():
+            if number <= window:
+                if len(paths) > 1:  # copies of a task that ran again: keep one complete copy
+                    staged[number] = paths = [_one_complete(paths, number)]
+                _verify_staged(paths[0], number)
+        any_part = re.compile(rf"^{re.escape(self.sink.prefix)}-(\d{{6,}})(-part-\d{{4}})?"
+                              rf"{re.escape(self.sink.extension)}$")
+        present = {number for number in staged if number <= window}
+        later = []
+        for name in os.listdir(self.sink.directory):
+            match = self._final.match(name)
+            if match is not None and int(match.group(1)) > window:
+                later.append(name)  # recomputed on purpose (--from-window, --fresh)
+                continue
+            match = any_part.match(name)
+            if match is not None:
+                present.add(int(match.group(1)))
+        missing = next((w for w in range(1, window + 1) if w not in present), None)
+        if missing is not None and present:
+            msg = (f"FileSink: the output of completed window {missing} "
+                   f"({self.final_path(missing)}) is neither published nor staged in "
+                   f"{self.staging}: it was deleted; restore it, or recompute with --from-window "
+                   "or --fresh")
+            raise SnapshotCorruptedError(msg)
+        for number, paths in sorted(staged.items()):
+            for path in paths:
+                if number <= window:
+                    self._publish(number, path)
+                else:
+                    os.unlink(path)
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(path + ".sum")
+        for name in os.listdir(self.staging) if os.path.isdir(self.staging) else ():
+            # summaries left by a publish cut short
+            if name.endswith(".sum") and not os.path.exists(os.path.join(self.staging, name[:-4])):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(self.staging, name))
+        for name in later:
+            os.unlink(os.path.join(self.sink.directory, name))
+        _remove_if_empty(self.staging)
+
+    def close(self) -> None:
+        for window, entry in list(self.open_files.items()):
+            entry[0].close()
+            os.unlink(self.staging_path(window))
+        self.open_files.clear()
+        _remove_if_empty(self.staging)
+
+
+def _unwritable(sink: FileSink, window: int, records: list, exc: BaseException):
+    """One line naming the sink, the window and the record that its format cannot hold."""
+    from gyreflow.api.connectors.file_formats import UnwritableRecordError
+    from gyreflow.runtime.errors import DataError
+
+    if isinstance(exc, UnwritableRecordError):
+        reason = " ".join(exc.reason.split())
+        msg = (f"{sink.describe()}: window {window}, record {exc.record!r:.200}: cannot be written "
+               f"as {sink.extension}: {reason}")
+    else:
+        shown = f" (records like {records[0]!r:.200})" if records else ""
+        reason = " ".join(str(exc).split())
+        msg = (f"{sink.describe()}: window {window} cannot be written as {sink.extension}: "
+               f"{type(exc).__name__}: {reason}{shown}")
+    return DataError(msg, window)
+
+
+def _one_complete(paths: list[str], window: int) -> str:
+    """Of a window's staged files of one part (a Spark task that ran again, after its executor was
+    lost, stages the window anew under a run of its own), the first one that checks against its
+    summary; the others (a copy, or what a lost attempt left half-written) are removed."""
+    chosen = None
+    for path in sorted(paths):
+        if chosen is None:
+            try:
+                _verify_staged(path, window)
+            except SnapshotCorruptedError:
+                pass
+            else:
+                chosen = path
+                continue
+        for doomed in (path, path + ".sum"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(doomed)
+    if chosen is None:
+        msg = f"FileSink: no staged copy of window {window} is complete: {', '.join(sorted(paths))}"
+        raise SnapshotCorruptedError(msg)
+    return chosen
+
+
+def _remove_if_empty(staging: str) -> None:
+    """Remove the staging folder when no window is in flight (a writer staging one creates it
+    again), so that a finished job leaves only its published files."""
+    with contextlib.suppress(OSError):
+        os.rmdir(staging)
+
+
+def _verify_staged(path: str, window: int) -> None:
+    """Check a staged file against the summary written beside it when it was staged."""
+    problem = None
+    try:
+        with open(path + ".sum", encoding="utf-8") as handle:
+            summary = json.loads(handle.read())
+        with open(path, "rb") as handle:
+            data = handle.read()
+        if (summary.get("window") != window or summary.get("bytes") != len(data)
+                or summary.get("crc32") != zlib.crc32(data)):
+            problem = "does not match its summary (size or CRC-32)"
+    except FileNotFoundError:
+        problem = "has no summary"
+    except (OSError, ValueError, AttributeError) as exc:
+        problem = f"has an unreadable summary ({exc})"
+    if problem is not None:
+        msg = (f"FileSink: the staged output of completed window {window} ({path}) {problem}: it "
+               "was damaged; restore it, or recompute with --from-window or --fresh")
+        raise SnapshotCorruptedError(msg)
+
+
+def _make_dirs(path: str) -> None:
+    """Create ``path`` and its missing parents with the user's umask (not the private one held
+    while state is open)."""
+    missing = []
+    probe = os.path.abspath(path)
+    while not os.path.isdir(probe):
+        missing.append(probe)
+        probe = os.path.dirname(probe)
+    for directory in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(directory)
+            os.chmod(directory, 0o777 & ~user_umask())
+
+
+def _shown(path: str) -> str:
+    """``path`` relative to the working directory when it lies under it (as users usually give it)."""
+    relative = os.path.relpath(path)
+    return path if relative.startswith(os.pardir) else relative
+
+
+@attrs.frozen(eq=False)
+class FileSink(Sink):
+    """One file per window in ``directory``: ``window-000001.jsonl``, ``window-000002.jsonl``, ...
+
+    Each line is ``format(window, record)`` (JSON of the record by default). A window's file is written
+    to a hidden staging file and renamed into place when the window ends, so readers never see a
+    partial file. With parallelism ``p > 1`` every task writes ``window-000001-part-0001.jsonl`` etc.
+    The default parallelism is 1: one file per window.
+    """
+
+    # Absolute from where the job starts: Spark executors resolve nothing in their own folders.
+    directory: str = attrs.field(converter=lambda path: os.path.abspath(os.fspath(path)))
+    format: Callable[[int, object], str] = default_json_line
+    prefix: str = "window"
+    extension: str = ".jsonl"
+    default_parallelism = 1
+
+    def __attrs_post_init__(self) -> None:
+        # Checked where the pipeline is built, before any data moves.
+        if os.path.exists(self.directory) and not os.path.isdir(self.directory):
+            msg = f"FileSink: output {self.directory!r} exists and is not a directory"
+            raise ConfigError(msg)
+        existing = os.path.abspath(self.directory)
+        while not os.path.exists(existing):
+            existing = os.path.dirname(existing)
+        if not os.path.isdir(existing):
+            msg = f"FileSink: output {self.directory!r} cannot be created: {existing!r} is a file"
+            raise ConfigError(msg)
+        if not os.access(existing, os.W_OK | os.X_OK):
+            msg = (f"FileSink: output {self.directory!r} cannot be written: no write permission "
+                   f"on {existing!r}")
+            raise ConfigError(msg)
+
+    def create_writer(self, task_index: int, parallelism: int) -> SinkWriter:
+        return _FileWriter(self, task_index, parallelism)
+
+    def encoder(self):
+        """What turns a window's records into its file's bytes (one per window and task)."""
+        from gyreflow.api.connectors.file_formats import LineEncoder
+
+        return LineEncoder(self.format)
+
+    def reset(self) -> None:
+        if not os.path.isdir(self.directory):
+            return
+        ours = re.compile(rf"^{re.escape(self.prefix)}-\d{{6,}}(-part-\d{{4}})?"
+                          rf"{re.escape(self.extension)}(\.[0-9a-f]+(\.sum)?)?$")
+        staging = os.path.join(self.directory, _STAGING)
+        for folder in (staging, self.directory):
+            if os.path.isdir(folder):
+                for name in os.listdir(folder):
+                    if ours.match(name) and os.path.isfile(os.path.join(folder, name)):
+                        os.unlink(os.path.join(folder, name))
+        _remove_if_empty(staging)
+
+    def published_after(self, window: int, parallelism: int) -> list[str]:
+        if not os.path.isdir(self.directory):
+            return []
+        name = re.compile(rf"^{re.escape(self.prefix)}-(\d{{6,}})(-part-\d{{4}})?"
+                          rf"{re.escape(self.extension)}$")
+        found = []
+        for entry in os.listdir(self.directory):
+            match = name.match(entry)
+            if match is not None and int(match.group(1)) > window:
+                found.append((int(match.group(1)), os.path.join(self.directory, entry)))
+        return [path for _, path in sorted(found)]
+
+    def describe(self) -> str:
+        return f"FileSink({_shown(self.directory)})"
+
+
+@attrs.frozen(eq=False)
+class CsvSink(FileSink):
+    """One CSV file per window (and task): ``window-000001.csv``, published like ``FileSink``.
+
+    Records are dicts (columns from ``columns``, else the first record's keys) or sequences; the
+    header line is written unless ``header=False``.
+    """
+
+    extension: str = ".csv"
+    columns: tuple[str, ...] | None = attrs.field(
+        default=None, converter=lambda c: tuple(c) if c is not None else None)
+    delimiter: str = ","
+    header: bool = True
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        from gyreflow.api.connectors.file_formats import check_delimiter
+
+        check_delimiter("CsvSink", self.delimiter)
+
+    def encoder(self):
+        from gyreflow.api.connectors.file_formats import CsvEncoder, CsvOptions
+
+        return CsvEncoder(CsvOptions(self.delimiter, self.header, self.columns))
+
+    def describe(self) -> str:
+        return f"CsvSink({_shown(self.directory)})"
+
+
+@attrs.frozen(eq=False)
+class ParquetSink(FileSink):
+    """One Parquet file per window (and task): ``window-000001.parquet``, published like
+    ``FileSink``. Records are dicts; ``columns`` selects and orders the columns. Needs pyarrow."""
+
+    extension: str = ".parquet"
+    columns: tuple[str, ...] | None = attrs.field(
+        default=None, converter=lambda c: tuple(c) if c is not None else None)
+    compression: str = "snappy"
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        from gyreflow.api.connectors.file_formats import require_pyarrow
+
+        require_pyarrow("ParquetSink")
+
+    def encoder(self):
+        from gyreflow.api.connectors.file_formats import ParquetEncoder
+
+        return ParquetEncoder(self.columns, self.compression)
+
+    def describe(self) -> str:
+        return f"ParquetSink({_shown(self.directory)})"

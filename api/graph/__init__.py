@@ -1,0 +1,25 @@
+"""The graph library: graph views and vertex-centric programs, the algorithms, Graphalytics files.
+
+``gyreflow.api.graph`` is the documented import path of the graph views (``GraphView``,
+``VertexCentricCompute``, ...); the algorithms are ``gyreflow.api.graph_algorithms``.
+"""
+
+from gyreflow.api.graph.views import (
+    Aggregator,
+    Edge,
+    GraphView,
+    Vertex,
+    VertexCentricCompute,
+    VertexContext,
+    identity_default,
+)
+
+__all__ = [
+    "Aggregator",
+    "Edge",
+    "GraphView",
+    "Vertex",
+    "VertexCentricCompute",
+    "VertexContext",
+    "identity_default",
+]

@@ -1,0 +1,272 @@
+"""Graph views and vertex-centric programs: static compute, incremental compute and traversal."""
+
+from __future__ import annotations
+
+import abc
+import operator
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar, Protocol
+
+import attrs
+
+from gyreflow.api.language.stream import Stream
+from gyreflow.plan.graph import Partitioning
+from gyreflow.plan.operators import GraphComputeSpec, GraphMode
+
+
+@attrs.frozen
+class Vertex:
+    """A vertex of a graph view: its id and an optional value."""
+
+    id: Any
+    value: Any = None
+
+
+@attrs.frozen
+class Edge:
+    """An edge from ``src`` to ``dst`` with an optional value (a weight, a label)."""
+
+    src: Any
+    dst: Any
+    value: Any = None
+
+
+@attrs.frozen
+class Aggregator:
+    """A global aggregator: every vertex may add values with ``ctx.aggregate(name, value)``; the
+    combined value of an iteration is visible to every vertex in the next one (``ctx.aggregated``).
+
+    >>> Aggregator.sum().combine(2, 3), Aggregator.min().combine(2, 3)
+    (5, 2)
+    """
+
+    zero: Any
+    combine: Callable[[Any, Any], Any]
+
+    @classmethod
+    def sum(cls, zero: Any = 0) -> Aggregator:
+        """Adds the values up."""
+        return cls(zero, operator.add)
+
+    @classmethod
+    def min(cls, zero: Any = float("inf")) -> Aggregator:
+        """Keeps the smallest value."""
+        return cls(zero, min)
+
+    @classmethod
+    def max(cls, zero: Any = float("-inf")) -> Aggregator:
+        """Keeps the largest value."""
+        return cls(zero, max)
+
+
+def identity_default(method: Callable) -> Callable:
+    """Marks a default method that returns the value it is given: the running graph operator skips
+    calling it when a program does not override it."""
+    method.identity_default = True
+    return method
+
+
+class VertexCentricCompute(abc.ABC):
+    """A vertex program: ``compute`` runs once per active vertex in every iteration (superstep).
+
+    In the first iteration every vertex is active (static compute) or every vertex the window touched
+    (incremental compute; traversal: the vertices that received a start message). Later, a vertex is
+    active when messages reached it, or always when ``always_active`` is true. The iteration stops when
+    no messages are in flight, after ``max_iterations``, or when ``terminate`` says so.
+
+    Messages to one vertex are combined with ``combine`` when a subclass defines it (``operator.add``,
+    ``min`` and ``max`` take a fast path); ``compute`` then receives a list of one combined message.
+    A message cannot be None. Messages to a vertex the graph does not have are dropped.
+
+    Incremental compute emits a vertex when its value changed in the window, judged by ``!=`` on the
+    values (a program may keep bookkeeping in a value object whose equality looks at the result
+    only). A vertex's edges keep their arrival order and a window's new edges are appended at the
+    end, so a program can tell the new ones by remembering how many it has seen.
+    """
+
+    max_iterations: int = 100
+    always_active: bool = False
+    combine: ClassVar[Callable[[Any, Any], Any] | None] = None
+    aggregators: ClassVar[dict[str, Aggregator]] = {}
+
+    @identity_default
+    def init(self, vertex_id: Any, value: Any) -> Any:
+        """The value a vertex starts with (static compute: every window; otherwise when it appears)."""
+        return value
+
+    @abc.abstractmethod
+    def compute(self, vertex: VertexContext, messages: list) -> None:
+        """Run one vertex for one iteration: read ``messages``, set the value, send messages."""
+
+    def terminate(self, iteration: int, aggregates: dict[str, Any]) -> bool:
+        """Whether to stop after ``iteration``, given the aggregates combined in it."""
+        return False
+
+    @identity_default
+    def result(self, vertex_id: Any, value: Any) -> Any:
+        """What the output stream carries for a vertex: ``(vertex_id, result(vertex_id, value))``."""
+        return value
+
+    def on_notify(self, vertex: VertexContext, iteration: int) -> None:  # noqa: B027 - optional
+        """Superstep ``iteration`` of the window is complete on every task, and ``vertex`` asked
+        for it (``vertex.notify_at(iteration)``). Runs once per request, before the next superstep
+        (or when the window's supersteps end): it may change the vertex's value, aggregate, emit
+        (traversal) and send messages, which arrive in the superstep after the running one."""
+
+    def start(self, request: Any) -> Iterable[tuple[Any, Any]]:
+        """Traversal only: the ``(vertex_id, message)`` pairs one request starts with (a traversal
+        refuses a program that does not define it)."""
+        return ()
+
+
+class VertexContext(Protocol):
+    """What ``compute`` sees of its vertex; the running graph operator provides the implementation.
+
+    Attributes: ``id``, ``value`` (assign to change it), ``iteration`` (1-based), ``window``,
+    ``num_vertices`` (in the whole graph), ``out_neighbours`` and ``in_neighbours`` (lists of vertex
+    ids, one per edge; read-only), ``out_edges`` and ``in_edges`` (new lists of ``(other vertex, edge
+    value)`` pairs), ``out_degree``. In an undirected graph out and in both list every incident edge,
+    and ``send_to_neighbours`` sends once per incident edge whatever the direction ("both" included).
+    """
+
+    id: Any
+    value: Any
+    iteration: int
+    window: int
+    num_vertices: int
+    out_neighbours: list
+    in_neighbours: list
+    out_edges: list
+    in_edges: list
+    out_degree: int
+
+    def send(self, target: Any, message: Any) -> None:
+        """Send ``message`` to vertex ``target`` for the next iteration."""
+
+    def send_to_neighbours(self, message: Any, direction: str = "out") -> None:
+        """Send ``message`` along every ``"out"``, ``"in"`` or ``"both"`` edge."""
+
+    def aggregate(self, name: str, value: Any) -> None:
+        """Add ``value`` to the global aggregator ``name`` of this iteration."""
+
+    def aggregated(self, name: str) -> Any:
+        """The combined value of aggregator ``name`` in the previous iteration (its zero at first)."""
+
+    def emit(self, record: Any) -> None:
+        """Traversal: emit ``record`` on the output stream when the iteration finishes."""
+
+    def notify_at(self, iteration: int) -> None:
+        """Ask for ``on_notify(vertex, iteration)`` once superstep ``iteration`` (this one or a
+        later one) is complete on every task: Naiad's notification at ``(window, iteration)``."""
+
+
+def _vertex_record(item: Any) -> tuple[Any, Any]:
+    if isinstance(item, Vertex):
+        return item.id, item.value
+    if isinstance(item, tuple):
+        if len(item) == 2:
+            return item
+        if len(item) == 1:
+            return item[0], None
+        msg = f"a vertex is an id, (id, value) or Vertex, not a {len(item)}-tuple: {item!r}"
+        raise ValueError(msg)
+    return item, None
+
+
+def _edge_record(item: Any) -> tuple[Any, Any, Any]:
+    if isinstance(item, Edge):
+        return item.src, item.dst, item.value
+    if isinstance(item, tuple) and len(item) in (2, 3):
+        return (item[0], item[1], item[2] if len(item) == 3 else None)
+    msg = f"an edge is (src, dst), (src, dst, value) or Edge, not {item!r}"
+    raise ValueError(msg)
+
+
+def _first(record: tuple) -> Any:
+    return record[0]
+
+
+def _check_program(program: Any) -> None:
+    if not isinstance(program, VertexCentricCompute):
+        msg = f"a graph computation needs a VertexCentricCompute instance, got {type(program).__name__}"
+        raise TypeError(msg)
+    if not isinstance(program.max_iterations, int) or program.max_iterations < 1:
+        msg = f"max_iterations must be a positive int, got {program.max_iterations!r}"
+        raise ValueError(msg)
+
+
+class GraphView:
+    """A graph built from a vertex stream and an edge stream, partitioned by vertex key group.
+
+    Vertices are ids, ``(id, value)`` pairs or ``Vertex``; edges are ``(src, dst)``, ``(src, dst,
+    value)`` or ``Edge``. A vertex named by an edge but absent from the vertex stream is created with
+    value ``None``. Each window appends what its streams carry; the graph and the results live in the
+    configured state backend and are snapshotted and restored with the window.
+    """
+
+    def __init__(self, vertices: Stream | None, edges: Stream, directed: bool = True,
+                 parallelism: int | None = None, name: str | None = None) -> None:
+        self.vertices = vertices
+        self.edges = edges
+        self.directed = directed
+        self.parallelism = parallelism
+        self.name = name
+
+    def compute(self, program: VertexCentricCompute, name: str | None = None) -> Stream:
+        """Static compute: in every window, start every vertex from ``program.init`` and run the
+        iterations over the whole graph; emits ``(vertex_id, result)`` for every vertex."""
+        return self._operator(program, GraphMode.STATIC, None, name)
+
+    def incremental_compute(self, program: VertexCentricCompute, name: str | None = None) -> Stream:
+        """Dynamic compute: values persist across windows; each window starts from the vertices its
+        vertices and edges touched; emits ``(vertex_id, result)`` for the vertices whose result
+        changed in the window."""
+        return self._operator(program, GraphMode.INCREMENTAL, None, name)
+
+    def traversal(self, requests: Stream, program: VertexCentricCompute,
+                  name: str | None = None) -> Stream:
+        """Traversal on the current graph: each request's ``program.start(request)`` messages start
+        the iteration in the request's window; emits what ``ctx.emit`` produced."""
+        if type(program).start is VertexCentricCompute.start:
+            msg = f"traversal needs a program that defines start(request); {type(program).__name__} does not"
+            raise TypeError(msg)
+        starts = requests.flat_map(program.start)
+        return self._operator(program, GraphMode.TRAVERSAL, starts, name)
+
+    def _operator(self, program, mode, starts, name) -> Stream:
+        _check_program(program)
+        edges = self.edges.flat_map(_EdgeHalves(self.directed))
+        vertices = self.vertices.map(_vertex_record) if self.vertices is not None else None
+        spec = GraphComputeSpec(program, self.directed, mode, vertices is not None, starts is not None)
+        inputs = [s.key_by(_first) for s in (vertices, edges, starts) if s is not None]
+        builder = self.edges.builder
+        node = builder.add(spec, inputs, self.parallelism, name or self.name)
+        # Messages between supersteps travel on a loop edge from the operator to itself.
+        builder.drafts[node].inputs.append((node, Partitioning.LOOP, None))
+        return Stream(builder, node)
+
+
+_OUT, _IN = 1, 3  # where an edge half goes in a vertex's graph entry
+
+
+@attrs.frozen
+class _EdgeHalves:
+    """Turns an edge into the records its endpoints store: ``(vertex, other, value, side)`` with side
+    1 for an out-edge and 3 for an in-edge (their places in the vertex's graph entry); an undirected
+    edge is an out-edge at both ends (a self-loop once)."""
+
+    directed: bool
+
+    def __call__(self, item: Any) -> tuple:
+        if type(item) is tuple and len(item) == 2:
+            src, dst = item
+            value = None
+        elif type(item) is tuple and len(item) == 3:
+            src, dst, value = item
+        else:
+            src, dst, value = _edge_record(item)
+        if self.directed:
+            return ((src, dst, value, _OUT), (dst, src, value, _IN))
+        if src == dst:
+            return ((src, dst, value, _OUT),)
+        return ((src, dst, value, _OUT), (dst, src, value, _OUT))

@@ -1,0 +1,1 @@
+"""The pipeline language users write: environments, pipelines, streams, windows, functions, testing kit."""

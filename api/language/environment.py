@@ -1,0 +1,200 @@
+"""Environments: where pipelines run (in this process, and later on Spark), built from code or config."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from gyreflow.api.config.loading import ENVIRONMENT_TYPES, Config, ConfigError
+from gyreflow.api.config.session import current_settings
+from gyreflow.plan.graph import PipelineGraph
+from gyreflow.runtime.checkpoint import RecoveryOptions
+from gyreflow.runtime.control import ControlInbox
+from gyreflow.runtime.driver import JobListener, JobRun
+from gyreflow.runtime.local.host import LocalHost
+from gyreflow.runtime.metrics import TaskResult
+from gyreflow.state.backends import backend_from_config
+from gyreflow.state.stores.sql_urls import missing_driver
+
+
+class Environment:
+    """Where pipelines run. Build one with ``Environment.local()`` or ``Environment.from_config()``.
+
+    >>> env = Environment.local(parallelism=2, progress=False)
+    >>> env.config["environment.parallelism"], env.type_name
+    (2, 'local')
+    """
+
+    type_name = "abstract"
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.state_backend = backend_from_config(config)
+        url = getattr(self.state_backend, "url", "")
+        problem = missing_driver(url, "state.url") if url else None
+        if problem is not None:  # before any data moves, in one line
+            raise ConfigError(problem)
+        from gyreflow.api.service.control import initial_parameters
+
+        initial_parameters(config)  # a malformed control.parameters fails before any data moves
+
+    @staticmethod
+    def local(parallelism: int | None = None, *, progress: bool | None = None,
+              config: Mapping[str, object] | None = None) -> LocalEnvironment:
+        """An in-process environment; ``config`` overrides dotted keys (``{"runtime.batch_size": 64}``).
+
+        Under ``gyreflow run --config FILE`` the file's values are the starting point.
+        """
+        overrides = dict(config or {})
+        overrides["environment.type"] = "local"
+        if parallelism is not None:
+            overrides["environment.parallelism"] = parallelism
+        if progress is not None:
+            overrides["progress.enabled"] = progress
+        return LocalEnvironment(Config.load(current_settings().config_path, overrides))
+
+    @staticmethod
+    def spark(master: str | None = None, parallelism: int | None = None, *,
+              progress: bool | None = None,
+              config: Mapping[str, object] | None = None) -> SparkEnvironment:
+        """An environment that runs on Spark (``master`` defaults to ``[spark] master``)."""
+        overrides = dict(config or {})
+        overrides["environment.type"] = "spark"
+        if master is not None:
+            overrides["spark.master"] = master
+        if parallelism is not None:
+            overrides["environment.parallelism"] = parallelism
+        if progress is not None:
+            overrides["progress.enabled"] = progress
+        return SparkEnvironment(Config.load(current_settings().config_path, overrides))
+
+    @staticmethod
+    def from_config(path: str | os.PathLike | None = None,
+                    overrides: Mapping[str, object] | None = None) -> Environment:
+        """The environment a TOML config file describes (plus ``GYREFLOW_SECTION__KEY`` variables).
+
+        Without ``path``, the file given to ``gyreflow run --config`` is used, else the defaults.
+        """
+        settings = current_settings()
+        merged = dict(overrides or {})
+        if settings.environment is not None:
+            merged.setdefault("environment.type", settings.environment)
+        config = Config.load(path if path is not None else settings.config_path, merged)
+        return create_environment(config)
+
+    def pipeline(self, name: str):
+        """Start a new pipeline named ``name``."""
+        from gyreflow.api.language.pipeline import Pipeline
+
+        return Pipeline(self, name)
+
+    def run_task(self, name: str, graph: PipelineGraph, listener: JobListener | None,
+                 recovery: RecoveryOptions | None = None) -> TaskResult:
+        """Run one pipeline task's graph; subclasses choose the executor."""
+        raise NotImplementedError
+
+    def _drive(self, name: str, graph: PipelineGraph, listener: JobListener | None,
+               recovery: RecoveryOptions | None, backend, make_host) -> TaskResult:
+        """Run ``graph`` as one ``JobRun`` on hosts ``make_host(backend)`` builds, with the job's
+        control endpoint open; a rescale command stops the tasks at a window boundary and runs them
+        again from there with the new parallelism (key groups move through the snapshot), in the
+        same run: same job lock, same state location, same control endpoint."""
+        from gyreflow.api.service.control import ControlEndpoint, control_directory, initial_parameters
+
+        inbox = ControlInbox(initial_parameters(self.config))
+        endpoint = None
+        if self.config["control.enabled"]:
+            endpoint = ControlEndpoint(name, inbox, control_directory(self.config))
+        try:
+            run = JobRun(self.config, backend, make_host, listener, stop=current_settings().stop,
+                         control=inbox)
+            return run.execute(name, graph, recovery)
+        finally:
+            if endpoint is not None:
+                endpoint.close()
+
+
+class LocalEnvironment(Environment):
+    """Runs every task in this process with the cooperative local executor."""
+
+    type_name = "local"
+
+    def run_task(self, name: str, graph: PipelineGraph, listener: JobListener | None,
+                 recovery: RecoveryOptions | None = None) -> TaskResult:
+        """Run ``graph`` in this process."""
+        return self._drive(name, graph, listener, recovery, self.state_backend,
+                           lambda backend: LocalHost(self.config, backend))
+
+
+class SparkEnvironment(Environment):
+    """Runs every pipeline on Apache Spark through PySpark: ``[spark] master`` picks local mode
+    (``local[*]``) or a cluster; one Spark job per window round.
+
+    >>> env = Environment.spark(master="local[2]", progress=False)
+    >>> env.type_name, env.config["spark.master"]
+    ('spark', 'local[2]')
+    """
+
+    type_name = "spark"
+
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
+        from gyreflow.api.language.cluster import check_cluster_state, is_cluster_master
+        from gyreflow.runtime.spark.host import spark_session
+
+        self.on_cluster = is_cluster_master(config["spark.master"])
+        if self.on_cluster:  # refused before any data moves
+            check_cluster_state(config, self.state_backend)
+        self.session = spark_session(config)
+        self._probed: set = set()
+
+    def run_task(self, name: str, graph: PipelineGraph, listener: JobListener | None,
+                 recovery: RecoveryOptions | None = None) -> TaskResult:
+        """Run ``graph`` on Spark."""
+        from gyreflow.runtime.spark.host import SparkHost, SparkState
+
+        if self.on_cluster:
+            self._probe(graph)
+        state = SparkState(self.state_backend)  # one state location for the run, restarts included
+        try:
+            return self._drive(name, graph, listener, recovery, state.backend,
+                               lambda backend: SparkHost(self.config, backend, self.session))
+        finally:
+            state.close()
+
+    def _probe(self, graph: PipelineGraph) -> None:
+        """On a cluster, check once per location that every executor reaches the checkpoint
+        location and the output directories (a directory only the driver sees is refused)."""
+        from gyreflow.api.language.cluster import (
+            dead_letter_locations,
+            input_files,
+            probe_inputs,
+            probe_shared,
+            shared_locations,
+        )
+
+        sinks = [(v.name, v.spec.sink) for v in graph.vertices
+                 if getattr(v.spec, "sink", None) is not None]
+        sources = [(v.name, v.spec.source) for v in graph.vertices
+                   if getattr(v.spec, "source", None) is not None]
+        locations = [item for item in [*shared_locations(self.state_backend, sinks),
+                                       *dead_letter_locations(sources)]
+                     if item[1] not in self._probed]
+        files = [item for item in input_files(sources) if item[1] not in self._probed]
+        context = self.session().sparkContext
+        probe_shared(context, self.state_backend, locations)
+        probe_inputs(context, files)
+        self._probed.update(location for _, location in [*locations, *files])
+
+
+_ENVIRONMENTS = {"local": LocalEnvironment, "spark": SparkEnvironment}
+
+
+def create_environment(config: Config) -> Environment:
+    """Instantiate the environment class that ``environment.type`` names."""
+    kind = config["environment.type"]
+    cls = _ENVIRONMENTS.get(kind)
+    if cls is None:
+        msg = f"environment.type {kind!r} is not available; valid choices: {', '.join(ENVIRONMENT_TYPES)}"
+        raise ConfigError(msg)
+    return cls(config)

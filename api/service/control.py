@@ -1,0 +1,190 @@
+"""The control endpoint of a running job, and the client ``gyreflow control`` uses.
+
+Each job run by this process (one pipeline task at a time) listens on a port of 127.0.0.1 while it
+runs, and leaves a control file ``<pid>-<job>.json`` in the control directory (``control.directory``,
+by default a 0700 directory of this user under the temporary directory; the file is 0600). The file
+holds the port and a random token; a request without the token is refused, so only whoever can read
+the file (its owner) can control the job. A request is one JSON line, the answer one JSON line.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import os
+import re
+import secrets
+import socket
+import socketserver
+import tempfile
+import threading
+import time
+
+from gyreflow.runtime.control import ControlInbox, parse_value
+
+ANSWER_TIMEOUT = 60.0  # seconds a command may wait for its window boundary
+
+
+def control_directory(config) -> str:
+    """The private directory control files go to (created 0700)."""
+    from gyreflow.state.shared.private import ensure_private_dir
+
+    configured = config["control.directory"] if config is not None else ""
+    default = os.path.join(tempfile.gettempdir(), f"gyreflow-{os.geteuid()}", "control")
+    return ensure_private_dir(configured or default, "control directory")
+
+
+def initial_parameters(config) -> dict[str, dict]:
+    """``control.parameters`` as ``{operator: {name: value}}`` (values parsed as JSON when they
+    parse)."""
+    out: dict[str, dict] = {}
+    for dotted, text in config["control.parameters"]:
+        operator, _, name = dotted.rpartition(".")
+        if not operator or not name:
+            from gyreflow.api.config.loading import ConfigError
+
+            msg = (f"control.parameters: {dotted!r} must be OPERATOR.NAME (the operator's name as "
+                   "explain shows it)")
+            raise ConfigError(msg)
+        out.setdefault(operator, {})[name] = parse_value(text)
+    return out
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    def handle(self) -> None:
+        endpoint: ControlEndpoint = self.server.endpoint
+        line = self.rfile.readline(1 << 16)
+        try:
+            request = json.loads(line)
+            token = str(request.pop("token", ""))
+        except (ValueError, AttributeError):
+            answer = {"ok": False, "error": "a request is one JSON object on one line"}
+        else:
+            if not hmac.compare_digest(token, endpoint.token):
+                answer = {"ok": False, "error": "wrong token"}
+            else:
+                answer = endpoint.inbox.submit(request, ANSWER_TIMEOUT)
+        self.wfile.write((json.dumps(answer, default=str) + "\n").encode())
+
+
+class _Server(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class ControlEndpoint:
+    """Serves one job's control requests until ``close``."""
+
+    def __init__(self, job: str, inbox: ControlInbox, directory: str) -> None:
+        self.job = job
+        self.inbox = inbox
+        self.token = secrets.token_hex(16)
+        self.server = _Server(("127.0.0.1", 0), _Handler)
+        self.server.endpoint = self
+        self.port = self.server.server_address[1]
+        slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", job)[:80]
+        self.path = os.path.join(directory, f"{os.getpid()}-{slug}.json")
+        record = {"job": job, "pid": os.getpid(), "host": "127.0.0.1", "port": self.port,
+                  "token": self.token, "started": time.time()}
+        staged = f"{self.path}.{secrets.token_hex(4)}.tmp"
+        fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(record, handle)
+        os.replace(staged, self.path)
+        self.thread = threading.Thread(target=self.server.serve_forever, name="gyreflow-control",
+                                       kwargs={"poll_interval": 0.2}, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        """Remove the control file and stop serving (requests still waiting are answered that the
+        job ended); the job does not wait for the server's loop to notice (up to its poll
+        interval), a thread of its own does."""
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        self.inbox.close(f"job {self.job!r} has ended")
+        threading.Thread(target=self._stop, name="gyreflow-control-stop", daemon=True).start()
+
+    def _stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+# The client ---------------------------------------------------------------------------------------
+
+
+class ControlError(Exception):
+    """No such job, several match, or the job cannot be reached; the message says which."""
+
+
+_CONTROL_FIELDS = frozenset({"pid", "job", "host", "port", "token"})
+
+
+def running_jobs(directory: str) -> list[dict]:
+    """The control files of jobs whose process is alive (stale files of dead ones are removed)."""
+    found = []
+    for name in sorted(os.listdir(directory)):
+        if not name.endswith(".json"):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            with open(path, encoding="utf-8") as handle:
+                record = json.load(handle)
+            os.kill(int(record["pid"]), 0)
+        except ProcessLookupError:
+            _remove(path)
+            continue
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if not isinstance(record, dict) or not _CONTROL_FIELDS <= record.keys():
+            continue  # not a job's control file (or one cut short): no job to name or reach
+        record["file"] = path
+        found.append(record)
+    return found
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def find_job(directory: str, wanted: str | None) -> dict:
+    """The running job ``wanted`` names (its name, a part of it, or its pid); the only one when
+    ``wanted`` is None."""
+    jobs = running_jobs(directory)
+    if wanted is not None:
+        exact = [j for j in jobs if wanted in (j["job"], str(j["pid"]))]
+        jobs = exact or [j for j in jobs if wanted in j["job"]]
+    if not jobs:
+        which = f" matching {wanted!r}" if wanted is not None else ""
+        msg = f"no running job{which} (control files in {directory})"
+        raise ControlError(msg)
+    if len(jobs) > 1:
+        names = ", ".join(f"{j['job']} (pid {j['pid']})" for j in jobs)
+        msg = f"several running jobs: {names}; choose one with --job"
+        raise ControlError(msg)
+    return jobs[0]
+
+
+def send(job: dict, command: dict, timeout: float = ANSWER_TIMEOUT + 5) -> dict:
+    """Send ``command`` to ``job`` and return its answer."""
+    try:
+        with socket.create_connection((job["host"], job["port"]), timeout=timeout) as conn:
+            conn.sendall((json.dumps({**command, "token": job["token"]}) + "\n").encode())
+            data = b""
+            while not data.endswith(b"\n"):
+                chunk = conn.recv(1 << 16)
+                if not chunk:
+                    break
+                data += chunk
+    except OSError as exc:
+        msg = f"job {job['job']!r} (pid {job['pid']}) cannot be reached: {exc}"
+        raise ControlError(msg) from exc
+    try:
+        return json.loads(data)
+    except ValueError as exc:
+        msg = f"job {job['job']!r} (pid {job['pid']}) sent no answer"
+        raise ControlError(msg) from exc

@@ -1,0 +1,1 @@
+"""The state stores: memory, RocksDB, JDBC, checkpoint locations and executor-local copies."""

@@ -1,0 +1,473 @@
+"""The JDBC snapshot store: SQLAlchemy over an SQLite file (embedded default) or PostgreSQL.
+
+Every value is tagged with the job's key over what identifies it (``state.sealing``). A lost row is
+found by counting: ``gyreflow_counts`` holds, per table, key group and version, how many state rows
+are stored (written in the transaction that writes them, corrected by the prune that deletes some),
+and a restore compares what it read with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator, Sequence
+
+import sqlalchemy as sa
+
+from gyreflow.state.shared.private import UnsafeLocationError, ensure_private_dir
+from gyreflow.state.shared.sealing import Seals
+from gyreflow.state.shared.snapshot import (
+    BackendUnavailableError,
+    JobMeta,
+    SnapshotCorruptedError,
+    SnapshotStore,
+    TaskSnapshot,
+    decode_value,
+    encode_value,
+    latest_rows,
+    record_context,
+    row_context,
+)
+from gyreflow.state.stores.sql_urls import (
+    connect_args,
+    connection_failure,
+    driver_message,
+    engine_url,
+    shown_url,
+    what_to_check,
+)
+
+METADATA = sa.MetaData()
+META = sa.Table(
+    "gyreflow_meta", METADATA,
+    sa.Column("job", sa.String(512), primary_key=True),
+    sa.Column("body", sa.LargeBinary, nullable=False),
+)
+STATE = sa.Table(
+    "gyreflow_state", METADATA,
+    sa.Column("job", sa.String(512), primary_key=True),
+    sa.Column("tbl", sa.String(512), primary_key=True),
+    sa.Column("kg", sa.Integer, primary_key=True),
+    sa.Column("k", sa.LargeBinary, primary_key=True),
+    sa.Column("version", sa.BigInteger, primary_key=True),
+    sa.Column("v", sa.LargeBinary, nullable=False),
+    sa.Index("gyreflow_state_by_version", "job", "version"),
+)
+LOCKS = sa.Table(
+    "gyreflow_locks", METADATA,
+    sa.Column("job", sa.String(512), primary_key=True),
+    sa.Column("holder", sa.String(1024), nullable=False),
+)
+COUNTS = sa.Table(
+    "gyreflow_counts", METADATA,
+    sa.Column("job", sa.String(512), primary_key=True),
+    sa.Column("tbl", sa.String(512), primary_key=True),
+    sa.Column("kg", sa.Integer, primary_key=True),
+    sa.Column("version", sa.BigInteger, primary_key=True),
+    sa.Column("v", sa.LargeBinary, nullable=False),
+)
+RECORDS = sa.Table(
+    "gyreflow_records", METADATA,
+    sa.Column("job", sa.String(512), primary_key=True),
+    sa.Column("kind", sa.String(64), primary_key=True),
+    sa.Column("name", sa.String(512), primary_key=True),
+    sa.Column("idx", sa.Integer, primary_key=True),
+    sa.Column("version", sa.BigInteger, primary_key=True),
+    sa.Column("v", sa.LargeBinary, nullable=False),
+)
+
+
+_VACUUM_EVERY = 256  # prunes between two explicit VACUUMs of the PostgreSQL tables
+
+
+def _upsert(engine: sa.Engine, table: sa.Table, keys: list[str]):
+    """An INSERT that replaces the row with the same primary key (SQLite and PostgreSQL)."""
+    if engine.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    elif engine.dialect.name == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert
+    else:
+        msg = f"jdbc backend supports sqlite and postgresql URLs, not {engine.dialect.name}"
+        raise BackendUnavailableError(msg)
+    statement = insert(table)
+    values = {c.name: statement.excluded[c.name] for c in table.columns if c.name not in keys}
+    return statement.on_conflict_do_update(index_elements=keys, set_=values)
+
+
+def default_sqlite_url(state_path: str) -> str:
+    """The embedded default: an SQLite file under ``state.path``."""
+    return f"sqlite:///{os.path.abspath(os.path.join(state_path, 'snapshots.db'))}"
+
+
+class JdbcSnapshotStore(SnapshotStore):
+    """Snapshot storage in three SQL tables; every write is one transaction."""
+
+    backend_name = "jdbc"
+
+    def __init__(self, url: str, secret: str = "") -> None:
+        self.url = url
+        self._shown = shown_url(url)
+        try:
+            parsed = engine_url(url)
+        except Exception:  # noqa: BLE001 - ArgumentError, or ValueError for a port that is no number
+            msg = (f"jdbc backend: state.url {self._shown!r} is not a database URL (expected e.g. "
+                   "postgresql://user:password@host:5432/database)")
+            raise BackendUnavailableError(msg) from None
+        kwargs: dict = {"future": True, "connect_args": connect_args(parsed)}
+        try:
+            if parsed.get_backend_name() == "sqlite":
+                database = parsed.database
+                if database and database != ":memory:":
+                    ensure_private_dir(os.path.dirname(os.path.abspath(database)))
+                kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+            self.engine = sa.create_engine(parsed, **kwargs)
+            if parsed.get_backend_name() == "sqlite":
+                sa.event.listen(self.engine, "connect", _sqlite_pragmas)
+            conn = self.engine.connect()
+        except UnsafeLocationError:
+            raise
+        except Exception as exc:
+            msg = f"jdbc backend (state.url): {connection_failure(url, exc)}"
+            raise BackendUnavailableError(msg) from exc
+        try:
+            with conn, conn.begin():
+                if parsed.get_backend_name() == "postgresql":
+                    # Two processes creating the tables at once collide in PostgreSQL's catalog:
+                    # one creates them, the other then finds them.
+                    conn.execute(sa.text("select pg_advisory_xact_lock(7370616)"))
+                METADATA.create_all(conn)
+            if parsed.get_backend_name() == "sqlite" and database and database != ":memory:":
+                os.chmod(database, 0o600)  # SQLite gives its -wal and -shm files the same mode
+        except Exception as exc:
+            self.engine.dispose()
+            check = ("check that the user may create tables there"
+                     if parsed.get_backend_name() == "postgresql" else what_to_check(url, exc))
+            msg = (f"jdbc backend (state.url): cannot create gyreflow's tables in {self._shown}: "
+                   f"{driver_message(url, exc)}; {check}")
+            raise BackendUnavailableError(msg) from exc
+        self._prunes = 0
+        self._vacuum = self.engine.dialect.name == "postgresql"
+        self._seals = self._make_seals(parsed, secret)
+        self._state_upsert = _upsert(self.engine, STATE, ["job", "tbl", "kg", "k", "version"])
+        self._record_upsert = _upsert(self.engine, RECORDS, ["job", "kind", "name", "idx", "version"])
+        self._meta_upsert = _upsert(self.engine, META, ["job"])
+        self._count_upsert = _upsert(self.engine, COUNTS, ["job", "tbl", "kg", "version"])
+        self._delete_older = sa.delete(STATE).where(
+            STATE.c.job == sa.bindparam("j"), STATE.c.tbl == sa.bindparam("t"),
+            STATE.c.kg == sa.bindparam("g"), STATE.c.k == sa.bindparam("key"),
+            STATE.c.version < sa.bindparam("v"))
+
+    def location(self) -> str:
+        return f"jdbc:{self._shown}"
+
+    def _make_seals(self, parsed, secret: str) -> Seals:
+        """Keys from ``secret``; without one, an SQLite file keeps each job's key in a file beside
+        it (``<database>-keys/<job>.key``) and PostgreSQL refuses (its machines share the state)."""
+        database = parsed.database if parsed.get_backend_name() == "sqlite" else None
+        if parsed.get_backend_name() == "sqlite" and (not database or database == ":memory:"):
+            import secrets
+
+            return Seals(secret or secrets.token_hex(32))  # lives as long as this store
+        if database:
+            keys = os.path.abspath(database) + "-keys"
+
+            def key_path(job: str) -> str:
+                ensure_private_dir(keys)
+                return os.path.join(keys, _quote(job) + ".key")
+
+            return Seals(secret, key_path, self.location())
+        if not secret:
+            msg = (f"jdbc backend: {self._shown} is shared by every machine of a job, so its state "
+                   "is authenticated with a key derived from state.secret: set state.secret in the "
+                   "config file or GYREFLOW_STATE__SECRET in the environment (the same on every "
+                   "machine, kept private)")
+            raise BackendUnavailableError(msg)
+        return Seals(secret, None, self.location())
+
+    def write(self, snapshot: TaskSnapshot) -> None:
+        job, version = snapshot.job, snapshot.version
+        seal = self._seals.of(job, create=True)
+        rows = [{"job": job, "tbl": r.table, "kg": r.key_group, "k": r.key, "version": version,
+                 "v": encode_value(r.value, seal, row_context(r.table, r.key_group, r.key, version))}
+                for r in snapshot.all_rows()]
+        records = [{"job": job, "kind": r.kind, "name": r.name, "idx": r.index, "version": version,
+                    "v": encode_value(r.value, seal, record_context(r.kind, r.name, r.index, version))}
+                   for r in snapshot.records]
+        with self.engine.begin() as conn:
+            if rows:
+                conn.execute(self._state_upsert, rows)
+                # Counted after the upsert: a version written again replaces its rows of the same
+                # keys and adds the others.
+                kgs = snapshot.key_groups
+                counted = conn.execute(
+                    sa.select(STATE.c.tbl, STATE.c.kg, sa.func.count())
+                    .where(STATE.c.job == job, STATE.c.version == version,
+                           STATE.c.kg >= kgs.start, STATE.c.kg < kgs.stop)
+                    .group_by(STATE.c.tbl, STATE.c.kg)).all()
+                self._store_counts(conn, job, [(t, g, version, n) for t, g, n in counted], seal)
+            if records:
+                conn.execute(self._record_upsert, records)
+
+    def _store_counts(self, conn, job: str, counts, seal) -> None:
+        """Upsert ``(table, key group, version, rows)`` counts; a count of 0 removes its row."""
+        kept = [{"job": job, "tbl": t, "kg": g, "version": v,
+                 "v": encode_value(str(n).encode(), seal, _count_context(t, g, v))}
+                for t, g, v, n in counts if n]
+        if kept:
+            conn.execute(self._count_upsert, kept)
+        gone = [(t, g, v) for t, g, v, n in counts if not n]
+        if gone:
+            conn.execute(sa.delete(COUNTS).where(
+                COUNTS.c.job == job,
+                sa.tuple_(COUNTS.c.tbl, COUNTS.c.kg, COUNTS.c.version).in_(gone)))
+
+    def read_rows(self, job: str, table: str, key_groups: range,
+                  version: int) -> Iterator[tuple[bytes, bytes]]:
+        query = (
+            sa.select(STATE.c.kg, STATE.c.k, STATE.c.version, STATE.c.v)
+            .where(STATE.c.job == job, STATE.c.tbl == table, STATE.c.kg >= key_groups.start,
+                   STATE.c.kg < key_groups.stop, STATE.c.version <= version)
+            .order_by(STATE.c.kg, STATE.c.k, STATE.c.version)
+        )
+
+        def where(ident, v: int) -> str:
+            return (f"{self.location()} table gyreflow_state job={job} tbl={table} "
+                    f"kg={ident[0]} key={ident[1]!r} version={v}")
+
+        def decode(blob: bytes, place: str, ident, v: int) -> bytes | None:
+            return decode_value(blob, place, self._seals.of(job),
+                                row_context(table, ident[0], ident[1], v))
+
+        seen: dict[tuple[int, int], int] = {}
+
+        def counted(result):
+            for kg, k, v, blob in result:
+                slot = (kg, v)
+                seen[slot] = seen.get(slot, 0) + 1
+                yield (kg, bytes(k)), v, bytes(blob)
+
+        with self._damage_reported(), self.engine.connect() as conn:
+            result = conn.execution_options(yield_per=20_000).execute(query)
+            for ident, payload in latest_rows(counted(result), version, where, decode):
+                yield ident[1], payload
+            self._check_counts(conn, job, table, key_groups, version, seen)
+
+    def _check_counts(self, conn, job: str, table: str, key_groups: range, version: int,
+                      seen: dict[tuple[int, int], int]) -> None:
+        """Raise ``SnapshotCorruptedError`` unless the rows read are as many as were stored."""
+        stored = {}
+        query = sa.select(COUNTS.c.kg, COUNTS.c.version, COUNTS.c.v).where(
+            COUNTS.c.job == job, COUNTS.c.tbl == table, COUNTS.c.kg >= key_groups.start,
+            COUNTS.c.kg < key_groups.stop, COUNTS.c.version <= version)
+        for kg, v, blob in conn.execute(query):
+            where = (f"{self.location()} table gyreflow_counts job={job} tbl={table} kg={kg} "
+                     f"version={v}")
+            payload = decode_value(bytes(blob), where, self._seals.of(job), _count_context(table, kg, v))
+            stored[(kg, v)] = int(payload or b"0")
+        if stored != seen:
+            kg, v = min(slot for slot in stored.keys() | seen.keys()
+                        if stored.get(slot) != seen.get(slot))
+            msg = (f"the state of {self.location()} job={job} table={table} key group {kg} lost rows: "
+                   f"{stored.get((kg, v), 0)} were written at version {v}, {seen.get((kg, v), 0)} "
+                   "are stored (rows deleted or added outside gyreflow)")
+            raise SnapshotCorruptedError(msg)
+
+    def read_record(self, job, kind, name, index, version):
+        query = (
+            sa.select(RECORDS.c.version, RECORDS.c.v)
+            .where(RECORDS.c.job == job, RECORDS.c.kind == kind, RECORDS.c.name == name,
+                   RECORDS.c.idx == index, RECORDS.c.version <= version)
+            .order_by(RECORDS.c.version.desc()).limit(1)
+        )
+        with self._damage_reported(), self.engine.connect() as conn:
+            row = conn.execute(query).first()
+        if row is None:
+            return None
+        where = f"{self.location()} table gyreflow_records job={job} {kind}/{name}/{index} version={row[0]}"
+        return row[0], decode_value(bytes(row[1]), where, self._seals.of(job),
+                                    record_context(kind, name, index, row[0]))
+
+    def read_meta(self, job: str) -> JobMeta | None:
+        with self._damage_reported(), self.engine.connect() as conn:
+            body = conn.execute(sa.select(META.c.body).where(META.c.job == job)).scalar()
+        if body is None:
+            return None
+        return JobMeta.from_bytes(bytes(body), f"{self.location()} table gyreflow_meta job={job}",
+                                  self._seals.of(job), job)
+
+    @contextlib.contextmanager
+    def _damage_reported(self):
+        """The database's own errors while resuming: a damaged file (SQLite's "database disk image
+        is malformed", "file is not a database") as ``SnapshotCorruptedError``, a database that
+        cannot be reached or written as ``BackendUnavailableError``; both name the database."""
+        try:
+            yield
+        except sa.exc.OperationalError as exc:
+            text = " ".join(str(exc.orig).split())
+            msg = f"{self.location()}: {text}"
+            raise BackendUnavailableError(msg) from None
+        except sa.exc.DatabaseError as exc:
+            text = " ".join(str(exc.orig).split())
+            msg = f"database {self.location()} is damaged and cannot be read ({text})"
+            raise SnapshotCorruptedError(msg) from None
+
+    def lock_job(self, job: str):
+        from gyreflow.state.shared.job_lock import FileJobLock
+
+        if self.engine.dialect.name == "postgresql":
+            return _PostgresJobLock(self, job)
+        database = self.engine.url.database
+        if not database or database == ":memory:":
+            return super().lock_job(job)
+        path = os.path.join(os.path.abspath(database) + "-locks", _quote(job) + ".lock")
+        return FileJobLock(path, job, self.location())
+
+    def commit(self, meta: JobMeta) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(self._meta_upsert, [{"job": meta.job,
+                                              "body": meta.to_bytes(self._seals.of(meta.job, True))}])
+
+    def discard_after(self, job: str, version: int) -> None:
+        with self._damage_reported(), self.engine.begin() as conn:
+            conn.execute(sa.delete(STATE).where(STATE.c.job == job, STATE.c.version > version))
+            conn.execute(sa.delete(COUNTS).where(COUNTS.c.job == job, COUNTS.c.version > version))
+            conn.execute(sa.delete(RECORDS).where(RECORDS.c.job == job, RECORDS.c.version > version))
+
+    def prune(self, job: str, crossing: Sequence[int], horizon: int) -> None:
+        with self.engine.begin() as conn:
+            for v in crossing:
+                # Rows superseded by a row written at version v: found through the rows of v only
+                # (the version index), then deleted by primary-key prefix. Point deletes keep the
+                # cost proportional to the change whatever the planner's statistics say.
+                self._prune_older(conn, job, v)
+            latest = (
+                sa.select(RECORDS.c.kind, RECORDS.c.name, RECORDS.c.idx,
+                          sa.func.max(RECORDS.c.version).label("keep"))
+                .where(RECORDS.c.job == job, RECORDS.c.version <= horizon)
+                .group_by(RECORDS.c.kind, RECORDS.c.name, RECORDS.c.idx)
+            )
+            for kind, name, idx, keep in conn.execute(latest).all():
+                conn.execute(sa.delete(RECORDS).where(
+                    RECORDS.c.job == job, RECORDS.c.kind == kind, RECORDS.c.name == name,
+                    RECORDS.c.idx == idx, RECORDS.c.version < keep))
+        self._vacuum_now_and_then()
+
+    def _prune_older(self, conn, job: str, v: int) -> None:
+        """Delete the rows superseded by the rows of version ``v`` and correct the counts of the
+        versions they were written at (all found through the rows of ``v``: O(changed))."""
+        older = STATE.alias("older")
+        newer = STATE.alias("newer")
+        join = older.join(newer, sa.and_(older.c.job == newer.c.job, older.c.tbl == newer.c.tbl,
+                                         older.c.kg == newer.c.kg, older.c.k == newer.c.k))
+        superseded = conn.execute(
+            sa.select(older.c.tbl, older.c.kg, older.c.version, sa.func.count())
+            .select_from(join)
+            .where(newer.c.job == job, newer.c.version == v, older.c.version < v)
+            .group_by(older.c.tbl, older.c.kg, older.c.version)).all()
+        if not superseded:
+            return
+        written = conn.execute(sa.select(STATE.c.tbl, STATE.c.kg, STATE.c.k)
+                               .where(STATE.c.job == job, STATE.c.version == v)).all()
+        conn.execute(self._delete_older, [
+            {"j": job, "t": tbl, "g": kg, "key": k, "v": v} for tbl, kg, k in written])
+        slots = [(t, g, ver) for t, g, ver, _ in superseded]
+        left = dict.fromkeys(slots, 0)
+        left.update({(t, g, ver): n for t, g, ver, n in conn.execute(
+            sa.select(STATE.c.tbl, STATE.c.kg, STATE.c.version, sa.func.count())
+            .where(STATE.c.job == job,
+                   sa.tuple_(STATE.c.tbl, STATE.c.kg, STATE.c.version).in_(slots))
+            .group_by(STATE.c.tbl, STATE.c.kg, STATE.c.version))})
+        self._store_counts(conn, job, [(*slot, n) for slot, n in left.items()],
+                           self._seals.of(job))
+
+    def _vacuum_now_and_then(self) -> None:
+        """PostgreSQL keeps deleted rows until a VACUUM; autovacuum visits a database about once a
+        minute, in which a stream of small windows leaves tens of thousands of them. Vacuuming the
+        two tables pruning deletes from every ``_VACUUM_EVERY`` prunes keeps their size flat, at a
+        cost that follows the (small) live state."""
+        self._prunes += 1
+        if self._prunes % _VACUUM_EVERY or not self._vacuum:
+            return
+        try:
+            with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+                conn.execute(sa.text("VACUUM gyreflow_state, gyreflow_records, gyreflow_counts"))
+        except sa.exc.DBAPIError:
+            self._vacuum = False  # not the tables' owner: autovacuum alone keeps them in check
+
+    def delete_job(self, job: str) -> None:
+        with self.engine.begin() as conn:
+            for table in (META, STATE, RECORDS, COUNTS):
+                conn.execute(sa.delete(table).where(table.c.job == job))
+        self._seals.drop(job)
+
+    def jobs(self) -> list[str]:
+        with self.engine.connect() as conn:
+            return sorted(conn.execute(sa.select(META.c.job)).scalars())
+
+    def sizes(self, job: str) -> dict[str, int]:
+        size = sa.func.sum(sa.func.length(STATE.c.k) + sa.func.length(STATE.c.v))
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(STATE.c.tbl, size).where(STATE.c.job == job)
+                                .group_by(STATE.c.tbl)).all()
+            records = conn.execute(sa.select(sa.func.sum(sa.func.length(RECORDS.c.v)))
+                                   .where(RECORDS.c.job == job)).scalar()
+        sizes = {tbl: int(total or 0) for tbl, total in rows}
+        sizes["(records)"] = int(records or 0)
+        return sizes
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+class _PostgresJobLock:
+    """A session advisory lock on a connection kept open for the run (released by the server if
+    the process dies), with the holder's description in ``gyreflow_locks``."""
+
+    def __init__(self, store: JdbcSnapshotStore, job: str) -> None:
+        from gyreflow.state.shared.job_lock import JobLockedError, advisory_key, holder_info, locked_message
+
+        self.key = advisory_key(job)
+        self.conn = store.engine.connect()
+        try:
+            taken = self.conn.execute(sa.text("select pg_try_advisory_lock(:k)"), {"k": self.key})
+            if not taken.scalar():
+                body = self.conn.execute(sa.select(LOCKS.c.holder).where(LOCKS.c.job == job)).scalar()
+                self.conn.rollback()
+                holder = json.loads(body) if body else None
+                raise JobLockedError(locked_message(job, store.location(), holder))
+            upsert = _upsert(store.engine, LOCKS, ["job"])
+            self.conn.execute(upsert, [{"job": job, "holder": json.dumps(holder_info())}])
+            self.conn.commit()
+        except BaseException:
+            self.conn.close()
+            raise
+
+    def release(self) -> None:
+        if self.conn is None:
+            return
+        try:
+            self.conn.execute(sa.text("select pg_advisory_unlock(:k)"), {"k": self.key})
+            self.conn.commit()
+        except sa.exc.SQLAlchemyError:
+            pass  # the connection is gone: so is the lock
+        finally:
+            self.conn.close()
+            self.conn = None
+
+
+def _quote(name: str) -> str:
+    import urllib.parse
+
+    return urllib.parse.quote(name, safe="")
+
+
+def _sqlite_pragmas(dbapi_connection, _record) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def _count_context(table: str, key_group: int, version: int) -> bytes:
+    return f"count\0{table}\0{key_group}\0{version}".encode()

@@ -1,0 +1,672 @@
+"""The RocksDB snapshot store (rocksdict): one database per state table and key-group range, on disk.
+
+Layout under ``state.path``::
+
+    <job>/meta                      the job meta (written by the process that commits)
+    <job>/records/<kind:name:index> one task's records, e.g. a source task's offsets by version
+    <job>/state/<table>/kg-A-B      chunks of one table for key groups A..B-1 (one writing task)
+
+Within a range database, ``c + key group + version`` holds a chunk: what the version changed in the key
+group, its keys pickled in one list and its values in another (see ``state.snapshot.StateChunk``),
+framed with authentication tags under the job's key (``state.sealing``: ``<job>.key`` beside the
+job's directory unless ``state.secret`` is set). ``n + key group + version`` holds the chunk's key
+count, so that pruning can plan without reading chunks. A snapshot writes one chunk per changed key
+group: its cost follows the change.
+Restoring a key group unpickles its chunks in version order, one ``loads`` per list, not per key.
+
+Pruning folds the chunks a retained version can no longer tell apart (those at or before the oldest
+retained version) into one, once the later ones hold as many keys as the oldest (each written key is
+rewritten a bounded number of times on average) or once there are 32 to 63 of them (so a key group is
+restored from a bounded number of chunks).
+
+A database is opened read-write only by the process that runs the task owning its range (or the one
+that commits and prunes); readers open it read-only, so tasks in several processes can restore from
+the same ranges of an old layout after a resume with another parallelism. Writes go through RocksDB's
+write-ahead log (not synced: what a write acknowledges survives the death of the process, and a
+snapshot is a few large values, so reopening replays little).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import shutil
+import struct
+import threading
+import urllib.parse
+from collections.abc import Iterator, Sequence
+
+from rocksdict import AccessType, DBRecoveryMode, Options, Rdict, WriteBatch, WriteOptions
+
+from gyreflow.state.shared.private import (
+    ensure_private_dir,
+    hold_private_umask,
+    private_umask,
+    release_private_umask,
+)
+from gyreflow.state.shared.sealing import TAG_SIZE, Seal, Seals
+from gyreflow.state.shared.snapshot import (
+    BackendUnavailableError,
+    JobMeta,
+    SnapshotCorruptedError,
+    SnapshotStore,
+    StateChunk,
+    TaskSnapshot,
+    decode_value,
+    dumps,
+    encode_value,
+    loads,
+    make_chunk,
+    record_context,
+    unpickle_chunk,
+)
+
+_VERSION = struct.Struct(">Q")
+_SLOT = struct.Struct(">HQ")  # key group, version
+_COUNT = struct.Struct(">I")
+# tag of everything after it, written keys, key count, length of the keys list, tag of the keys
+_FRAME = struct.Struct(f">{TAG_SIZE}sIII{TAG_SIZE}s")
+_FRAME_TAIL = struct.Struct(f">III{TAG_SIZE}s")
+_CHUNK, _STATS = b"c", b"n"
+_WATERMARK = b"w"  # the newest version written to a range database (sorts after every c and n key)
+_META_KEY = b"m"
+# Chunks at or before the horizon that get folded whatever their sizes: 32 to 63, by key group, so
+# that key groups changing at the same pace are not all rewritten by the same prune.
+_FOLD_LIMIT, _FOLD_SPREAD = 32, 32
+
+
+_WRITE_BUFFER = 4 << 20  # per database: a long run flushes (dropping tombstones) instead of growing
+
+
+def _options(create: bool) -> Options:
+    """Options of every database: small memtables, few info logs, a bounded manifest, and
+    compaction of files that are mostly deletions (pruning deletes what each window supersedes)."""
+    options = Options(raw_mode=True)
+    options.create_if_missing(create)
+    options.set_write_buffer_size(_WRITE_BUFFER)
+    options.set_max_write_buffer_number(2)
+    options.set_keep_log_file_num(2)
+    options.set_max_log_file_size(1 << 20)
+    options.set_max_manifest_file_size(1 << 20)
+    options.add_compact_on_deletion_collector_factory(128, 64, 0.5)
+    # A damaged write-ahead log fails the open instead of silently dropping what followed the
+    # damage. Only an incomplete last record is passed over: a process killed while writing it
+    # (RocksDB may write one record in several system calls) had not been told it was written.
+    options.set_wal_recovery_mode(DBRecoveryMode.tolerate_corrupted_tail_records())
+    return options
+
+
+def _quote(name: str) -> str:
+    return urllib.parse.quote(name, safe="")
+
+
+def _chunk_context(table: str, group: int, version: int) -> bytes:
+    return f"chunk\0{table}\0{group}\0{version}\0".encode()
+
+
+def _frame(chunk: StateChunk, seal: Seal, version: int) -> bytes:
+    keys, values = chunk.keys, chunk.values
+    context = _chunk_context(chunk.table, chunk.key_group, version)
+    tail = _FRAME_TAIL.pack(chunk.written, chunk.count, len(keys), seal.tag(context, keys))
+    return seal.tag(context, tail, keys, values) + tail + keys + values
+
+
+class _DamagedChunkError(ValueError):
+    """A stored chunk failed its tag or framing; ``keys`` are its keys when they are intact."""
+
+    def __init__(self, keys: list | None = None) -> None:
+        super().__init__()
+        self.keys = keys
+
+
+def _unframe(blob: bytes | None, seal: Seal, context: bytes) -> tuple[int, int, bytes, bytes]:
+    """``(written, count, keys, values)`` of a stored chunk; raises ``_DamagedChunkError``.
+
+    Nothing is unpickled before its tag matched: the keys of a damaged chunk are named only when
+    their own tag does."""
+    if blob is None or len(blob) < _FRAME.size:
+        raise _DamagedChunkError
+    tag, written, count, length, keys_tag = _FRAME.unpack_from(blob)
+    view = memoryview(blob)
+    if not seal.matches(tag, context, view[TAG_SIZE:]):
+        keys = None
+        if _FRAME.size + length <= len(blob):
+            keys_blob = view[_FRAME.size:_FRAME.size + length]
+            if seal.matches(keys_tag, context, keys_blob):
+                try:
+                    keys = pickle.loads(keys_blob)
+                except Exception:  # noqa: BLE001 - damaged beyond naming its keys
+                    keys = None
+        raise _DamagedChunkError(keys)
+    if written > count or _FRAME.size + length > len(blob):
+        raise _DamagedChunkError
+    return written, count, blob[_FRAME.size:_FRAME.size + length], blob[_FRAME.size + length:]
+
+
+def _scan(db: Rdict, prefix: bytes, start: bytes = b"",
+          stop: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+    for key, value in db.items(from_key=prefix + start):
+        if not key.startswith(prefix) or (stop is not None and key[len(prefix):] >= stop):
+            return
+        yield key, value
+
+
+class RocksDBSnapshotStore(SnapshotStore):
+    """Snapshot storage in rocksdict databases under ``path``."""
+
+    backend_name = "rocksdb"
+
+    def __init__(self, path: str, sync: bool = False, secret: str = "") -> None:
+        self.path = os.path.abspath(path)
+        try:
+            ensure_private_dir(self.path)
+            probe = os.path.join(self.path, f".gyreflow-write-probe-{os.getpid()}-{id(self)}")
+            with open(probe, "w") as handle:
+                handle.write("ok")
+            os.unlink(probe)
+        except OSError as exc:
+            msg = f"rocksdb backend: state.path {self.path!r} is not a writable directory ({exc})"
+            raise BackendUnavailableError(msg) from exc
+        self._dbs: dict[str, Rdict] = {}  # opened read-write
+        self._readers: dict[str, Rdict] = {}  # opened read-only
+        # Per database opened read-write (only this store writes it): key group -> [(version, key
+        # count)] of its chunks, read once, then kept up to date, so that pruning never scans over
+        # the deletions of earlier prunes; and per record database, the oldest version it may hold.
+        self._stats_cache: dict[str, dict[int, list[tuple[int, int]]]] = {}
+        self._record_floor: dict[str, bytes] = {}
+        self._lock = threading.RLock()
+        self._sync = WriteOptions()
+        self._sync.sync = True
+        self._write_options = self._sync if sync else WriteOptions()
+        self._seals = Seals(secret, lambda job: os.path.join(self.path, _quote(job) + ".key"),
+                            self.location())
+        hold_private_umask()  # files RocksDB's threads create later are 0600 too
+        self._holding = True
+
+    def location(self) -> str:
+        return f"rocksdb:{self.path}"
+
+    # Databases -----------------------------------------------------------------------------
+
+    def _job_dir(self, job: str) -> str:
+        return os.path.join(self.path, _quote(job))
+
+    def _open(self, path: str, write: bool = True) -> Rdict | None:
+        """The database at ``path``: read-write (created if missing) or, for reading, read-only
+        unless this store already has it open read-write (None: there is no database to read, as
+        when a writer was killed while creating it)."""
+        with self._lock:
+            db = self._dbs.get(path)
+            if db is not None:
+                return db
+            if not write:
+                db = self._readers.get(path)
+                if db is None:
+                    if not os.path.exists(os.path.join(path, "CURRENT")):
+                        return None
+                    with _damage_reported(path):
+                        db = self._readers[path] = Rdict(path, options=_options(False),
+                                                         access_type=AccessType.read_only())
+                return db
+            reader = self._readers.pop(path, None)
+            if reader is not None:
+                reader.close()
+            with private_umask(), _damage_reported(path):
+                os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+                db = self._dbs[path] = Rdict(path, options=_options(True))
+            return db
+
+    def _forget(self, path: str) -> None:
+        with self._lock:
+            self._stats_cache.pop(path, None)
+            self._record_floor.pop(path, None)
+            for handles in (self._dbs, self._readers):
+                db = handles.pop(path, None)
+                if db is not None:
+                    db.close()
+
+    def _meta_path(self, job: str) -> str:
+        return os.path.join(self._job_dir(job), "meta")
+
+    def _table_dir(self, job: str, table: str) -> str:
+        return os.path.join(self._job_dir(job), "state", _quote(table))
+
+    def _range_paths(self, job: str, table: str | None = None,
+                     overlapping: range | None = None) -> list[tuple[str, range, str]]:
+        """Every (table, key-group range, database path) of ``job`` on disk, or only those
+        overlapping ``overlapping``."""
+        base = os.path.join(self._job_dir(job), "state")
+        found = []
+        if not os.path.isdir(base):
+            return found
+        tables = [_quote(table)] if table is not None else sorted(os.listdir(base))
+        for quoted in tables:
+            table_dir = os.path.join(base, quoted)
+            if not os.path.isdir(table_dir):
+                continue
+            for name in sorted(os.listdir(table_dir)):
+                if name.startswith("kg-"):
+                    start, stop = (int(x) for x in name[3:].split("-"))
+                    if overlapping is not None and not (
+                            start < overlapping.stop and overlapping.start < stop):
+                        continue
+                    found.append((urllib.parse.unquote(quoted), range(start, stop),
+                                  os.path.join(table_dir, name)))
+        return found
+
+    def _damaged(self, job: str, table: str, key_group: int, version: int,
+                 damage: _DamagedChunkError) -> SnapshotCorruptedError:
+        keys = ""
+        if damage.keys is not None:
+            shown = ", ".join(repr(k) for k in damage.keys[:5])
+            more = f" and {len(damage.keys) - 5} more" if len(damage.keys) > 5 else ""
+            keys = f" key={shown}{more}" if len(damage.keys) == 1 else f" keys={shown}{more}"
+        msg = (f"snapshot chunk damaged (authentication tag or framing) at {self.location()} job={job} "
+               f"table={table} key group={key_group}{keys} version={version}")
+        return SnapshotCorruptedError(msg)
+
+    # Writing -------------------------------------------------------------------------------
+
+    def write(self, snapshot: TaskSnapshot) -> None:
+        version = snapshot.version
+        job = snapshot.job
+        by_table: dict[str, dict[int, list[StateChunk]]] = {}
+        for chunk in snapshot.chunks:
+            by_table.setdefault(chunk.table, {}).setdefault(chunk.key_group, []).append(chunk)
+        if snapshot.rows:
+            for chunk in _chunks_of_rows(snapshot.rows):
+                by_table.setdefault(chunk.table, {}).setdefault(chunk.key_group, []).append(chunk)
+        for table in snapshot.tables:
+            by_table.setdefault(table, {})
+        kgs = snapshot.key_groups
+        seal = self._seals.of(job, create=True)
+        for table, groups in by_table.items():
+            db = self._open(os.path.join(self._table_dir(job, table), f"kg-{kgs.start}-{kgs.stop}"))
+            slots = [_SLOT.pack(group, version) for group in groups]
+            # The watermark only moves forward: a late write of an older version (a task that was
+            # built again elsewhere, on Spark) must not pull it back.
+            context = _mark_context(table, kgs)
+            mark = db.get(_WATERMARK)
+            if (_mark_version(mark, seal, context) or 0) < version:
+                mark = _VERSION.pack(version) + seal.tag(context, _VERSION.pack(version))
+            if not slots:
+                # Nothing changed: the watermark alone says the version reached this database.
+                db.put(_WATERMARK, mark, self._write_options)
+                continue
+            # A version written again (a retried write) is merged into what it wrote before. Its
+            # small count entries say whether there is one: looking up the chunks themselves would
+            # read the blocks of the key groups' large older chunks next to them.
+            earlier = [None] * len(slots)
+            again = [i for i, count in enumerate(db.get([_STATS + slot for slot in slots]))
+                     if count is not None]
+            if again:
+                for i, stored in zip(again, db.get([_CHUNK + slots[i] for i in again]), strict=True):
+                    earlier[i] = stored if stored is not None else b""
+            batch = WriteBatch(raw_mode=True)
+            path = os.path.join(self._table_dir(job, table), f"kg-{kgs.start}-{kgs.stop}")
+            stats = self._stats(path, db)
+            for (group, chunks), slot, stored in zip(groups.items(), slots, earlier, strict=True):
+                if stored is not None:
+                    try:
+                        chunks = [_chunk_of_stored(table, group, stored, seal, version), *chunks]
+                    except _DamagedChunkError as damage:
+                        raise self._damaged(job, table, group, version, damage) from None
+                chunk = chunks[0] if len(chunks) == 1 else _merge(table, group, chunks, True)
+                batch.put(_CHUNK + slot, _frame(chunk, seal, version))
+                batch.put(_STATS + slot, _COUNT.pack(chunk.count))
+                _note(stats, group, version, chunk.count)
+            batch.put(_WATERMARK, mark)
+            db.write(batch, self._write_options)
+        for record in snapshot.records:
+            db = self._open(self._record_path(job, record.kind, record.name, record.index))
+            context = record_context(record.kind, record.name, record.index, version)
+            db.put(_VERSION.pack(version), encode_value(record.value, seal, context),
+                   self._write_options)
+
+    def _record_path(self, job: str, kind: str, name: str, index: int) -> str:
+        return os.path.join(self._job_dir(job), "records", _quote(f"{kind}:{name}:{index}"))
+
+    def _record_paths(self, job: str) -> list[str]:
+        base = os.path.join(self._job_dir(job), "records")
+        if not os.path.isdir(base):
+            return []
+        # Only databases this store names (``<kind>:<name>:<index>``, quoted): a stray file or
+        # folder someone left there is no record of the job.
+        return [os.path.join(base, name) for name in sorted(os.listdir(base))
+                if urllib.parse.unquote(name).count(":") >= 2
+                and os.path.isdir(os.path.join(base, name))]
+
+    def lock_job(self, job: str):
+        from gyreflow.state.shared.job_lock import FileJobLock
+
+        return FileJobLock(os.path.join(self.path, _quote(job) + ".lock"), job, self.location())
+
+    def commit(self, meta: JobMeta) -> None:
+        blob = meta.to_bytes(self._seals.of(meta.job, create=True))
+        self._open(self._meta_path(meta.job)).put(_META_KEY, blob, self._sync)
+
+    # Reading -------------------------------------------------------------------------------
+
+    def _chunks(self, job: str, table: str, key_groups: range,
+                version: int) -> Iterator[tuple[int, int, bytes]]:
+        """``(key group, version, stored chunk)`` of ``table`` in ``key_groups`` up to ``version``,
+        by key group then version, merged over the ranges of every layout."""
+        start, stop = _SLOT.pack(key_groups.start, 0), _SLOT.pack(key_groups.stop, 0)
+        found = []
+        paths = self._range_paths(job, table, key_groups)
+        for _, _, path in paths:
+            db = self._open(path, write=False)
+            if db is None:
+                continue
+            for key, value in _scan(db, _CHUNK, start, stop):
+                group, v = _SLOT.unpack_from(key, 1)
+                if v <= version:
+                    found.append((group, v, value))
+        if len(paths) > 1:
+            found.sort(key=lambda item: (item[0], item[1]))
+        return found
+
+    def read_into(self, job: str, table: str, key_groups: range, version: int, data: dict) -> None:
+        # Key groups hold disjoint keys, so chunks are applied straight into ``data``.
+        with _damage_reported(self._table_dir(job, table)):
+            chunks = self._chunks(job, table, key_groups, version)
+        seal = self._seals.of(job) if chunks else None
+        for group, v, blob in chunks:
+            try:
+                written, _, keys, values = _unframe(blob, seal, _chunk_context(table, group, v))
+            except _DamagedChunkError as damage:
+                raise self._damaged(job, table, group, v, damage) from None
+            keys, values = unpickle_chunk(keys, values)
+            data.update(zip(keys[:written] if len(keys) > written else keys, values, strict=True))
+            for key in keys[written:]:
+                data.pop(key, None)
+
+    def verify_reached(self, job: str, table: str, key_groups: range, version: int) -> None:
+        """Every snapshot writes a watermark into each of its task's table databases, in the same
+        atomic batch as its chunks: restoring ``version`` needs a database of ``table`` for these
+        key groups, and the one of exactly this range (when there is one) must have reached
+        ``version``. A database whose log was lost, or that was deleted, is refused here instead of
+        restoring silently less state."""
+        if version <= 0:
+            return
+        with _damage_reported(self._table_dir(job, table)):
+            self._verify_reached(job, table, key_groups, version)
+
+    def _verify_reached(self, job: str, table: str, key_groups: range, version: int) -> None:
+        paths = self._range_paths(job, table, key_groups)
+        where = (f"{self.location()} job={job} table={table} key groups "
+                 f"{key_groups.start}-{key_groups.stop - 1}")
+        if not paths:
+            msg = f"the state of {where} is missing (window {version} was completed)"
+            raise SnapshotCorruptedError(msg)
+        for _, kgs, path in paths:
+            if kgs != key_groups:
+                continue  # an older layout (another parallelism): read as it is
+            db = self._open(path, write=False)
+            mark = db.get(_WATERMARK) if db is not None else None
+            reached = _mark_version(mark, self._seals.of(job), _mark_context(table, kgs)) or 0
+            if reached < version:
+                msg = (f"the state of {where} reaches window {reached or 'none'} but window {version} "
+                       "was completed: its database lost writes (a deleted or damaged log?) and is "
+                       "missing from the snapshot")
+                raise SnapshotCorruptedError(msg)
+
+    def read_rows(self, job: str, table: str, key_groups: range,
+                  version: int) -> Iterator[tuple[bytes, bytes]]:
+        data: dict = {}
+        self.read_into(job, table, key_groups, version, data)
+        for key, value in data.items():
+            yield dumps(key), dumps(value)
+
+    def read_record(self, job, kind, name, index, version):
+        db = self._open(self._record_path(job, kind, name, index), write=False)
+        if db is None:
+            return None
+        found = None
+        with _damage_reported(self._record_path(job, kind, name, index)):
+            for key, value in db.items(from_key=_VERSION.pack(version), backwards=True):
+                found = (_VERSION.unpack(key)[0], value)  # the latest version at or before it
+                break
+        if found is None:
+            return None
+        where = f"{self.location()} job={job} record={kind}/{name}/{index} version={found[0]}"
+        return found[0], decode_value(found[1], where, self._seals.of(job),
+                                      record_context(kind, name, index, found[0]))
+
+    def read_meta(self, job: str) -> JobMeta | None:
+        db = self._open(self._meta_path(job), write=False)
+        if db is None:
+            return None
+        with _damage_reported(self._meta_path(job)):
+            blob = db.get(_META_KEY)
+        if blob is None:
+            return None
+        return JobMeta.from_bytes(blob, f"{self.location()} job={job} meta", self._seals.of(job), job)
+
+    # Maintenance ---------------------------------------------------------------------------
+
+    def _stats(self, path: str, db: Rdict) -> dict[int, list[tuple[int, int]]]:
+        """Key group -> ``[(version, key count), ...]`` in version order, of a database this store
+        has open read-write (read from disk once, then kept up to date by this store's writes)."""
+        stats = self._stats_cache.get(path)
+        if stats is None:
+            stats = {}
+            for key, value in _scan(db, _STATS):
+                group, version = _SLOT.unpack_from(key, 1)
+                stats.setdefault(group, []).append((version, _COUNT.unpack(value)[0]))
+            self._stats_cache[path] = stats
+        return stats
+
+    def discard_after(self, job: str, version: int) -> None:
+        for _, _, path in self._range_paths(job):
+            db = self._open(path)
+            batch = WriteBatch(raw_mode=True)
+            dropped = False
+            for group, versions in self._stats(path, db).items():
+                for v, _ in versions:
+                    if v > version:
+                        slot = _SLOT.pack(group, v)
+                        batch.delete(_CHUNK + slot)
+                        batch.delete(_STATS + slot)
+                        dropped = True
+                versions[:] = [(v, count) for v, count in versions if v <= version]
+            if dropped:
+                db.write(batch, self._sync)
+        for path in self._record_paths(job):
+            self._open(path).delete_range(_VERSION.pack(version + 1), b"\xff" * (_VERSION.size + 1))
+
+    def prune(self, job: str, crossing: Sequence[int], horizon: int) -> None:
+        # Every resume is to a retained version, all at or after the horizon: the chunks at or before
+        # it are only ever read together, so they can become one.
+        ranges = self._range_paths(job)
+        layouts: dict[str, list[range]] = {}
+        for table, kgs, _ in ranges:
+            layouts.setdefault(table, []).append(kgs)
+        for table, kgs, path in ranges:
+            db = self._open(path)
+            batch = WriteBatch(raw_mode=True)
+            folded = False
+            for group, versions in self._stats(path, db).items():
+                old = [(v, count) for v, count in versions if v <= horizon]
+                if len(old) < 2:
+                    continue
+                later = sum(count for _, count in old[1:])
+                if later < old[0][1] and len(old) < _FOLD_LIMIT + group * 7 % _FOLD_SPREAD:
+                    continue  # folding would rewrite more than what was written since
+                # A deletion must stay while another layout may hold an older value of the key.
+                shadows = any(group in other for other in layouts[table] if other != kgs)
+                slots = [_SLOT.pack(group, v) for v, _ in old]
+                chunks = []
+                seal = self._seals.of(job)
+                for (v, _), blob in zip(old, db.get([_CHUNK + s for s in slots]), strict=True):
+                    try:
+                        chunks.append(_chunk_of_stored(table, group, blob, seal, v))
+                    except _DamagedChunkError as damage:
+                        raise self._damaged(job, table, group, v, damage) from None
+                for slot in slots[:-1]:
+                    batch.delete(_CHUNK + slot)
+                    batch.delete(_STATS + slot)
+                folded = True
+                count = chunks[-1].count
+                if not _covers(chunks[-1], chunks[:-1]):
+                    chunk = _merge(table, group, chunks, shadows)
+                    batch.put(_CHUNK + slots[-1], _frame(chunk, seal, old[-1][0]))
+                    batch.put(_STATS + slots[-1], _COUNT.pack(chunk.count))
+                    count = chunk.count
+                versions[:] = [(old[-1][0], count), *versions[len(old):]]
+            if folded:
+                db.write(batch, self._write_options)
+        self._prune_records(job, horizon)
+
+    def _prune_records(self, job: str, horizon: int) -> None:
+        for path in self._record_paths(job):
+            db = self._open(path)
+            keep = next(iter(db.keys(from_key=_VERSION.pack(horizon), backwards=True)), None)
+            if keep is None:
+                continue
+            # Point deletes from the oldest version still held: a scan from the start would walk
+            # over the deletions of every earlier prune.
+            batch = WriteBatch(raw_mode=True)
+            for key in db.keys(from_key=self._record_floor.get(path, _VERSION.pack(0))):
+                if key >= keep:
+                    break
+                batch.delete(key)
+            db.write(batch, self._write_options)
+            self._record_floor[path] = keep
+
+    def drop_other_ranges(self, job: str, table: str, keep: set[range]) -> None:
+        """Delete the databases of ``table`` whose range is not in ``keep`` (the old layout after a
+        resume with another parallelism, once the new layout holds a full copy)."""
+        for _, kgs, path in self._range_paths(job, table):
+            if kgs in keep:
+                continue
+            self._forget(path)
+            shutil.rmtree(path, ignore_errors=True)
+
+    def delete_job(self, job: str) -> None:
+        job_dir = self._job_dir(job)
+        with self._lock:
+            for path in [p for p in [*self._dbs, *self._readers] if p.startswith(job_dir + os.sep)]:
+                self._forget(path)
+        # The meta goes first: a deletion cut short leaves a job without meta (a fresh start, which
+        # clears the rest), never a meta whose state is half gone.
+        shutil.rmtree(self._meta_path(job), ignore_errors=True)
+        self._seals.drop(job)
+        shutil.rmtree(job_dir, ignore_errors=True)
+
+    def jobs(self) -> list[str]:
+        if not os.path.isdir(self.path):
+            return []
+        names = []
+        for quoted in sorted(os.listdir(self.path)):
+            job = urllib.parse.unquote(quoted)
+            if os.path.isdir(os.path.join(self.path, quoted, "meta")) and self.read_meta(job):
+                names.append(job)
+        return names
+
+    def sizes(self, job: str) -> dict[str, int]:
+        sizes: dict[str, int] = {}
+        for table, kgs, path in self._range_paths(job):
+            db = self._open(path, write=False)
+            total = sum(len(k) + len(v) for k, v in _scan(db, _CHUNK)) if db is not None else 0
+            sizes[f"{table} [{kgs.start}-{kgs.stop - 1}]"] = total
+        readers = [self._open(path, write=False) for path in self._record_paths(job)]
+        sizes["(records)"] = sum(len(k) + len(v) for db in readers if db is not None
+                                 for k, v in db.items())
+        return sizes
+
+    def close(self) -> None:
+        with self._lock:
+            for db in [*self._dbs.values(), *self._readers.values()]:
+                db.close()
+            self._dbs.clear()
+            self._readers.clear()
+            self._stats_cache.clear()
+            self._record_floor.clear()
+            if self._holding:
+                self._holding = False
+                release_private_umask()
+
+
+_GONE = object()
+
+
+@contextlib.contextmanager
+def _damage_reported(path: str):
+    """RocksDB's own errors (a damaged SST, MANIFEST or CURRENT file, a broken log) as
+    ``SnapshotCorruptedError`` naming the database."""
+    try:
+        yield
+    except (SnapshotCorruptedError, BackendUnavailableError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - rocksdict raises plain Exception for RocksDB status
+        text = " ".join(str(exc).split())
+        msg = f"RocksDB database {path} cannot be read ({text[:300]})"
+        raise SnapshotCorruptedError(msg) from None
+
+
+def _note(stats: dict[int, list[tuple[int, int]]], group: int, version: int, count: int) -> None:
+    """Record in ``stats`` that ``group`` holds a chunk of ``count`` keys at ``version``."""
+    versions = stats.setdefault(group, [])
+    if versions and versions[-1][0] == version:
+        versions[-1] = (version, count)
+    elif not versions or versions[-1][0] < version:
+        versions.append((version, count))
+    else:  # a version older than the newest (rare): keep the list in order
+        versions[:] = sorted({**dict(versions), version: count}.items())
+
+
+def _mark_context(table: str, kgs: range) -> bytes:
+    return f"mark\0{table}\0{kgs.start}\0{kgs.stop}".encode()
+
+
+def _mark_version(mark: bytes | None, seal: Seal, context: bytes) -> int | None:
+    """The version a database's watermark says it reached (None: no watermark, or a damaged one)."""
+    if mark is None or len(mark) != _VERSION.size + TAG_SIZE:
+        return None
+    version = mark[:_VERSION.size]
+    return _VERSION.unpack(version)[0] if seal.matches(mark[_VERSION.size:], context, version) else None
+
+
+def _chunk_of_stored(table: str, group: int, blob: bytes, seal: Seal, version: int) -> StateChunk:
+    written, count, keys, values = _unframe(blob, seal, _chunk_context(table, group, version))
+    return StateChunk(table, group, written, count, keys, values)
+
+
+def _covers(last: StateChunk, earlier: list[StateChunk]) -> bool:
+    """Whether ``last`` holds every key of ``earlier`` (which it then supersedes as it is: a key
+    group rewritten whole, as a small one often is, is folded without unpickling its values)."""
+    if last.count < max(chunk.count for chunk in earlier):
+        return False
+    keys = set(loads(last.keys))
+    return all(keys.issuperset(loads(chunk.keys)) for chunk in earlier)
+
+
+def _merge(table: str, group: int, chunks: list[StateChunk], keep_removed: bool) -> StateChunk:
+    """One chunk with the effect of ``chunks`` applied in order."""
+    state: dict = {}
+    for chunk in chunks:
+        keys, values = unpickle_chunk(chunk.keys, chunk.values)
+        state.update(zip(keys, values, strict=False))
+        for key in keys[chunk.written:]:
+            state[key] = _GONE
+    written = {k: v for k, v in state.items() if v is not _GONE}
+    removed = [k for k, v in state.items() if v is _GONE] if keep_removed else []
+    return make_chunk(table, group, written, removed)
+
+
+def _chunks_of_rows(rows) -> list[StateChunk]:
+    """Per-key rows (pickled keys and values) as one chunk per table and key group."""
+    groups: dict[tuple[str, int], tuple[dict, dict]] = {}
+    for row in rows:
+        written, removed = groups.setdefault((row.table, row.key_group), ({}, {}))
+        key = loads(row.key)
+        if row.value is None:
+            written.pop(key, None)
+            removed[key] = None
+        else:
+            removed.pop(key, None)
+            written[key] = loads(row.value)
+    return [make_chunk(table, group, written, list(removed))
+            for (table, group), (written, removed) in groups.items()]
