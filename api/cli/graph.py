@@ -17,7 +17,8 @@ def build_pipeline(env, algorithm: str, vertices: list, edges: list, directed: b
                    source=None, iterations: int | None = None, damping: float = 0.85):
     """A pipeline with one task that runs ``algorithm`` and collects ``(vertex, value)`` as
     ``"result"``."""
-    from gyreflow.api.graph.views import GraphView, algorithms
+    from gyreflow.api.graph import algorithms
+    from gyreflow.api.graph.views import GraphView
 
     pipeline = env.pipeline(f"graph-{algorithm}")
 

@@ -5,7 +5,7 @@ and returns the result stream of ``(vertex_id, value)`` pairs. The definitions a
 (see docs/graphs.md):
 
 >>> from gyreflow.api import Environment
->>> from gyreflow.api.graph.views import GraphView
+>>> from gyreflow.api.graph import GraphView
 >>> p = Environment.local(progress=False).pipeline("demo")
 >>> @p.task
 ... def hops(ctx):
