@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
 # The test command: installs gyreflow with its test dependencies, checks Java 17, runs the suite.
 # Extra arguments go to pytest (e.g. scripts/test.sh -k windows).
+# scripts/test.sh --fast: the in-process cases only (no Spark, no processes of their own, no docs
+# build), for the edit-test loop; under 3 minutes on a 2-core machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
+FAST=0
+if [ "${1:-}" = "--fast" ]; then
+  FAST=1
+  shift
+fi
 
 echo "== installing gyreflow and test dependencies (versions from requirements/test.txt)"
 # The lock pins every test, docs and lint tool and what they pull in, so a new machine resolves
@@ -12,6 +19,7 @@ echo "== installing gyreflow and test dependencies (versions from requirements/t
 "$PYTHON" -m pip install --quiet --disable-pip-version-check "uv>=0.5,<1"
 "$PYTHON" -m uv pip install --quiet --python "$PYTHON" -r requirements/test.txt -e ".[test]"
 
+if [ "$FAST" = 0 ]; then
 echo "== checking Java 17 (needed by the Spark environment)"
 if ! java -version 2>&1 | grep -qE 'version "17'; then
   if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
@@ -45,6 +53,8 @@ if [ ! -f "$mermaid_dir/package/dist/mermaid.min.js" ]; then
 fi
 export GYREFLOW_TEST_MERMAID_JS="$PWD/$mermaid_dir/package/dist/mermaid.min.js"
 
+fi
+
 echo "== starting a throwaway PostgreSQL server for the JDBC tests"
 if [ -z "${GYREFLOW_TEST_POSTGRES_URL:-}" ]; then
   pgdir=$(mktemp -d /tmp/gyreflow-pg.XXXXXX)
@@ -55,6 +65,13 @@ fi
 
 echo "== lint (ruff, the version pinned in the test extras)"
 "$PYTHON" -m ruff check .
+
+if [ "$FAST" = 1 ]; then
+  echo "== running the in-process tests (no Spark, no processes of their own)"
+  "$PYTHON" -m pytest -q -p no:benchmark -n "${GYREFLOW_TEST_WORKERS:-2}" --dist loadgroup \
+    -m "not spark and not processes" "$@"
+  exit
+fi
 
 echo "== building the documentation and its API reference (mkdocs --strict)"
 PYTHON="$PYTHON" bash scripts/build-docs.sh

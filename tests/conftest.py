@@ -147,6 +147,30 @@ def pytest_configure(config) -> None:
     config.addinivalue_line(
         "markers", "spark_subset(keep): on Spark, run only the parameter sets for which "
         "keep(params) is true (each one is a Spark job; the local environment runs them all)")
+    config.addinivalue_line(
+        "markers", "spark: runs a Spark job (set on every Spark case and every test_spark_* module)")
+    config.addinivalue_line(
+        "markers", "processes: its module starts processes of its own (gyreflow run, a killed job, "
+        "a browser); scripts/test.sh --fast leaves these and the Spark cases out")
+
+
+_STARTS_PROCESSES: dict[str, bool] = {}
+
+
+def _starts_processes(item) -> bool:
+    """Whether the test's module starts processes (it uses subprocess), read once per module."""
+    path = str(item.path)
+    if path not in _STARTS_PROCESSES:
+        text = item.path.read_text(encoding="utf-8")
+        _STARTS_PROCESSES[path] = "subprocess" in text or "Popen" in text
+    return _STARTS_PROCESSES[path]
+
+
+def _runs_spark(item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params if callspec is not None else {}
+    return (item.path.name.startswith("test_spark")
+            or "spark" in (params.get("environment_type"), params.get("environment")))
 
 
 # Modules whose tests take longest (Spark jobs in processes of their own, groups that one worker
@@ -161,6 +185,10 @@ def pytest_collection_modifyitems(config, items) -> None:
     the longest modules first."""
     kept, dropped = [], []
     for item in items:
+        if _runs_spark(item):
+            item.add_marker(pytest.mark.spark)
+        if _starts_processes(item):
+            item.add_marker(pytest.mark.processes)
         marker = item.get_closest_marker("spark_subset")
         callspec = getattr(item, "callspec", None)
         if (marker is not None and callspec is not None
