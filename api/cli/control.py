@@ -85,7 +85,7 @@ def list_jobs(config_path: str | None) -> None:
 
     directory = _directory(Console(stderr=True), config_path)
     for job in running_jobs(directory):
-        click.echo(f"{job['job']}\tpid {job['pid']}\tport {job['port']}")
+        click.echo(f"{job['job']}\tpid {job['pid']}\tport {job.get('port', '?')}")
 
 
 @control.command()

@@ -118,7 +118,7 @@ class ControlError(Exception):
     """No such job, several match, or the job cannot be reached; the message says which."""
 
 
-_CONTROL_FIELDS = frozenset({"pid", "job", "host", "port", "token"})
+_CONTROL_FIELDS = frozenset({"pid", "job"})  # without these a file names no job (a send says what else lacks)
 
 
 def running_jobs(directory: str) -> list[dict]:
