@@ -68,29 +68,44 @@ def test_a_table_is_read_once_in_column_order_in_windows(make_env, database):
                                                          for n in range(0, len(expected), 20)]
 
 
-def test_rows_added_later_arrive_in_later_windows_until_idle(make_env, database):
+def test_rows_added_later_arrive_in_later_windows_until_idle(make_env, database, call_log):
     url, engine = database
     make_orders(engine, "orders", ORDERS[:10])
 
+    def seen(predicate) -> None:
+        """Wait until the job has processed a row whose id satisfies ``predicate``."""
+        deadline = time.monotonic() + 180
+        while not any(predicate(entry[0]) for entry in call_log.entries()):
+            assert time.monotonic() < deadline, "the job read nothing"
+            time.sleep(0.05)
+
     def add_later():
-        for start in (10, 30, 50):
+        # Each batch goes in once the job has read the one before, and more than a window later,
+        # however long the environment takes to start: the later rows come in later windows.
+        for start, before in ((10, ORDERS[0][0]), (30, ORDERS[10][0]), (50, ORDERS[30][0])):
+            seen(lambda row_id, before=before: row_id >= before)
             time.sleep(0.7)
             with engine.begin() as conn:
                 conn.execute(sa.text("insert into orders values (:id, :customer, :amount)"),
                              [{"id": i, "customer": c, "amount": a}
                               for i, c, a in ORDERS[start:start + 20]])
 
-    adder = threading.Thread(target=add_later)
+    def logged(row):
+        call_log.append((row["id"],))
+        return row
+
+    adder = threading.Thread(target=add_later, daemon=True)
     adder.start()
     source = PostgresSource(url, "orders", "id", follow=True, poll_interval=0.1, until_idle=2.0)
     try:
         result = run(make_env(1), lambda ctx: ctx.source(source, TimeTumblingWindow(0.4))
-                     .collect("rows"))
+                     .map(logged).collect("rows"))
     finally:
-        adder.join()
+        adder.join(timeout=200)
     rows = result.output("rows")
     assert Counter(r["id"] for r in rows) == Counter(i for i, _, _ in ORDERS)
-    assert len(result.by_window("rows")) >= 3  # the later rows came in later windows
+    windows_with_rows = [w for w, got in result.by_window("rows").items() if got]
+    assert len(windows_with_rows) >= 4  # the first rows, then each later batch in a later window
 
 
 def test_sink_upserts_totals_and_appends_windows_exactly_once(make_env, database):
