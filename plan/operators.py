@@ -218,7 +218,8 @@ class GraphComputeSpec(OperatorSpec):
 
     Inputs by ordinal: vertices ``(id, value)`` (when ``has_vertices``), edge halves ``(vertex, other,
     value, side)``, start messages ``(vertex, message)`` (when ``has_starts``), and the loop edge that
-    carries messages between supersteps.
+    carries messages between supersteps. ``arrays``: the program is an array program (one call per
+    task and superstep on numpy arrays), not a per-vertex one.
     """
 
     program: object
@@ -226,6 +227,7 @@ class GraphComputeSpec(OperatorSpec):
     mode: GraphMode
     has_vertices: bool = True
     has_starts: bool = False
+    arrays: bool = False
     op = "graph"
     kind = OperatorKind.ITERATION
     keyed = True

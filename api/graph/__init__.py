@@ -1,9 +1,10 @@
 """The graph library: graph views and vertex-centric programs, the algorithms, Graphalytics files.
 
 ``gyreflow.api.graph`` is the documented import path of the graph views (``GraphView``,
-``VertexCentricCompute``, ...); the algorithms are ``gyreflow.api.graph_algorithms``.
+``VertexCentricCompute``, ``ArrayVertexCompute``, ...); the algorithms are ``gyreflow.api.graph_algorithms``.
 """
 
+from gyreflow.api.graph.arrays import ArrayInbox, ArrayPartition, ArrayVertexCompute, ids_equal
 from gyreflow.api.graph.views import (
     Aggregator,
     Edge,
@@ -16,10 +17,14 @@ from gyreflow.api.graph.views import (
 
 __all__ = [
     "Aggregator",
+    "ArrayInbox",
+    "ArrayPartition",
+    "ArrayVertexCompute",
     "Edge",
     "GraphView",
     "Vertex",
     "VertexCentricCompute",
     "VertexContext",
     "identity_default",
+    "ids_equal",
 ]

@@ -1,7 +1,10 @@
 """Graph algorithms on the public graph API: BFS, PageRank, WCC, CDLP, LCC, SSSP, k-hop, incremental.
 
-Each algorithm is a ``VertexCentricCompute`` program plus a function that wires it to a ``GraphView``
-and returns the result stream of ``(vertex_id, value)`` pairs. The definitions are LDBC Graphalytics'
+Each algorithm is a vertex program plus a function that wires it to a ``GraphView`` and returns the
+result stream of ``(vertex_id, value)`` pairs. The functions run the array programs of
+``array_algorithms.py`` (one numpy/scipy operation per task and superstep); k-hop is a traversal and
+runs its per-vertex program. The per-vertex ``VertexCentricCompute`` programs below are kept as
+readable definitions and for custom variants. The definitions are LDBC Graphalytics'
 (see docs/graphs.md):
 
 >>> from gyreflow.api import Environment
@@ -27,6 +30,7 @@ import operator
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from gyreflow.api.graph import array_algorithms as arrays
 from gyreflow.api.graph.views import Aggregator, GraphView, VertexCentricCompute
 from gyreflow.api.language.functions import AggregateFunction
 
@@ -424,45 +428,46 @@ def request_start(request: Any) -> Any:
 
 def bfs(graph: GraphView, source: Any) -> Stream:
     """``(vertex, hops from source)`` for every vertex, ``UNREACHABLE`` when there is no path."""
-    return graph.compute(BreadthFirstSearch(source), name="bfs")
+    return graph.compute(arrays.ArrayBreadthFirstSearch(source), name="bfs")
 
 
 def pagerank(graph: GraphView, damping: float = 0.85, iterations: int = 20) -> Stream:
     """``(vertex, rank)`` for every vertex after ``iterations`` Graphalytics PageRank updates."""
-    return graph.compute(PageRank(damping, iterations), name="pagerank")
+    return graph.compute(arrays.ArrayPageRank(damping, iterations), name="pagerank")
 
 
 def wcc(graph: GraphView) -> Stream:
     """``(vertex, component label)``: the smallest vertex id of its weakly connected component."""
-    return graph.compute(ConnectedComponents(graph.directed), name="wcc")
+    return graph.compute(arrays.ArrayConnectedComponents(graph.directed), name="wcc")
 
 
 def cdlp(graph: GraphView, iterations: int = 10) -> Stream:
     """``(vertex, community label)`` after ``iterations`` steps of label propagation."""
-    return graph.compute(LabelPropagation(iterations, graph.directed), name="cdlp")
+    return graph.compute(arrays.ArrayLabelPropagation(iterations, graph.directed), name="cdlp")
 
 
 def lcc(graph: GraphView) -> Stream:
     """``(vertex, local clustering coefficient)`` for every vertex."""
-    return graph.compute(LocalClusteringCoefficient(), name="lcc")
+    return graph.compute(arrays.ArrayLocalClusteringCoefficient(), name="lcc")
 
 
 def sssp(graph: GraphView, source: Any) -> Stream:
     """``(vertex, weighted distance from source)`` for every vertex, ``inf`` when unreachable."""
-    return graph.compute(ShortestPaths(source), name="sssp")
+    return graph.compute(arrays.ArrayShortestPaths(source), name="sssp")
 
 
 def incremental_wcc(graph: GraphView) -> Stream:
     """Components of a growing graph: each window emits ``(vertex, label)`` for the vertices whose
     label changed (including new vertices); folding the windows gives the current labelling."""
-    return graph.incremental_compute(IncrementalConnectedComponents(graph.directed),
+    return graph.incremental_compute(arrays.ArrayIncrementalConnectedComponents(graph.directed),
                                      name="incremental-wcc")
 
 
 def incremental_bfs(graph: GraphView, source: Any) -> Stream:
     """Hop counts from ``source`` in a growing graph: each window emits ``(vertex, hops)`` for the
     vertices whose hop count changed (including new vertices)."""
-    return graph.incremental_compute(IncrementalBreadthFirstSearch(source), name="incremental-bfs")
+    return graph.incremental_compute(arrays.ArrayIncrementalBreadthFirstSearch(source),
+                                     name="incremental-bfs")
 
 
 def khop(graph: GraphView, requests: Stream, k: int, direction: str = "out") -> Stream:

@@ -186,9 +186,15 @@ def _first(record: tuple) -> Any:
     return record[0]
 
 
+def _is_array_program(program: Any) -> bool:
+    # ArrayVertexCompute (gyreflow.api.graph.arrays, which imports this module) marks its programs.
+    return getattr(type(program), "array_program", False) is True
+
+
 def _check_program(program: Any) -> None:
-    if not isinstance(program, VertexCentricCompute):
-        msg = f"a graph computation needs a VertexCentricCompute instance, got {type(program).__name__}"
+    if not isinstance(program, VertexCentricCompute) and not _is_array_program(program):
+        msg = ("a graph computation needs a VertexCentricCompute or ArrayVertexCompute instance, "
+               f"got {type(program).__name__}")
         raise TypeError(msg)
     if not isinstance(program.max_iterations, int) or program.max_iterations < 1:
         msg = f"max_iterations must be a positive int, got {program.max_iterations!r}"
@@ -212,12 +218,13 @@ class GraphView:
         self.parallelism = parallelism
         self.name = name
 
-    def compute(self, program: VertexCentricCompute, name: str | None = None) -> Stream:
+    def compute(self, program: VertexCentricCompute | Any, name: str | None = None) -> Stream:
         """Static compute: in every window, start every vertex from ``program.init`` and run the
         iterations over the whole graph; emits ``(vertex_id, result)`` for every vertex."""
         return self._operator(program, GraphMode.STATIC, None, name)
 
-    def incremental_compute(self, program: VertexCentricCompute, name: str | None = None) -> Stream:
+    def incremental_compute(self, program: VertexCentricCompute | Any,
+                            name: str | None = None) -> Stream:
         """Dynamic compute: values persist across windows; each window starts from the vertices its
         vertices and edges touched; emits ``(vertex_id, result)`` for the vertices whose result
         changed in the window."""
@@ -227,6 +234,9 @@ class GraphView:
                   name: str | None = None) -> Stream:
         """Traversal on the current graph: each request's ``program.start(request)`` messages start
         the iteration in the request's window; emits what ``ctx.emit`` produced."""
+        if _is_array_program(program):
+            msg = f"traversal runs per-vertex programs; {type(program).__name__} is an array program"
+            raise TypeError(msg)
         if type(program).start is VertexCentricCompute.start:
             msg = f"traversal needs a program that defines start(request); {type(program).__name__} does not"
             raise TypeError(msg)
@@ -237,7 +247,8 @@ class GraphView:
         _check_program(program)
         edges = self.edges.flat_map(_EdgeHalves(self.directed))
         vertices = self.vertices.map(_vertex_record) if self.vertices is not None else None
-        spec = GraphComputeSpec(program, self.directed, mode, vertices is not None, starts is not None)
+        spec = GraphComputeSpec(program, self.directed, mode, vertices is not None, starts is not None,
+                                arrays=_is_array_program(program))
         inputs = [s.key_by(_first) for s in (vertices, edges, starts) if s is not None]
         builder = self.edges.builder
         node = builder.add(spec, inputs, self.parallelism, name or self.name)

@@ -1,0 +1,265 @@
+"""The library's graph algorithms as array programs: one numpy/scipy operation per task and superstep.
+
+Same definitions and conventions as the per-vertex programs of ``algorithms.py`` (LDBC Graphalytics;
+duplicate edges and self-loops as documented there); the public functions (``pagerank``, ``bfs``, ...)
+run these.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gyreflow.api.graph.arrays import ArrayVertexCompute, ids_equal
+from gyreflow.api.graph.views import Aggregator
+
+UNREACHABLE = 9223372036854775807
+NO_LIMIT = 2**31 - 1
+
+
+def _direction(directed: bool) -> str:
+    return "both" if directed else "out"
+
+
+def _labels(ids: np.ndarray) -> np.ndarray:
+    return ids.copy()
+
+
+def _improve(values: np.ndarray, inbox) -> tuple[np.ndarray, np.ndarray]:
+    """Take the smaller incoming values; returns the values and the positions that improved."""
+    if not len(inbox):
+        return values, np.zeros(0, np.int64)
+    better = np.asarray(inbox.values < values[inbox.positions], dtype=bool)
+    positions = inbox.positions[better]
+    if len(positions):
+        values = values.copy()
+        values[positions] = inbox.values[better]
+    return values, positions
+
+
+class ArrayPageRank(ArrayVertexCompute):
+    """Graphalytics PageRank (see ``PageRank``): one sparse matrix-vector product per superstep."""
+
+    always_active = True
+    combine = "sum"
+    aggregators = {"dangling": Aggregator.sum(0.0)}
+
+    def __init__(self, damping: float = 0.85, iterations: int = 20) -> None:
+        if not 0.0 <= damping <= 1.0:
+            msg = f"damping must be between 0 and 1, got {damping!r}"
+            raise ValueError(msg)
+        if not isinstance(iterations, int) or iterations < 0:
+            msg = f"iterations must be an int >= 0, got {iterations!r}"
+            raise ValueError(msg)
+        self.damping = float(damping)
+        self.iterations = iterations
+        self.max_iterations = iterations + 1
+
+    def init(self, ids: np.ndarray, given: np.ndarray) -> np.ndarray:
+        """Set in iteration 1, once the number of vertices is known."""
+        return np.zeros(len(ids))
+
+    def compute(self, part, inbox) -> np.ndarray:
+        """Sum the incoming shares, add the teleport and dangling terms, send the new shares."""
+        n = part.num_vertices
+        if part.iteration == 1:
+            rank = np.full(part.num_local, 1.0 / n)
+        else:
+            d = self.damping
+            incoming = inbox.dense(0.0, float)
+            rank = (1.0 - d) / n + d * (incoming + part.aggregated("dangling") / n)
+        if part.iteration <= self.iterations:
+            degree = part.out_degree
+            dangling = degree == 0
+            share = np.divide(rank, degree, out=np.zeros_like(rank), where=~dangling)
+            part.send_along(share)
+            part.aggregate("dangling", float(rank[dangling].sum()))
+        return rank
+
+
+class ArrayBreadthFirstSearch(ArrayVertexCompute):
+    """Hop count from ``source`` along out-edges (see ``BreadthFirstSearch``): each superstep sends
+    ``hops + 1`` from the vertices whose count improved."""
+
+    combine = "min"
+
+    def __init__(self, source: Any, max_iterations: int = NO_LIMIT) -> None:
+        self.source = source
+        self.max_iterations = max_iterations
+
+    def init(self, ids: np.ndarray, given: np.ndarray) -> np.ndarray:
+        """0 for the source, ``UNREACHABLE`` otherwise."""
+        return np.where(ids_equal(ids, self.source), 0, UNREACHABLE).astype(np.int64)
+
+    def starters(self, part) -> np.ndarray:
+        """The vertices that offer their count in iteration 1: every one that knows it."""
+        return np.flatnonzero(part.values != UNREACHABLE)
+
+    def compute(self, part, inbox) -> np.ndarray:
+        """Take the smallest offered count; forward it from the vertices that improved."""
+        hops, improved = _improve(part.values, inbox)
+        if part.iteration == 1:
+            improved = np.union1d(improved, self.starters(part))
+        if len(improved):
+            part.send_along(hops + 1, "out", where=improved)
+        return hops
+
+
+class ArrayIncrementalBreadthFirstSearch(ArrayBreadthFirstSearch):
+    """Hop counts in a growing graph: in a window's first superstep the vertices its input touched
+    offer their count along every out-edge; improvements spread as in ``ArrayBreadthFirstSearch``."""
+
+    def starters(self, part) -> np.ndarray:
+        """The touched vertices that know their count."""
+        return np.flatnonzero(part.touched & (part.values != UNREACHABLE))
+
+
+class ArrayConnectedComponents(ArrayVertexCompute):
+    """Weakly connected components (see ``ConnectedComponents``): the smallest vertex id of each
+    component, labels spreading along every edge from the vertices whose label dropped."""
+
+    combine = "min"
+    max_iterations = NO_LIMIT
+
+    def __init__(self, directed: bool = True) -> None:
+        self.direction = _direction(directed)
+
+    def init(self, ids: np.ndarray, given: np.ndarray) -> np.ndarray:
+        """Every vertex starts as its own component."""
+        return _labels(ids)
+
+    def starters(self, part) -> np.ndarray:
+        """Iteration 1: every vertex offers its label."""
+        return np.arange(part.num_local)
+
+    def compute(self, part, inbox) -> np.ndarray:
+        """Adopt smaller labels and pass them on."""
+        labels, improved = _improve(part.values, inbox)
+        if part.iteration == 1:
+            improved = np.union1d(improved, self.starters(part))
+        if len(improved):
+            part.send_along(labels, self.direction, where=improved)
+        return labels
+
+
+class ArrayIncrementalConnectedComponents(ArrayConnectedComponents):
+    """Components of a growing graph: in a window's first superstep the vertices its input touched
+    offer their label along every edge; labels only drop, so values kept across windows stay exact."""
+
+    def starters(self, part) -> np.ndarray:
+        """The touched vertices."""
+        return np.flatnonzero(part.touched)
+
+
+class ArrayShortestPaths(ArrayVertexCompute):
+    """Single-source shortest paths (see ``ShortestPaths``): edges relaxed from the vertices whose
+    distance dropped, the edge weights being the CSR data."""
+
+    combine = "min"
+
+    def __init__(self, source: Any, max_iterations: int = NO_LIMIT) -> None:
+        self.source = source
+        self.max_iterations = max_iterations
+
+    def init(self, ids: np.ndarray, given: np.ndarray) -> np.ndarray:
+        """0.0 for the source, ``inf`` otherwise."""
+        return np.where(ids_equal(ids, self.source), 0.0, np.inf)
+
+    def compute(self, part, inbox) -> np.ndarray:
+        """Take the smallest offered distance; relax the out-edges of the improved vertices."""
+        distance, improved = _improve(part.values, inbox)
+        if part.iteration == 1:
+            improved = np.union1d(improved, np.flatnonzero(np.isfinite(distance)))
+        if len(improved):
+            rows, columns, weights = part.edges(improved, "out")
+            part.send(columns, distance[rows] + weights)
+        return distance
+
+
+class ArrayLabelPropagation(ArrayVertexCompute):
+    """CDLP (see ``LabelPropagation``): labels travel along every edge and each vertex takes the
+    most frequent one it received (a label histogram per vertex), the smallest on ties."""
+
+    combine = "histogram"
+
+    def __init__(self, iterations: int = 10, directed: bool = True) -> None:
+        if not isinstance(iterations, int) or iterations < 0:
+            msg = f"iterations must be an int >= 0, got {iterations!r}"
+            raise ValueError(msg)
+        self.iterations = iterations
+        self.max_iterations = iterations + 1
+        self.direction = _direction(directed)
+
+    def init(self, ids: np.ndarray, given: np.ndarray) -> np.ndarray:
+        """The vertex's own id."""
+        return _labels(ids)
+
+    def compute(self, part, inbox) -> np.ndarray:
+        """Take the most frequent received label, then send the label to every neighbour."""
+        labels = part.values
+        if len(inbox):
+            labels = labels.copy()
+            labels[inbox.positions] = inbox.values
+        if part.iteration <= self.iterations:
+            part.send_along(labels, self.direction)
+        return labels
+
+
+class ArrayLocalClusteringCoefficient(ArrayVertexCompute):
+    """LCC (see ``LocalClusteringCoefficient``) in two supersteps: every vertex sends the ids of
+    its out-neighbours to each neighbour, which counts those that are its own neighbours."""
+
+    combine = None
+    max_iterations = 2
+
+    def init(self, ids: np.ndarray, given: np.ndarray) -> np.ndarray:
+        """Replaced in iteration 1."""
+        return np.zeros(len(ids))
+
+    def compute(self, part, inbox) -> np.ndarray:
+        """Iteration 1: share the out-neighbours; iteration 2: count links between neighbours."""
+        n, m = part.num_local, len(part.columns)
+        rows, columns = _pairs(part, "both")
+        degree = np.bincount(rows, minlength=n)
+        if part.iteration == 1:
+            out_rows, out_columns = _pairs(part, "out")
+            _send_products(part, rows, columns, degree, out_rows, out_columns)
+            return degree.astype(float)
+        links = np.zeros(n)
+        if len(inbox):
+            at, found = part.column_positions(inbox.values)
+            targets = inbox.positions[found]
+            asked = targets * m + at[found]
+            hits = np.isin(asked, rows * m + columns)
+            links = np.bincount(targets[hits], minlength=n).astype(float)
+        pairs = degree * (degree - 1.0)
+        return np.divide(links, pairs, out=np.zeros(n), where=degree >= 2)
+
+
+def _pairs(part, direction: str) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (vertex, neighbour column) pairs of ``direction``, self-loops left out,
+    sorted by vertex and column."""
+    rows, columns, _ = part.edges(None, direction)
+    keep = columns != rows
+    m = len(part.columns)
+    keys = np.unique(rows[keep].astype(np.int64) * m + columns[keep])
+    return keys // m, keys % m
+
+
+def _send_products(part, rows, columns, degree, out_rows, out_columns) -> None:
+    """For every vertex v, send each out-neighbour id of v to each neighbour of v."""
+    n = part.num_local
+    out_degree = np.bincount(out_rows, minlength=n)
+    per_vertex = degree * out_degree
+    total = int(per_vertex.sum())
+    if total == 0:
+        return
+    vertex = np.repeat(np.arange(n), per_vertex)
+    within = np.arange(total) - np.repeat(np.cumsum(per_vertex) - per_vertex, per_vertex)
+    width = out_degree[vertex]
+    near_start = np.cumsum(degree) - degree
+    out_start = np.cumsum(out_degree) - out_degree
+    targets = columns[near_start[vertex] + within // width]
+    shared = out_columns[out_start[vertex] + within % width]
+    part.send(targets, part.columns[shared])

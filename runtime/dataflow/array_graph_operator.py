@@ -1,0 +1,299 @@
+"""The running graph operator of array programs: one array operation per task and superstep.
+
+The task keeps its share of the graph in the keyed state table ``NAME:chunks``, one chunk per key
+group (see ``graph_partition``), and, for incremental computations, the computed values per chunk
+in ``NAME:values``. When a window adds vertices or edges (or the state was restored) the task builds
+its CSR partition again from the chunks; then each superstep hands the program the vertex values,
+the partition and the combined incoming messages as arrays. Messages travel between the tasks of the
+operator through the same loop exchange as per-vertex programs, as array pieces per target task:
+``(positions, None, values, counts)`` for the task's own vertices, ``(None, ids, values, counts)``
+for another task's.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable
+
+import numpy as np
+
+from gyreflow.plan.operators import GraphComputeSpec, GraphMode
+from gyreflow.runtime.dataflow.graph_arrays import COMBINES
+from gyreflow.runtime.dataflow.graph_context import Slots
+from gyreflow.runtime.dataflow.graph_operator import VERTEX_COUNT, GraphOperator
+from gyreflow.runtime.dataflow.graph_partition import (
+    ArrayContext,
+    Partition,
+    add_window_input,
+    chunk_key,
+    receive,
+    split_outgoing,
+)
+from gyreflow.runtime.errors import RecordError
+
+
+def merge_pieces(box: list, more: list) -> None:
+    """Merge one box of array message pieces into another."""
+    box.extend(more)
+
+
+class _Holder:
+    """What ``export_state`` carries besides the tables: the emitted list of the context."""
+
+    emitted: list
+    notifications: dict
+
+
+class ArrayGraphOperator(GraphOperator):
+    """Runs a ``GraphComputeSpec`` whose program is an array program (``spec.arrays``)."""
+
+    def __init__(self, name: str, spec: GraphComputeSpec) -> None:
+        super().__init__(name, spec)
+        combine = type(self.program).combine
+        if combine not in COMBINES:
+            msg = f"combine must be one of {COMBINES}, got {combine!r}"
+            raise ValueError(msg)
+        self.combine = combine
+        self.merge = merge_pieces
+        self.part: Partition | None = None
+        self.values = None
+        self.before = None  # incremental: the values when the window's supersteps started
+        self.fresh = np.zeros(0, np.int64)
+        self.plain_result = getattr(getattr(type(self.program), "result", None), "identity_default",
+                                    False)
+
+    def open(self, ctx) -> None:
+        self.ctx = ctx
+        state = ctx.state
+        self._tables()
+        self.index = ctx.task_index
+        self.parallelism = ctx.parallelism
+        self.max_parallelism = state.max_parallelism
+        self.aggregators = dict(type(self.program).aggregators)
+        self.slots = Slots()  # unused; a restore clears it
+        self.context = _Holder()
+        self.context.emitted = []
+        self.context.notifications = {}
+        self.ctx_arrays = None
+
+    def _tables(self) -> None:
+        self.graph = self.ctx.state.table(f"{self.name}:chunks")
+        if self.mode is GraphMode.INCREMENTAL:
+            self.value_chunks = self.ctx.state.table(f"{self.name}:values")
+
+    def restored(self) -> None:
+        self.part = None  # the chunks were replaced: the partition describes the old ones
+
+    # Window input ---------------------------------------------------------------------------
+
+    def init_iteration(self, window: int) -> int:
+        """Add window ``window``'s input to the chunks, build the partition, start the values."""
+        self.window = window
+        self._tables()
+        records = self.pending.pop(window, ())
+        chunks = self.graph.data
+        touched = None
+        if any(batch for _, batch in records):
+            changed, touched = add_window_input(chunks, records, self.max_parallelism)
+            self.graph.mark_changed(changed)
+            self.part = None
+        part = self.part
+        rebuilt = part is None
+        if rebuilt:
+            part = self.part = self._build(chunks)
+        n = part.n
+        if touched is None:
+            self.touched = np.zeros(n, dtype=bool)
+        else:
+            positions, found = part.index.lookup(touched)
+            self.touched = np.zeros(n, dtype=bool)
+            self.touched[positions[found]] = True
+        if self.mode is GraphMode.STATIC:
+            self.values = self._init(np.arange(n))
+        elif self.mode is GraphMode.INCREMENTAL:
+            fresh = np.zeros(0, np.int64)
+            if rebuilt or self.values is None:
+                self.values, fresh = self._continue_values(part, dict(self.value_chunks.data))
+            self.before = self.values.copy()
+            self.fresh = fresh
+        return n
+
+    def _build(self, chunks: dict) -> Partition:
+        mp = self.max_parallelism
+        groups = [g for g in self.ctx.state.key_groups if chunk_key(g, mp) in chunks]
+        return Partition([(g, chunks[chunk_key(g, mp)]) for g in groups], self.spec.directed,
+                         self.parallelism, mp)
+
+    def _continue_values(self, part: Partition, old: dict) -> tuple[np.ndarray, np.ndarray]:
+        """Incremental: every vertex's stored value, ``init`` for the vertices without one; returns
+        the values and the positions of the vertices that got a start value."""
+        mp = self.max_parallelism
+        segments, fresh = [], []
+        for i, group in enumerate(part.groups):
+            start, end = int(part.offsets[i]), int(part.offsets[i + 1])
+            stored = old.get(chunk_key(group, mp))
+            have = 0 if stored is None else min(len(stored), end - start)
+            segments.append((stored[:have] if have else None, start + have, end))
+            if end > start + have:
+                fresh.append(np.arange(start + have, end))
+        positions = np.concatenate(fresh) if fresh else np.zeros(0, np.int64)
+        started = self._init(positions)
+        out, cursor = [], 0
+        for stored, lo, hi in segments:
+            if stored is not None:
+                out.append(stored)
+            if hi > lo:
+                out.append(started[cursor:cursor + hi - lo])
+                cursor += hi - lo
+        return (_concat(out) if out else started), positions
+
+    def _init(self, positions: np.ndarray) -> np.ndarray:
+        part = self.part
+        ids, given = part.ids[positions], part.given[positions]
+        try:
+            values = np.asarray(self.program.init(ids, given))
+        except Exception as exc:
+            raise RecordError(self.name, ("init", len(ids), "vertices"), exc) from exc
+        if values.shape != (len(ids),):
+            msg = f"{type(self.program).__name__}.init returned shape {values.shape}, not ({len(ids)},)"
+            raise ValueError(msg)
+        return values
+
+    # Supersteps ------------------------------------------------------------------------------
+
+    def superstep(self, iteration: int, payload: tuple,
+                  save: Callable[[bytes], None] | None = None) -> tuple[int, tuple]:
+        """Run superstep ``iteration`` as one call of the program's ``compute``."""
+        combined = self._combine_partials(payload)
+        if iteration == 1:
+            self.num_vertices = combined.pop(VERTEX_COUNT, 0)
+            combined = {name: agg.zero for name, agg in self.aggregators.items()}
+        elif self._terminates(iteration - 1, combined):
+            self.loop.discard(self.index)
+            return 0, ()
+        pieces = self.loop.take(self.index, iteration) or []
+        if save is not None:
+            save(self.progress(iteration - 1, payload, pieces))
+        part = self.part
+        inbox = receive(pieces, part, self.combine)
+        ctx = ArrayContext(part, self.combine, self.aggregators)
+        ctx.values = self.values
+        ctx.touched = self.touched
+        ctx.iteration = iteration
+        ctx.window = self.window
+        ctx.num_vertices = self.num_vertices
+        ctx._previous = combined
+        try:
+            new = self.program.compute(ctx, inbox)
+        except Exception as exc:
+            raise RecordError(self.name, ("superstep", iteration, f"{len(inbox)} messages"),
+                              exc) from exc
+        if new is None:
+            new = ctx.values
+        new = np.asarray(new)
+        if new.shape != (part.n,):
+            msg = (f"{type(self.program).__name__}.compute returned shape {new.shape}, "
+                   f"not ({part.n},)")
+            raise ValueError(msg)
+        self.values = new
+        work = self._send_pieces(iteration + 1, *ctx.outbox.finish())
+        if self.program.always_active:
+            work += part.n
+        return work, tuple(ctx.aggregates.items())
+
+    def _send_pieces(self, iteration: int, columns, values, counts) -> int:
+        if len(columns) == 0:
+            return 0
+        if self.combine is None:  # every message kept: bring them in column order
+            order = np.argsort(columns, kind="stable")
+            columns, values = columns[order], values[order]
+        local, remote = split_outgoing(self.part, columns, values, counts)
+        if len(local[0]):
+            self.loop.put(self.index, iteration, [local], self.merge)
+        for owner, piece in remote.items():
+            self.loop.put(owner, iteration, [piece], self.merge)
+        return len(columns)
+
+    def finish_iteration(self, window: int) -> None:
+        """The window's supersteps ended: emit the results (incremental: the changed ones)."""
+        self.loop.discard(self.index)
+        part = self.part
+        values = self.values
+        if self.mode is GraphMode.INCREMENTAL:
+            changed = _differs(values, self.before)
+            if len(self.fresh):
+                changed[self.fresh] = True
+            self.fresh = np.zeros(0, np.int64)
+            positions = np.flatnonzero(changed)
+            self._store_values(positions)
+        else:
+            positions = None
+        ids = part.ids if positions is None else part.ids[positions]
+        chosen = values if positions is None else values[positions]
+        if not self.plain_result:
+            try:
+                chosen = self.program.result(ids, chosen)
+            except Exception as exc:
+                raise RecordError(self.name, ("result", len(ids), "vertices"), exc) from exc
+        results = chosen.tolist() if isinstance(chosen, np.ndarray) else list(chosen)
+        self._emit(list(zip(ids.tolist(), results, strict=True)))
+
+    def _store_values(self, positions: np.ndarray) -> None:
+        """Incremental: write the value chunks of the groups whose values changed."""
+        part = self.part
+        mp = self.max_parallelism
+        table = self.value_chunks
+        groups = np.searchsorted(part.offsets, positions, side="right") - 1
+        stored = table.data
+        for i, group in enumerate(part.groups):
+            key = chunk_key(group, mp)
+            start, end = part.offsets[i], part.offsets[i + 1]
+            if key not in stored or len(stored[key]) != end - start or (groups == i).any():
+                stored[key] = self.values[start:end].copy()
+                table.changed.add(key)
+
+    def progress(self, done: int, payload: tuple, inbox) -> bytes:
+        """Where the window stands after superstep ``done`` (an iteration snapshot)."""
+        return pickle.dumps((self.window, done, self.parallelism, payload, self.values, inbox,
+                             self.touched, (self.before, self.fresh), self.num_vertices, [], {}),
+                            pickle.HIGHEST_PROTOCOL)
+
+    def restore_progress(self, record: tuple) -> tuple:
+        """Go on from ``progress``'s record; returns the payload superstep ``done + 1`` takes."""
+        (_, done, _, payload, self.values, inbox, self.touched, (self.before, self.fresh),
+         self.num_vertices, _, _) = record
+        if inbox:
+            self.loop.put(self.index, done + 1, inbox, self.merge)
+        return payload
+
+    # Moving between processes ------------------------------------------------------------
+
+    def export_state(self) -> tuple:
+        """Everything this task holds, to rebuild it in another process (Spark)."""
+        tables = {}
+        for table in self.ctx.state.tables.values():
+            if table.name.startswith(f"{self.name}:"):
+                tables[table.name] = (table.data, table.changed, table.removed)
+        return (tables, self.part, self.values, self.collecting, self.pending, self.touched,
+                self.before, self.fresh, self.num_vertices, self.window)
+
+    def import_state(self, state: tuple) -> None:
+        """Take over what ``export_state`` gave."""
+        (tables, self.part, self.values, self.collecting, self.pending, self.touched,
+         self.before, self.fresh, self.num_vertices, self.window) = state
+        for name, (data, changed, removed) in tables.items():
+            table = self.ctx.state.table(name)
+            table.data, table.changed, table.removed = data, changed, removed
+        self._tables()
+
+
+def _concat(parts: list) -> np.ndarray:
+    if all(p.dtype != object for p in parts):
+        return np.concatenate(parts)
+    return np.concatenate([p.astype(object) for p in parts])
+
+
+def _differs(values: np.ndarray, before: np.ndarray | None) -> np.ndarray:
+    if before is None or len(before) != len(values):
+        return np.ones(len(values), dtype=bool)
+    return np.asarray(values != before, dtype=bool)

@@ -1,0 +1,425 @@
+"""One task's share of a graph as arrays: per-key-group chunks in state, the CSR partition built from
+them, and the context an array vertex program sees in a superstep.
+
+A chunk holds the vertices of one key group (ids, the values the vertex stream gave) and their edge
+halves (vertex, other end, edge value, side: 1 out, 3 in) in arrival order; it is stored under a key
+of its own key group, so snapshots and restores with another parallelism move whole chunks. The
+partition numbers the task's vertices ``0..n-1`` and every other vertex its edges reach ``n..m-1``
+(grouped by owning task): the *column space* of its CSR matrices and of the messages it sends.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+import scipy.sparse as sparse
+
+from gyreflow.runtime.dataflow.graph_arrays import (
+    IdIndex,
+    concat_ids,
+    csr,
+    edge_weights,
+    id_array,
+    key_groups,
+    reduce_messages,
+    row_edges,
+    unique_ids,
+)
+from gyreflow.state.keys.keygroups import key_group_of
+
+OUT, IN = 1, 3
+_DIRECTIONS = ("out", "in", "both")
+
+
+@cache
+def chunk_key(group: int, max_parallelism: int) -> tuple:
+    """A state key that falls in key group ``group``: the key of that group's chunk."""
+    k = 0
+    while key_group_of(("graph-chunk", k), max_parallelism) != group:
+        k += 1
+    return ("graph-chunk", k)
+
+
+def empty_chunk() -> list:
+    """[ids, given values, half vertices, half other ends, half values or None, half sides]."""
+    none = np.zeros(0, np.int64)
+    return [none, np.empty(0, object), none, none, None, np.zeros(0, np.int8)]
+
+
+def _objects(values: list) -> np.ndarray:
+    array = np.empty(len(values), dtype=object)
+    array[:] = values
+    return array
+
+
+def _first_seen(ids: np.ndarray) -> np.ndarray:
+    if ids.dtype == np.int64:
+        _, first = np.unique(ids, return_index=True)
+        return ids[np.sort(first)]
+    return id_array(list(dict.fromkeys(ids.tolist())))
+
+
+def add_window_input(chunks: dict, records: list, max_parallelism: int) -> tuple[set, np.ndarray]:
+    """Add a window's input (``(role, batch)`` pairs) to the chunks (chunk key -> chunk); returns
+    the chunk keys that changed and the ids the input touched."""
+    given: dict = {}
+    halves: list = []
+    for role, batch in records:
+        if role == "vertex":
+            given.update(batch)
+        elif role == "edge":
+            halves.extend(batch)
+    vertex_ids = id_array(list(given))
+    if halves:
+        vids, others, values, sides = zip(*halves, strict=True)
+        vids, others = id_array(vids), id_array(others)
+        values = None if all(v is None for v in values) else _objects(values)
+        sides = np.array(sides, dtype=np.int8)
+    else:
+        vids = others = np.zeros(0, np.int64)
+        values, sides = None, np.zeros(0, np.int8)
+    touched = concat_ids([vertex_ids, vids])
+    changed = set()
+    vertex_groups = key_groups(vertex_ids, max_parallelism)
+    half_groups = key_groups(vids, max_parallelism)
+    for group in np.unique(np.concatenate([vertex_groups, half_groups])).tolist():
+        key = chunk_key(group, max_parallelism)
+        chunk = chunks.get(key)
+        chunk = empty_chunk() if chunk is None else list(chunk)
+        mine = vertex_groups == group
+        ids_here = vertex_ids[mine]
+        half_here = half_groups == group
+        candidates = _first_seen(concat_ids([ids_here, vids[half_here]]))
+        positions, found = IdIndex(chunk[0]).lookup(candidates)
+        new = candidates[~found]
+        if len(new):
+            chunk[0] = concat_ids([chunk[0], new])
+            chunk[1] = np.concatenate([chunk[1], np.full(len(new), None, dtype=object)])
+        if len(ids_here):
+            at, _ = IdIndex(chunk[0]).lookup(ids_here)
+            chunk[1] = chunk[1].copy()
+            chunk[1][at] = [given[v] for v in ids_here.tolist()]
+        if half_here.any():
+            old_count = len(chunk[2])
+            chunk[2] = concat_ids([chunk[2], vids[half_here]])
+            chunk[3] = concat_ids([chunk[3], others[half_here]])
+            if values is not None or chunk[4] is not None:
+                old = chunk[4] if chunk[4] is not None else np.full(old_count, None, dtype=object)
+                more = (values[half_here] if values is not None
+                        else np.full(int(half_here.sum()), None, dtype=object))
+                chunk[4] = np.concatenate([old, more])
+            chunk[5] = np.concatenate([chunk[5], sides[half_here]])
+        chunks[key] = chunk
+        changed.add(key)
+    return changed, touched
+
+
+class Partition:
+    """A task's vertices as dense positions and its edges as CSR matrices over the column space."""
+
+    def __init__(self, chunks: list[tuple[int, list]], directed: bool, parallelism: int,
+                 max_parallelism: int) -> None:
+        chunks = sorted(chunks, key=lambda item: item[0])
+        self.groups = [group for group, _ in chunks]
+        sizes = [len(chunk[0]) for _, chunk in chunks]
+        self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.ids = ids = concat_ids([chunk[0] for _, chunk in chunks])
+        self.given = (np.concatenate([chunk[1] for _, chunk in chunks]) if chunks
+                      else np.empty(0, object))
+        self.n = n = len(ids)
+        self.index = IdIndex(ids)
+        vids = concat_ids([chunk[2] for _, chunk in chunks])
+        others = concat_ids([chunk[3] for _, chunk in chunks])
+        sides = (np.concatenate([chunk[5] for _, chunk in chunks]) if chunks
+                 else np.zeros(0, np.int8))
+        if any(chunk[4] is not None for _, chunk in chunks):
+            values = np.concatenate([chunk[4] if chunk[4] is not None
+                                     else np.full(len(chunk[2]), None, dtype=object)
+                                     for _, chunk in chunks])
+        else:
+            values = None
+        rows, _ = self.index.lookup(vids)
+        local, found = self.index.lookup(others)
+        remote = unique_ids(others[~found])
+        owners = key_groups(remote, max_parallelism) * parallelism // max_parallelism
+        order = np.argsort(owners, kind="stable")
+        self.remote_ids, owners = remote[order], owners[order]
+        self.bounds = n + np.searchsorted(owners, np.arange(parallelism + 1))
+        self.columns_ids = concat_ids([ids, self.remote_ids])
+        self.m = m = n + len(self.remote_ids)
+        columns = local
+        if len(remote):
+            at, _ = IdIndex(self.remote_ids).lookup(others[~found])
+            columns = local.copy()
+            columns[~found] = n + at
+        weights = edge_weights(values, len(vids))
+        out = sides == OUT
+        self.out_edges = csr(rows[out], columns[out], weights[out], (n, m))
+        self.out_values = None if values is None else values[out][np.argsort(rows[out], kind="stable")]
+        self.directed = directed
+        if directed:
+            into = ~out
+            self.in_edges = csr(rows[into], columns[into], weights[into], (n, m))
+        else:
+            self.in_edges = self.out_edges
+        self.out_degree = np.diff(self.out_edges.indptr)
+        self._transposed: dict = {}
+        self._reached: dict = {}
+        self.columns_index = None
+
+    def matrices(self, direction: str) -> list:
+        """The CSR matrices of ``direction`` ("out", "in", "both"; undirected: always the out one)."""
+        if direction not in _DIRECTIONS:
+            msg = f"direction must be 'out', 'in' or 'both', got {direction!r}"
+            raise ValueError(msg)
+        if not self.directed or direction == "out":
+            return [self.out_edges]
+        if direction == "in":
+            return [self.in_edges]
+        return [self.out_edges, self.in_edges]
+
+    def transposed(self, which: int):
+        """The transpose of the out (0) or in (1) matrix as CSR with every entry 1 (a value sent
+        along an edge arrives as it is, whatever the weight), and the columns it reaches."""
+        found = self._transposed.get(which)
+        if found is None:
+            matrix = self.out_edges if which == 0 else self.in_edges
+            ones = sparse.csr_matrix((np.ones(matrix.nnz), matrix.indices, matrix.indptr),
+                                     shape=matrix.shape)
+            found = self._transposed[which] = (ones.T.tocsr(),
+                                               np.bincount(matrix.indices, minlength=self.m) > 0)
+        return found
+
+    def column_positions(self, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(columns, found)`` of the ids in ``query`` in the column space."""
+        if self.columns_index is None:
+            self.columns_index = IdIndex(self.columns_ids)
+        return self.columns_index.lookup(id_array(query))
+
+
+class Inbox:
+    """The messages that reached a task's vertices in a superstep, combined per vertex.
+
+    ``positions`` (sorted, each once; every message when the program has no combiner) and
+    ``values``; for a ``"histogram"`` combiner ``values`` is the most frequent label (the smallest
+    on ties) and ``histogram`` the ``(positions, labels, counts)`` it was chosen from.
+    """
+
+    def __init__(self, size: int, positions: np.ndarray, values: np.ndarray,
+                 histogram: tuple | None = None) -> None:
+        self.size = size
+        self.positions = positions
+        self.values = values
+        self.histogram = histogram
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def received(self) -> np.ndarray:
+        """A mask of the vertices that received messages."""
+        mask = np.zeros(self.size, dtype=bool)
+        mask[self.positions] = True
+        return mask
+
+    def dense(self, fill, dtype=None) -> np.ndarray:
+        """One value per vertex: the combined message, ``fill`` where none arrived."""
+        dtype = dtype or (self.values.dtype if len(self.values) else np.asarray(fill).dtype)
+        array = np.full(self.size, fill, dtype=dtype)
+        array[self.positions] = self.values
+        return array
+
+
+class Outbox:
+    """The messages a task sends in one superstep, reduced per target column as they are added."""
+
+    def __init__(self, combine: str | None, size: int) -> None:
+        self.combine = combine
+        self.size = size
+        self.total = None  # dense accumulator (sum, and min/max of numbers)
+        self.present = None
+        self.pieces: list = []
+
+    def add_dense(self, total: np.ndarray, present: np.ndarray) -> None:
+        """Add a sum over every column (``present``: the columns a message reached)."""
+        if self.total is None:
+            self.total, self.present = total.astype(float, copy=True), present.copy()
+        else:
+            self.total += total
+            self.present |= present
+
+    def add(self, columns: np.ndarray, values) -> None:
+        """Add one message per entry of ``columns``."""
+        columns = np.asarray(columns, dtype=np.int64)
+        if np.ndim(values) == 0:
+            values = np.full(len(columns), values)
+        values = np.asarray(values)
+        if len(columns) != len(values):
+            msg = f"send: {len(columns)} target columns but {len(values)} values"
+            raise ValueError(msg)
+        if len(columns) == 0:
+            return
+        if (columns.min() < 0) or (columns.max() >= self.size):
+            msg = f"send: target columns must be in 0..{self.size - 1}"
+            raise IndexError(msg)
+        combine = self.combine
+        if combine == "sum" and values.dtype.kind == "f":
+            total = np.bincount(columns, weights=values, minlength=self.size)
+            present = np.bincount(columns, minlength=self.size) > 0
+            self.add_dense(total, present)
+        elif combine in ("min", "max") and values.dtype.kind in "iuf" and not self.pieces and (
+                self.total is None or self.total.dtype == values.dtype):
+            if self.total is None:
+                fill = np.inf if values.dtype.kind == "f" else np.iinfo(values.dtype).max
+                self.total = np.full(self.size, fill if combine == "min" else -fill, values.dtype)
+                self.present = np.zeros(self.size, dtype=bool)
+            (np.minimum if combine == "min" else np.maximum).at(self.total, columns, values)
+            self.present[columns] = True
+        else:
+            self.pieces.append((columns, values))
+
+    def finish(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """``(columns, values, counts)``: the messages combined per column."""
+        pieces = list(self.pieces)
+        if self.total is not None:
+            at = np.flatnonzero(self.present)
+            if not pieces:
+                return at, self.total[at], None
+            pieces.append((at, self.total[at]))
+        if not pieces:
+            return np.zeros(0, np.int64), np.zeros(0), None
+        columns = np.concatenate([p[0] for p in pieces])
+        values = _concat_values([p[1] for p in pieces])
+        return reduce_messages(self.combine, columns, values, None, self.size)
+
+
+def _concat_values(parts: list) -> np.ndarray:
+    if all(p.dtype != object for p in parts):
+        return np.concatenate(parts)
+    return np.concatenate([p.astype(object) for p in parts])
+
+
+class ArrayContext:
+    """The ``ArrayPartition`` of ``gyreflow.api.graph.arrays``: what an array program sees."""
+
+    def __init__(self, part: Partition, combine, aggregators: dict) -> None:
+        self.part = part
+        self.ids = part.ids
+        self.given = part.given
+        self.out_edges = part.out_edges
+        self.in_edges = part.in_edges
+        self.out_degree = part.out_degree
+        self.out_values = part.out_values
+        self.columns = part.columns_ids
+        self.num_local = part.n
+        self.values = None
+        self.touched = None
+        self.iteration = 0
+        self.window = 0
+        self.num_vertices = 0
+        self._aggregators = aggregators
+        self._previous: dict = {}
+        self.aggregates: dict = {}
+        self.outbox = Outbox(combine, part.m)
+
+    def send(self, columns, values) -> None:
+        """Send ``values[i]`` (or one value to all) to column ``columns[i]``."""
+        self.outbox.add(columns, values)
+
+    def send_along(self, values, direction: str = "out", where=None) -> None:
+        """Every vertex (or those ``where`` selects: a mask or positions) sends ``values[v]``
+        along each of its ``direction`` edges."""
+        values = np.asarray(values)
+        if where is None and self.outbox.combine == "sum" and values.dtype.kind in "iuf":
+            for which, _ in enumerate(self.part.matrices(direction)):
+                side = which if direction != "in" else 1
+                transposed, reached = self.part.transposed(side)
+                self.outbox.add_dense(transposed @ values.astype(float, copy=False), reached)
+            return
+        for matrix in self.part.matrices(direction):
+            rows, columns, _ = self.edges(where, matrix)
+            self.outbox.add(columns, values[rows])
+
+    def edges(self, where=None, direction="out"):
+        """``(rows, columns, weights)``: one entry per edge of the selected vertices."""
+        matrix = direction if not isinstance(direction, str) else None
+        if matrix is None:
+            matrices = self.part.matrices(direction)
+            if len(matrices) > 1:
+                found = [self.edges(where, m) for m in matrices]
+                return tuple(np.concatenate(parts) for parts in zip(*found, strict=True))
+            matrix = matrices[0]
+        if where is None:
+            rows = np.repeat(np.arange(self.num_local), np.diff(matrix.indptr))
+            return rows, matrix.indices, matrix.data
+        rows = np.flatnonzero(where) if np.asarray(where).dtype == bool else np.asarray(where)
+        at = row_edges(matrix, rows.astype(np.int64))
+        counts = np.diff(matrix.indptr)[rows]
+        return np.repeat(rows, counts), matrix.indices[at], matrix.data[at]
+
+    def column_positions(self, ids) -> tuple[np.ndarray, np.ndarray]:
+        """``(columns, found)`` of vertex ids in the column space."""
+        return self.part.column_positions(ids)
+
+    def aggregate(self, name: str, value) -> None:
+        """Add ``value`` to aggregator ``name`` of this superstep."""
+        try:
+            combine = self._aggregators[name].combine
+        except KeyError:
+            msg = f"no aggregator {name!r}; the program declares {sorted(self._aggregators)}"
+            raise KeyError(msg) from None
+        if isinstance(value, np.generic):
+            value = value.item()
+        aggregates = self.aggregates
+        aggregates[name] = combine(aggregates[name], value) if name in aggregates else value
+
+    def aggregated(self, name: str):
+        """The combined value of aggregator ``name`` in the previous superstep."""
+        return self._previous[name]
+
+
+def receive(pieces: list, part: Partition, combine) -> Inbox:
+    """Combine the message pieces that reached a task into its inbox."""
+    n = part.n
+    if not pieces:
+        return Inbox(n, np.zeros(0, np.int64), np.zeros(0))
+    if len(pieces) == 1 and pieces[0][1] is None and combine != "histogram":
+        positions, _, values, _ = pieces[0]  # one task's own messages: already combined
+        return Inbox(n, positions, values)
+    all_positions, all_values, all_counts = [], [], []
+    for positions, ids, values, counts in pieces:
+        if positions is None:
+            positions, found = part.index.lookup(ids)
+            if not found.all():  # messages to vertices the graph does not have are dropped
+                positions, values = positions[found], values[found]
+                counts = None if counts is None else counts[found]
+        all_positions.append(positions)
+        all_values.append(values)
+        all_counts.append(np.ones(len(positions), np.int64) if counts is None else counts)
+    positions = np.concatenate(all_positions)
+    values = _concat_values(all_values)
+    counts = np.concatenate(all_counts) if combine == "histogram" else None
+    positions, values, counts = reduce_messages(combine, positions, values, counts, n)
+    if combine == "histogram":
+        from gyreflow.runtime.dataflow.graph_arrays import most_frequent
+
+        histogram = (positions, values, counts)
+        positions, values = most_frequent(positions, values, counts)
+        return Inbox(n, positions, values, histogram)
+    return Inbox(n, positions, values)
+
+
+def split_outgoing(part: Partition, columns, values, counts) -> tuple[tuple, dict[int, tuple]]:
+    """The combined messages as a piece for this task's own vertices and one per other task."""
+    n = part.n
+    cut = np.searchsorted(columns, n)
+    local = (columns[:cut], None, values[:cut], None if counts is None else counts[:cut])
+    remote: dict[int, tuple] = {}
+    if cut < len(columns):
+        bounds = np.searchsorted(columns, part.bounds)
+        for owner in range(len(part.bounds) - 1):
+            lo, hi = max(bounds[owner], cut), bounds[owner + 1]
+            if hi > lo:
+                remote[owner] = (None, part.columns_ids[columns[lo:hi]], values[lo:hi],
+                                 None if counts is None else counts[lo:hi])
+    return local, remote
