@@ -152,11 +152,12 @@ class ArrayGraphOperator(GraphOperator):
         ids, given = part.ids[positions], part.given[positions]
         try:
             values = np.asarray(self.program.init(ids, given))
+            if values.shape != (len(ids),):
+                msg = (f"{type(self.program).__name__}.init returned values of shape "
+                       f"{values.shape} for {len(ids)} vertices")
+                raise ValueError(msg)
         except Exception as exc:
             raise RecordError(self.name, ("init", len(ids), "vertices"), exc) from exc
-        if values.shape != (len(ids),):
-            msg = f"{type(self.program).__name__}.init returned shape {values.shape}, not ({len(ids)},)"
-            raise ValueError(msg)
         return values
 
     # Supersteps ------------------------------------------------------------------------------
@@ -185,16 +186,14 @@ class ArrayGraphOperator(GraphOperator):
         ctx._previous = combined
         try:
             new = self.program.compute(ctx, inbox)
+            new = np.asarray(ctx.values if new is None else new)
+            if new.shape != (part.n,):
+                msg = (f"{type(self.program).__name__}.compute returned values of shape "
+                       f"{new.shape} for {part.n} vertices")
+                raise ValueError(msg)
         except Exception as exc:
             raise RecordError(self.name, ("superstep", iteration, f"{len(inbox)} messages"),
                               exc) from exc
-        if new is None:
-            new = ctx.values
-        new = np.asarray(new)
-        if new.shape != (part.n,):
-            msg = (f"{type(self.program).__name__}.compute returned shape {new.shape}, "
-                   f"not ({part.n},)")
-            raise ValueError(msg)
         self.values = new
         work = self._send_pieces(iteration + 1, *ctx.outbox.finish())
         if self.program.always_active:
