@@ -21,6 +21,7 @@ import struct
 import types
 import urllib.parse
 import uuid
+import zlib
 from collections.abc import Callable
 
 import attrs
@@ -294,6 +295,21 @@ def parse_chunk(value: bytes, key: bytes | None = None,
     return keys[:written], values, keys[written:]
 
 
+def parse_memory_chunk(blob: bytes, context: bytes) -> tuple[list, list, list]:
+    """``(written keys, values, removed keys)`` of a chunk the memory store keeps: a CRC-32 of
+    ``context`` and everything after it, written keys, key count and keys length (>I each), the
+    pickled keys, the pickled values."""
+    crc, written, count, length = struct.unpack_from(">IIII", blob)
+    assert zlib.crc32(blob[4:], zlib.crc32(context)) == crc
+    keys_blob = blob[16:16 + length]
+    unpickler = pickle.Unpickler(io.BytesIO(blob[16:]))
+    keys = unpickler.load()
+    values = unpickler.load()  # pickled right after the keys, by the same pickler
+    assert keys == pickle.loads(keys_blob)
+    assert len(keys) == count and len(values) == written
+    return keys[:written], values, keys[written:]
+
+
 def rocksdb_job_dir(store: RocksDBSnapshotStore, job: str) -> str:
     return os.path.join(store.path, urllib.parse.quote(job, safe=""))
 
@@ -321,9 +337,12 @@ def stored_cells(ctx: Ctx, job: str) -> dict[tuple[str, int, bytes], dict[int, b
     cells: dict[tuple[str, int, bytes], dict[int, bytes]] = {}
     if isinstance(store, MemorySnapshotStore):
         data = store._jobs.get(job)
-        for ident, versions in (data.rows.items() if data else ()):
-            if versions:
-                cells[ident] = dict(versions)
+        for (table, kg), versions in (data.chunks.items() if data else ()):
+            for version, (_, blob) in versions.items():
+                written, values, removed = parse_memory_chunk(blob, chunk_context(table, kg, version))
+                for k, v in [*zip(written, values, strict=True), *((k, None) for k in removed)]:
+                    cells.setdefault((table, kg, dumps(k)), {})[version] = encode_value(
+                        None if v is None else dumps(v))
     elif isinstance(store, RocksDBSnapshotStore):
         for path in rocksdb_databases(os.path.join(rocksdb_job_dir(store, job), "state")):
             table = urllib.parse.unquote(os.path.basename(os.path.dirname(path)))
@@ -426,8 +445,12 @@ def corrupt_row(ctx: Ctx, job: str, victim: StateRow, version: int,
     store = ctx.store
     assert job == ctx.jobs[-1]
     if isinstance(store, MemorySnapshotStore):
-        versions = store._jobs[job].rows[(table, kg, key)]
-        versions[version] = fn(versions[version])
+        # the chunk holding the key at that version: its whole stored value is damaged
+        versions = store._jobs[job].chunks[(table, kg)]
+        count, blob = versions[version]
+        written, _, removed = parse_memory_chunk(blob, chunk_context(table, kg, version))
+        assert key in [dumps(k) for k in [*written, *removed]]
+        versions[version] = (count, fn(blob))
     elif isinstance(store, RocksDBSnapshotStore):
         def damage(_, value: bytes) -> bytes:
             written, _, removed = parse_chunk(value, rocksdb_key(store, job),

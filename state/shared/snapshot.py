@@ -206,6 +206,111 @@ def chunks_by_key_group(table: str, changed: dict, removed, max_parallelism: int
             for group, (written, gone) in sorted(by_group.items())]
 
 
+# A stored chunk: a check (CRC-32, or an authentication tag), written keys, key count, length of
+# the keys list, then the pickled keys and values. The check covers the context, the header after
+# it and both lists.
+CHUNK_FORMAT = 2  # the layout of stored chunks; stores refuse state written in another
+_CHUNK_CRC = struct.Struct(">IIII")
+_CHUNK_SEALED = struct.Struct(f">{_TAG}sIII")
+
+
+def encode_chunk(chunk: StateChunk, seal=None, context: bytes = b"") -> bytes:
+    """Frame ``chunk`` for storage: one check over ``context``, the header and both lists."""
+    keys, values = chunk.keys, chunk.values
+    header = _CHUNK_CRC.pack(0, chunk.written, chunk.count, len(keys))[4:]
+    if seal is not None:
+        return seal.tag(context, header, keys, values) + header + keys + values
+    crc = zlib.crc32(values, zlib.crc32(keys, zlib.crc32(header, zlib.crc32(context))))
+    return b"".join((struct.pack(">I", crc), header, keys, values))
+
+
+def decode_chunk(blob: bytes | None, where: str, table: str, key_group: int, seal=None,
+                 context: bytes = b"") -> StateChunk:
+    """Check and unframe a chunk written by ``encode_chunk``; nothing is unpickled before its check
+    matched. Raises ``SnapshotCorruptedError`` naming ``where``."""
+    frame = _CHUNK_CRC if seal is None else _CHUNK_SEALED
+    if blob is None or len(blob) < frame.size:
+        msg = f"snapshot chunk truncated at {where}"
+        raise SnapshotCorruptedError(msg)
+    check, written, count, length = frame.unpack_from(blob)
+    view = memoryview(blob)
+    start = frame.size - 12
+    if seal is not None:
+        good = seal.matches(check, context, view[start:])
+    else:
+        good = zlib.crc32(view[start:], zlib.crc32(context)) == check
+    if not good or written > count or frame.size + length > len(blob):
+        kind = "checksum" if seal is None else "authentication"
+        msg = (f"snapshot chunk failed its {kind} at {where}"
+               + ("" if seal is None else ": it was damaged, or written without the job's key"))
+        raise SnapshotCorruptedError(msg)
+    return StateChunk(table, key_group, written, count, bytes(view[frame.size:frame.size + length]),
+                      bytes(view[frame.size + length:]))
+
+
+def chunk_context(table: str, key_group: int, version: int) -> bytes:
+    """What a stored chunk's check covers besides its bytes: its table, key group and version."""
+    return f"chunk\0{table}\0{key_group}\0{version}\0".encode()
+
+
+_GONE = object()
+
+
+def merge_chunks(table: str, key_group: int, chunks: Sequence[StateChunk],
+                 keep_removed: bool) -> StateChunk:
+    """One chunk with the effect of ``chunks`` applied in order; ``keep_removed``: removed keys
+    stay as removals (an older chunk not merged here may still hold them)."""
+    state: dict = {}
+    for chunk in chunks:
+        keys, values = unpickle_chunk(chunk.keys, chunk.values)
+        state.update(zip(keys, values, strict=False))
+        for key in keys[chunk.written:]:
+            state[key] = _GONE
+    written = {k: v for k, v in state.items() if v is not _GONE}
+    removed = [k for k, v in state.items() if v is _GONE] if keep_removed else []
+    return make_chunk(table, key_group, written, removed)
+
+
+def covers(last: StateChunk, earlier: Sequence[StateChunk]) -> bool:
+    """Whether ``last`` holds every key of ``earlier`` (which it then supersedes as it is: a key
+    group rewritten whole is folded without unpickling its values)."""
+    if last.count < max(chunk.count for chunk in earlier):
+        return False
+    keys = set(loads(last.keys))
+    return all(keys.issuperset(loads(chunk.keys)) for chunk in earlier)
+
+
+# Chunks at or before the oldest retained version that get folded whatever their sizes: 32 to 63,
+# by key group, so that key groups changing at the same pace are not all rewritten by one prune.
+FOLD_LIMIT, FOLD_SPREAD = 32, 32
+
+
+def worth_folding(key_group: int, counts: Sequence[int]) -> bool:
+    """Whether the chunks of ``key_group`` at or before the horizon (their key ``counts``, oldest
+    first) should become one: once the later ones hold as many keys as the oldest (each key is
+    rewritten a bounded number of times on average), or once there are too many to read."""
+    if len(counts) < 2:
+        return False
+    return (sum(counts[1:]) >= counts[0]
+            or len(counts) >= FOLD_LIMIT + key_group * 7 % FOLD_SPREAD)
+
+
+def chunks_of_rows(rows) -> list[StateChunk]:
+    """Per-key rows (pickled keys and values) as one chunk per table and key group."""
+    groups: dict[tuple[str, int], tuple[dict, dict]] = {}
+    for row in rows:
+        written, removed = groups.setdefault((row.table, row.key_group), ({}, {}))
+        key = loads(row.key)
+        if row.value is None:
+            written.pop(key, None)
+            removed[key] = None
+        else:
+            removed.pop(key, None)
+            written[key] = loads(row.value)
+    return [make_chunk(table, group, written, list(removed))
+            for (table, group), (written, removed) in groups.items()]
+
+
 def chunk_lists(chunk: StateChunk) -> tuple[list, list, list]:
     """``(written keys, their values, removed keys)`` of a chunk."""
     keys, values = unpickle_chunk(chunk.keys, chunk.values)

@@ -9,24 +9,39 @@ from collections.abc import Iterator, Sequence
 from gyreflow.state.shared.snapshot import (
     JobMeta,
     SnapshotStore,
+    StateChunk,
     TaskSnapshot,
+    chunk_context,
+    chunks_of_rows,
+    covers,
+    decode_chunk,
     decode_value,
+    dumps,
+    encode_chunk,
     encode_value,
-    latest_rows,
+    merge_chunks,
+    unpickle_chunk,
+    worth_folding,
 )
 
 
 class _JobData:
     def __init__(self) -> None:
-        # (table, key group, key) -> sorted versions and framed values
-        self.rows: dict[tuple[str, int, bytes], dict[int, bytes]] = {}
-        self.by_version: dict[int, set[tuple[str, int, bytes]]] = {}
+        # (table, key group) -> version -> (key count, framed chunk): what the version changed in
+        # the key group, one checksummed blob (``state.snapshot.encode_chunk``)
+        self.chunks: dict[tuple[str, int], dict[int, tuple[int, bytes]]] = {}
+        self.by_version: dict[int, set[tuple[str, int]]] = {}
         self.records: dict[tuple[str, str, int], dict[int, bytes]] = {}
         self.meta: bytes | None = None
 
 
 class MemorySnapshotStore(SnapshotStore):
-    """Keeps framed (checksummed) bytes in dicts, so state that cannot be pickled fails here too."""
+    """Keeps framed (checksummed) bytes in dicts, so state that cannot be pickled fails here too.
+
+    A snapshot stores one chunk per changed key group and table, as the task pickled it; pruning
+    folds the chunks at or before the oldest retained version of the key groups a crossing version
+    changed (``state.snapshot.worth_folding``), so its work follows the change, not the state.
+    """
 
     backend_name = "memory"
 
@@ -44,37 +59,62 @@ class MemorySnapshotStore(SnapshotStore):
             data = self._jobs[job] = _JobData()
         return data
 
+    def _where(self, job: str, table: str, group: int, version: int) -> str:
+        return f"{self.location()} job={job} table={table} key group={group} version={version}"
+
     def write(self, snapshot: TaskSnapshot) -> None:
-        rows = snapshot.all_rows()
+        chunks = list(snapshot.chunks)
+        if snapshot.rows:
+            chunks.extend(chunks_of_rows(snapshot.rows))
+        job, version = snapshot.job, snapshot.version
         with self._lock:
-            data = self._job(snapshot.job)
-            version = snapshot.version
+            data = self._job(job)
             touched = data.by_version.setdefault(version, set())
-            for row in rows:
-                ident = (row.table, row.key_group, row.key)
-                data.rows.setdefault(ident, {})[version] = encode_value(row.value)
-                touched.add(ident)
+            for chunk in chunks:
+                slot = (chunk.table, chunk.key_group)
+                versions = data.chunks.get(slot)
+                if versions is None:
+                    versions = data.chunks[slot] = {}
+                earlier = versions.get(version)
+                if earlier is not None:  # a version written again: merged into what it wrote
+                    stored = decode_chunk(earlier[1], self._where(job, *slot, version), *slot,
+                                          context=chunk_context(*slot, version))
+                    chunk = merge_chunks(*slot, [stored, chunk], keep_removed=True)
+                versions[version] = (chunk.count, encode_chunk(chunk, None, chunk_context(*slot, version)))
+                touched.add(slot)
             for record in snapshot.records:
                 ident = (record.kind, record.name, record.index)
                 data.records.setdefault(ident, {})[version] = encode_value(record.value)
 
-    def read_rows(self, job: str, table: str, key_groups: range,
-                  version: int) -> Iterator[tuple[bytes, bytes]]:
+    def _chunks(self, job: str, table: str, key_groups: range,
+                version: int) -> list[tuple[int, int, bytes]]:
         with self._lock:
             data = self._jobs.get(job)
             if data is None:
-                return iter(())
-            selected = sorted(
-                (ident[2], v, blob)
-                for ident, versions in data.rows.items()
-                if ident[0] == table and ident[1] in key_groups
-                for v, blob in versions.items()
-            )
+                return []
+            found = []
+            for group in key_groups:
+                versions = data.chunks.get((table, group))
+                if versions:
+                    found.extend((group, v, versions[v][1]) for v in sorted(versions) if v <= version)
+            return found
 
-        def where(key: bytes, v: int) -> str:
-            return f"{self.location()} job={job} table={table} key={key!r} version={v}"
+    def read_into(self, job: str, table: str, key_groups: range, version: int, data: dict) -> None:
+        # Key groups hold disjoint keys, so chunks are applied straight into ``data``.
+        for group, v, blob in self._chunks(job, table, key_groups, version):
+            chunk = decode_chunk(blob, self._where(job, table, group, v), table, group,
+                                 context=chunk_context(table, group, v))
+            keys, values = unpickle_chunk(chunk.keys, chunk.values)
+            written = chunk.written
+            data.update(zip(keys[:written] if len(keys) > written else keys, values, strict=True))
+            for key in keys[written:]:
+                data.pop(key, None)
 
-        return latest_rows(iter(selected), version, where)
+    def read_rows(self, job: str, table: str, key_groups: range,
+                  version: int) -> Iterator[tuple[bytes, bytes]]:
+        data: dict = {}
+        self.read_into(job, table, key_groups, version, data)
+        return iter([(dumps(key), dumps(value)) for key, value in data.items()])
 
     def read_record(self, job, kind, name, index, version):
         with self._lock:
@@ -106,23 +146,25 @@ class MemorySnapshotStore(SnapshotStore):
             if data is None:
                 return
             for v in [v for v in data.by_version if v > version]:
-                for ident in data.by_version.pop(v):
-                    data.rows.get(ident, {}).pop(v, None)
+                for slot in data.by_version.pop(v):
+                    data.chunks.get(slot, {}).pop(v, None)
             for versions in data.records.values():
                 for v in [v for v in versions if v > version]:
                     del versions[v]
 
     def prune(self, job: str, crossing: Sequence[int], horizon: int) -> None:
+        # Every resume is to a retained version, all at or after the horizon: the chunks at or before
+        # it are only ever read together, so they can become one. Only the key groups a crossing
+        # version changed have new chunks at or before the horizon.
         with self._lock:
             data = self._jobs.get(job)
             if data is None:
                 return
+            slots = set()
             for v in crossing:
-                for ident in data.by_version.get(v, ()):
-                    versions = data.rows[ident]
-                    for old in [o for o in versions if o < v]:
-                        del versions[old]
-                        data.by_version.get(old, set()).discard(ident)
+                slots.update(data.by_version.get(v, ()))
+            for slot in slots:
+                self._fold(job, data, slot, horizon)
             for v in [v for v in data.by_version if v < horizon and not data.by_version[v]]:
                 del data.by_version[v]
             for versions in data.records.values():
@@ -130,6 +172,23 @@ class MemorySnapshotStore(SnapshotStore):
                 keep_from = bisect.bisect_right(ordered, horizon) - 1
                 for old in ordered[:max(keep_from, 0)]:
                     del versions[old]
+
+    def _fold(self, job: str, data: _JobData, slot: tuple[str, int], horizon: int) -> None:
+        versions = data.chunks[slot]
+        old = sorted(v for v in versions if v <= horizon)
+        if not worth_folding(slot[1], [versions[v][0] for v in old]):
+            return
+        chunks: list[StateChunk] = [
+            decode_chunk(versions[v][1], self._where(job, *slot, v), *slot,
+                         context=chunk_context(*slot, v)) for v in old]
+        last = old[-1]
+        if not covers(chunks[-1], chunks[:-1]):
+            # The oldest chunk of the key group is among them: a removal has nothing left to hide.
+            chunk = merge_chunks(*slot, chunks, keep_removed=False)
+            versions[last] = (chunk.count, encode_chunk(chunk, None, chunk_context(*slot, last)))
+        for v in old[:-1]:
+            del versions[v]
+            data.by_version.get(v, set()).discard(slot)
 
     def delete_job(self, job: str) -> None:
         with self._lock:
@@ -145,8 +204,8 @@ class MemorySnapshotStore(SnapshotStore):
             sizes: dict[str, int] = {}
             if data is None:
                 return sizes
-            for (table, _, key), versions in data.rows.items():
-                sizes[table] = sizes.get(table, 0) + sum(len(key) + len(b) for b in versions.values())
+            for (table, _), versions in data.chunks.items():
+                sizes[table] = sizes.get(table, 0) + sum(len(b) for _, b in versions.values())
             sizes["(records)"] = sum(len(b) for vs in data.records.values() for b in vs.values())
             return sizes
 
