@@ -405,13 +405,43 @@ class WindowEncoder:
         return b""
 
 
+def _json_encoder():
+    """The C encoder ``json.dumps(record, ensure_ascii=False)`` makes for every call, made once (for
+    a batch: a failed call may leave its circular-reference marks behind); None without the C
+    accelerator."""
+    try:
+        from json.encoder import c_make_encoder, encode_basestring
+
+        default = json.JSONEncoder(ensure_ascii=False).default
+        return c_make_encoder({}, default, encode_basestring, None, ": ", ", ", False, False, True)
+    except (ImportError, TypeError):
+        return None
+
+
+def json_lines(_window: int, records: list) -> str:
+    """``json.dumps(record, ensure_ascii=False)`` of every record, each line ending in ``\n``: the
+    same text, with one encoder for the batch instead of one per record."""
+    encode = _json_encoder()
+    if encode is None:
+        return "".join([json.dumps(record, ensure_ascii=False) + "\n" for record in records])
+    join = "".join
+    text = "\n".join([join(encode(record, 0)) for record in records])
+    return text + "\n" if records else text
+
+
 class LineEncoder(WindowEncoder):
     """One line per record, ``line(window, record)`` and ``\\n``. A line that would not read back as
     itself is refused: one holding ``\\n`` (two lines), one ending in ``\\r`` (read as a ``\\r\\n``
-    ending) or one that is not UTF-8 text (a lone surrogate)."""
+    ending) or one that is not UTF-8 text (a lone surrogate).
 
-    def __init__(self, line: Callable[[int, object], str]) -> None:
+    A window's batch is formatted in one pass (``lines(window, records)`` when given: the text of
+    every line, each ending in ``\\n``); only a batch holding a record that cannot be written is
+    formatted again record by record, to name it."""
+
+    def __init__(self, line: Callable[[int, object], str],
+                 lines: Callable[[int, list], str] | None = None) -> None:
         self.line = line
+        self.lines = lines
 
     def add(self, window: int, records: list) -> bytes:
         data = self._all_at_once(window, records)
@@ -420,9 +450,14 @@ class LineEncoder(WindowEncoder):
         return data
 
     def _all_at_once(self, window: int, records: list) -> bytes | None:
-        line = self.line
         try:
-            text = "".join([line(window, r) + "\n" for r in records])
+            if self.lines is not None:
+                text = self.lines(window, records)
+            else:
+                line = self.line
+                text = "\n".join([line(window, r) for r in records])
+                if records:
+                    text += "\n"
             if text.count("\n") == len(records) and "\r\n" not in text:
                 return text.encode("utf-8")
         except Exception:  # noqa: BLE001

@@ -384,9 +384,10 @@ class FileSink(Sink):
 
     def encoder(self):
         """What turns a window's records into its file's bytes (one per window and task)."""
-        from gyreflow.api.connectors.file_formats import LineEncoder
+        from gyreflow.api.connectors.file_formats import LineEncoder, json_lines
 
-        return LineEncoder(self.format)
+        # The default format's lines come out of one JSON encoder per batch: the same text.
+        return LineEncoder(self.format, json_lines if self.format is default_json_line else None)
 
     def reset(self) -> None:
         if not os.path.isdir(self.directory):
