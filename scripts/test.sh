@@ -31,6 +31,12 @@ if ! java -version 2>&1 | grep -qE 'version "17'; then
   }
 fi
 
+echo "== a class-data archive for the Spark driver JVMs the tests start (once per machine)"
+export GYREFLOW_TEST_SPARK_DRIVER_OPTIONS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+GYREFLOW_TEST_SPARK_CLASS_ARCHIVE=$("$PYTHON" scripts/spark_class_archive.py .cache/spark-classes \
+  "$GYREFLOW_TEST_SPARK_DRIVER_OPTIONS" || true)
+export GYREFLOW_TEST_SPARK_CLASS_ARCHIVE
+
 echo "== checking Chromium, ChromeDriver and Graphviz (the web page and explain tests)"
 missing=()
 command -v chromium >/dev/null || missing+=(chromium)
