@@ -291,6 +291,14 @@ class JobDriver:
         self.listener.on_finish(self.result)
         return self.result
 
+    def completed_result(self, before: TaskResult | None) -> TaskResult | None:
+        """What the run produced up to its last completed window (a restart computes the rest)."""
+        result = getattr(self, "result", None)
+        scheduler = getattr(self, "scheduler", None)
+        if result is None or scheduler is None:
+            return before
+        return result.keep_until(scheduler.committed)
+
     def _handle_report(self, report) -> None:
         if not isinstance(report, _Flushed):
             self._take(report)
@@ -456,6 +464,10 @@ class JobRun:
                  control: ControlInbox | None = None) -> None:
         self.config = config
         self.backend = backend
+        if config.get("environment.type") == "local" and config.get("environment.workers", 1) > 1:
+            from gyreflow.runtime.workers.host import WorkerHost
+
+            make_host = lambda backend: WorkerHost(config, backend)  # noqa: E731
         self.make_host = make_host  # a host whose tasks keep their state in the backend given
         self.listener = listener
         self.stop = stop
@@ -471,7 +483,10 @@ class JobRun:
             lock = store.lock_job(name)  # one writer per job: a second run stops here
         finally:
             store.close()
+        from gyreflow.runtime.workers.restart import RestartStrategy  # the task modules: not at import
+
         result = None
+        strategy = RestartStrategy.from_config(self.config)
         try:
             while True:
                 driver = JobDriver(self.config, self.make_host(self.backend), self.listener,
@@ -487,8 +502,44 @@ class JobRun:
                         self.control.restarting(request.last_completed)
                     request.request.reply(ok=True, window=request.last_completed + 1,
                                           message=_rescaled(graph, request))
+                except (JobStopped, JobInterrupted):
+                    raise
+                except Exception as error:
+                    wait = strategy.delay_for(error)
+                    if wait is None:
+                        stopping = _gave_up(error, self.restarts)
+                        if stopping is error:
+                            raise
+                        raise stopping from error
+                    # Failover: every task starts again from the last completed window.
+                    result = driver.completed_result(result)
+                    recovery = RecoveryOptions(resume=True)
+                    self.restarts += 1
+                    if not self._wait(wait):
+                        raise
         finally:
             lock.release()
+
+    def _wait(self, seconds: float) -> bool:
+        """Wait before a restart; False if the job was asked to stop meanwhile."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self.stop is not None and self.stop.requested:
+                return False
+            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+        return self.stop is None or not self.stop.requested
+
+
+def _gave_up(error: BaseException, restarts: int) -> BaseException:
+    """The error a run stops with once its restart strategy gives up: the last one, saying how
+    many restarts came before it when there were any."""
+    from gyreflow.runtime.workers.wire import WorkerLostError
+
+    if restarts and isinstance(error, WorkerLostError):
+        plural = "s" if restarts > 1 else ""
+        return WorkerLostError(f"{error} (the job stopped after {restarts} restart{plural}; "
+                               "see restart.attempts)")
+    return error
 
 
 def _rescaled(graph: PipelineGraph, request: RescaleRequested) -> str:

@@ -1,4 +1,5 @@
-"""The host protocol's contract (runtime/host.py), passed by the in-process and the Spark host alike.
+"""The host protocol's contract (runtime/host.py), passed by the in-process, the worker and the Spark
+host alike (the worker host runs with 2 worker processes).
 
 These tests drive a host the way the job driver does, with the scheduler's events written out by
 hand, and check what the host reports back: every acknowledgement comes from a task that did the
@@ -13,6 +14,8 @@ from __future__ import annotations
 import json
 import queue
 from collections import Counter
+
+import pytest
 
 from gyreflow.api import FileSink, SizeTumblingWindow
 from gyreflow.api.connectors.sources import Source
@@ -34,12 +37,27 @@ WORDS = [f"w{i % 7}" for i in range(40)]
 WINDOW = 10  # records per window: 4 windows
 
 
+@pytest.fixture(params=["host", "workers"])
+def make_env(request, make_env, environment_type):
+    """The environment's own host, and (local) the worker host with two worker processes."""
+    if request.param == "host":
+        return make_env
+    if environment_type != "local":
+        pytest.skip("worker processes are a host of the local environment")
+    return lambda parallelism=1, **config: make_env(parallelism,
+                                                    **{"environment.workers": 2, **config})
+
+
 def host_for(env):
     """The host an environment runs its tasks on."""
     if env.type_name == "spark":
         from gyreflow.runtime.spark.host import SparkHost
 
         return SparkHost(env.config, env.state_backend, env.session)
+    if env.config["environment.workers"] > 1:
+        from gyreflow.runtime.workers.host import WorkerHost
+
+        return WorkerHost(env.config, env.state_backend)
     return LocalHost(env.config, env.state_backend)
 
 

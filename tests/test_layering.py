@@ -115,7 +115,7 @@ def test_a_planted_cycle_and_upward_import_are_found(tmp_path):
 # may import any of its folders.
 FOLDER_ORDER = {
     "api": ("config", "service", "connectors", "language", "graph", "cli"),
-    "runtime": ("dataflow", "local", "spark"),
+    "runtime": ("dataflow", "local", "workers", "spark"),
     "state": ("keys", "shared", "stores"),
 }
 

@@ -91,6 +91,9 @@ def _stop_now(signum: int, last_completed: int) -> None:
     os._exit(exit_status(signum))
 
 
+_WORKERS_VARIABLE = "GYREFLOW_ENVIRONMENT__WORKERS"
+
+
 @click.group()
 @click.version_option(package_name="gyreflow")
 def main() -> None:
@@ -104,6 +107,9 @@ def main() -> None:
               help="TOML config file (see conf/default.toml).")
 @click.option("--env", "environment", type=click.Choice(ENVIRONMENT_TYPES),
               help="Environment for pipelines built with Environment.from_config().")
+@click.option("--workers", type=int, default=None, metavar="N",
+              help="With --env local: run each job's tasks in N worker processes (1: in this "
+                   "process; config key environment.workers).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display and no summary.")
 @click.option("--resume", is_flag=True, help="Continue after the last completed window.")
 @click.option("--fresh", is_flag=True, help="Discard stored state and start over.")
@@ -123,7 +129,7 @@ def main() -> None:
               default=None, metavar="FILE",
               help="Append every window, checkpoint and job end to FILE as JSON lines.")
 def run(script: str, script_args: tuple[str, ...], config_path: str | None,
-        environment: str | None, quiet: bool, resume: bool, fresh: bool,
+        environment: str | None, workers: int | None, quiet: bool, resume: bool, fresh: bool,
         from_window: int | None, until_idle: float | None, ui_address: str | None,
         metrics_json: str | None, listener_specs: tuple[str, ...],
         events_path: str | None) -> None:
@@ -164,6 +170,12 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
         _fail(console, "choose one of --resume and --fresh", 2)
     if from_window is not None and not resume:
         _fail(console, "--from-window needs --resume", 2)
+    if workers is not None and workers < 1:
+        _fail(console, f"--workers {workers} is not a number of processes; valid choices: 1 (tasks "
+                       "in this process) or N > 1 (N worker processes)", 2)
+    if workers is not None and workers > 1 and environment == "spark":
+        _fail(console, f"--workers {workers} runs worker processes of the local environment; with "
+                       "--env spark, Spark's executors run the tasks: use --env local", 2)
     listeners = _load_listeners(console, listener_specs, events_path)  # before any data moves
     if not quiet:
         listeners.insert(0, NoticeListener(console))
@@ -175,6 +187,10 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
                            stop=stop, monitor=ui.monitor if ui is not None else None,
                            listener=combined(*listeners))
     previous = install_handlers(stop) if threading.current_thread() is threading.main_thread() else {}
+    # Every config the script loads takes --workers (the variables' layer of Config.load).
+    workers_before = os.environ.get(_WORKERS_VARIABLE)
+    if workers is not None:
+        os.environ[_WORKERS_VARIABLE] = str(workers)
     try:
         try:
             _run_script(script, script_args, settings)
@@ -228,6 +244,11 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
                 if isinstance(listener, JsonLinesListener):
                     listener.close()
             restore_handlers(previous)
+            if workers is not None:
+                if workers_before is None:
+                    os.environ.pop(_WORKERS_VARIABLE, None)
+                else:
+                    os.environ[_WORKERS_VARIABLE] = workers_before
     if not quiet:
         from gyreflow.api.service.progress import summary_tables
 

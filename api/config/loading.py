@@ -167,6 +167,29 @@ SCHEMA: tuple[ConfigKey, ...] = (
               "Spark master URL: local[N] runs Spark in this machine, spark://host:port a cluster."),
     ConfigKey("spark.app_name", str, "gyreflow", "Spark application name."),
     ConfigKey("spark.conf", dict, (), "Extra Spark settings passed through as they are."),
+    ConfigKey("environment.workers", int, 1,
+              "Processes the local environment runs a job's tasks in: 1 runs them in this process "
+              "(no start-up cost, one core); N > 1 forks N long-lived worker processes that keep "
+              "their tasks and state for the whole job and exchange batches directly (task i of "
+              "each operator runs in worker i mod N: set environment.parallelism to N or more). "
+              "The spark environment runs tasks in its executors and ignores it.",
+              minimum=1),
+    ConfigKey("restart.attempts", int, 3,
+              "Restarts after a failure that may not happen again (a worker process died) before "
+              "the job stops; the count starts over after restart.reset_seconds without one. "
+              "0: never restart.", minimum=0),
+    ConfigKey("restart.delay", float, 1.0,
+              "Seconds before the first restart; each further one waits restart.backoff times "
+              "longer, up to restart.max_delay.", minimum=0),
+    ConfigKey("restart.backoff", float, 2.0, "Factor between consecutive restart delays.",
+              minimum=1),
+    ConfigKey("restart.max_delay", float, 60.0, "The longest wait before a restart.", minimum=0),
+    ConfigKey("restart.reset_seconds", float, 600.0,
+              "A run that went this long without a failure starts counting restarts (and delays) "
+              "over.", minimum=0),
+    ConfigKey("restart.user_errors", bool, False,
+              "Restart after a user function raised or input could not be read, too (they usually "
+              "fail again the same way)."),
 )
 KEYS: dict[str, ConfigKey] = {spec.name: spec for spec in SCHEMA}
 _SECTIONS = {s.section: [k.key for k in SCHEMA if k.section == s.section] for s in SCHEMA}

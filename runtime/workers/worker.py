@@ -1,0 +1,471 @@
+"""One worker process: runs its share of a job's tasks for the whole job, with the in-process code.
+
+The worker is forked by the driver (so it holds the plan, user functions included, without pickling
+it), connects back to the driver over an authenticated local connection, then to every other worker.
+Its tasks run in the Dispatcher/TaskRunner/Task code of runtime/dataflow, stepped in turn as in the
+in-process host; a channel to a task of another worker sends its batches there (one pickled message
+per batch, several coalesced per turn), and graph messages of a superstep travel the same way.
+Keyed state stays in this process between windows; snapshots go to the driver, whose writer stores
+them in order; a restore reads the store through the driver.
+
+One receiving thread per connection moves whole messages into one queue, so that a peer's send never
+waits for this worker's computing thread (two workers sending to each other cannot block each other).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import queue
+import signal
+import sys
+import threading
+import traceback
+from collections import deque
+from multiprocessing.connection import Client, Listener
+
+import attrs
+
+from gyreflow.plan.execution import ExecutionGraph
+from gyreflow.runtime.dataflow.channels import link_channels
+from gyreflow.runtime.dataflow.emitter import EmitterService, OutputEdge
+from gyreflow.runtime.dataflow.iteration import IterationTask, task_class_for
+from gyreflow.runtime.dataflow.task import TaskCheckpoints
+from gyreflow.runtime.dataflow.task_runner import TaskRunner
+from gyreflow.runtime.workers.wire import decode, encode, portable, worker_of
+from gyreflow.scheduler.events import EventKind, TaskFailed
+
+DRIVER = -1  # the source index of the driver's connection
+_SUPERSTEPS = (EventKind.EXECUTE_FIRST_ITERATION, EventKind.EXECUTE_COMPUTE,
+               EventKind.RESTORE_ITERATION)
+
+
+@attrs.frozen(eq=False)
+class WorkerSetup:
+    """What every worker of a job gets from the driver when it is forked (never pickled)."""
+
+    job: str
+    graph: ExecutionGraph
+    config: object
+    backend: object
+    workers: int
+    address: object  # the driver's listener
+    authkey: bytes = attrs.field(repr=False)
+    rescaled: frozenset = frozenset()
+    cycle_ends: dict = attrs.field(factory=dict)
+    parent: int = 0  # the driver's pid
+
+
+def serve(setup: WorkerSetup, index: int) -> None:
+    """The body of worker ``index``: never returns (the process ends here)."""
+    _die_with_parent(setup.parent)
+    # A Ctrl-C reaches every process of the terminal's group: the driver decides how the job stops.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    code = 0
+    try:
+        Worker(setup, index).run()
+    except BaseException:  # noqa: BLE001 - the driver reports a lost worker; the trace helps
+        traceback.print_exc()
+        code = 1
+    finally:
+        sys.stderr.flush()
+        # The parent's objects (stores, sockets, atexit handlers) were copied by the fork: they are
+        # the parent's to close.
+        os._exit(code)
+
+
+def _die_with_parent(parent: int) -> None:
+    """Ask Linux to kill this process when the driver dies (and leave if it already has): a killed
+    driver leaves no worker behind holding the job's files."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if parent and os.getppid() != parent:
+        os._exit(0)
+
+
+class _WorkerIterationTask(IterationTask):
+    """An iteration task that tells its worker when it finished a superstep (or restored one), so
+    that the worker can seal the superstep's graph messages towards the other workers."""
+
+    superstep_done = None  # (vertex id, window, next superstep) -> None
+
+    def on_event(self, event) -> None:
+        super().on_event(event)
+        if event.kind in _SUPERSTEPS and (event.iteration > 0
+                                          or event.kind is EventKind.EXECUTE_FIRST_ITERATION):
+            self.superstep_done(self.vertex.id, event.window, max(event.iteration, 1) + 1)
+
+
+class _LoopExchange:
+    """The graph messages of one iteration vertex: kept here for this worker's tasks, sent to the
+    worker of every other target task (the interface of ``LocalLoopExchange``)."""
+
+    def __init__(self, worker: Worker, vertex_id: int) -> None:
+        self.worker = worker
+        self.vertex_id = vertex_id
+        self.boxes: dict[tuple[int, int], dict] = {}
+
+    def put(self, index: int, iteration: int, messages: dict, merge) -> None:
+        target = worker_of(index, self.worker.count)
+        if target != self.worker.index:
+            self.worker.send(target, ("loop", self.vertex_id, index, iteration, messages))
+            return
+        key = (index, iteration)
+        box = self.boxes.get(key)
+        if box is None:
+            self.boxes[key] = messages
+        else:
+            merge(box, messages)
+
+    def take(self, index: int, iteration: int) -> dict:
+        return self.boxes.pop((index, iteration), {})
+
+    def discard(self, index: int) -> None:
+        for key in [k for k in self.boxes if k[0] == index]:
+            del self.boxes[key]
+
+
+class _Writer:
+    """The tasks' snapshot writer: each write goes to the driver's writer, in order; ``on_done``
+    runs here when the driver reports it durable."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.callbacks: dict[int, object] = {}
+        self.tokens = itertools.count(1)
+
+    def write(self, snapshot, on_done) -> None:
+        token = next(self.tokens)
+        self.callbacks[token] = on_done
+        self.worker.send(DRIVER, ("write", token, snapshot))
+
+    def durable(self, token: int) -> None:
+        self.callbacks.pop(token)()
+
+
+class _Store:
+    """The snapshot store as tasks read it while they restore: each read is answered by the driver,
+    which holds the store (one process opens it)."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+
+    def read_into(self, job, table, key_groups, version, data) -> None:
+        data.update(self.worker.ask("read_into", (job, table, key_groups, version)))
+
+    def read_record(self, *args):
+        return self.worker.ask("read_record", args)
+
+    def verify_reached(self, *args) -> None:
+        self.worker.ask("verify_reached", args)
+
+    def location(self) -> str:
+        return self.worker.ask("location", ())
+
+
+class Worker:
+    """The tasks of one worker process, their connections and their turn loop."""
+
+    def __init__(self, setup: WorkerSetup, index: int) -> None:
+        self.setup = setup
+        self.index = index
+        self.count = setup.workers
+        self.inbound: queue.SimpleQueue = queue.SimpleQueue()
+        self.deferred: deque = deque()  # messages taken while waiting for a reply, in order
+        self.out: dict[int, list] = {}
+        self.conns: dict[int, object] = {}
+        self.sent = [0] * self.count  # messages sent to each peer
+        self.taken = [0] * self.count  # messages taken from each peer
+        self.from_driver = 0  # messages taken from the driver
+        self.last_idle = None
+        self.stopping = False
+        self.drain: tuple | None = None  # (before,) once the job fails
+        self.tokens = itertools.count(1)
+        self.held: dict[int, deque] = {}  # task -> events held until a superstep is sealed
+        self.seals: dict[tuple[int, int, int], int] = {}  # (vertex, window, superstep) -> peers
+        self.finished_steps: dict[tuple[int, int, int], int] = {}  # ... -> local tasks done
+        self.hosts: dict[int, set[int]] = {}  # iteration vertex -> workers running its tasks
+        self.local_tasks: dict[int, int] = {}  # iteration vertex -> tasks of it here
+        self.loops: dict[int, _LoopExchange] = {}
+
+    # Connections ------------------------------------------------------------------------------
+
+    def _connect(self) -> None:
+        """Connect to the driver, learn the other workers' addresses, connect to each of them:
+        to every lower index, then accept every higher one (no two workers wait on each other)."""
+        setup = self.setup
+        driver = Client(setup.address, family="AF_UNIX", authkey=setup.authkey)
+        listener = Listener(family="AF_UNIX", authkey=setup.authkey) if self.count > 1 else None
+        driver.send_bytes(encode([("hello", self.index, listener.address if listener else None)]))
+        (_, addresses), = decode(driver.recv_bytes())
+        self._attach(DRIVER, driver)
+        for peer in range(self.index):
+            conn = Client(addresses[peer], family="AF_UNIX", authkey=setup.authkey)
+            conn.send_bytes(encode([("peer", self.index)]))
+            self._attach(peer, conn)
+        for _ in range(self.index + 1, self.count):
+            conn = listener.accept()
+            (_, peer), = decode(conn.recv_bytes())
+            self._attach(peer, conn)
+        if listener is not None:
+            listener.close()
+
+    def _attach(self, source: int, conn) -> None:
+        self.conns[source] = conn
+        self.out[source] = []
+        threading.Thread(target=self._receive, args=(source, conn), daemon=True,
+                         name=f"gyreflow-worker-receive-{source}").start()
+
+    def _receive(self, source: int, conn) -> None:
+        put = self.inbound.put
+        try:
+            while True:
+                put((source, conn.recv_bytes()))
+        except (EOFError, OSError):
+            put((source, None))
+
+    def send(self, target: int, item: tuple) -> None:
+        """Queue ``item`` for ``target`` (the driver or a peer); sent at the end of the turn."""
+        self.out[target].append(item)
+
+    def _flush(self) -> None:
+        for target, items in self.out.items():
+            if items:
+                data = encode(items)
+                items.clear()
+                self.conns[target].send_bytes(data)
+                if target != DRIVER:
+                    self.sent[target] += 1
+
+    def ask(self, what: str, args: tuple):
+        """Ask the driver to read the store and wait for its answer (a restore)."""
+        token = next(self.tokens)
+        self.send(DRIVER, ("read", token, what, args))
+        self._flush()
+        while True:
+            source, data = self.inbound.get()
+            if source == DRIVER and data is not None:
+                items = decode(data)
+                if items[0][0] == "reply" and items[0][1] == token:
+                    self.from_driver += 1
+                    _, _, ok, value = items[0]
+                    if not ok:
+                        raise value
+                    return value
+                self.deferred.append((source, items))
+            else:
+                self.deferred.append((source, data if data is None else decode(data)))
+
+    # The loop ---------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        self._connect()
+        self._build()
+        while not self.stopping:
+            self._take(block=False)
+            if self.stopping:
+                break
+            if self.drain is None:
+                worked = any([runner.step() for runner in self.runner_list])
+            else:
+                worked = any([runner.drain_step(self.drain[0]) for runner in self.runner_list])
+            self._flush()
+            if not worked and not self.deferred and self.inbound.empty():
+                self._idle()
+                self._take(block=True)
+        self._flush()
+
+    def _idle(self) -> None:
+        """Tell the driver that nothing here has work (once per change of what was counted)."""
+        status = (self.from_driver, tuple(self.sent), tuple(self.taken))
+        if status != self.last_idle:
+            self.last_idle = status
+            self.send(DRIVER, ("idle", *status))
+            self._flush()
+
+    def _take(self, block: bool) -> None:
+        """Handle every message that arrived (with ``block``, wait for one first)."""
+        while True:
+            if self.deferred:
+                source, items = self.deferred.popleft()
+            else:
+                try:
+                    source, data = self.inbound.get(block=block)
+                except queue.Empty:
+                    return
+                items = None if data is None else decode(data)
+            block = False
+            if items is None:
+                if source == DRIVER:  # the driver is gone: so is the job
+                    self.stopping = True
+                    return
+                continue  # a peer is gone: the driver sees it too and restarts the job
+            if source == DRIVER:
+                self.from_driver += 1
+            else:
+                self.taken[source] += 1
+            for item in items:
+                self._handle(item)
+            if self.stopping:
+                return
+
+    def _handle(self, item: tuple) -> None:
+        kind = item[0]
+        if kind == "data":
+            _, task, channel, message = item
+            self.runners[task].inbox.append((channel, message))
+        elif kind == "events":
+            for event in item[1]:
+                self._dispatch(event)
+        elif kind == "ack":
+            self.writer.durable(item[1])
+        elif kind == "loop":
+            _, vertex, index, iteration, messages = item
+            task = self.by_vertex_index[(vertex, index)]
+            self.loops[vertex].put(index, iteration, messages, task.graph.merge)
+        elif kind == "sealed":
+            _, vertex, window, step = item
+            key = (vertex, window, step)
+            self.seals[key] = self.seals.get(key, 0) + 1
+            self._release_held()
+        elif kind == "call":
+            self._call(*item[1:])
+        elif kind == "stop":
+            self._stop()
+        else:
+            msg = f"worker {self.index} cannot handle {kind!r}"
+            raise RuntimeError(msg)
+
+    def _call(self, token: int, what: str, args: tuple) -> None:
+        """A request of the driver that it waits for: answered at once."""
+        try:
+            if what == "publish":
+                task, window = args
+                self.runners[task].task.publish(window)
+            elif what == "controls":
+                for runner in self.runner_list:
+                    runner.task.take_controls(args[0])
+            elif what == "drain":
+                self.drain = args
+            value, ok = None, True
+        except Exception as exc:  # noqa: BLE001 - raised again in the driver
+            value, ok = portable(exc), False
+        self.send(DRIVER, ("reply", token, ok, value))
+        self._flush()
+
+    def _stop(self) -> None:
+        for runner in self.runner_list:
+            if runner.task.ctx is not None:
+                try:
+                    runner.task.destroy()
+                except Exception:  # noqa: BLE001, S110 - best effort on the way out
+                    pass
+        self.stopping = True
+
+    # Supersteps across workers ------------------------------------------------------------------
+
+    def _dispatch(self, event) -> None:
+        task = event.task
+        held = self.held.get(task)
+        if held or not self._sealed(event):
+            self.held.setdefault(task, deque()).append(event)
+            return
+        if event.kind is EventKind.FINISH_ITERATION:
+            vertex = self.runners[task].task.vertex.id
+            for key in [k for k in self.seals if k[0] == vertex and k[1] <= event.window]:
+                del self.seals[key]
+        self.runners[task].inbox.append(event)
+
+    def _sealed(self, event) -> bool:
+        """Whether every other worker sent all its graph messages for this superstep."""
+        if event.kind is not EventKind.EXECUTE_COMPUTE or event.iteration < 2:
+            return True
+        vertex = self.runners[event.task].task.vertex.id
+        peers = len(self.hosts.get(vertex, ())) - 1
+        return peers <= 0 or self.seals.get((vertex, event.window, event.iteration), 0) >= peers
+
+    def _release_held(self) -> None:
+        for task, held in list(self.held.items()):
+            while held and self._sealed(held[0]):
+                self.runners[task].inbox.append(held.popleft())
+            if not held:
+                del self.held[task]
+
+    def _superstep_done(self, vertex: int, window: int, step: int) -> None:
+        key = (vertex, window, step)
+        done = self.finished_steps.get(key, 0) + 1
+        if done < self.local_tasks[vertex]:
+            self.finished_steps[key] = done
+            return
+        self.finished_steps.pop(key, None)
+        for peer in self.hosts[vertex]:
+            if peer != self.index:
+                self.send(peer, ("sealed", vertex, window, step))
+
+    # Tasks ------------------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        """Build the runners of this worker's tasks; channels to other workers' tasks send there."""
+        setup = self.setup
+        graph = setup.graph
+        self.writer = _Writer(self)
+        checkpoints = TaskCheckpoints(setup.job, _Store(self), self.writer, False, setup.rescaled,
+                                      cycle_ends=dict(setup.cycle_ends))
+        tasks = graph.tasks()
+        mine = [t for t in tasks if worker_of(t.index, self.count) == self.index]
+        cycle_of = {t.id: c.id for c in graph.cycles() for t in c.tasks}
+        inputs, links = link_channels(graph)
+        batch_size = setup.config["runtime.batch_size"]
+        report = self._report
+        self.runners: dict[int, TaskRunner] = {}
+        self.by_vertex_index: dict[tuple[int, int], IterationTask] = {}
+        for t in mine:
+            vertex = graph.vertex(t.vertex_id)
+            cls = task_class_for(vertex)
+            if cls is IterationTask:
+                cls = _WorkerIterationTask
+            task = cls(t, vertex, cycle_of[t.id], inputs[t.id], None, setup.backend, batch_size,
+                       report, checkpoints=checkpoints)
+            if isinstance(task, _WorkerIterationTask):
+                task.superstep_done = self._superstep_done
+                task.loop = self.loops.setdefault(t.vertex_id, _LoopExchange(self, t.vertex_id))
+                self.by_vertex_index[(t.vertex_id, t.index)] = task
+                self.local_tasks[t.vertex_id] = self.local_tasks.get(t.vertex_id, 0) + 1
+                self.hosts[t.vertex_id] = {worker_of(i, self.count)
+                                           for i in range(t.parallelism)}
+            self.runners[t.id] = TaskRunner(task, report)
+        delivers: dict[tuple[int, int], list] = {}
+        for edge, s, t, channel in links:
+            if worker_of(s.index, self.count) != self.index:
+                continue
+            target = worker_of(t.index, self.count)
+            if target == self.index:
+                deliver = self.runners[t.id].deliverer(channel)
+            else:
+                deliver = self._remote(target, t.id, channel)
+            delivers.setdefault((s.id, id(edge)), []).append(deliver)
+        for t in mine:
+            edges = [OutputEdge(edge.partitioning, delivers.get((t.id, id(edge)), []), edge.key_fn,
+                                graph.vertex(edge.target).head.name, t.index)
+                     for edge in graph.outputs(t.vertex_id)]
+            self.runners[t.id].task.emitter = EmitterService(edges, setup.backend.max_parallelism)
+        self.runner_list = list(self.runners.values())
+
+    def _remote(self, target: int, task: int, channel: int):
+        append = self.out[target].append  # ``_flush`` empties the list in place
+
+        def deliver(message) -> None:
+            append(("data", task, channel, message))
+
+        return deliver
+
+    def _report(self, report) -> None:
+        if isinstance(report, TaskFailed):
+            report = attrs.evolve(report, error=portable(report.error))
+        self.send(DRIVER, ("report", report))
