@@ -160,7 +160,7 @@ def test_run_without_quiet_prints_a_summary_of_the_windows(tmp_path):
     assert result.exit_code == 0
     assert "word-count/word_count: 4 windows in" in result.stderr
     # The per-operator table names every operator of the word count.
-    for operator in ("lines", "split", "pair", "count", "files"):
+    for operator in ("lines", "split", "count", "files"):
         assert operator in result.stderr
     assert_output(tmp_path / "out", LINES, 3)
 
@@ -398,13 +398,12 @@ def test_explain_dot(tmp_path, monkeypatch):
     assert lines[0] == 'digraph "word-count/word_count" {'
     assert lines[-1] == "}"
     assert result.stdout.count("{") == result.stdout.count("}")
-    # lines(0) -> split(1) -> pair(2) -key-> count(3) -rebalance-> files(4)
+    # lines(0) -> split(1) -key-> count(2) -rebalance-> files(3)
     edges = [line.strip() for line in lines if "->" in line]
     assert edges == [
         'n0 -> n1 [label="forward"];',
-        'n1 -> n2 [label="forward"];',
-        'n2 -> n3 [label="key", style=bold];',
-        'n3 -> n4 [label="rebalance", style=bold];',
+        'n1 -> n2 [label="key", style=bold];',
+        'n2 -> n3 [label="rebalance", style=bold];',
     ]
     assert [line.strip() for line in lines if line.strip().startswith("subgraph")] == [
         "subgraph cluster_v0 {", "subgraph cluster_v1 {", "subgraph cluster_v2 {"
@@ -425,9 +424,8 @@ def test_explain_mermaid_subprocess(tmp_path):
     assert lines[:2] == ["flowchart LR", "  %% word-count/word_count"]
     assert [line for line in lines if "-->" in line] == [
         "  n0 -->|forward| n1",
-        "  n1 -->|forward| n2",
-        "  n2 -->|key| n3",
-        "  n3 -->|rebalance| n4",
+        "  n1 -->|key| n2",
+        "  n2 -->|rebalance| n3",
     ]
     opened = sum(1 for line in lines if line.startswith("  subgraph "))
     assert opened == 3 == lines.count("  end")

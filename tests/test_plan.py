@@ -672,8 +672,8 @@ def test_dot_of_word_count_by_hand(make_env):
     lines = text.splitlines()
     assert lines[0] == 'digraph "word-count/word_count" {'
     assert lines[-1] == "}"
-    assert '  n2 -> n3 [label="key", style=bold];' in lines
-    assert '  n3 -> n4 [label="rebalance", style=bold];' in lines
+    assert '  n1 -> n2 [label="key", style=bold];' in lines
+    assert '  n2 -> n3 [label="rebalance", style=bold];' in lines
     assert '  n0 -> n1 [label="forward"];' in lines
     assert '    label="vertex 1 (p=2)"; style=dashed;' in lines
 
