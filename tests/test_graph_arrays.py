@@ -1,6 +1,7 @@
 """Array vertex programs: the library algorithms on string vertex ids and several tasks against
 networkx and the plain-Python references, a user-written ``ArrayVertexCompute`` against a plain loop,
-the vectorised key groups against ``key_group_of``, and a program error naming the operator.
+a graph built from blocks of arrays, the vectorised key groups against ``key_group_of``, and a
+program error naming the operator.
 """
 
 from __future__ import annotations
@@ -14,7 +15,15 @@ import numpy as np
 import pytest
 
 from gyreflow.api import SizeTumblingWindow
-from gyreflow.api.graph import Aggregator, ArrayVertexCompute, GraphView, algorithms
+from gyreflow.api.graph import (
+    Aggregator,
+    ArrayVertexCompute,
+    EdgeBlock,
+    GraphView,
+    VertexBlock,
+    algorithms,
+)
+from gyreflow.api.graph.array_algorithms import ArrayConnectedComponents
 from gyreflow.runtime.dataflow.graph_arrays import key_groups
 from gyreflow.runtime.errors import UserFunctionError
 from gyreflow.state.keys.keygroups import key_group_of
@@ -155,3 +164,46 @@ def test_values_of_the_wrong_shape_stop_the_job_naming_the_operator():
     with pytest.raises(UserFunctionError, match="shapes") as failure:
         pipeline.execute()
     assert "returned values of shape (4,) for 3 vertices" in str(failure.value.cause)
+
+
+def test_a_graph_from_blocks_of_arrays_equals_networkx(make_env):
+    vertices, edges = ref.random_graph(9, 30, 90, self_loops=True, duplicates=True, weights=True,
+                                       isolated=3)
+    table = np.array(edges)
+    blocks = [EdgeBlock(table[i:i + 25, 0].astype(np.int64), table[i:i + 25, 1].astype(np.int64),
+                        table[i:i + 25, 2]) for i in range(0, len(table), 25)]
+    source = vertices[0]
+    pipeline = make_env(3).pipeline("graph-from-blocks")
+
+    @pipeline.task
+    def run(ctx):
+        graph = GraphView.from_arrays(ctx.source([VertexBlock(np.array(vertices))]),
+                                      ctx.source(blocks), directed=True)
+        algorithms.sssp(graph, source).collect("sssp")
+        algorithms.wcc(graph).collect("wcc")
+
+    result = pipeline.execute()
+    g = nx.MultiDiGraph()
+    g.add_nodes_from(vertices)
+    g.add_weighted_edges_from(edges)
+    distances = nx.single_source_dijkstra_path_length(g, source)
+    got = dict(result.output("sssp"))
+    assert got.keys() == set(vertices)
+    assert all(_close(got[v], distances.get(v, math.inf)) for v in vertices)
+    assert dict(result.output("wcc")) == {v: min(c) for c in nx.weakly_connected_components(g)
+                                          for v in c}
+
+
+def test_a_graph_from_blocks_refuses_a_per_vertex_program():
+    from gyreflow.api import Environment
+
+    pipeline = Environment.local(progress=False).pipeline("blocks-per-vertex")
+
+    @pipeline.task
+    def run(ctx):
+        graph = GraphView.from_arrays(None, ctx.source([EdgeBlock(np.array([1]), np.array([2]))]))
+        with pytest.raises(TypeError, match="array programs"):
+            graph.compute(algorithms.ConnectedComponents())
+        graph.compute(ArrayConnectedComponents()).collect("wcc")
+
+    assert sorted(pipeline.execute().output("wcc")) == [(1, 1), (2, 1)]

@@ -13,19 +13,28 @@ NEEDS_SOURCE = ("bfs", "sssp")
 DEFAULT_ITERATIONS = {"pr": 20, "cdlp": 10}
 
 
-def build_pipeline(env, algorithm: str, vertices: list, edges: list, directed: bool, *,
+BLOCK = 1 << 17  # edges per EdgeBlock record
+
+
+def build_pipeline(env, algorithm: str, vertex_ids, edges: tuple, directed: bool, *,
                    source=None, iterations: int | None = None, damping: float = 0.85):
     """A pipeline with one task that runs ``algorithm`` and collects ``(vertex, value)`` as
-    ``"result"``."""
+    ``"result"``. ``vertex_ids`` is an int64 array and ``edges`` the arrays ``(src, dst,
+    weights)``: they reach the graph as blocks of arrays (``GraphView.from_arrays``)."""
     from gyreflow.api.graph import algorithms
-    from gyreflow.api.graph.views import GraphView
+    from gyreflow.api.graph.views import EdgeBlock, GraphView, VertexBlock
 
     pipeline = env.pipeline(f"graph-{algorithm}")
+    src, dst, weights = edges
+    vertex_blocks = [VertexBlock(vertex_ids[i:i + BLOCK]) for i in range(0, len(vertex_ids), BLOCK)]
+    edge_blocks = [EdgeBlock(src[i:i + BLOCK], dst[i:i + BLOCK],
+                             None if weights is None else weights[i:i + BLOCK])
+                   for i in range(0, len(src), BLOCK)]
 
     @pipeline.task(name=algorithm)
     def run(ctx):
-        graph = GraphView(ctx.source(vertices, name="vertices"), ctx.source(edges, name="edges"),
-                          directed=directed)
+        graph = GraphView.from_arrays(ctx.source(vertex_blocks, name="vertices"),
+                                      ctx.source(edge_blocks, name="edges"), directed=directed)
         if algorithm == "bfs":
             result = algorithms.bfs(graph, source)
         elif algorithm == "sssp":
@@ -75,7 +84,13 @@ def graph(algorithm: str, vertices_path: str, edges_path: str, directed: bool,
     from gyreflow.api.cli.errors import fail_user_function
     from gyreflow.api.config.loading import Config, ConfigError
     from gyreflow.api.config.session import RunSettings, using_settings
-    from gyreflow.api.graph.files import FORMATS, GraphFileError, read_edges, read_vertices, write_results
+    from gyreflow.api.graph.files import (
+        FORMATS,
+        GraphFileError,
+        read_edge_arrays,
+        read_vertex_ids,
+        write_results,
+    )
     from gyreflow.runtime.errors import UserFunctionError
     from gyreflow.state.shared.snapshot import BackendUnavailableError, SnapshotCorruptedError
 
@@ -88,11 +103,10 @@ def graph(algorithm: str, vertices_path: str, edges_path: str, directed: bool,
         if config_path is not None:
             Config.load(config_path)  # bad configuration fails before the files are read
         started = time.perf_counter()
-        vertices = read_vertices(vertices_path)
-        known = dict.fromkeys(vertices)
-        edges = read_edges(edges_path, known, weighted=algorithm == "sssp",
-                           vertices_path=vertices_path)
-        if algorithm in NEEDS_SOURCE and source_vertex not in known:
+        vertex_ids = read_vertex_ids(vertices_path)
+        edges = read_edge_arrays(edges_path, vertex_ids, weighted=algorithm == "sssp",
+                                 vertices_path=vertices_path)
+        if algorithm in NEEDS_SOURCE and not (vertex_ids == source_vertex).any():
             _fail(console, f"--source-vertex {source_vertex} is not in {vertices_path}", 2)
         read_seconds = time.perf_counter() - started
         settings = RunSettings(config_path=config_path, environment=environment, quiet=quiet,
@@ -101,8 +115,8 @@ def graph(algorithm: str, vertices_path: str, edges_path: str, directed: bool,
             from gyreflow.api.language.environment import Environment
 
             env = Environment.from_config()
-            pipeline = build_pipeline(env, algorithm, vertices, edges, directed, source=source_vertex,
-                                      iterations=iterations, damping=damping)
+            pipeline = build_pipeline(env, algorithm, vertex_ids, edges, directed,
+                                      source=source_vertex, iterations=iterations, damping=damping)
             started = time.perf_counter()
             # A one-shot batch computation: state left by an earlier run of the same command is
             # not resumable work, so it is replaced.
@@ -116,6 +130,7 @@ def graph(algorithm: str, vertices_path: str, edges_path: str, directed: bool,
         fail_user_function(console, exc, None)
     except (BackendUnavailableError, SnapshotCorruptedError) as exc:
         _fail(console, str(exc), 3)
+    vertices = vertex_ids.tolist()
     missing = [v for v in vertices if v not in values]
     if missing:
         _fail(console, f"internal error: no {algorithm} result for {len(missing)} vertices "
@@ -123,6 +138,6 @@ def graph(algorithm: str, vertices_path: str, edges_path: str, directed: bool,
     count = write_results(output_path, vertices, values, FORMATS[algorithm])
     if not quiet:
         kind = "directed" if directed else "undirected"
-        console.print(f"{algorithm}: {count:,} vertices, {len(edges):,} edges ({kind}); read "
+        console.print(f"{algorithm}: {count:,} vertices, {len(edges[0]):,} edges ({kind}); read "
                       f"{read_seconds:.2f} s, computed on {env.type_name} in {compute_seconds:.2f} s; "
                       f"wrote {output_path}", markup=False, highlight=False)

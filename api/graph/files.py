@@ -82,6 +82,20 @@ def read_vertices(path: str | os.PathLike) -> list[int]:
     array = _numbers(path, 1, np.int64)  # numpy parses a large file many times faster
     if array is not None and len(np.unique(array[:, 0])) == len(array):
         return array[:, 0].tolist()
+    return _read_vertex_lines(path)
+
+
+def read_vertex_ids(path: str | os.PathLike):
+    """``read_vertices`` as a numpy int64 array."""
+    import numpy as np
+
+    array = _numbers(path, 1, np.int64)
+    if array is not None and len(np.unique(array[:, 0])) == len(array):
+        return array[:, 0].copy()
+    return np.array(_read_vertex_lines(path), dtype=np.int64)
+
+
+def _read_vertex_lines(path: str | os.PathLike) -> list[int]:
     vertices: list[int] = []
     first_line: dict[int, int] = {}
     for number, columns in _lines(path):
@@ -101,9 +115,37 @@ def read_edges(path: str | os.PathLike, vertices: set | dict, *, weighted: bool 
                vertices_path: str | os.PathLike | None = None) -> list[tuple]:
     """The edges of an edge file as ``(src, dst)`` pairs, or ``(src, dst, weight)`` when
     ``weighted`` (then the weight column is required). Both endpoints must be in ``vertices``."""
-    fast = _edges_with_numpy(path, vertices, weighted)
+    import numpy as np
+
+    try:
+        known = np.fromiter(vertices, dtype=np.int64, count=len(vertices))
+    except (TypeError, ValueError, OverflowError):
+        known = np.zeros(0, np.int64)  # ids numpy cannot hold: the line reader checks them
+    fast = _edges_with_numpy(path, known, weighted)
+    if fast is not None:
+        src, dst, weights = fast
+        if weights is None:
+            return list(zip(src.tolist(), dst.tolist(), strict=True))
+        return list(zip(src.tolist(), dst.tolist(), weights.tolist(), strict=True))
+    return _read_edge_lines(path, vertices, weighted, vertices_path)
+
+
+def read_edge_arrays(path: str | os.PathLike, vertex_ids, *, weighted: bool = False,
+                     vertices_path: str | os.PathLike | None = None) -> tuple:
+    """``read_edges`` as numpy arrays ``(src, dst, weights)`` (weights None unless ``weighted``);
+    ``vertex_ids`` is an int64 array."""
+    import numpy as np
+
+    fast = _edges_with_numpy(path, vertex_ids, weighted)
     if fast is not None:
         return fast
+    edges = _read_edge_lines(path, set(vertex_ids.tolist()), weighted, vertices_path)
+    src = np.array([e[0] for e in edges], dtype=np.int64)
+    dst = np.array([e[1] for e in edges], dtype=np.int64)
+    return src, dst, (np.array([e[2] for e in edges], dtype=float) if weighted else None)
+
+
+def _read_edge_lines(path, vertices, weighted: bool, vertices_path) -> list[tuple]:
     edges: list[tuple] = []
     append = edges.append
     origin = f" of {os.fspath(vertices_path)}" if vertices_path is not None else ""
@@ -132,9 +174,10 @@ def read_edges(path: str | os.PathLike, vertices: set | dict, *, weighted: bool 
     return edges
 
 
-def _edges_with_numpy(path, vertices, weighted: bool) -> list[tuple] | None:
-    """The edges parsed by numpy, or None when the file needs the line by line reader (a problem
-    to name, or anything numpy reads differently)."""
+def _edges_with_numpy(path, known, weighted: bool) -> tuple | None:
+    """``(src, dst, weights)`` parsed by numpy (``known``: the vertex ids, an int64 array), or None
+    when the file needs the line by line reader (a problem to name, or anything numpy reads
+    differently)."""
     import numpy as np
 
     if not weighted:
@@ -152,12 +195,9 @@ def _edges_with_numpy(path, vertices, weighted: bool) -> list[tuple] | None:
         src, dst, weights = array["src"], array["dst"], array["weight"]
         if np.isnan(weights).any():
             return None
-    known = np.fromiter(vertices, dtype=np.int64, count=len(vertices)) if vertices else None
-    if known is None or not np.isin(src, known).all() or not np.isin(dst, known).all():
+    if len(known) == 0 or not np.isin(src, known).all() or not np.isin(dst, known).all():
         return None
-    if weights is None:
-        return list(zip(src.tolist(), dst.tolist(), strict=True))
-    return list(zip(src.tolist(), dst.tolist(), weights.tolist(), strict=True))
+    return src.copy(), dst.copy(), (None if weights is None else weights.copy())
 
 
 def format_integer(value: object) -> str:

@@ -160,6 +160,24 @@ class VertexContext(Protocol):
         later one) is complete on every task: Naiad's notification at ``(window, iteration)``."""
 
 
+@attrs.frozen(eq=False)
+class EdgeBlock:
+    """Many edges as arrays, for ``GraphView.from_arrays``: ``src[i] -> dst[i]`` with value
+    ``values[i]`` (``values`` None: no edge has a value)."""
+
+    src: Any
+    dst: Any
+    values: Any = None
+
+
+@attrs.frozen(eq=False)
+class VertexBlock:
+    """Many vertices as arrays, for ``GraphView.from_arrays``: ids and optional values."""
+
+    ids: Any
+    values: Any = None
+
+
 def _vertex_record(item: Any) -> tuple[Any, Any]:
     if isinstance(item, Vertex):
         return item.id, item.value
@@ -217,6 +235,17 @@ class GraphView:
         self.directed = directed
         self.parallelism = parallelism
         self.name = name
+        self.blocks = False
+
+    @classmethod
+    def from_arrays(cls, vertices: Stream | None, edges: Stream, directed: bool = True,
+                    parallelism: int | None = None, name: str | None = None) -> GraphView:
+        """A graph whose streams carry ``VertexBlock`` and ``EdgeBlock`` records (numpy arrays of
+        many vertices or edges each), for array programs only. Every graph task receives every
+        block and keeps the vertices of its key groups, so no record per edge is ever made."""
+        view = cls(vertices, edges, directed, parallelism, name)
+        view.blocks = True
+        return view
 
     def compute(self, program: VertexCentricCompute | Any, name: str | None = None) -> Stream:
         """Static compute: in every window, start every vertex from ``program.init`` and run the
@@ -245,11 +274,18 @@ class GraphView:
 
     def _operator(self, program, mode, starts, name) -> Stream:
         _check_program(program)
-        edges = self.edges.flat_map(_EdgeHalves(self.directed))
-        vertices = self.vertices.map(_vertex_record) if self.vertices is not None else None
-        spec = GraphComputeSpec(program, self.directed, mode, vertices is not None, starts is not None,
-                                arrays=_is_array_program(program))
-        inputs = [s.key_by(_first) for s in (vertices, edges, starts) if s is not None]
+        if self.blocks:
+            if not _is_array_program(program):
+                msg = (f"a graph view from arrays runs array programs; {type(program).__name__} is "
+                       "a per-vertex program (build the view from records instead)")
+                raise TypeError(msg)
+            inputs = [s.broadcast() for s in (self.vertices, self.edges) if s is not None]
+        else:
+            edges = self.edges.flat_map(_EdgeHalves(self.directed))
+            vertices = self.vertices.map(_vertex_record) if self.vertices is not None else None
+            inputs = [s.key_by(_first) for s in (vertices, edges, starts) if s is not None]
+        spec = GraphComputeSpec(program, self.directed, mode, self.vertices is not None,
+                                starts is not None, arrays=_is_array_program(program))
         builder = self.edges.builder
         node = builder.add(spec, inputs, self.parallelism, name or self.name)
         # Messages between supersteps travel on a loop edge from the operator to itself.

@@ -94,7 +94,8 @@ class ArrayGraphOperator(GraphOperator):
         chunks = self.graph.data
         touched = None
         if any(batch for _, batch in records):
-            changed, touched = add_window_input(chunks, records, self.max_parallelism)
+            changed, touched = add_window_input(chunks, records, self.max_parallelism,
+                                                self.spec.directed, self.ctx.state.key_groups)
             self.graph.mark_changed(changed)
             self.part = None
         part = self.part

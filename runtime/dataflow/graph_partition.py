@@ -11,6 +11,7 @@ partition numbers the task's vertices ``0..n-1`` and every other vertex its edge
 from __future__ import annotations
 
 from functools import cache
+from operator import itemgetter
 
 import numpy as np
 import scipy.sparse as sparse
@@ -33,12 +34,23 @@ _DIRECTIONS = ("out", "in", "both")
 
 
 @cache
-def chunk_key(group: int, max_parallelism: int) -> tuple:
-    """A state key that falls in key group ``group``: the key of that group's chunk."""
-    k = 0
-    while key_group_of(("graph-chunk", k), max_parallelism) != group:
+def _chunk_keys(max_parallelism: int) -> dict[int, int]:
+    candidates = -np.arange(1, 64 * max_parallelism + 1, dtype=np.int64)
+    groups = key_groups(candidates, max_parallelism)
+    keys: dict[int, int] = {}
+    for key, group in zip(candidates.tolist(), groups.tolist(), strict=True):
+        keys.setdefault(group, key)
+    k = len(candidates) + 1
+    while len(keys) < max_parallelism:  # not reached for usual sizes: 64 tries per group
+        keys.setdefault(key_group_of(-k, max_parallelism), -k)
         k += 1
-    return ("graph-chunk", k)
+    return keys
+
+
+def chunk_key(group: int, max_parallelism: int) -> int:
+    """A state key that falls in key group ``group``: the key of that group's chunk (a negative
+    int; the chunks table holds nothing else)."""
+    return _chunk_keys(max_parallelism)[group]
 
 
 def empty_chunk() -> list:
@@ -60,38 +72,61 @@ def _first_seen(ids: np.ndarray) -> np.ndarray:
     return id_array(list(dict.fromkeys(ids.tolist())))
 
 
-def add_window_input(chunks: dict, records: list, max_parallelism: int) -> tuple[set, np.ndarray]:
+def add_window_input(chunks: dict, records: list, max_parallelism: int, directed: bool = True,
+                     owned: range | None = None) -> tuple[set, np.ndarray]:
     """Add a window's input (``(role, batch)`` pairs) to the chunks (chunk key -> chunk); returns
-    the chunk keys that changed and the ids the input touched."""
+    the chunk keys that changed and the ids the input touched. Vertex and edge *blocks* (arrays of
+    many, broadcast to every task) contribute the vertices of the ``owned`` key groups."""
     given: dict = {}
     halves: list = []
+    blocks: list = []
     for role, batch in records:
+        if not batch:
+            continue
+        tuples = type(batch[0]) is tuple and type(batch[-1]) is tuple
         if role == "vertex":
-            given.update(batch)
+            if tuples:
+                given.update(batch)
+            else:
+                for block in batch:
+                    _add_vertex_block(given, block, max_parallelism, owned)
         elif role == "edge":
-            halves.extend(batch)
+            if tuples:
+                halves.extend(batch)
+            else:
+                blocks.extend(_edge_block_halves(block, directed, max_parallelism, owned)
+                              for block in batch)
     vertex_ids = id_array(list(given))
-    if halves:
-        vids, others, values, sides = zip(*halves, strict=True)
-        vids, others = id_array(vids), id_array(others)
-        values = None if all(v is None for v in values) else _objects(values)
-        sides = np.array(sides, dtype=np.int8)
+    if halves:  # column by column: zip(*halves) over millions of tuples costs several times more
+        values = list(map(itemgetter(2), halves))
+        blocks.insert(0, (id_array(list(map(itemgetter(0), halves))),
+                          id_array(list(map(itemgetter(1), halves))),
+                          None if values.count(None) == len(values) else _objects(values),
+                          np.array(list(map(itemgetter(3), halves)), dtype=np.int8)))
+    vids = concat_ids([b[0] for b in blocks])
+    others = concat_ids([b[1] for b in blocks])
+    sides = np.concatenate([b[3] for b in blocks]) if blocks else np.zeros(0, np.int8)
+    if any(b[2] is not None for b in blocks):
+        values = np.concatenate([b[2] if b[2] is not None else np.full(len(b[0]), None, object)
+                                 for b in blocks])
     else:
-        vids = others = np.zeros(0, np.int64)
-        values, sides = None, np.zeros(0, np.int8)
+        values = None
     touched = concat_ids([vertex_ids, vids])
     changed = set()
-    vertex_groups = key_groups(vertex_ids, max_parallelism)
-    half_groups = key_groups(vids, max_parallelism)
-    for group in np.unique(np.concatenate([vertex_groups, half_groups])).tolist():
+    vertex_groups, vertex_order, vertex_bounds = _grouped(vertex_ids, max_parallelism)
+    half_groups, half_order, half_bounds = _grouped(vids, max_parallelism)
+    vertex_ids = vertex_ids[vertex_order]
+    vids, others, sides = vids[half_order], others[half_order], sides[half_order]
+    if values is not None:
+        values = values[half_order]
+    for group in np.union1d(vertex_groups, half_groups).tolist():
         key = chunk_key(group, max_parallelism)
         chunk = chunks.get(key)
         chunk = empty_chunk() if chunk is None else list(chunk)
-        mine = vertex_groups == group
-        ids_here = vertex_ids[mine]
-        half_here = half_groups == group
-        candidates = _first_seen(concat_ids([ids_here, vids[half_here]]))
-        positions, found = IdIndex(chunk[0]).lookup(candidates)
+        ids_here = vertex_ids[vertex_bounds[group]:vertex_bounds[group + 1]]
+        lo, hi = half_bounds[group], half_bounds[group + 1]
+        candidates = _first_seen(concat_ids([ids_here, vids[lo:hi]]))
+        _, found = IdIndex(chunk[0]).lookup(candidates)
         new = candidates[~found]
         if len(new):
             chunk[0] = concat_ids([chunk[0], new])
@@ -100,19 +135,70 @@ def add_window_input(chunks: dict, records: list, max_parallelism: int) -> tuple
             at, _ = IdIndex(chunk[0]).lookup(ids_here)
             chunk[1] = chunk[1].copy()
             chunk[1][at] = [given[v] for v in ids_here.tolist()]
-        if half_here.any():
+        if hi > lo:
             old_count = len(chunk[2])
-            chunk[2] = concat_ids([chunk[2], vids[half_here]])
-            chunk[3] = concat_ids([chunk[3], others[half_here]])
+            chunk[2] = concat_ids([chunk[2], vids[lo:hi]])
+            chunk[3] = concat_ids([chunk[3], others[lo:hi]])
             if values is not None or chunk[4] is not None:
                 old = chunk[4] if chunk[4] is not None else np.full(old_count, None, dtype=object)
-                more = (values[half_here] if values is not None
-                        else np.full(int(half_here.sum()), None, dtype=object))
+                more = values[lo:hi] if values is not None else np.full(hi - lo, None, dtype=object)
                 chunk[4] = np.concatenate([old, more])
-            chunk[5] = np.concatenate([chunk[5], sides[half_here]])
+            chunk[5] = np.concatenate([chunk[5], sides[lo:hi]])
         chunks[key] = chunk
         changed.add(key)
     return changed, touched
+
+
+def _owned(ids: np.ndarray, max_parallelism: int, owned: range | None) -> np.ndarray | None:
+    """A mask of the ids in the ``owned`` key groups (None: all are)."""
+    if owned is None or (owned.start == 0 and owned.stop >= max_parallelism):
+        return None
+    groups = key_groups(ids, max_parallelism)
+    return (groups >= owned.start) & (groups < owned.stop)
+
+
+def _add_vertex_block(given: dict, block, max_parallelism: int, owned: range | None) -> None:
+    ids = id_array(block.ids)
+    values = block.values
+    keep = _owned(ids, max_parallelism, owned)
+    if keep is not None:
+        ids = ids[keep]
+        values = None if values is None else np.asarray(values, dtype=object)[keep]
+    if values is None:
+        given.update(dict.fromkeys(ids.tolist()))
+    else:
+        given.update(zip(ids.tolist(), np.asarray(values, dtype=object).tolist(), strict=True))
+
+
+def _edge_block_halves(block, directed: bool, max_parallelism: int, owned: range | None):
+    """The edge halves of a block of edges, as arrays, those of the ``owned`` vertices only."""
+    src, dst = id_array(block.src), id_array(block.dst)
+    values = None if block.values is None else np.asarray(block.values)
+    if directed:
+        vids, others = concat_ids([src, dst]), concat_ids([dst, src])
+        sides = np.concatenate([np.full(len(src), OUT, np.int8), np.full(len(dst), IN, np.int8)])
+        both = None if values is None else np.concatenate([values, values])
+    else:  # an undirected edge is an out-edge at both ends, a self-loop once
+        other_end = np.asarray(src != dst, dtype=bool)
+        vids, others = concat_ids([src, dst[other_end]]), concat_ids([dst, src[other_end]])
+        sides = np.full(len(vids), OUT, np.int8)
+        both = None if values is None else np.concatenate([values, values[other_end]])
+    keep = _owned(vids, max_parallelism, owned)
+    if keep is not None:
+        vids, others, sides = vids[keep], others[keep], sides[keep]
+        both = None if both is None else both[keep]
+    if both is not None and both.dtype != object:
+        both = both.astype(object)
+    return vids, others, both, sides
+
+
+def _grouped(ids: np.ndarray, max_parallelism: int):
+    """The key groups present in ``ids``, the stable order that sorts ``ids`` by key group and the
+    bounds of each group in that order (``bounds[g]:bounds[g + 1]``)."""
+    groups = key_groups(ids, max_parallelism)
+    order = np.argsort(groups, kind="stable")
+    bounds = np.searchsorted(groups[order], np.arange(max_parallelism + 1))
+    return np.unique(groups), order, bounds
 
 
 class Partition:
