@@ -197,7 +197,10 @@ class JobDriver:
             host.backend.snapshot_every, self.config["state.iteration_checkpoint_interval"])
         self.name = name
         self.coordinator = coordinator
-        self.result = self.seed or TaskResult(name, self.config["metrics.kept_windows"])
+        # A restart goes on after the last completed window in the store (a commit may have become
+        # durable after the failed driver last looked): what came after it is computed again.
+        self.result = (self.seed.keep_until(resume_from) if self.seed is not None
+                       else TaskResult(name, self.config["metrics.kept_windows"]))
         self.seconds_before = self.result.seconds
         self.sources = tuple(v.name for v in graph.pipeline.sources())
         self.launched: dict[tuple[int, int], float] = {}
@@ -292,12 +295,9 @@ class JobDriver:
         return self.result
 
     def completed_result(self, before: TaskResult | None) -> TaskResult | None:
-        """What the run produced up to its last completed window (a restart computes the rest)."""
+        """What the run produced so far (the next driver keeps it up to its resume point)."""
         result = getattr(self, "result", None)
-        scheduler = getattr(self, "scheduler", None)
-        if result is None or scheduler is None:
-            return before
-        return result.keep_until(scheduler.committed)
+        return before if result is None else result
 
     def _handle_report(self, report) -> None:
         if not isinstance(report, _Flushed):

@@ -1,0 +1,299 @@
+"""The worker host (environment.workers = 2): jobs against plain-Python oracles, and failover.
+
+Pipelines: a keyed count in size windows (per window, the updated totals of a ``Counter``), an
+event-time tumbling count (a ``Counter`` per window and key), and connected components across two
+workers (networkx). Failover: a worker process is sent a real SIGKILL at several points of a run (the
+first window, a later one, twice in one run); the run goes on by itself and its output equals a
+plain-Python oracle, and the restarts are counted by the listeners and by ``gyreflow_restarts_total``.
+A killed ``gyreflow run`` (the driver) leaves no worker behind, and ``--resume`` completes the output;
+a restart strategy that gives up stops the job with one ``error:`` line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from pathlib import Path
+
+import networkx as nx
+import pytest
+from prometheus_client import generate_latest
+
+from gyreflow.api import Environment, FileSink, SizeTumblingWindow, Tumbling
+from gyreflow.api.graph import GraphView, algorithms
+from gyreflow.api.service.monitor import JobMonitor
+from gyreflow.runtime.driver import JobListener, Listeners
+from gyreflow.runtime.errors import UserFunctionError
+
+WORKERS = {"environment.workers": 2, "restart.delay": 0.01}
+WORDS = [f"w{(i * 7919) % 37}" for i in range(1200)]
+WINDOW = 100
+
+
+def env(parallelism: int = 2, **config) -> Environment:
+    return Environment.local(parallelism, progress=False, config={**WORKERS, **config})
+
+
+def updated_totals(words: list, window: int, size: int = WINDOW) -> list:
+    """Oracle: the keys window ``window`` updated, each with its count over every window so far."""
+    totals = Counter(words[:window * size])
+    return sorted((w, totals[w]) for w in set(words[(window - 1) * size:window * size]))
+
+
+def per_window(result, name: str) -> dict[int, list]:
+    return {window: sorted(records)
+            for window, records in result["job"].collected.get(name, {}).items()}
+
+
+def test_keyed_counts_in_windows_equal_a_counter():
+    pipeline = env(3).pipeline("counts")  # 3 counting tasks on 2 workers: worker 0 runs two
+
+    @pipeline.task(name="job")
+    def job(ctx):
+        words = ctx.source(WORDS, SizeTumblingWindow(WINDOW)).with_parallelism(1)
+        words.key_by().count().collect("counts")
+
+    got = per_window(pipeline.execute(), "counts")
+    windows = len(WORDS) // WINDOW
+    assert got == {w: updated_totals(WORDS, w) for w in range(1, windows + 1)}
+
+
+def test_an_event_time_tumbling_count_equals_a_counter_per_window():
+    # Out of order by 3 time units, within max_delay: nothing is late; a window fires once the
+    # watermark (the largest timestamp minus 5) passes its end.
+    events = [(f"k{i % 5}", i * 0.5 + (3.0 if i % 2 else 0.0)) for i in range(1200)]
+    pipeline = env(2).pipeline("event-time")
+
+    @pipeline.task(name="job")
+    def job(ctx):
+        (ctx.source(events, SizeTumblingWindow(50)).with_parallelism(1)
+         .with_timestamps(lambda e: e[1], max_delay=5.0)
+         .key_by(lambda e: e[0]).window(Tumbling(100)).count().collect("counts"))
+
+    result = pipeline.execute()
+    got = Counter()
+    for records in result["job"].collected["counts"].values():
+        for key, start, _end, count in records:
+            got[(key, start)] += count
+    watermark = max(ts for _, ts in events) - 5.0
+    expected = Counter((key, ts // 100 * 100) for key, ts in events
+                       if ts // 100 * 100 + 100 <= watermark)
+    assert expected and got == expected
+
+
+def test_connected_components_across_two_workers_equal_networkx():
+    edges = [(i, (i * 13 + 5) % 80) for i in range(0, 80, 2)] + [(i, i + 1) for i in range(0, 79, 5)]
+    vertices = [(i, 0) for i in range(80)]
+    pipeline = env(2).pipeline("wcc")
+
+    @pipeline.task(name="job")
+    def job(ctx):
+        graph = GraphView(ctx.source(vertices), ctx.source(edges), directed=False)
+        algorithms.wcc(graph).collect("wcc")
+
+    got = dict(pipeline.execute().output("wcc"))
+    reference = nx.Graph()
+    reference.add_nodes_from(range(80))
+    reference.add_edges_from(edges)
+    assert got == {v: min(c) for c in nx.connected_components(reference) for v in c}
+
+
+def test_a_user_error_in_a_worker_is_reported_and_not_restarted():
+    restarts = []
+
+    class Restarts(JobListener):
+        def on_restart(self, name, graph, window):
+            restarts.append(window)
+
+    pipeline = env(2).pipeline("fails")
+
+    @pipeline.task(name="job")
+    def job(ctx):
+        ctx.source(WORDS, SizeTumblingWindow(WINDOW)).map(lambda w: 1 // (w != "w5")).collect("x")
+
+    with pytest.raises(UserFunctionError, match="'w5'"):
+        pipeline.execute(listener=Restarts())
+    assert restarts == []
+
+
+# Failover: real SIGKILLs to worker processes --------------------------------------------------
+
+
+def worker_pids() -> list[int]:
+    """This process's children that are forks of it (the worker processes, not the writer)."""
+    me = os.getpid()
+    mine = Path(f"/proc/{me}/cmdline").read_bytes()
+    pids = []
+    for task in Path(f"/proc/{me}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            try:
+                if Path(f"/proc/{child}/cmdline").read_bytes() == mine:
+                    pids.append(int(child))
+            except OSError:
+                continue
+    return sorted(pids)
+
+
+class KillWorker(JobListener):
+    """Sends SIGKILL to one worker process when the job finishes the given windows (once each)."""
+
+    def __init__(self, windows: tuple[int, ...]) -> None:
+        self.windows = list(windows)
+        self.restarts: list[int] = []
+        self.killed: list[int] = []
+
+    def on_window(self, metrics) -> None:
+        if self.windows and metrics.window >= self.windows[0]:
+            self.windows.pop(0)
+            pid = worker_pids()[-1]
+            os.kill(pid, signal.SIGKILL)
+            self.killed.append(pid)
+
+    def on_restart(self, name, graph, window) -> None:
+        self.restarts.append(window)
+
+
+@pytest.mark.parametrize("windows", [(1,), (6,), (2, 8)], ids=["first", "later", "twice"])
+def test_a_killed_worker_is_restarted_and_the_output_equals_the_oracle(windows, tmp_path):
+    out = tmp_path / "out"
+    pipeline = env(2, **{"state.backend": "memory"}).pipeline("failover")
+
+    @pipeline.task(name="job")
+    def job(ctx):
+        words = ctx.source(WORDS, SizeTumblingWindow(WINDOW)).with_parallelism(1)
+        counts = words.key_by().count()
+        counts.collect("counts")
+        counts.sink(FileSink(str(out)))
+
+    killer = KillWorker(windows)
+    monitor = JobMonitor()
+    result = pipeline.execute(listener=Listeners([killer, monitor]))
+    assert len(killer.killed) == len(windows)
+    assert len(killer.restarts) == len(windows)
+    assert monitor.restarts == len(windows)
+    assert f"gyreflow_restarts_total {float(len(windows))}" in generate_latest(
+        monitor.registry).decode()
+    all_windows = range(1, len(WORDS) // WINDOW + 1)
+    assert per_window(result, "counts") == {w: updated_totals(WORDS, w) for w in all_windows}
+    published = {int(p.stem.split("-")[1]): sorted(tuple(json.loads(line))
+                                                   for line in p.read_text().splitlines())
+                 for p in out.glob("window-*.jsonl")}
+    assert published == {w: updated_totals(WORDS, w) for w in all_windows}
+    assert not worker_pids()  # every worker process of the run ended with it
+
+
+# The command line -----------------------------------------------------------------------------
+
+SCRIPT = """
+import sys, time
+from gyreflow.api import Environment, FileSink, SizeTumblingWindow
+
+words = [f"w{{(i * 7919) % 37}}" for i in range({words})]
+
+def slow(word):
+    if word == "w0":
+        time.sleep({pause})
+    return word
+
+env = Environment.from_config(overrides={{"environment.parallelism": 2}})
+pipeline = env.pipeline("cli")
+
+@pipeline.task(name="job")
+def job(ctx):
+    (ctx.source(words, SizeTumblingWindow({window})).with_parallelism(1).map(slow)
+     .key_by().count().sink(FileSink(sys.argv[1])))
+
+pipeline.execute()
+"""
+
+
+def write_job(tmp_path: Path, words: int, pause: float) -> tuple[Path, Path, Path]:
+    script = tmp_path / "job.py"
+    script.write_text(SCRIPT.format(words=words, pause=pause, window=WINDOW), encoding="utf-8")
+    config = tmp_path / "job.toml"
+    config.write_text(textwrap.dedent(f"""
+        [state]
+        backend = "jdbc"
+        path = "{tmp_path / 'state'}"
+        [restart]
+        delay = 0.01
+        [progress]
+        enabled = false
+    """), encoding="utf-8")
+    return script, config, tmp_path / "out"
+
+
+def gyreflow(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "gyreflow", "run", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def published(out: Path) -> dict[int, list]:
+    return {int(p.stem.split("-")[1]): sorted(tuple(json.loads(line))
+                                              for line in p.read_text().splitlines())
+            for p in out.glob("window-*.jsonl")}
+
+
+def wait_for_windows(out: Path, count: int, process: subprocess.Popen, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while len(list(out.glob("window-*.jsonl"))) < count:
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "the job did not publish in time"
+        time.sleep(0.02)
+
+
+def test_a_killed_driver_leaves_no_worker_and_resume_completes_the_output(tmp_path):
+    words = 1500
+    script, config, out = write_job(tmp_path, words, 0.02)
+    args = ["--config", str(config), "--env", "local", "--workers", "2", "-q", str(script),
+            str(out)]
+    first = gyreflow(*args)
+    wait_for_windows(out, 3, first)
+    workers = [c for c in children_of(first.pid)
+               if Path(f"/proc/{c}/cmdline").read_bytes() == Path(
+                   f"/proc/{first.pid}/cmdline").read_bytes()]
+    assert len(workers) == 2
+    first.send_signal(signal.SIGKILL)
+    first.communicate()
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{pid}").exists() and "Z" not in
+              Path(f"/proc/{pid}/stat").read_text().split()[2] for pid in workers):
+        assert time.monotonic() < deadline, "a worker outlived its driver"
+        time.sleep(0.02)
+    second = gyreflow("--resume", *args)
+    stdout, stderr = second.communicate(timeout=120)
+    assert second.returncode == 0, stderr
+    expected_words = [f"w{(i * 7919) % 37}" for i in range(words)]
+    assert published(out) == {w: updated_totals(expected_words, w)
+                              for w in range(1, words // WINDOW + 1)}
+
+
+def test_a_strategy_that_gives_up_stops_the_job_with_one_error_line(tmp_path):
+    script, config, out = write_job(tmp_path, 1500, 0.02)
+    config.write_text(config.read_text().replace("delay = 0.01", "attempts = 0"), encoding="utf-8")
+    run = gyreflow("--config", str(config), "--env", "local", "--workers", "2", "-q", str(script),
+                   str(out))
+    wait_for_windows(out, 2, run)
+    me = Path(f"/proc/{run.pid}/cmdline").read_bytes()
+    worker = max(c for c in children_of(run.pid) if Path(f"/proc/{c}/cmdline").read_bytes() == me)
+    os.kill(worker, signal.SIGKILL)
+    _, stderr = run.communicate(timeout=60)
+    assert run.returncode == 6, stderr
+    first = stderr.splitlines()[0]
+    assert first.startswith("error: worker 1 (pid ") and "killed by SIGKILL" in first, stderr
