@@ -1,0 +1,165 @@
+"""The worker host against the in-process host: the same jobs with 2 worker processes and without.
+
+Two jobs, each at parallelism 2, timed interleaved in one run (best of ``--repeat``): the lambda-style
+word count (split, map to pairs, key by word, reduce with a lambda; 2M words in 20 windows) and an
+event-time tumbling count (1M events over 1,000 keys, 60-second windows). The ratio is the in-process
+time over the worker time; the target on a 2-core machine is 1.7x. Every run's output is checked
+against a plain-Python oracle.
+
+    python benchmarks/workers.py [--words 2000000] [--events 1000000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+from collections import Counter
+from operator import itemgetter
+
+from _common import (
+    DEFAULT_SEED,
+    command_line,
+    format_ratio,
+    format_seconds,
+    interleaved_best_of,
+    machine_line,
+    print_table,
+    word_lines,
+)
+from rich.console import Console
+
+from gyreflow.api import Environment, SizeTumblingWindow, Tumbling
+
+WINDOWS = 20
+PARALLELISM = 2
+WORKERS = 2
+EVENT_KEYS = 1000
+EVENT_WINDOW = 60.0
+MAX_DELAY = 5.0
+TARGET = 1.7
+
+err = Console(stderr=True)
+
+
+def environment(workers: int) -> Environment:
+    return Environment.local(PARALLELISM, progress=False,
+                             config={"environment.workers": workers, "control.enabled": False})
+
+
+def word_count(lines: list[str], workers: int):
+    """The lambda-style word count: 20 windows over every source task together."""
+    per_task = -(-len(lines) // (WINDOWS * PARALLELISM))
+
+    def run():
+        pipeline = environment(workers).pipeline("wordcount")
+
+        @pipeline.task(name="wordcount")
+        def wordcount(ctx):
+            (ctx.source(lines, SizeTumblingWindow(per_task)).flat_map(str.split)
+             .map(lambda w: (w, 1)).key_by(lambda kv: kv[0])
+             .reduce(lambda a, b: (a[0], a[1] + b[1])).collect("counts"))
+
+        return pipeline.execute()
+
+    return run
+
+
+def check_word_count(lines: list[str]):
+    expected = Counter(word for line in lines for word in line.split())
+
+    def check(result) -> None:
+        windows = result["wordcount"].window_count
+        got = dict(result.output("counts"))  # each window emits updated totals: keep the last
+        if windows != WINDOWS or got != dict(expected):
+            msg = f"word count: {windows} windows, counts equal: {got == dict(expected)}"
+            raise AssertionError(msg)
+
+    return check
+
+
+def events_of(count: int, seed: int = DEFAULT_SEED) -> list[tuple[str, float]]:
+    """``count`` events (key, seconds) 10 ms apart, up to 3 s out of order."""
+    rng = random.Random(seed)
+    return [(f"k{rng.randrange(EVENT_KEYS)}", i * 0.01 + rng.random() * 3.0) for i in range(count)]
+
+
+def tumbling_count(events: list, workers: int):
+    per_task = -(-len(events) // (WINDOWS * PARALLELISM))
+
+    def run():
+        pipeline = environment(workers).pipeline("event-time")
+
+        @pipeline.task(name="tumbling")
+        def tumbling(ctx):
+            (ctx.source(events, SizeTumblingWindow(per_task))
+             .with_timestamps(itemgetter(1), max_delay=MAX_DELAY)
+             .key_by(itemgetter(0)).window(Tumbling(EVENT_WINDOW)).count().collect("counts"))
+
+        return pipeline.execute()
+
+    return run
+
+
+def check_tumbling(events: list):
+    # Windows that end well before the last watermark (the slowest source's): all of them fired.
+    safe = (max(ts for _, ts in events) - MAX_DELAY - 600.0) // EVENT_WINDOW * EVENT_WINDOW
+    expected = Counter((key, ts // EVENT_WINDOW * EVENT_WINDOW) for key, ts in events
+                       if ts // EVENT_WINDOW * EVENT_WINDOW + EVENT_WINDOW <= safe)
+
+    def check(result) -> None:
+        got = Counter()
+        for key, start, _end, count in result.output("counts"):
+            if start + EVENT_WINDOW <= safe:
+                got[(key, start)] += count
+        if got != expected:
+            msg = f"event time: {len(got)} window counts, expected {len(expected)}"
+            raise AssertionError(msg)
+
+    return check
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--words", type=int, default=2_000_000, help="words of the word count")
+    parser.add_argument("--events", type=int, default=1_000_000, help="events of the tumbling count")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per case (best of)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    lines = word_lines(args.words)
+    events = events_of(args.events)
+    in_process, workers = "in-process", f"{WORKERS} workers"
+    cases = {
+        f"word count|{in_process}": word_count(lines, 1),
+        f"word count|{workers}": word_count(lines, WORKERS),
+        f"tumbling count|{in_process}": tumbling_count(events, 1),
+        f"tumbling count|{workers}": tumbling_count(events, WORKERS),
+    }
+    checks = {name: (check_word_count(lines) if name.startswith("word") else check_tumbling(events))
+              for name in cases}
+    err.print(f"{machine_line()}; {os.cpu_count()} CPUs")
+    timings = interleaved_best_of(
+        cases, args.repeat, check=checks,
+        on_run=lambda rep, name, seconds: err.print(f"  run {rep}: {name} {seconds:.2f} s"))
+    rows = []
+    worst = None
+    for job, amount in (("word count", f"{args.words:,} words"),
+                        ("tumbling count", f"{args.events:,} events")):
+        alone = timings[f"{job}|{in_process}"].best
+        spread = timings[f"{job}|{workers}"].best
+        ratio = alone / spread
+        worst = ratio if worst is None else min(worst, ratio)
+        rows.append([job, amount, format_seconds(alone), format_seconds(spread),
+                     format_ratio(ratio), format_ratio(TARGET)])
+    print_table(f"Worker host vs in-process ({WINDOWS} windows, parallelism {PARALLELISM})",
+                ["job", "input", f"{in_process} s", f"{workers} s", "speed-up", "target"], rows)
+    print(f"command: {command_line()}")
+    return 0 if worst >= TARGET else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
