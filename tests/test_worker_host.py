@@ -159,10 +159,13 @@ class KillWorker(JobListener):
         self.restarts.append(window)
 
 
-@pytest.mark.parametrize("windows", [(1,), (6,), (2, 8)], ids=["first", "later", "twice"])
-def test_a_killed_worker_is_restarted_and_the_output_equals_the_oracle(windows, tmp_path):
+@pytest.mark.parametrize(("windows", "backend"), [((1,), "memory"), ((6,), "memory"),
+                                                  ((2, 8), "rocksdb")],
+                         ids=["first", "later", "twice-rocksdb"])
+def test_a_killed_worker_is_restarted_and_the_output_equals_the_oracle(windows, backend, tmp_path):
     out = tmp_path / "out"
-    pipeline = env(2, **{"state.backend": "memory"}).pipeline("failover")
+    state = {"state.backend": backend, "state.path": str(tmp_path / "state")}
+    pipeline = env(2, **state).pipeline("failover")
 
     @pipeline.task(name="job")
     def job(ctx):

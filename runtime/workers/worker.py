@@ -36,6 +36,7 @@ from gyreflow.runtime.workers.wire import decode, encode, portable, worker_of
 from gyreflow.scheduler.events import EventKind, TaskFailed
 
 DRIVER = -1  # the source index of the driver's connection
+SWITCH_SECONDS = 0.0005
 _SUPERSTEPS = (EventKind.EXECUTE_FIRST_ITERATION, EventKind.EXECUTE_COMPUTE,
                EventKind.RESTORE_ITERATION)
 
@@ -62,6 +63,9 @@ def serve(setup: WorkerSetup, index: int) -> None:
     # A Ctrl-C reaches every process of the terminal's group: the driver decides how the job stops.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # The receiving threads take the interpreter lock from the computing thread to drain their
+    # sockets: at the default 5 ms they kept senders waiting on full socket buffers.
+    sys.setswitchinterval(SWITCH_SECONDS)
     code = 0
     try:
         Worker(setup, index).run()
