@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from gyreflow.plan import operators as specs
 from gyreflow.runtime.dataflow import event_time, notifications, windowing
-from gyreflow.runtime.dataflow.array_graph_operator import ArrayGraphOperator
 from gyreflow.runtime.dataflow.graph_operator import GraphOperator
 from gyreflow.runtime.dataflow.operators import (
     AggregateOperator,
@@ -44,7 +43,11 @@ def build_operator(name: str, spec: specs.OperatorSpec) -> Operator:
     if isinstance(spec, specs.CollectSpec):
         return CollectOperator(name, spec.name)
     if isinstance(spec, specs.GraphComputeSpec):
-        return (ArrayGraphOperator if spec.arrays else GraphOperator)(name, spec)
+        if spec.arrays:  # numpy and scipy are imported by the jobs that compute on arrays only
+            from gyreflow.runtime.dataflow.array_graph_operator import ArrayGraphOperator
+
+            return ArrayGraphOperator(name, spec)
+        return GraphOperator(name, spec)
     if isinstance(spec, specs.ContextMapSpec):
         return windowing.ContextMapOperator(name, spec.fn)
     if isinstance(spec, specs.TimestampSpec):
