@@ -274,17 +274,20 @@ class ArrayGraphOperator(GraphOperator):
         for table in self.ctx.state.tables.values():
             if table.name.startswith(f"{self.name}:"):
                 tables[table.name] = (table.data, table.changed, table.removed)
-        return (tables, self.part, self.values, self.collecting, self.pending, self.touched,
+        # Not the CSR partition: it is rebuilt from the chunks where needed, and leaving it out
+        # keeps the bytes a Spark step persists per task to the graph itself.
+        return (tables, self.values, self.collecting, self.pending, self.touched,
                 self.before, self.fresh, self.num_vertices, self.window)
 
     def import_state(self, state: tuple) -> None:
         """Take over what ``export_state`` gave."""
-        (tables, self.part, self.values, self.collecting, self.pending, self.touched,
+        (tables, self.values, self.collecting, self.pending, self.touched,
          self.before, self.fresh, self.num_vertices, self.window) = state
         for name, (data, changed, removed) in tables.items():
             table = self.ctx.state.table(name)
             table.data, table.changed, table.removed = data, changed, removed
         self._tables()
+        self.part = self._build(self.graph.data) if self.graph.data else None
 
 
 def _concat(parts: list) -> np.ndarray:
