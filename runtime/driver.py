@@ -3,9 +3,10 @@
 It owns the scheduler core (which decides when a window is snapshotted and when it is complete), the
 checkpoint coordinator (resume, commit, prune), the order commit -> publish -> prune, the crash
 points, failure draining and per-window metrics. An engine is a ``Host`` (runtime/host.py): the
-in-process host (runtime/local) or the Spark host (runtime/spark). A ``JobRun`` is one run of a job
-from its start to its end: a rescale inside it builds a new host and driver, the run's job lock and
-state location stay.
+in-process host (runtime/local), the worker host (runtime/workers) or the Spark host (runtime/spark).
+A ``JobRun`` is one run of a job from its start to its end: a rescale or a restart after a failure
+(failover, as the restart strategy allows) builds a new host and driver inside it, the run's job lock
+and state location stay.
 """
 
 from __future__ import annotations
@@ -451,10 +452,15 @@ class JobRun:
     """One run of a job from its start to its end, across the restarts inside it.
 
     A rescale stops the job's tasks at a window boundary and starts them again with another
-    parallelism: a new host and a new driver, the same run. What belongs to the run is taken once
-    and kept until it ends: the job lock (no other run may take the job in between), the state
-    location every host of the run opens (``backend``; whoever made a scratch location for the run
-    removes it after ``execute``), the control inbox and the result so far.
+    parallelism: a new host and a new driver, the same run. A failure the restart strategy
+    (``restart.*``, runtime/workers/restart.py) takes on, such as a worker process that died, starts
+    every task again from the last completed window the same way (failover). With
+    ``environment.workers`` above 1, a local run's hosts are worker hosts.
+
+    What belongs to the run is taken once and kept until it ends: the job lock (no other run may
+    take the job in between), the state location every host of the run opens (``backend``; whoever
+    made a scratch location for the run removes it after ``execute``), the control inbox and the
+    result so far.
 
     >>> JobRun(config, backend, lambda b: LocalHost(config, b)).execute("job", graph)  # doctest: +SKIP
     """
