@@ -30,6 +30,8 @@ from gyreflow.api.graph import GraphView, algorithms
 from gyreflow.api.service.monitor import JobMonitor
 from gyreflow.runtime.driver import JobListener, Listeners
 from gyreflow.runtime.errors import UserFunctionError
+from gyreflow.runtime.workers.restart import RestartStrategy
+from gyreflow.runtime.workers.wire import WorkerLostError
 
 WORKERS = {"environment.workers": 2, "restart.delay": 0.01}
 WORDS = [f"w{(i * 7919) % 37}" for i in range(1200)]
@@ -122,6 +124,40 @@ def test_a_user_error_in_a_worker_is_reported_and_not_restarted():
     assert restarts == []
 
 
+def test_user_errors_are_restarted_only_when_configured_then_the_last_one_stops_the_job():
+    restarts = []
+
+    class Restarts(JobListener):
+        def on_restart(self, name, graph, window):
+            restarts.append(window)
+
+    pipeline = env(2, **{"restart.user_errors": True, "restart.attempts": 2}).pipeline("fails")
+
+    @pipeline.task(name="job")
+    def job(ctx):
+        ctx.source(WORDS, SizeTumblingWindow(WINDOW)).map(lambda w: 1 // (w != "w5")).collect("x")
+
+    with pytest.raises(UserFunctionError, match="'w5'"):
+        pipeline.execute(listener=Restarts())
+    assert restarts == [0, 0]  # it fails in the first window: nothing was completed before
+
+
+def test_the_restart_delays_grow_to_their_cap_and_start_over_after_a_healthy_period():
+    now = [0.0]
+    strategy = RestartStrategy(attempts=3, delay=1.0, backoff=2.0, max_delay=3.0,
+                               reset_seconds=100.0, clock=lambda: now[0])
+    lost = WorkerLostError("worker 0 (pid 1) of job 'x' killed by SIGKILL")
+    delays = []
+    for _ in range(4):
+        delays.append(strategy.delay_for(lost))
+        now[0] += 10.0
+    assert delays == [1.0, 2.0, 3.0, None]  # doubled, capped at 3, then the attempts ran out
+    now[0] += 100.0  # a healthy period
+    assert strategy.delay_for(lost) == 1.0
+    assert strategy.delay_for(UserFunctionError("op", 1, "t", "r", ValueError("x"))) is None
+    assert strategy.delay_for(KeyError("not a failure a restart may cure")) is None
+
+
 # Failover: real SIGKILLs to worker processes --------------------------------------------------
 
 
@@ -189,6 +225,20 @@ def test_a_killed_worker_is_restarted_and_the_output_equals_the_oracle(windows, 
                  for p in out.glob("window-*.jsonl")}
     assert published == {w: updated_totals(WORDS, w) for w in all_windows}
     assert not worker_pids()  # every worker process of the run ended with it
+
+
+def test_the_job_stops_with_the_last_error_once_the_attempts_ran_out(tmp_path):
+    pipeline = env(2, **{"restart.attempts": 1}).pipeline("gives-up")
+
+    @pipeline.task(name="job")
+    def job(ctx):
+        ctx.source(WORDS, SizeTumblingWindow(WINDOW)).with_parallelism(1).key_by().count().collect("c")
+
+    killer = KillWorker((2, 6))
+    with pytest.raises(WorkerLostError, match=r"killed by SIGKILL \(the job stopped after 1 restart"):
+        pipeline.execute(listener=killer)
+    assert len(killer.restarts) == 1 and len(killer.killed) == 2
+    assert not worker_pids()
 
 
 # The command line -----------------------------------------------------------------------------
