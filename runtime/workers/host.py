@@ -55,6 +55,7 @@ class WorkerHost:
         self._conns: list = []
         self._lost: str | None = None
         self._closing = False
+        self._wake_fds: tuple[int, ...] = ()
 
     @property
     def writer(self) -> WatchedWriter:
@@ -89,7 +90,7 @@ class WorkerHost:
         self._drain_sent = False
         # Durable writes and commits wake a wait for worker messages (the driver and the workers
         # wait for them).
-        self._wake_read, self._wake_write = os.pipe()
+        self._wake_read, self._wake_write = self._wake_fds = os.pipe()
         os.set_blocking(self._wake_write, False)
         self._start(WorkerSetup(job, graph, self.config, self.backend, self.count, None,
                                 os.urandom(32), rescaled, dict(cycle_ends or {}), os.getpid()))
@@ -361,8 +362,9 @@ class WorkerHost:
                 conn.close()
             if self._writer is not None:
                 self._writer.close()
-                os.close(self._wake_read)
-                os.close(self._wake_write)
+            for fd in self._wake_fds:
+                os.close(fd)
+            self._wake_fds = ()
             if self._store is not None and self.backend.name != "memory":
                 self._store.close()
 
