@@ -8,19 +8,22 @@ cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
 FAST=0
+STARTED=$SECONDS
+# Each step names itself with the seconds spent so far: where the suite's time goes.
+step() { echo "== [$((SECONDS - STARTED)) s] $*"; }
 if [ "${1:-}" = "--fast" ]; then
   FAST=1
   shift
 fi
 
-echo "== installing gyreflow and test dependencies (versions from requirements/test.txt)"
+step "installing gyreflow and test dependencies (versions from requirements/test.txt)"
 # The lock pins every test, docs and lint tool and what they pull in, so a new machine resolves
 # nothing; scripts/lock.sh refreshes it. uv installs it (in 45 s where pip takes 2 minutes here).
 "$PYTHON" -m pip install --quiet --disable-pip-version-check "uv>=0.5,<1"
 "$PYTHON" -m uv pip install --quiet --python "$PYTHON" -r requirements/test.txt -e ".[test]"
 
 if [ "$FAST" = 0 ]; then
-echo "== checking Java 17 (needed by the Spark environment)"
+step "checking Java 17 (needed by the Spark environment)"
 if ! java -version 2>&1 | grep -qE 'version "17'; then
   if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
     apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless >/dev/null
@@ -31,13 +34,13 @@ if ! java -version 2>&1 | grep -qE 'version "17'; then
   }
 fi
 
-echo "== a class-data archive for the Spark driver JVMs the tests start (once per machine)"
+step "a class-data archive for the Spark driver JVMs the tests start (once per machine)"
 export GYREFLOW_TEST_SPARK_DRIVER_OPTIONS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 GYREFLOW_TEST_SPARK_CLASS_ARCHIVE=$("$PYTHON" scripts/spark_class_archive.py .cache/spark-classes \
   "$GYREFLOW_TEST_SPARK_DRIVER_OPTIONS" || true)
 export GYREFLOW_TEST_SPARK_CLASS_ARCHIVE
 
-echo "== checking Chromium, ChromeDriver and Graphviz (the web page and explain tests)"
+step "checking Chromium, ChromeDriver and Graphviz (the web page and explain tests)"
 missing=()
 command -v chromium >/dev/null || missing+=(chromium)
 command -v chromedriver >/dev/null || missing+=(chromium-driver)
@@ -51,7 +54,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
-echo "== fetching Mermaid (its own parser checks explain's Mermaid output)"
+step "fetching Mermaid (its own parser checks explain's Mermaid output)"
 mermaid_dir=.cache/mermaid
 if [ ! -f "$mermaid_dir/package/dist/mermaid.min.js" ]; then
   mkdir -p "$mermaid_dir"
@@ -61,7 +64,7 @@ export GYREFLOW_TEST_MERMAID_JS="$PWD/$mermaid_dir/package/dist/mermaid.min.js"
 
 fi
 
-echo "== starting a throwaway PostgreSQL server for the JDBC tests"
+step "starting a throwaway PostgreSQL server for the JDBC tests"
 if [ -z "${GYREFLOW_TEST_POSTGRES_URL:-}" ]; then
   pgdir=$(mktemp -d /tmp/gyreflow-pg.XXXXXX)
   port=$("$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -69,18 +72,19 @@ if [ -z "${GYREFLOW_TEST_POSTGRES_URL:-}" ]; then
   trap 'bash scripts/postgres.sh stop "$pgdir"; rm -rf "$pgdir"' EXIT
 fi
 
-echo "== lint (ruff, the version pinned in the test extras)"
+step "lint (ruff, the version pinned in the test extras)"
 "$PYTHON" -m ruff check .
 
 if [ "$FAST" = 1 ]; then
-  echo "== running the in-process tests (no Spark, no processes of their own)"
+  step "running the in-process tests (no Spark, no processes of their own)"
   "$PYTHON" -m pytest -q -p no:benchmark -n "${GYREFLOW_TEST_WORKERS:-2}" --dist loadgroup \
     -m "not spark and not processes" "$@"
   exit
 fi
 
-echo "== building the documentation and its API reference (mkdocs --strict)"
+step "building the documentation and its API reference (mkdocs --strict)"
 PYTHON="$PYTHON" bash scripts/build-docs.sh
 
-echo "== running the tests (parallel workers; GYREFLOW_TEST_WORKERS overrides)"
+step "running the tests (parallel workers; GYREFLOW_TEST_WORKERS overrides)"
 "$PYTHON" -m pytest -q -p no:benchmark -n "${GYREFLOW_TEST_WORKERS:-3}" --dist loadgroup --durations=15 "$@"
+step "finished"
