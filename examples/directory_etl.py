@@ -11,6 +11,7 @@ Rows the CSV reader cannot read (a price that is no number, a missing cell) are 
 from __future__ import annotations
 
 import argparse
+from operator import itemgetter
 
 from gyreflow.api import DirectorySource, Environment, ParquetSink, SizeTumblingWindow
 
@@ -45,7 +46,7 @@ def build(pipeline, input_dir: str, output: str, window: int, follow: bool = Fal
         orders = (ctx.source(source, SizeTumblingWindow(window), name="orders")
                   .with_parallelism(readers))
         (orders.filter(is_valid).with_name("valid").map(clean).with_name("clean")
-         .key_by(lambda row: row["city"]).window().apply(city_totals).with_name("totals")
+         .key_by(itemgetter("city")).window().apply(city_totals).with_name("totals")
          .map(lambda pair: {"city": pair[0], "orders": pair[1][0], "revenue": pair[1][1]})
          .with_name("rows")
          .sink(ParquetSink(output, columns=COLUMNS)).with_name("parquet"))

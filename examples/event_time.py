@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from operator import itemgetter
 
 from gyreflow.api import Environment, FileSink, FileSource, Session, SizeTumblingWindow, Sliding, Tumbling
 
@@ -51,8 +52,8 @@ def format_late(_window: int, event: dict) -> str:
     return json.dumps(event)
 
 
-def value_of(event: dict) -> int:
-    return event["value"]
+# Fields by itemgetter (C): a Python function per record costs more than the field lookup itself.
+timestamp_of, key_of, value_of = itemgetter("ts"), itemgetter("key"), itemgetter("value")
 
 
 def build(pipeline, input_path: str, window, agg: str, max_delay: float, output: str):
@@ -64,9 +65,9 @@ def build(pipeline, input_path: str, window, agg: str, max_delay: float, output:
         events = (ctx.source(FileSource(input_path), SizeTumblingWindow(LINES_PER_WINDOW))
                   .with_name("lines").with_parallelism(1)
                   .map(json.loads).with_name("parse").with_parallelism(1))
-        windowed = (events.with_timestamps(lambda e: e["ts"], max_delay=max_delay)
+        windowed = (events.with_timestamps(timestamp_of, max_delay=max_delay)
                     .with_name("timestamps").with_parallelism(1)
-                    .key_by(lambda e: e["key"]).window(window))
+                    .key_by(key_of).window(window))
         if agg == "count":
             results = windowed.count()
         else:

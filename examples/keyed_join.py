@@ -25,6 +25,7 @@ import json
 import os
 import random
 from decimal import Decimal
+from operator import itemgetter
 from pathlib import Path
 
 from gyreflow.api import Environment, FileSink, FileSource, SizeTumblingWindow
@@ -99,16 +100,16 @@ def build(pipeline, orders_path: str, customers_path: str, window: int, output: 
         orders = (
             ctx.source(FileSource(orders_path), SizeTumblingWindow(window)).with_name("orders")
             .map(parse_order).with_name("parse-orders")
-            .key_by(lambda order: order[1])
+            .key_by(itemgetter(1))
         )
         customers = (
             ctx.source(FileSource(customers_path), SizeTumblingWindow(window))
             .with_name("customers")
             .map(parse_customer).with_name("parse-customers")
-            .key_by(lambda customer: customer[0])
+            .key_by(itemgetter(0))
         )
         joined = orders.join(customers, city_amount).with_name("join")
-        totals = joined.key_by(lambda pair: pair[0]).reduce(add_amounts).with_name("totals")
+        totals = joined.key_by(itemgetter(0)).reduce(add_amounts).with_name("totals")
         if parallelism is not None:
             joined.with_parallelism(parallelism)
             totals.with_parallelism(parallelism)
