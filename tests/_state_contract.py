@@ -361,8 +361,25 @@ def stored_cells(ctx: Ctx, job: str) -> dict[tuple[str, int, bytes], dict[int, b
             STATE.c.job == job)
         with store.engine.connect() as conn:
             for tbl, kg, k, version, v in conn.execute(query):
-                cells.setdefault((tbl, kg, bytes(k)), {})[version] = bytes(v)
+                assert bytes(k) == b""  # one row per chunk
+                written, values, removed = parse_sql_chunk(bytes(v))
+                for key, value in [*zip(written, values, strict=True), *((k, None) for k in removed)]:
+                    cells.setdefault((tbl, kg, dumps(key)), {})[version] = encode_value(
+                        None if value is None else dumps(value))
     return cells
+
+
+def parse_sql_chunk(blob: bytes) -> tuple[list, list, list]:
+    """``(written keys, values, removed keys)`` of a chunk the jdbc store keeps in ``gyreflow_state.v``:
+    a 16-byte tag, written keys, key count and keys length (>I each), the pickled keys and values."""
+    _, written, count, length = struct.unpack_from(">16sIII", blob)
+    keys_blob = blob[28:28 + length]
+    unpickler = pickle.Unpickler(io.BytesIO(blob[28:]))
+    keys = unpickler.load()
+    values = unpickler.load()
+    assert keys == pickle.loads(keys_blob)
+    assert len(keys) == count and len(values) == written
+    return keys[:written], values, keys[written:]
 
 
 def checkpoint_cells(store, job: str) -> dict[tuple[str, int, bytes], dict[int, bytes]]:
@@ -467,10 +484,13 @@ def corrupt_row(ctx: Ctx, job: str, victim: StateRow, version: int,
         path = checkpoint_object(store, job, "state", table, "kg-0-128", f"{version:012d}.d")
         damage_checkpoint_frame(store, path, kg, fn)
     else:
+        # the chunk holding the key at that version: its whole stored value is damaged
         where = sa.and_(STATE.c.job == job, STATE.c.tbl == table, STATE.c.kg == kg,
-                        STATE.c.k == key, STATE.c.version == version)
+                        STATE.c.version == version)
         with store.engine.begin() as conn:
             stored = bytes(conn.execute(sa.select(STATE.c.v).where(where)).scalar_one())
+            written, _, removed = parse_sql_chunk(stored)
+            assert key in [dumps(k) for k in [*written, *removed]]
             conn.execute(sa.update(STATE).where(where).values(v=fn(stored)))
 
 

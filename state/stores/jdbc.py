@@ -1,8 +1,15 @@
 """The JDBC snapshot store: SQLAlchemy over an SQLite file (embedded default) or PostgreSQL.
 
+A snapshot writes one ``gyreflow_state`` row per changed key group and state table: the chunk of
+what the version changed there (``state.snapshot.StateChunk``: its keys pickled in one list, its
+values in another), in the row's ``v``; its ``k`` is empty (state written by older versions, one row
+per key, is refused with a message, not read). Pruning folds the chunks at or before the oldest
+retained version of the key groups a crossing version changed into one
+(``state.snapshot.worth_folding``): the work follows the change, not the state.
+
 Every value is tagged with the job's key over what identifies it (``state.sealing``). A lost row is
-found by counting: ``gyreflow_counts`` holds, per table, key group and version, how many state rows
-are stored (written in the transaction that writes them, corrected by the prune that deletes some),
+found by counting: ``gyreflow_counts`` holds, per table, key group and version, how many keys the
+stored chunk holds (written in the transaction that writes it, replaced by the prune that folds it),
 and a restore compares what it read with it.
 """
 
@@ -22,12 +29,20 @@ from gyreflow.state.shared.snapshot import (
     JobMeta,
     SnapshotCorruptedError,
     SnapshotStore,
+    StateChunk,
     TaskSnapshot,
+    chunk_context,
+    chunks_of_rows,
+    covers,
+    decode_chunk,
     decode_value,
+    dumps,
+    encode_chunk,
     encode_value,
-    latest_rows,
+    merge_chunks,
     record_context,
-    row_context,
+    unpickle_chunk,
+    worth_folding,
 )
 from gyreflow.state.stores.sql_urls import (
     connect_args,
@@ -66,6 +81,7 @@ COUNTS = sa.Table(
     sa.Column("kg", sa.Integer, primary_key=True),
     sa.Column("version", sa.BigInteger, primary_key=True),
     sa.Column("v", sa.LargeBinary, nullable=False),
+    sa.Index("gyreflow_counts_by_version", "job", "version"),
 )
 RECORDS = sa.Table(
     "gyreflow_records", METADATA,
@@ -153,10 +169,6 @@ class JdbcSnapshotStore(SnapshotStore):
         self._record_upsert = _upsert(self.engine, RECORDS, ["job", "kind", "name", "idx", "version"])
         self._meta_upsert = _upsert(self.engine, META, ["job"])
         self._count_upsert = _upsert(self.engine, COUNTS, ["job", "tbl", "kg", "version"])
-        self._delete_older = sa.delete(STATE).where(
-            STATE.c.job == sa.bindparam("j"), STATE.c.tbl == sa.bindparam("t"),
-            STATE.c.kg == sa.bindparam("g"), STATE.c.k == sa.bindparam("key"),
-            STATE.c.version < sa.bindparam("v"))
 
     def location(self) -> str:
         return f"jdbc:{self._shown}"
@@ -185,77 +197,94 @@ class JdbcSnapshotStore(SnapshotStore):
             raise BackendUnavailableError(msg)
         return Seals(secret, None, self.location())
 
+    def _where(self, job: str, table: str, group: int, version: int) -> str:
+        return (f"{self.location()} table gyreflow_state job={job} tbl={table} kg={group} "
+                f"version={version}")
+
+    def _decode(self, job: str, table: str, group: int, version: int, k, blob) -> StateChunk:
+        if k:
+            msg = (f"{self.location()} job={job} holds state in an older layout (one row per key, "
+                   "before this version stored a chunk per key group): this version cannot read it; "
+                   "run the job with --fresh to start again")
+            raise SnapshotCorruptedError(msg)
+        return decode_chunk(None if blob is None else bytes(blob), self._where(job, table, group, version),
+                            table, group, self._seals.of(job), chunk_context(table, group, version))
+
     def write(self, snapshot: TaskSnapshot) -> None:
         job, version = snapshot.job, snapshot.version
         seal = self._seals.of(job, create=True)
-        rows = [{"job": job, "tbl": r.table, "kg": r.key_group, "k": r.key, "version": version,
-                 "v": encode_value(r.value, seal, row_context(r.table, r.key_group, r.key, version))}
-                for r in snapshot.all_rows()]
+        chunks = list(snapshot.chunks)
+        if snapshot.rows:
+            chunks.extend(chunks_of_rows(snapshot.rows))
         records = [{"job": job, "kind": r.kind, "name": r.name, "idx": r.index, "version": version,
                     "v": encode_value(r.value, seal, record_context(r.kind, r.name, r.index, version))}
                    for r in snapshot.records]
         with self.engine.begin() as conn:
-            if rows:
-                conn.execute(self._state_upsert, rows)
-                # Counted after the upsert: a version written again replaces its rows of the same
-                # keys and adds the others.
+            if chunks:
+                # A version written again (a retried write) is merged into what it wrote before.
                 kgs = snapshot.key_groups
-                counted = conn.execute(
-                    sa.select(STATE.c.tbl, STATE.c.kg, sa.func.count())
+                earlier = {(t, g): self._decode(job, t, g, version, k, v) for t, g, k, v in conn.execute(
+                    sa.select(STATE.c.tbl, STATE.c.kg, STATE.c.k, STATE.c.v)
                     .where(STATE.c.job == job, STATE.c.version == version,
-                           STATE.c.kg >= kgs.start, STATE.c.kg < kgs.stop)
-                    .group_by(STATE.c.tbl, STATE.c.kg)).all()
-                self._store_counts(conn, job, [(t, g, version, n) for t, g, n in counted], seal)
+                           STATE.c.kg >= kgs.start, STATE.c.kg < kgs.stop))}
+                rows, counts = [], []
+                for chunk in chunks:
+                    slot = (chunk.table, chunk.key_group)
+                    if slot in earlier:
+                        chunk = merge_chunks(*slot, [earlier[slot], chunk], keep_removed=True)
+                    rows.append({"job": job, "tbl": slot[0], "kg": slot[1], "k": b"", "version": version,
+                                 "v": encode_chunk(chunk, seal, chunk_context(*slot, version))})
+                    counts.append((*slot, version, chunk.count))
+                conn.execute(self._state_upsert, rows)
+                self._store_counts(conn, job, counts, seal, keep_empty=True)
             if records:
                 conn.execute(self._record_upsert, records)
 
-    def _store_counts(self, conn, job: str, counts, seal) -> None:
-        """Upsert ``(table, key group, version, rows)`` counts; a count of 0 removes its row."""
+    def _store_counts(self, conn, job: str, counts, seal, keep_empty: bool = False) -> None:
+        """Upsert ``(table, key group, version, keys)`` counts; a count of 0 removes its row
+        unless ``keep_empty`` (a stored chunk that holds no key)."""
         kept = [{"job": job, "tbl": t, "kg": g, "version": v,
                  "v": encode_value(str(n).encode(), seal, _count_context(t, g, v))}
-                for t, g, v, n in counts if n]
+                for t, g, v, n in counts if n or keep_empty]
         if kept:
             conn.execute(self._count_upsert, kept)
-        gone = [(t, g, v) for t, g, v, n in counts if not n]
-        if gone:
+        gone = [(t, g, v) for t, g, v, n in counts if not n and not keep_empty]
+        for part in _parts(gone):
             conn.execute(sa.delete(COUNTS).where(
                 COUNTS.c.job == job,
-                sa.tuple_(COUNTS.c.tbl, COUNTS.c.kg, COUNTS.c.version).in_(gone)))
+                sa.tuple_(COUNTS.c.tbl, COUNTS.c.kg, COUNTS.c.version).in_(part)))
+
+    def read_into(self, job: str, table: str, key_groups: range, version: int, data: dict) -> None:
+        query = (
+            sa.select(STATE.c.kg, STATE.c.version, STATE.c.k, STATE.c.v)
+            .where(STATE.c.job == job, STATE.c.tbl == table, STATE.c.kg >= key_groups.start,
+                   STATE.c.kg < key_groups.stop, STATE.c.version <= version)
+            .order_by(STATE.c.kg, STATE.c.version)
+        )
+        seen: dict[tuple[int, int], int] = {}
+        with self._damage_reported(), self.engine.connect() as conn:
+            result = conn.execution_options(yield_per=256).execute(query)
+            # Key groups hold disjoint keys, so chunks are applied straight into ``data``.
+            for kg, v, k, blob in result:
+                chunk = self._decode(job, table, kg, v, k, blob)
+                seen[(kg, v)] = chunk.count
+                keys, values = unpickle_chunk(chunk.keys, chunk.values)
+                written = chunk.written
+                data.update(zip(keys[:written] if len(keys) > written else keys, values, strict=True))
+                for key in keys[written:]:
+                    data.pop(key, None)
+            self._check_counts(conn, job, table, key_groups, version, seen)
 
     def read_rows(self, job: str, table: str, key_groups: range,
                   version: int) -> Iterator[tuple[bytes, bytes]]:
-        query = (
-            sa.select(STATE.c.kg, STATE.c.k, STATE.c.version, STATE.c.v)
-            .where(STATE.c.job == job, STATE.c.tbl == table, STATE.c.kg >= key_groups.start,
-                   STATE.c.kg < key_groups.stop, STATE.c.version <= version)
-            .order_by(STATE.c.kg, STATE.c.k, STATE.c.version)
-        )
-
-        def where(ident, v: int) -> str:
-            return (f"{self.location()} table gyreflow_state job={job} tbl={table} "
-                    f"kg={ident[0]} key={ident[1]!r} version={v}")
-
-        def decode(blob: bytes, place: str, ident, v: int) -> bytes | None:
-            return decode_value(blob, place, self._seals.of(job),
-                                row_context(table, ident[0], ident[1], v))
-
-        seen: dict[tuple[int, int], int] = {}
-
-        def counted(result):
-            for kg, k, v, blob in result:
-                slot = (kg, v)
-                seen[slot] = seen.get(slot, 0) + 1
-                yield (kg, bytes(k)), v, bytes(blob)
-
-        with self._damage_reported(), self.engine.connect() as conn:
-            result = conn.execution_options(yield_per=20_000).execute(query)
-            for ident, payload in latest_rows(counted(result), version, where, decode):
-                yield ident[1], payload
-            self._check_counts(conn, job, table, key_groups, version, seen)
+        data: dict = {}
+        self.read_into(job, table, key_groups, version, data)
+        for key, value in data.items():
+            yield dumps(key), dumps(value)
 
     def _check_counts(self, conn, job: str, table: str, key_groups: range, version: int,
                       seen: dict[tuple[int, int], int]) -> None:
-        """Raise ``SnapshotCorruptedError`` unless the rows read are as many as were stored."""
+        """Raise ``SnapshotCorruptedError`` unless the chunks read hold as many keys as were stored."""
         stored = {}
         query = sa.select(COUNTS.c.kg, COUNTS.c.version, COUNTS.c.v).where(
             COUNTS.c.job == job, COUNTS.c.tbl == table, COUNTS.c.kg >= key_groups.start,
@@ -269,8 +298,8 @@ class JdbcSnapshotStore(SnapshotStore):
             kg, v = min(slot for slot in stored.keys() | seen.keys()
                         if stored.get(slot) != seen.get(slot))
             msg = (f"the state of {self.location()} job={job} table={table} key group {kg} lost rows: "
-                   f"{stored.get((kg, v), 0)} were written at version {v}, {seen.get((kg, v), 0)} "
-                   "are stored (rows deleted or added outside gyreflow)")
+                   f"{stored.get((kg, v), 0)} keys were written at version {v}, "
+                   f"{seen.get((kg, v), 0)} are stored (rows deleted or added outside gyreflow)")
             raise SnapshotCorruptedError(msg)
 
     def read_record(self, job, kind, name, index, version):
@@ -336,11 +365,8 @@ class JdbcSnapshotStore(SnapshotStore):
 
     def prune(self, job: str, crossing: Sequence[int], horizon: int) -> None:
         with self.engine.begin() as conn:
-            for v in crossing:
-                # Rows superseded by a row written at version v: found through the rows of v only
-                # (the version index), then deleted by primary-key prefix. Point deletes keep the
-                # cost proportional to the change whatever the planner's statistics say.
-                self._prune_older(conn, job, v)
+            if crossing:
+                self._fold(conn, job, crossing, horizon)
             latest = (
                 sa.select(RECORDS.c.kind, RECORDS.c.name, RECORDS.c.idx,
                           sa.func.max(RECORDS.c.version).label("keep"))
@@ -353,33 +379,53 @@ class JdbcSnapshotStore(SnapshotStore):
                     RECORDS.c.idx == idx, RECORDS.c.version < keep))
         self._vacuum_now_and_then()
 
-    def _prune_older(self, conn, job: str, v: int) -> None:
-        """Delete the rows superseded by the rows of version ``v`` and correct the counts of the
-        versions they were written at (all found through the rows of ``v``: O(changed))."""
-        older = STATE.alias("older")
-        newer = STATE.alias("newer")
+    def _fold(self, conn, job: str, crossing: Sequence[int], horizon: int) -> None:
+        """Fold the chunks at or before ``horizon`` of the key groups written at a ``crossing``
+        version (found through the counts of those versions: O(changed)) where it is worth it."""
+        older = COUNTS.alias("older")
+        newer = COUNTS.alias("newer")
         join = older.join(newer, sa.and_(older.c.job == newer.c.job, older.c.tbl == newer.c.tbl,
-                                         older.c.kg == newer.c.kg, older.c.k == newer.c.k))
-        superseded = conn.execute(
-            sa.select(older.c.tbl, older.c.kg, older.c.version, sa.func.count())
-            .select_from(join)
-            .where(newer.c.job == job, newer.c.version == v, older.c.version < v)
-            .group_by(older.c.tbl, older.c.kg, older.c.version)).all()
-        if not superseded:
+                                         older.c.kg == newer.c.kg))
+        seal = self._seals.of(job)
+        found: dict[tuple[str, int], dict[int, int]] = {}
+        for tbl, kg, v, blob in conn.execute(
+                sa.select(older.c.tbl, older.c.kg, older.c.version, older.c.v).distinct()
+                .select_from(join)
+                .where(newer.c.job == job, newer.c.version.in_(list(crossing)),
+                       older.c.version <= horizon)):
+            where = f"{self.location()} table gyreflow_counts job={job} tbl={tbl} kg={kg} version={v}"
+            found.setdefault((tbl, kg), {})[v] = int(
+                decode_value(bytes(blob), where, seal, _count_context(tbl, kg, v)) or b"0")
+        folds = {slot: sorted(versions) for slot, versions in found.items()
+                 if worth_folding(slot[1], [versions[v] for v in sorted(versions)])}
+        if not folds:
             return
-        written = conn.execute(sa.select(STATE.c.tbl, STATE.c.kg, STATE.c.k)
-                               .where(STATE.c.job == job, STATE.c.version == v)).all()
-        conn.execute(self._delete_older, [
-            {"j": job, "t": tbl, "g": kg, "key": k, "v": v} for tbl, kg, k in written])
-        slots = [(t, g, ver) for t, g, ver, _ in superseded]
-        left = dict.fromkeys(slots, 0)
-        left.update({(t, g, ver): n for t, g, ver, n in conn.execute(
-            sa.select(STATE.c.tbl, STATE.c.kg, STATE.c.version, sa.func.count())
-            .where(STATE.c.job == job,
-                   sa.tuple_(STATE.c.tbl, STATE.c.kg, STATE.c.version).in_(slots))
-            .group_by(STATE.c.tbl, STATE.c.kg, STATE.c.version))})
-        self._store_counts(conn, job, [(*slot, n) for slot, n in left.items()],
-                           self._seals.of(job))
+        wanted = [(t, g, v) for (t, g), versions in folds.items() for v in versions]
+        stored = {}
+        for part in _parts(wanted):
+            stored.update(((t, g, v), (k, blob)) for t, g, v, k, blob in conn.execute(
+                sa.select(STATE.c.tbl, STATE.c.kg, STATE.c.version, STATE.c.k, STATE.c.v)
+                .where(STATE.c.job == job,
+                       sa.tuple_(STATE.c.tbl, STATE.c.kg, STATE.c.version).in_(part))))
+        rows, counts, doomed = [], [], []
+        for (table, group), versions in folds.items():
+            chunks = [self._decode(job, table, group, v, *stored.get((table, group, v), (b"", None)))
+                      for v in versions]
+            last = versions[-1]
+            if not covers(chunks[-1], chunks[:-1]):
+                # The oldest chunk of the key group is among them: a removal has nothing to hide.
+                chunk = merge_chunks(table, group, chunks, keep_removed=False)
+                rows.append({"job": job, "tbl": table, "kg": group, "k": b"", "version": last,
+                             "v": encode_chunk(chunk, seal, chunk_context(table, group, last))})
+                counts.append((table, group, last, chunk.count))
+            doomed.extend((table, group, v) for v in versions[:-1])
+        if rows:
+            conn.execute(self._state_upsert, rows)
+            self._store_counts(conn, job, counts, seal, keep_empty=True)
+        for table in (STATE, COUNTS):
+            for part in _parts(doomed):
+                conn.execute(sa.delete(table).where(
+                    table.c.job == job, sa.tuple_(table.c.tbl, table.c.kg, table.c.version).in_(part)))
 
     def _vacuum_now_and_then(self) -> None:
         """PostgreSQL keeps deleted rows until a VACUUM; autovacuum visits a database about once a
@@ -467,6 +513,12 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
+
+
+def _parts(items: list, size: int = 500) -> list[list]:
+    """``items`` in lists of at most ``size``: an IN list of tuples binds three values per item, and
+    SQLite binds at most 32,766 in one statement."""
+    return [items[i:i + size] for i in range(0, len(items), size)]
 
 
 def _count_context(table: str, key_group: int, version: int) -> bytes:
