@@ -1,0 +1,130 @@
+"""Snapshots stored per key-group chunk (memory and jdbc stores): what a restore reads equals a plain
+dict replay of the changes, for any retained version and any key-group range (another parallelism);
+pruning folds without reading key groups the crossing versions did not change; the per-key layout of
+older versions is refused in one line."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import sqlalchemy as sa
+
+from gyreflow.state.keys.keygroups import key_group_of
+from gyreflow.state.shared.snapshot import (
+    SnapshotCorruptedError,
+    TaskSnapshot,
+    chunks_by_key_group,
+    dumps,
+)
+from gyreflow.state.stores.jdbc import STATE, JdbcSnapshotStore
+from gyreflow.state.stores.memory import MemorySnapshotStore
+
+MP = 16
+ALL = range(MP)
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request, tmp_path):
+    if request.param == "memory":
+        opened = MemorySnapshotStore(f"chunks-{tmp_path.name}")
+    else:
+        opened = JdbcSnapshotStore(f"sqlite:///{tmp_path / 'state' / 'snapshots.db'}", secret="s")
+    yield opened
+    opened.close()
+
+
+def write(store, job: str, version: int, changed: dict, removed=()) -> None:
+    chunks = tuple(chunks_by_key_group("t", changed, list(removed), MP))
+    store.write(TaskSnapshot(job, version, ALL, chunks=chunks, tables=("t",)))
+
+
+def read(store, job: str, version: int, groups: range = ALL) -> dict:
+    data: dict = {}
+    store.read_into(job, "t", groups, version, data)
+    return data
+
+
+def test_restores_equal_a_dict_replay_at_every_retained_version_and_range(store):
+    rng = random.Random(5)
+    job = "replay"
+    model: dict = {}
+    states = {}
+    for version in range(1, 41):
+        changed = {f"k{rng.randrange(60)}": (version, rng.random()) for _ in range(rng.randrange(1, 25))}
+        removed = {f"k{rng.randrange(60)}" for _ in range(rng.randrange(4))} - set(changed)
+        removed &= set(model)
+        write(store, job, version, changed, removed)
+        model.update(changed)
+        for key in removed:
+            del model[key]
+        states[version] = dict(model)
+        if version > 2:  # two retained versions, pruned as the driver does after every window
+            store.prune(job, [version - 1], version - 1)
+        for v in (version - 1, version):
+            if v >= max(1, version - 1):
+                assert read(store, job, v) == states[v]
+        low = range(0, MP // 3)
+        assert read(store, job, version, low) == {
+            k: v for k, v in states[version].items() if key_group_of(k, MP) in low}
+
+
+def test_a_version_written_again_merges_into_what_it_wrote(store):
+    write(store, "again", 1, {"a": 1, "b": 2})
+    write(store, "again", 2, {"a": 10})
+    write(store, "again", 2, {"b": 20}, ["a"])
+    assert read(store, "again", 2) == {"b": 20}
+    assert read(store, "again", 1) == {"a": 1, "b": 2}
+
+
+def test_prune_reads_only_the_key_groups_a_crossing_version_changed(store, monkeypatch):
+    job = "changed-only"
+    keys = [f"k{i}" for i in range(200)]
+    write(store, job, 1, dict.fromkeys(keys, 0))
+    group_of = {k: key_group_of(k, MP) for k in keys}
+    hot = [k for k in keys if group_of[k] == 3]
+    for version in range(2, 6):
+        write(store, job, version, dict.fromkeys(hot, version))
+    decoded = []
+    module = __import__(type(store).__module__, fromlist=["decode_chunk"])
+    real = module.decode_chunk
+
+    def spy(blob, where, table, group, *args, **kwargs):
+        decoded.append(group)
+        return real(blob, where, table, group, *args, **kwargs)
+
+    monkeypatch.setattr(module, "decode_chunk", spy)
+    store.prune(job, [4], 4)
+    assert set(decoded) == {3}, decoded  # folded, and nothing else read
+    expected = {k: (5 if group_of[k] == 3 else 0) for k in keys}
+    assert read(store, job, 5) == expected
+
+
+def test_a_damaged_chunk_is_reported_with_its_place(store):
+    write(store, "damaged", 1, {"a": 1})
+    group = key_group_of("a", MP)
+    if isinstance(store, MemorySnapshotStore):
+        versions = store._jobs["damaged"].chunks[("t", group)]
+        count, blob = versions[1]
+        versions[1] = (count, blob[:-1] + bytes([blob[-1] ^ 1]))
+    else:
+        with store.engine.begin() as conn:
+            blob = bytes(conn.execute(sa.select(STATE.c.v)).scalar_one())
+            conn.execute(sa.update(STATE).values(v=blob[:-1] + bytes([blob[-1] ^ 1])))
+    with pytest.raises(SnapshotCorruptedError, match="version=1") as error:
+        read(store, "damaged", 1)
+    assert "failed its" in str(error.value) and "\n" not in str(error.value)
+
+
+def test_the_per_key_layout_of_older_versions_is_refused_in_one_line(tmp_path):
+    store = JdbcSnapshotStore(f"sqlite:///{tmp_path / 'old.db'}", secret="s")
+    try:
+        with store.engine.begin() as conn:
+            conn.execute(sa.insert(STATE).values(job="old", tbl="t", kg=1, k=dumps("a"), version=1,
+                                                 v=b"\0" * 20))
+        with pytest.raises(SnapshotCorruptedError) as error:
+            read(store, "old", 1)
+        message = str(error.value)
+        assert "older layout" in message and "--fresh" in message and "\n" not in message
+    finally:
+        store.close()
