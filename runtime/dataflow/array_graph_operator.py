@@ -102,6 +102,8 @@ class ArrayGraphOperator(GraphOperator):
         rebuilt = part is None
         if rebuilt:
             part = self.part = self._build(chunks)
+            if self.combine == "sum":  # sums travel by sparse products with the transposed edges
+                part.transposed(0)
         n = part.n
         if touched is None:
             self.touched = np.zeros(n, dtype=bool)

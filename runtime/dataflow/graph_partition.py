@@ -469,9 +469,14 @@ def receive(pieces: list, part: Partition, combine) -> Inbox:
     n = part.n
     if not pieces:
         return Inbox(n, np.zeros(0, np.int64), np.zeros(0))
-    if len(pieces) == 1 and pieces[0][1] is None and combine != "histogram":
-        positions, _, values, _ = pieces[0]  # one task's own messages: already combined
-        return Inbox(n, positions, values)
+    if len(pieces) == 1 and pieces[0][1] is None:
+        positions, _, values, counts = pieces[0]  # one task's own messages: already combined
+        if combine != "histogram":
+            return Inbox(n, positions, values)
+        from gyreflow.runtime.dataflow.graph_arrays import most_frequent
+
+        chosen = most_frequent(positions, values, counts)
+        return Inbox(n, *chosen, (positions, values, counts))
     all_positions, all_values, all_counts = [], [], []
     for positions, ids, values, counts in pieces:
         if positions is None:
