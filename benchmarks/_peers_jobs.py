@@ -116,17 +116,15 @@ def run_bytewax(workload: str, input_path: str, window: int) -> list:
     flow = Dataflow(workload)
     rows: list = []
 
-    def lines():
-        with open(input_path, encoding="utf-8") as file:
-            yield from file
+    from bytewax.connectors.files import FileSource
 
     if workload == "events":
         from bytewax.operators.windowing import EventClock, TumblingWindower, count_window
 
         epoch = datetime(1970, 1, 1, tzinfo=UTC)
-        events = op.map("parse", op.input("in", flow, TestingSource(lines())), json.loads)
+        events = op.map("parse", op.input("in", flow, FileSource(input_path)), json.loads)
         clock = EventClock(lambda e: epoch + timedelta(seconds=e["ts"]),
-                           wait_for_system_duration=timedelta(0))
+                           wait_for_system_duration=timedelta(seconds=60))
         windower = TumblingWindower(length=timedelta(seconds=TUMBLE_SECONDS), align_to=epoch)
         counted = count_window("count", events, clock, windower, lambda e: e["key"])
         op.output("out", op.map("row", counted.down,
@@ -135,7 +133,7 @@ def run_bytewax(workload: str, input_path: str, window: int) -> list:
         run_main(flow)
         return rows
     if workload == "words":
-        words = op.flat_map("split", op.input("in", flow, TestingSource(lines())), str.split)
+        words = op.flat_map("split", op.input("in", flow, FileSource(input_path)), str.split)
         op.output("out", op.count_final("count", words, lambda word: word), TestingSink(rows))
         run_main(flow)
         return rows
@@ -153,7 +151,8 @@ def run_bytewax(workload: str, input_path: str, window: int) -> list:
         state = (state or 0) + 1
         return state, (number, state)
 
-    pairs = op.flat_map("split", op.input("in", flow, TestingSource(numbered())), split)
+    source = TestingSource(numbered(), batch_size=1000)
+    pairs = op.flat_map("split", op.input("in", flow, source), split)
     counted = op.stateful_map("count", op.key_on("key", pairs, lambda kv: kv[0]),
                               lambda state, kv: count(state, kv[1]))
     op.output("out", counted, TestingSink(rows))
