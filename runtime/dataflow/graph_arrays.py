@@ -75,10 +75,16 @@ class IdIndex:
 
     def __init__(self, ids: np.ndarray) -> None:
         self.ids = ids
+        self.dense = None
         if ids.dtype == np.int64:
             self.order = np.argsort(ids, kind="stable")
             self.sorted = ids[self.order]
             self.table = None
+            if len(ids) and int(self.sorted[-1]) - int(self.sorted[0]) < 4 * len(ids) + 1024:
+                # Ids in a narrow range (the usual 0..n-1): a direct table beats binary search.
+                self.low = int(self.sorted[0])
+                self.dense = np.full(int(self.sorted[-1]) - self.low + 1, -1, dtype=np.int64)
+                self.dense[ids - self.low] = np.arange(len(ids))
         else:
             self.table = {v: i for i, v in enumerate(ids.tolist())}
 
@@ -91,6 +97,14 @@ class IdIndex:
                 query = id_array(query.tolist())
             if query.dtype != np.int64 or len(self.sorted) == 0:
                 return self._lookup_objects(query)
+            if self.dense is not None:
+                offset = query - self.low
+                inside = (offset >= 0) & (offset < len(self.dense))
+                positions = np.where(inside, self.dense[np.where(inside, offset, 0)], -1)
+                found = positions >= 0
+                positions[~found] = 0
+                found &= self.ids[positions] == query  # an offset that wrapped around int64
+                return positions, found
             at = np.searchsorted(self.sorted, query)
             np.minimum(at, len(self.sorted) - 1, out=at)
             found = self.sorted[at] == query
