@@ -13,10 +13,16 @@ from pathlib import Path
 import pytest
 from _postgres import POSTGRES_SECRET
 from _spark_master import ON_CLUSTER, SPARK_MASTER, cluster_state
+from hypothesis import settings
 
 from gyreflow.api import Environment
 
 ENVIRONMENTS = ["local", "spark"]
+
+# Property tests check behaviour, not speed: parallel workers on a busy machine stretch single
+# examples past Hypothesis' 200 ms deadline (timings belong in benchmarks/).
+settings.register_profile("gyreflow", deadline=None)
+settings.load_profile("gyreflow")
 
 # The suite starts hundreds of short-lived Spark driver JVMs (one per job run in a process of its
 # own). Compiling with C1 only and the serial collector cost them about 40% less CPU (a small
