@@ -45,7 +45,7 @@ def count(ctx):
 pipeline.execute()
 """
 LINES = [f"w{i % 7} w{i % 3} w{i % 11}" for i in range(60)]  # 12 windows of 5 lines
-REFUSE_SECONDS = 5.0  # interpreter start and imports on a loaded machine included
+REFUSE_SECONDS = 30.0  # a refusal, not a run: interpreter start and imports on a busy CI machine included
 
 
 @pytest.fixture
