@@ -101,7 +101,7 @@ def read_output(out: Path) -> dict[int, dict[str, int]]:
 ], indirect=["store"])
 def test_a_second_run_is_refused_while_the_first_holds_the_job(store, holder_environment, tmp_path):
     out = tmp_path / "out"
-    holder = subprocess.Popen(command(tmp_path, out, 0.5), env=environ(store, holder_environment),
+    holder = subprocess.Popen(command(tmp_path, out, 1.0), env=environ(store, holder_environment),
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 240
