@@ -53,6 +53,7 @@ from gyreflow.state.shared.snapshot import (
     SnapshotStore,
     StateChunk,
     TaskSnapshot,
+    chunks_of_rows,
     decode_value,
     dumps,
     encode_value,
@@ -275,7 +276,7 @@ class RocksDBSnapshotStore(SnapshotStore):
         for chunk in snapshot.chunks:
             by_table.setdefault(chunk.table, {}).setdefault(chunk.key_group, []).append(chunk)
         if snapshot.rows:
-            for chunk in _chunks_of_rows(snapshot.rows):
+            for chunk in chunks_of_rows(snapshot.rows):
                 by_table.setdefault(chunk.table, {}).setdefault(chunk.key_group, []).append(chunk)
         for table in snapshot.tables:
             by_table.setdefault(table, {})
@@ -654,19 +655,3 @@ def _merge(table: str, group: int, chunks: list[StateChunk], keep_removed: bool)
     written = {k: v for k, v in state.items() if v is not _GONE}
     removed = [k for k, v in state.items() if v is _GONE] if keep_removed else []
     return make_chunk(table, group, written, removed)
-
-
-def _chunks_of_rows(rows) -> list[StateChunk]:
-    """Per-key rows (pickled keys and values) as one chunk per table and key group."""
-    groups: dict[tuple[str, int], tuple[dict, dict]] = {}
-    for row in rows:
-        written, removed = groups.setdefault((row.table, row.key_group), ({}, {}))
-        key = loads(row.key)
-        if row.value is None:
-            written.pop(key, None)
-            removed[key] = None
-        else:
-            removed.pop(key, None)
-            written[key] = loads(row.value)
-    return [make_chunk(table, group, written, list(removed))
-            for (table, group), (written, removed) in groups.items()]
