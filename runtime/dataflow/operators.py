@@ -75,6 +75,24 @@ class Operator:
             self.out(batch)
 
 
+def fold_batch(name: str, batch: list, key_fn: Callable, function, partial: dict) -> None:
+    """Fold ``batch`` into ``partial`` (key -> accumulator) with ``function.init``/``add``; a
+    failing record raises a RecordError naming the operator ``name`` and the record."""
+    init, add = function.init, function.add
+    record = None
+    try:
+        for record in batch:
+            key = key_fn(record)
+            try:
+                partial[key] = add(partial[key], record)
+            except KeyError:
+                if key in partial:  # the KeyError came from the user's function
+                    raise
+                partial[key] = add(init(), record)
+    except Exception as exc:
+        raise RecordError(name, record, exc) from exc
+
+
 class MapOperator(Operator):
     def __init__(self, name: str, fn: Callable) -> None:
         super().__init__(name)
@@ -181,20 +199,7 @@ class AggregateOperator(Operator):
 
     def process(self, batch: list) -> None:
         self.records_in += len(batch)
-        key_fn, partial = self.key_fn, self.partial
-        init, add = self.function.init, self.function.add
-        record = None
-        try:
-            for record in batch:
-                key = key_fn(record)
-                try:
-                    partial[key] = add(partial[key], record)
-                except KeyError:
-                    if key in partial:  # the KeyError came from the user's function
-                        raise
-                    partial[key] = add(init(), record)
-        except Exception as exc:
-            raise RecordError(self.name, record, exc) from exc
+        fold_batch(self.name, batch, self.key_fn, self.function, self.partial)
 
     def finish(self, window: int) -> None:
         partial, self.partial = self.partial, {}

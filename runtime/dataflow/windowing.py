@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import NamedTuple
 
-from gyreflow.runtime.dataflow.operators import Operator, frozen
+from gyreflow.runtime.dataflow.operators import Operator, fold_batch, frozen
 from gyreflow.runtime.errors import RecordError
 
 # --- aggregations -----------------------------------------------------------------------------
@@ -188,16 +188,7 @@ class WindowAggregateOperator(Operator):
 
     def process(self, batch: list) -> None:
         self.records_in += len(batch)
-        key_fn, partial = self.key_fn, self.partial
-        init, add = self.aggregation.init, self.aggregation.add
-        record = None
-        try:
-            for record in batch:
-                key = key_fn(record)
-                acc = partial.get(key, _NOTHING)
-                partial[key] = add(init() if acc is _NOTHING else acc, record)
-        except Exception as exc:
-            raise RecordError(self.name, record, exc) from exc
+        fold_batch(self.name, batch, self.key_fn, self.aggregation, self.partial)
 
     def finish(self, window: int) -> None:
         partial, self.partial = self.partial, {}

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from gyreflow.plan import operators as specs
 from gyreflow.plan.graph import Partitioning
 from gyreflow.runtime.dataflow.emitter import _by_key
-from gyreflow.runtime.dataflow.operators import AggregateOperator, CountOperator
+from gyreflow.runtime.dataflow.operators import AggregateOperator, CountOperator, fold_batch
 from gyreflow.runtime.errors import RecordError
 from gyreflow.state.keys.keygroups import key_group_of, task_of_key_group
 
@@ -137,20 +137,7 @@ class AggregateCombiner:
 
     def _add(self, batch: list) -> None:
         self.records += len(batch)
-        key_fn, partial = self.key_fn, self.partial
-        init, add = self.function.init, self.function.add
-        record = None
-        try:
-            for record in batch:
-                key = key_fn(record)
-                try:
-                    partial[key] = add(partial[key], record)
-                except KeyError:
-                    if key in partial:  # the KeyError came from the user's function
-                        raise
-                    partial[key] = add(init(), record)
-        except Exception as exc:
-            raise RecordError(self.operator, record, exc) from exc
+        fold_batch(self.operator, batch, self.key_fn, self.function, self.partial)
 
 
 def accept_combined(op) -> None:
