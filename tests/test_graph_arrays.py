@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections import Counter
 
 import graph_reference as ref
 import networkx as nx
@@ -24,7 +25,12 @@ from gyreflow.api.graph import (
     algorithms,
 )
 from gyreflow.api.graph.array_algorithms import ArrayConnectedComponents
-from gyreflow.runtime.dataflow.graph_arrays import key_groups
+from gyreflow.runtime.dataflow.graph_arrays import (
+    id_array,
+    key_groups,
+    most_frequent,
+    reduce_messages,
+)
 from gyreflow.runtime.errors import UserFunctionError
 from gyreflow.state.keys.keygroups import key_group_of
 
@@ -207,3 +213,34 @@ def test_a_graph_from_blocks_refuses_a_per_vertex_program():
         graph.compute(ArrayConnectedComponents()).collect("wcc")
 
     assert sorted(pipeline.execute().output("wcc")) == [(1, 1), (2, 1)]
+
+
+@pytest.mark.parametrize("kind", ["small ints", "wide ints", "strings"])
+def test_label_histograms_pick_the_most_frequent_label_like_counter(kind):
+    rng = random.Random(13)
+    size = 40
+    positions = [rng.randrange(size) for _ in range(600)]
+    raw = [rng.randrange(6) for _ in positions]
+    labels = {"small ints": raw, "wide ints": [(-(2**62) if r % 2 else 2**62) + r for r in raw],
+              "strings": [f"l{r}" for r in raw]}[kind]
+    counts = [rng.randrange(1, 4) for _ in positions]
+    expected: dict = {}
+    for position, label, count in zip(positions, labels, counts, strict=True):
+        expected.setdefault(position, Counter())[label] += count
+    halves = len(positions) // 2
+    pieces = []
+    for lo, hi in ((0, halves), (halves, len(positions))):  # two senders, then the receiver
+        p, v, c = reduce_messages("histogram", np.array(positions[lo:hi]),
+                                  id_array(labels[lo:hi]), np.array(counts[lo:hi]), size)
+        assert [(int(a), b) for a, b in zip(p, v.tolist(), strict=True)] == sorted(
+            {(a, b) for a, b in zip(positions[lo:hi], labels[lo:hi], strict=True)})
+        pieces.append((p, v, c))
+    p, v, c = reduce_messages("histogram", np.concatenate([x[0] for x in pieces]),
+                              np.concatenate([x[1] for x in pieces]),
+                              np.concatenate([x[2] for x in pieces]), size)
+    assert {(int(a), b): int(n) for a, b, n in zip(p, v.tolist(), c, strict=True)} == {
+        (a, b): n for a, hist in expected.items() for b, n in hist.items()}
+    chosen_at, chosen = most_frequent(p, v, c)
+    best = {a: min(b for b, n in hist.items() if n == max(hist.values()))
+            for a, hist in expected.items()}
+    assert dict(zip(chosen_at.tolist(), chosen.tolist(), strict=True)) == best

@@ -209,26 +209,55 @@ def reduce_messages(combine: str | None, positions: np.ndarray, values: np.ndarr
     return at, best[at], None
 
 
+def _label_codes(positions: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, int, object]:
+    """``(codes, width, decode)``: labels as ints ``0..width-1`` in label order, such that
+    ``position * width + code`` fits int64; ``decode(codes)`` gives the labels back. Integer labels
+    in a narrow range are shifted by their minimum (no sort); others are ranked."""
+    top = int(positions.max()) + 1 if len(positions) else 1
+    if labels.dtype.kind in "iu" and len(labels):
+        low, high = int(labels.min()), int(labels.max())
+        width = high - low + 1
+        if width * top < _INT64_MAX:
+            return ((labels - low).astype(np.int64, copy=False), width,
+                    lambda codes: (codes + low).astype(labels.dtype, copy=False))
+    distinct, codes = np.unique(labels, return_inverse=True)
+    return codes.reshape(-1).astype(np.int64, copy=False), max(len(distinct), 1), distinct.__getitem__
+
+
 def _histogram(positions, labels, counts):
     """(position, label, count) per distinct pair, sorted by position then label."""
-    codes_of, codes = np.unique(labels, return_inverse=True)
-    width = len(codes_of)
+    codes, width, decode = _label_codes(positions, labels)
     keys = positions.astype(np.int64) * width + codes
     if counts is None:
-        unique, summed = np.unique(keys, return_counts=True)
+        keys = np.sort(keys)
+        starts = _run_starts(keys)
+        summed = np.diff(np.append(starts, len(keys)))
     else:
-        unique, inverse = np.unique(keys, return_inverse=True)
-        summed = np.bincount(inverse, weights=counts, minlength=len(unique)).astype(np.int64)
-    return unique // width, codes_of[unique % width], summed
+        order = np.argsort(keys)
+        keys = keys[order]
+        starts = _run_starts(keys)
+        summed = np.add.reduceat(np.asarray(counts, dtype=np.int64)[order], starts)
+    unique = keys[starts]
+    return unique // width, decode(unique % width), summed
+
+
+def _run_starts(ordered: np.ndarray) -> np.ndarray:
+    """Where each run of equal values of the sorted ``ordered`` starts."""
+    if len(ordered) == 0:
+        return np.zeros(0, np.int64)
+    return np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
 
 
 def most_frequent(positions, labels, counts):
-    """Per position, the label with the largest count, the smallest label on ties."""
+    """Per position, the label with the largest count, the smallest label on ties; the entries
+    come as ``reduce_messages`` leaves them: sorted by position, then label, each pair once."""
     if len(positions) == 0:
         return positions, labels
-    _, codes = np.unique(labels, return_inverse=True)
-    order = np.lexsort((codes, -counts, positions))
-    positions = positions[order]
-    first = np.ones(len(positions), dtype=bool)
-    first[1:] = positions[1:] != positions[:-1]
-    return positions[first], labels[order][first]
+    starts = _run_starts(positions)
+    counts = np.asarray(counts)
+    largest = np.maximum.reduceat(counts, starts)
+    spans = np.diff(np.append(starts, len(positions)))
+    best = np.flatnonzero(counts == np.repeat(largest, spans))
+    first = _run_starts(positions[best])  # the smallest label among the most frequent
+    chosen = best[first]
+    return positions[chosen], labels[chosen]
