@@ -72,6 +72,8 @@ def test_defaults():
         "spark.master": "local[*]",
         "spark.app_name": "gyreflow",
         "spark.conf": (),
+        "spark.mode": "rounds",
+        "spark.workers": 0,
         "environment.workers": 1,
         "restart.attempts": 3,
         "restart.delay": 1.0,

@@ -1,5 +1,6 @@
 """The host protocol's contract (runtime/host.py), passed by the in-process, the worker and the Spark
-host alike (the worker host runs with 2 worker processes).
+host alike (the worker host runs with 2 worker processes: forked on this machine with the local
+environment, the tasks of a Spark barrier stage with the spark environment's workers mode).
 
 These tests drive a host the way the job driver does, with the scheduler's events written out by
 hand, and check what the host reports back: every acknowledgement comes from a task that did the
@@ -39,17 +40,23 @@ WINDOW = 10  # records per window: 4 windows
 
 @pytest.fixture(params=["host", "workers"])
 def make_env(request, make_env, environment_type):
-    """The environment's own host, and (local) the worker host with two worker processes."""
+    """The environment's own host, and the worker host with two worker processes (local: forked;
+    spark: workers mode)."""
     if request.param == "host":
         return make_env
-    if environment_type != "local":
-        pytest.skip("worker processes are a host of the local environment")
-    return lambda parallelism=1, **config: make_env(parallelism,
-                                                    **{"environment.workers": 2, **config})
+    workers = {"environment.workers": 2} if environment_type == "local" else {
+        "spark.mode": "workers", "spark.workers": 2}
+    return lambda parallelism=1, **config: make_env(parallelism, **{**workers, **config})
 
 
 def host_for(env):
     """The host an environment runs its tasks on."""
+    if env.type_name == "spark" and env.config["spark.mode"] == "workers":
+        from gyreflow.runtime.spark.barrier import SparkLauncher
+        from gyreflow.runtime.workers.host import WorkerHost
+
+        launcher = SparkLauncher(env.session, env.config["spark.master"])
+        return WorkerHost(env.config, env.state_backend, env.config["spark.workers"], launcher)
     if env.type_name == "spark":
         from gyreflow.runtime.spark.host import SparkHost
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 import attrs
 
 ENVIRONMENT_TYPES: tuple[str, ...] = ("spark", "local")
+SPARK_MODES: tuple[str, ...] = ("rounds", "workers")
 STATE_BACKENDS: tuple[str, ...] = ("memory", "rocksdb", "jdbc")
 ENV_PREFIX = "GYREFLOW_"
 _BOOL_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
@@ -167,6 +168,14 @@ SCHEMA: tuple[ConfigKey, ...] = (
               "Spark master URL: local[N] runs Spark in this machine, spark://host:port a cluster."),
     ConfigKey("spark.app_name", str, "gyreflow", "Spark application name."),
     ConfigKey("spark.conf", dict, (), "Extra Spark settings passed through as they are."),
+    ConfigKey("spark.mode", str, "rounds",
+              "How the spark environment runs a job's tasks: rounds (each window a Spark job; "
+              "records go through Spark's shuffle) or workers (one Spark barrier stage of "
+              "long-lived worker processes for the whole job, exchanging batches directly).",
+              choices=SPARK_MODES),
+    ConfigKey("spark.workers", int, 0,
+              "Worker processes of spark.mode = workers, each in a task slot of the master "
+              "(0: as many as the master has task slots).", minimum=0),
     ConfigKey("environment.workers", int, 1,
               "Processes the local environment runs a job's tasks in: 1 runs them in this process "
               "(no start-up cost, one core); N > 1 forks N long-lived worker processes that keep "

@@ -128,7 +128,8 @@ class LocalEnvironment(Environment):
 
 class SparkEnvironment(Environment):
     """Runs every pipeline on Apache Spark through PySpark: ``[spark] master`` picks local mode
-    (``local[*]``) or a cluster; one Spark job per window round.
+    (``local[*]``) or a cluster; ``spark.mode`` runs one Spark job per window round (rounds) or
+    long-lived workers in one barrier stage (workers).
 
     >>> env = Environment.spark(master="local[2]", progress=False)
     >>> env.type_name, env.config["spark.master"]
@@ -155,12 +156,38 @@ class SparkEnvironment(Environment):
 
         if self.on_cluster:
             self._probe(graph)
+        if self.config["spark.mode"] == "workers":
+            return self._drive(name, graph, listener, recovery, self.state_backend,
+                               self._worker_host_factory())
         state = SparkState(self.state_backend)  # one state location for the run, restarts included
         try:
             return self._drive(name, graph, listener, recovery, state.backend,
                                lambda backend: SparkHost(self.config, backend, self.session))
         finally:
             state.close()
+
+    def _worker_host_factory(self):
+        """Workers mode: worker hosts whose workers are the tasks of a Spark barrier stage; the
+        driver stores their snapshots, so the state stays where the backend says. Refused in one
+        line, before any data moves, when the master has fewer task slots than workers."""
+        from gyreflow.runtime.spark.barrier import (
+            SparkLauncher,
+            is_local_master,
+            task_slots,
+            too_few_slots,
+        )
+        from gyreflow.runtime.workers.host import WorkerHost
+
+        master = self.config["spark.master"]
+        context = None if is_local_master(master) else self.session().sparkContext
+        cpus = int(dict(self.config["spark.conf"]).get("spark.task.cpus", "1"))
+        slots = task_slots(context, master, cpus)
+        workers = self.config["spark.workers"] or slots
+        refusal = too_few_slots(max(workers, 1), slots, master)
+        if refusal is not None:
+            raise ConfigError(refusal)
+        return lambda backend: WorkerHost(self.config, backend, workers,
+                                          SparkLauncher(self.session, master))
 
     def _probe(self, graph: PipelineGraph) -> None:
         """On a cluster, check once per location that every executor reaches the checkpoint

@@ -1,7 +1,9 @@
 """The worker host: a job's tasks run in N long-lived worker processes that this host starts.
 
-``open`` forks the workers (they inherit the plan and a random per-run authkey), accepts their
-connections on a Unix socket in a private directory and tells each where the others listen; the
+``open`` has its launcher start the workers: ``ForkLauncher`` forks them on this machine (they
+inherit the plan and a random per-run authkey; Unix sockets in private directories), the Spark
+launcher (runtime/spark/barrier.py) runs them as the tasks of one Spark barrier stage (TCP, the same
+authkey). The host accepts their connections and tells each where the others listen; the
 workers then connect to each other and exchange batches directly (runtime/workers/worker.py). The
 host, in the driver's thread, sends the scheduler's events to the worker of each task, hands their
 reports to the driver, stores their snapshots through the job's one writer (answering each worker
@@ -36,22 +38,70 @@ from gyreflow.runtime.workers.wire import WorkerLostError, decode, describe_exit
 from gyreflow.runtime.workers.worker import WorkerSetup, serve
 from gyreflow.scheduler.events import TaskFailed
 
-CONNECT_SECONDS = 60  # every worker connects back within this (they are forked, not started anew)
 WAIT_SECONDS = 0.05  # one wait for worker messages while only the driver's writer has work
 
 
+class ForkLauncher:
+    """Starts the workers as forks of this process, on Unix sockets; how they end is their exit
+    status. The other launcher: ``SparkLauncher`` (runtime/spark/barrier.py)."""
+
+    family = "AF_UNIX"
+    connect_seconds = 60  # every worker connects back within this (forked, not started anew)
+
+    def __init__(self) -> None:
+        self.processes: list = []
+
+    def listen(self, authkey: bytes) -> Listener:
+        """The driver's listener: a Unix socket in a 0700 directory of this process."""
+        return Listener(family="AF_UNIX", authkey=authkey)
+
+    def start(self, setup: WorkerSetup, count: int) -> None:
+        context = multiprocessing.get_context("fork")
+        for index in range(count):
+            process = context.Process(target=serve, args=(setup, index), daemon=True,
+                                      name=f"gyreflow-worker-{index}")
+            process.start()
+            self.processes.append(process)
+
+    def ended(self) -> str | None:
+        """How the first worker that ended did (None while every one runs)."""
+        dead = [p for p in self.processes if not p.is_alive()]
+        return f"worker {dead[0].name} {describe_exit(dead[0].exitcode)}" if dead else None
+
+    def describe_loss(self, worker: int) -> str:
+        """How worker ``worker``, whose connection closed, ended: ``killed by SIGKILL``."""
+        process = self.processes[worker]
+        process.join(1.0)
+        return describe_exit(process.exitcode)
+
+    def stop(self, seconds: float) -> None:
+        """Wait up to ``seconds`` for the workers, told to stop, to end; then kill the rest."""
+        for process in self.processes:
+            process.join(seconds)
+        self.kill()
+
+    def kill(self) -> None:
+        for process in self.processes:
+            if process.is_alive():
+                process.kill()
+        for process in self.processes:
+            process.join(5)
+
+
 class WorkerHost:
-    """Runs the tasks of a job in ``environment.workers`` worker processes on this machine."""
+    """Runs the tasks of a job in ``environment.workers`` worker processes on this machine, or in
+    the worker processes another launcher starts (a Spark barrier stage)."""
 
     name = "workers"
 
-    def __init__(self, config, backend, workers: int | None = None) -> None:
+    def __init__(self, config, backend, workers: int | None = None, launcher=None) -> None:
         self.config = config
         self.backend = backend
         self.count = workers or config["environment.workers"]
+        self.launcher = launcher if launcher is not None else ForkLauncher()
         self._writer: WatchedWriter | None = None
         self._store = None
-        self._processes: list = []
+        self._pids: list[int] = []
         self._conns: list = []
         self._lost: str | None = None
         self._closing = False
@@ -64,8 +114,8 @@ class WorkerHost:
 
     @property
     def pids(self) -> tuple[int, ...]:
-        """The worker processes' ids."""
-        return tuple(p.pid for p in self._processes)
+        """The worker processes' ids, by worker index (as each said in its hello)."""
+        return tuple(self._pids)
 
     def open(self, job: str, graph: ExecutionGraph, store, link: HostLink, resume_from: int,
              rescaled: frozenset[str], horizon: int, cycle_ends=None) -> None:
@@ -93,7 +143,8 @@ class WorkerHost:
         self._wake_read, self._wake_write = self._wake_fds = os.pipe()
         os.set_blocking(self._wake_write, False)
         self._start(WorkerSetup(job, graph, self.config, self.backend, self.count, None,
-                                os.urandom(32), rescaled, dict(cycle_ends or {}), os.getpid()))
+                                os.urandom(32), rescaled, dict(cycle_ends or {}), os.getpid(),
+                                self.launcher.family))
         # Forked before the writer process starts, so that no worker holds the writer's pipes.
         if self.backend.name == "memory":
             writer = InlineSnapshotWriter(store, link.writer_failed)
@@ -108,21 +159,17 @@ class WorkerHost:
             pass
 
     def _start(self, setup: WorkerSetup) -> None:
-        # A Unix socket in a 0700 directory of this process, and the per-run authkey: only this
-        # run's workers can connect (multiprocessing's HMAC challenge).
-        listener = Listener(family="AF_UNIX", authkey=setup.authkey)
+        # The launcher's listener and the per-run authkey: only this run's workers can connect
+        # (multiprocessing's HMAC challenge).
+        listener = self.launcher.listen(setup.authkey)
         try:
             setup = attrs.evolve(setup, address=listener.address)
-            context = multiprocessing.get_context("fork")
-            for index in range(self.count):
-                process = context.Process(target=serve, args=(setup, index), daemon=True,
-                                          name=f"gyreflow-worker-{index}")
-                process.start()
-                self._processes.append(process)
+            self.launcher.start(setup, self.count)
             hellos = self._accept(listener)
         finally:
             listener.close()
-        addresses = [address for _, address in sorted(hellos.values())]
+        addresses = [address for _, address, _ in sorted(hellos.values())]
+        self._pids = [pid for _, _, pid in sorted(hellos.values())]
         self._conns = [conn for conn, _ in sorted(hellos.items(), key=lambda kv: kv[1][0])]
         for conn in self._conns:
             conn.send_bytes(encode([("peers", addresses)]))
@@ -136,25 +183,25 @@ class WorkerHost:
             try:
                 for _ in range(self.count):
                     conn = listener.accept()
-                    (_, index, address), = decode(conn.recv_bytes())
-                    hellos[conn] = (index, address)
+                    (_, index, address, pid), = decode(conn.recv_bytes())
+                    hellos[conn] = (index, address, pid)
             except Exception as exc:  # noqa: BLE001 - reported below
                 failure.append(exc)
 
         thread = threading.Thread(target=accept, daemon=True, name="gyreflow-worker-accept")
         thread.start()
-        deadline = time.monotonic() + CONNECT_SECONDS
+        seconds = self.launcher.connect_seconds
+        deadline = time.monotonic() + seconds
         while thread.is_alive():
             thread.join(0.05)
-            dead = [p for p in self._processes if not p.is_alive()]
-            if dead or time.monotonic() > deadline:
-                self._kill()
-                what = (f"worker {dead[0].name} {describe_exit(dead[0].exitcode)}" if dead else
-                        f"the workers did not connect within {CONNECT_SECONDS} s")
+            ended = self.launcher.ended()
+            if ended or time.monotonic() > deadline:
+                self.launcher.kill()
+                what = ended or f"the workers did not connect within {seconds} s"
                 msg = f"job {self._job!r} could not start its workers: {what}"
                 raise WorkerLostError(msg)
         if failure:
-            self._kill()
+            self.launcher.kill()
             msg = f"job {self._job!r} could not start its workers: {failure[0]}"
             raise WorkerLostError(msg)
         return hellos
@@ -266,10 +313,8 @@ class WorkerHost:
     def _worker_lost(self, worker: int) -> None:
         if self._lost is not None or self._closing:
             return
-        process = self._processes[worker]
-        process.join(1.0)
-        self._lost = (f"worker {worker} (pid {process.pid}) of job {self._job!r} "
-                      f"{describe_exit(process.exitcode)}")
+        self._lost = (f"worker {worker} (pid {self._pids[worker]}) of job {self._job!r} "
+                      f"{self.launcher.describe_loss(worker)}")
         task = self._a_task.get(worker, next(iter(self._worker_of)))
         self._link.report(TaskFailed(self._cycle_of[task], task, 0, WorkerLostError(self._lost)))
 
@@ -350,13 +395,13 @@ class WorkerHost:
         self._closing = True
         try:
             if failed or self._lost is not None:
-                self._kill()
+                for conn in self._conns:  # a worker that reads it closed stops by itself
+                    conn.close()
+                self.launcher.kill()
             else:
                 for worker in range(self.count):
                     self._send(worker, [("stop",)])
-                for process in self._processes:
-                    process.join(10)
-                self._kill()
+                self.launcher.stop(10)
         finally:
             for conn in self._conns:
                 conn.close()
@@ -368,12 +413,6 @@ class WorkerHost:
             if self._store is not None and self.backend.name != "memory":
                 self._store.close()
 
-    def _kill(self) -> None:
-        for process in self._processes:
-            if process.is_alive():
-                process.kill()
-        for process in self._processes:
-            process.join(5)
 
 
 class _WakingWriter(WatchedWriter):

@@ -1,7 +1,9 @@
 """One worker process: runs its share of a job's tasks for the whole job, with the in-process code.
 
-The worker is forked by the driver (so it holds the plan, user functions included, without pickling
-it), connects back to the driver over an authenticated local connection, then to every other worker.
+A worker is forked by the driver (so it holds the plan, user functions included, without pickling
+it), or runs in a task of a Spark barrier stage (runtime/spark/barrier.py: the plan is shipped with
+cloudpickle); it connects back to the driver over an authenticated connection (a Unix socket, or TCP
+on Spark), then to every other worker.
 Its tasks run in the Dispatcher/TaskRunner/Task code of runtime/dataflow, stepped in turn as in the
 in-process host; a channel to a task of another worker sends its batches there (one pickled message
 per batch, several coalesced per turn), and graph messages of a superstep travel the same way.
@@ -43,7 +45,8 @@ _SUPERSTEPS = (EventKind.EXECUTE_FIRST_ITERATION, EventKind.EXECUTE_COMPUTE,
 
 @attrs.frozen(eq=False)
 class WorkerSetup:
-    """What every worker of a job gets from the driver when it is forked (never pickled)."""
+    """What every worker of a job gets from the driver: inherited when it is forked, pickled with
+    cloudpickle when it runs in a Spark task."""
 
     job: str
     graph: ExecutionGraph
@@ -54,7 +57,8 @@ class WorkerSetup:
     authkey: bytes = attrs.field(repr=False)
     rescaled: frozenset = frozenset()
     cycle_ends: dict = attrs.field(factory=dict)
-    parent: int = 0  # the driver's pid
+    parent: int = 0  # the driver's pid (forked workers die with it)
+    family: str = "AF_UNIX"  # of every connection: AF_UNIX (forked workers) or AF_INET (Spark)
 
 
 def serve(setup: WorkerSetup, index: int) -> None:
@@ -77,6 +81,20 @@ def serve(setup: WorkerSetup, index: int) -> None:
         # The parent's objects (stores, sockets, atexit handlers) were copied by the fork: they are
         # the parent's to close.
         os._exit(code)
+
+
+def serve_in_task(setup: WorkerSetup, index: int, host: str) -> None:
+    """The body of worker ``index`` in a process it does not own (a Spark task), listening on
+    ``host``: returns once the driver stops the job or closes its connection, raises what failed,
+    and leaves the process as it found it (the process serves other tasks afterwards)."""
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_SECONDS)
+    worker = Worker(setup, index, host)
+    try:
+        worker.run()
+    finally:
+        sys.setswitchinterval(previous)
+        worker.shut()
 
 
 def _die_with_parent(parent: int) -> None:
@@ -176,9 +194,10 @@ class _Store:
 class Worker:
     """The tasks of one worker process, their connections and their turn loop."""
 
-    def __init__(self, setup: WorkerSetup, index: int) -> None:
+    def __init__(self, setup: WorkerSetup, index: int, host: str | None = None) -> None:
         self.setup = setup
         self.index = index
+        self.host = host  # the address to listen on for the other workers (AF_INET)
         self.count = setup.workers
         self.inbound: queue.SimpleQueue = queue.SimpleQueue()
         self.deferred: deque = deque()  # messages taken while waiting for a reply, in order
@@ -204,13 +223,18 @@ class Worker:
         """Connect to the driver, learn the other workers' addresses, connect to each of them:
         to every lower index, then accept every higher one (no two workers wait on each other)."""
         setup = self.setup
-        driver = Client(setup.address, family="AF_UNIX", authkey=setup.authkey)
-        listener = Listener(family="AF_UNIX", authkey=setup.authkey) if self.count > 1 else None
-        driver.send_bytes(encode([("hello", self.index, listener.address if listener else None)]))
+        family = setup.family
+        driver = Client(setup.address, family=family, authkey=setup.authkey)
+        listener = None
+        if self.count > 1:
+            address = (self.host or "127.0.0.1", 0) if family == "AF_INET" else None
+            listener = Listener(address, family=family, authkey=setup.authkey)
+        driver.send_bytes(encode([("hello", self.index, listener.address if listener else None,
+                                   os.getpid())]))
         (_, addresses), = decode(driver.recv_bytes())
         self._attach(DRIVER, driver)
         for peer in range(self.index):
-            conn = Client(addresses[peer], family="AF_UNIX", authkey=setup.authkey)
+            conn = Client(addresses[peer], family=family, authkey=setup.authkey)
             conn.send_bytes(encode([("peer", self.index)]))
             self._attach(peer, conn)
         for _ in range(self.index + 1, self.count):
@@ -254,6 +278,9 @@ class Worker:
         self._flush()
         while True:
             source, data = self.inbound.get()
+            if source == DRIVER and data is None:
+                msg = "the driver closed its connection: the job is over"
+                raise ConnectionError(msg)
             if source == DRIVER and data is not None:
                 items = decode(data)
                 if items[0][0] == "reply" and items[0][1] == token:
@@ -364,13 +391,24 @@ class Worker:
         self._flush()
 
     def _stop(self) -> None:
-        for runner in self.runner_list:
+        self._destroy_tasks()
+        self.stopping = True
+
+    def _destroy_tasks(self) -> None:
+        runners, self.runner_list = getattr(self, "runner_list", []), []
+        for runner in runners:
             if runner.task.ctx is not None:
                 try:
                     runner.task.destroy()
                 except Exception:  # noqa: BLE001, S110 - best effort on the way out
                     pass
-        self.stopping = True
+
+    def shut(self) -> None:
+        """Close the tasks still open and every connection (a worker in a process it does not
+        own: the process goes on)."""
+        self._destroy_tasks()
+        for conn in self.conns.values():
+            conn.close()
 
     # Supersteps across workers ------------------------------------------------------------------
 

@@ -1,0 +1,198 @@
+"""Workers mode on Spark: a job's worker processes run as the tasks of one Spark barrier stage.
+
+``SparkLauncher`` is the worker host's launcher (runtime/workers/host.py) for ``spark.mode =
+workers``: a thread of the driver submits ``parallelize(range(n), n).barrier().mapPartitions(...)``
+under a job group of its own, and task ``i`` of that stage runs worker ``i`` for the whole job
+(runtime/workers/worker.py), listening on its executor's address. The driver listens on its own
+address; every connection is TCP with the run's random authkey (multiprocessing's HMAC challenge),
+so records go from worker to worker and never through the JVM. The setup (plan, user functions,
+authkey) travels with the stage's closure, pickled with cloudpickle.
+
+A barrier stage that loses a task is not retried by Spark: the stage is a result stage, and Spark
+aborts a failed barrier result stage ("Could not recover from a failed barrier ResultStage"). The
+driver sees the lost worker's connection close, reports a ``WorkerLostError``, and its restart
+strategy starts a new stage from the last completed window. ``kill`` cancels the job group and waits
+a bounded time for the stage to end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import re
+import threading
+import uuid
+from multiprocessing.connection import Listener
+
+from gyreflow.runtime.errors import PlanNotShippableError
+from gyreflow.runtime.spark.shipping import explain_unpicklable, ship_user_modules_by_value
+from gyreflow.runtime.workers.worker import WorkerSetup, serve_in_task
+
+KILL_SECONDS = 20.0  # the longest a cancelled stage is waited for: close() never hangs
+_LOCAL = re.compile(r"local(?:\[\s*(\d+|\*)\s*(?:,\s*\d+\s*)?\])?")
+
+
+def is_local_master(master: str) -> bool:
+    """Whether ``master`` runs Spark inside the driver's JVM (``local``, ``local[N]``, ...)."""
+    return _LOCAL.fullmatch(master.strip()) is not None
+
+
+def task_slots(context, master: str, task_cpus: int = 1) -> int:
+    """How many tasks the master runs at once: N for ``local[N]`` (every core for ``local[*]``),
+    else Spark's default parallelism (its executors' cores; ``context`` is only asked then),
+    divided by ``spark.task.cpus``.
+
+    >>> task_slots(None, "local[3]"), task_slots(None, "local[2, 4]"), task_slots(None, "local")
+    (3, 2, 1)
+    """
+    cpus = max(1, task_cpus)
+    match = _LOCAL.fullmatch(master.strip())
+    if match is not None:
+        cores = match.group(1)
+        slots = 1 if cores is None else (os.cpu_count() or 1) if cores == "*" else int(cores)
+    else:
+        slots = context.defaultParallelism
+    return max(slots // cpus, 0)
+
+
+def too_few_slots(workers: int, slots: int, master: str) -> str | None:
+    """The one-line refusal of a stage of ``workers`` tasks on a master of ``slots``, or None.
+
+    >>> too_few_slots(4, 2, "local[2]")[:60]
+    'spark.mode = "workers" needs 4 task slots (spark.workers = 4'
+    """
+    if workers <= slots:
+        return None
+    return (f'spark.mode = "workers" needs {workers} task slots (spark.workers = {workers}) but '
+            f"the master {master} has {slots}: set spark.workers to {slots} or fewer (0: one "
+            "worker per slot), give the master more slots (spark.master = local[N], more "
+            'executor cores), or use spark.mode = "rounds"')
+
+
+def driver_address(context, master: str) -> str:
+    """Where the driver listens for its workers: 127.0.0.1 with a local master, else the address
+    Spark gives the driver (``spark.driver.host``), else this machine's name."""
+    if is_local_master(master):
+        return "127.0.0.1"
+    import socket
+
+    return context.getConf().get("spark.driver.host", None) or socket.gethostname()
+
+
+class SparkLauncher:
+    """Starts a job's workers as the tasks of one Spark barrier stage (see the module's text)."""
+
+    family = "AF_INET"
+    connect_seconds = 120  # a stage waits for free slots (a cancelled one's tasks end first)
+
+    def __init__(self, session_factory, master: str) -> None:
+        self.session_factory = session_factory
+        self.master = master
+        self.group = f"gyreflow-workers-{uuid.uuid4().hex}"
+        self.context = None
+        self.thread: threading.Thread | None = None
+        self.finished = threading.Event()
+        self.failure: str | None = None
+
+    def listen(self, authkey: bytes) -> Listener:
+        """The driver's listener: a TCP port of the driver's address (port 0: any free one)."""
+        self.context = self.session_factory().sparkContext
+        address = (driver_address(self.context, self.master), 0)
+        return Listener(address, family="AF_INET", authkey=authkey)
+
+    def start(self, setup: WorkerSetup, count: int) -> None:
+        """Submit the barrier stage from a thread of its own (it runs as long as the job)."""
+        if not is_local_master(self.master):
+            ship_user_modules_by_value()  # executors elsewhere cannot import the driver's modules
+        blob = shippable_setup(setup)  # fails before any data moves
+        self.thread = threading.Thread(target=self._run, args=(blob, count, setup.job),
+                                       daemon=True, name="gyreflow-barrier-stage")
+        self.thread.start()
+
+    def _run(self, blob: bytes, count: int, job: str) -> None:
+        context = self.context
+        try:
+            # Pinned-thread mode: the job group belongs to the thread that submits the job.
+            context.setJobGroup(self.group, f"gyreflow workers of job {job}", interruptOnCancel=True)
+            context.parallelize(range(count), count).barrier().mapPartitions(
+                _worker_partition(blob)).collect()
+        except BaseException as exc:  # noqa: BLE001 - how the stage ended, for messages
+            self.failure = spark_reason(exc)
+        finally:
+            self.finished.set()
+
+    def ended(self) -> str | None:
+        """How the stage ended before every worker connected (None while it runs)."""
+        if not self.finished.is_set():
+            return None
+        return f"the Spark stage of the workers {'failed: ' + self.failure if self.failure else 'ended'}"
+
+    def describe_loss(self, worker: int) -> str:
+        """How worker ``worker``, whose connection closed, ended, as far as Spark says within 1 s."""
+        self.finished.wait(1.0)
+        return f"closed its connection (Spark: {self.failure})" if self.failure else (
+            "closed its connection")
+
+    def stop(self, seconds: float) -> None:
+        """Wait up to ``seconds`` for the workers, told to stop, to end their tasks; then cancel."""
+        if self.thread is not None and not self.finished.wait(seconds):
+            self.kill()
+
+    def kill(self) -> None:
+        """Cancel the stage's job group and wait (a bounded time) for it to end."""
+        if self.thread is None:
+            return
+        if not self.finished.is_set():
+            with contextlib.suppress(Exception):  # a stopped context has nothing to cancel
+                self.context.cancelJobGroup(self.group)
+        self.finished.wait(KILL_SECONDS)
+
+
+def shippable_setup(setup: WorkerSetup) -> bytes:
+    """The workers' setup pickled for the executors; fails before any data moves if it cannot be,
+    naming the operator and what it holds (runtime/spark/shipping.py)."""
+    from pyspark import cloudpickle
+
+    name, graph = setup.job, setup.graph
+    for vertex in graph.pipeline.vertices:
+        sink = getattr(vertex.spec, "sink", None)
+        if getattr(sink, "in_process_only", False):
+            msg = (f"job {name!r}: operator {vertex.name!r} cannot be sent to Spark executors: "
+                   f"{sink.describe()} writes to an object of this process; use it with the local "
+                   "environment (--env local), or leave its stream unset to print on the executors")
+            raise PlanNotShippableError(msg)
+    try:
+        return cloudpickle.dumps(setup)
+    except Exception as exc:
+        for vertex in graph.pipeline.vertices:
+            error = explain_unpicklable(name, vertex.name, vertex.spec, cloudpickle.dumps)
+            if error is not None:
+                raise error from None
+        msg = f"job {name!r}: its plan cannot be sent to Spark executors ({type(exc).__name__}: {exc})"
+        raise PlanNotShippableError(msg) from exc
+
+
+def _worker_partition(blob: bytes):
+    """The barrier stage's function: partition ``i`` runs worker ``i`` until the job ends."""
+
+    def run(_partition):
+        from pyspark import BarrierTaskContext
+
+        context = BarrierTaskContext.get()
+        index = context.partitionId()
+        host = context.getTaskInfos()[index].address.rsplit(":", 1)[0]
+        serve_in_task(pickle.loads(blob), index, host)  # the driver's own setup
+        yield index
+
+    return run
+
+
+def spark_reason(error: BaseException) -> str:
+    """Spark's reason for a failed job in one short line (the Py4J text runs to many lines)."""
+    text = str(getattr(error, "java_exception", None) or error)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in lines:
+        if "SparkException:" in line:
+            return line.split("SparkException:", 1)[1].strip()[:300]
+    return (lines[0] if lines else type(error).__name__)[:300]
