@@ -244,3 +244,31 @@ def test_label_histograms_pick_the_most_frequent_label_like_counter(kind):
     best = {a: min(b for b, n in hist.items() if n == max(hist.values()))
             for a, hist in expected.items()}
     assert dict(zip(chosen_at.tolist(), chosen.tolist(), strict=True)) == best
+
+
+class IncidentEdges(ArrayVertexCompute):
+    """Each vertex's number of incident edges, set in the first superstep (no messages)."""
+
+    def init(self, ids, given):
+        return np.zeros(len(ids), dtype=np.int64)
+
+    def compute(self, part, inbox):
+        return np.diff(part.out_edges.indptr).astype(np.int64)
+
+
+def test_a_program_ending_before_its_neighbour_keeps_its_last_window(make_env):
+    vertices, edges = ref.random_graph(31, 40, 120)
+    pipeline = make_env(1).pipeline("two-graph-programs")
+
+    @pipeline.task
+    def grow(ctx):
+        graph = GraphView(None, ctx.source(edges, SizeTumblingWindow(15), parallelism=1),
+                          directed=False)
+        graph.incremental_compute(IncidentEdges()).collect("degree")
+        algorithms.incremental_bfs(graph, edges[0][0]).collect("bfs")
+
+    folded: dict = {}
+    for _, records in sorted(pipeline.execute().by_window("degree").items()):
+        folded.update(records)
+    expected = Counter(v for a, b in edges for v in ((a, b) if a != b else (a,)))
+    assert folded == dict(expected)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sparse
+from scipy.sparse import csgraph
 
 from gyreflow.api.graph.arrays import ArrayVertexCompute, ids_equal
 from gyreflow.api.graph.views import Aggregator
@@ -117,7 +119,9 @@ class ArrayIncrementalBreadthFirstSearch(ArrayBreadthFirstSearch):
 
 class ArrayConnectedComponents(ArrayVertexCompute):
     """Weakly connected components (see ``ConnectedComponents``): the smallest vertex id of each
-    component, labels spreading along every edge from the vertices whose label dropped."""
+    component. Vertices with one label are known to be connected, so a task joins label classes
+    along its own edges at once (``scipy.sparse.csgraph``) and only labels crossing to other
+    tasks travel as messages; a class that receives a smaller label takes it whole."""
 
     combine = "min"
     max_iterations = NO_LIMIT
@@ -130,26 +134,113 @@ class ArrayConnectedComponents(ArrayVertexCompute):
         return _labels(ids)
 
     def starters(self, part) -> np.ndarray:
-        """Iteration 1: every vertex offers its label."""
-        return np.arange(part.num_local)
+        """Iteration 1: the vertices that offer their label along the new edges to other tasks."""
+        return np.ones(part.num_local, dtype=bool)
 
     def compute(self, part, inbox) -> np.ndarray:
-        """Adopt smaller labels and pass them on."""
-        labels, improved = _improve(part.values, inbox)
+        """Join the classes along new local edges (iteration 1) or adopt smaller offered labels,
+        then send the labels that dropped to the other tasks' neighbours."""
+        n = part.num_local
+        offer_rows = offer_columns = np.zeros(0, np.int64)
         if part.iteration == 1:
-            improved = np.union1d(improved, self.starters(part))
-        if len(improved):
-            part.send_along(labels, self.direction, where=improved)
+            labels = self.first_labels(part)
+            if len(part.columns) > n:
+                rows, columns = part.added_edges(self.direction)
+                remote = columns >= n
+                offering = self.starters(part)[rows[remote]]
+                offer_rows, offer_columns = rows[remote][offering], columns[remote][offering]
+        else:
+            labels = _adopt(part.values, inbox.positions, inbox.values)
+        if len(part.columns) > n:
+            dropped = np.flatnonzero(np.asarray(labels != part.values, dtype=bool))
+            rows, columns, _ = part.edges(dropped, self.direction)
+            remote = columns >= n
+            offer_rows = np.concatenate([offer_rows, rows[remote]])
+            offer_columns = np.concatenate([offer_columns, columns[remote]])
+        if len(offer_rows):
+            part.send(offer_columns, labels[offer_rows])
         return labels
+
+    def first_labels(self, part) -> np.ndarray:
+        """The labels of iteration 1: every vertex is its own class, joined along local edges."""
+        n = part.num_local
+        if len(part.columns) == n:  # every edge is local: the task's out-edges as they are
+            edges = part.out_edges
+            graph = sparse.csr_matrix((np.ones(edges.nnz), edges.indices, edges.indptr),
+                                      shape=(n, n))
+        else:
+            rows, columns = part.added_edges("out")
+            local = columns < n
+            graph = sparse.csr_matrix((np.ones(int(local.sum())), (rows[local], columns[local])),
+                                      shape=(n, n))
+        count, component = csgraph.connected_components(graph, directed=True, connection="weak")
+        return _group_minimum(component, count, part.values)[component]
 
 
 class ArrayIncrementalConnectedComponents(ArrayConnectedComponents):
-    """Components of a growing graph: in a window's first superstep the vertices its input touched
-    offer their label along every edge; labels only drop, so values kept across windows stay exact."""
+    """Components of a growing graph: in a window's first superstep the label classes join along
+    the edges the window added, and the vertices its input touched offer their label along its
+    new edges to other tasks; labels only drop, so values kept across windows stay exact."""
 
     def starters(self, part) -> np.ndarray:
         """The touched vertices."""
-        return np.flatnonzero(part.touched)
+        return part.touched
+
+    def first_labels(self, part) -> np.ndarray:
+        """The kept labels, the classes joined along the window's new local edges."""
+        rows, columns = part.added_edges("out")
+        local = columns < part.num_local
+        return _join_classes(part.values, rows[local], columns[local])
+
+
+def _group_minimum(groups: np.ndarray, count: int, values: np.ndarray) -> np.ndarray:
+    """The smallest of ``values`` in each group ``0..count-1`` (any ordered dtype)."""
+    order = np.argsort(values, kind="stable")
+    present, first = np.unique(groups[order], return_index=True)
+    smallest = np.empty(count, dtype=values.dtype)
+    smallest[present] = values[order[first]]
+    return smallest
+
+
+def _join_classes(labels: np.ndarray, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """The labels after joining, along the edges ``rows``-``columns`` between a task's own
+    vertices, the classes of vertices with one label: each joined class takes its smallest. The
+    cost follows the edges that link two classes, not the vertices."""
+    ends = labels[rows], labels[columns]
+    apart = np.asarray(ends[0] != ends[1], dtype=bool)
+    if not apart.any():
+        return labels
+    classes, codes = np.unique(np.concatenate([ends[0][apart], ends[1][apart]]),
+                               return_inverse=True)
+    codes = codes.reshape(2, -1)
+    k = len(classes)
+    graph = sparse.csr_matrix((np.ones(codes.shape[1]), (codes[0], codes[1])), shape=(k, k))
+    count, component = csgraph.connected_components(graph, directed=True, connection="weak")
+    joined = _group_minimum(component, count, classes)[component]
+    return _relabel(labels, classes, joined)
+
+
+def _relabel(labels: np.ndarray, classes: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """``labels`` with every label found in the sorted ``classes`` replaced by its ``new``."""
+    at = np.minimum(np.searchsorted(classes, labels), len(classes) - 1)
+    hit = np.asarray(classes[at] == labels, dtype=bool)
+    labels = labels.copy()
+    labels[hit] = new[at[hit]]
+    return labels
+
+
+def _adopt(labels: np.ndarray, positions: np.ndarray, offered: np.ndarray) -> np.ndarray:
+    """The labels after the vertices at ``positions`` were offered ``offered``: every class (the
+    vertices of one label) with a smaller offer takes the smallest one it got."""
+    if not len(positions):
+        return labels
+    better = np.asarray(offered < labels[positions], dtype=bool)
+    if not better.any():
+        return labels
+    old, offered = labels[positions[better]], offered[better]
+    order = np.argsort(offered, kind="stable")
+    classes, first = np.unique(old[order], return_index=True)
+    return _relabel(labels, classes, offered[order[first]])
 
 
 class ArrayShortestPaths(ArrayVertexCompute):

@@ -59,6 +59,8 @@ class ArrayGraphOperator(GraphOperator):
         self.values = None
         self.before = None  # incremental: the values when the window's supersteps started
         self.fresh = np.zeros(0, np.int64)
+        self.touched = np.zeros(0, dtype=bool)
+        self.added = _NO_EDGES
         self.plain_result = getattr(getattr(type(self.program), "result", None), "identity_default",
                                     False)
 
@@ -90,12 +92,17 @@ class ArrayGraphOperator(GraphOperator):
         """Add window ``window``'s input to the chunks, build the partition, start the values."""
         self.window = window
         self._tables()
-        records = self.pending.pop(window, ())
+        # The window stays pending, empty, until its results are out: a task told that its input
+        # ended defers the end while a window is pending.
+        records = self.pending.get(window, ())
+        self.pending[window] = []
         chunks = self.graph.data
         touched = None
+        self.added = _NO_EDGES
         if any(batch for _, batch in records):
-            changed, touched = add_window_input(chunks, records, self.max_parallelism,
-                                                self.spec.directed, self.ctx.state.key_groups)
+            changed, touched, self.added = add_window_input(
+                chunks, records, self.max_parallelism, self.spec.directed,
+                self.ctx.state.key_groups)
             self.graph.mark_changed(changed)
             self.part = None
         part = self.part
@@ -183,6 +190,7 @@ class ArrayGraphOperator(GraphOperator):
         ctx = ArrayContext(part, self.combine, self.aggregators)
         ctx.values = self.values
         ctx.touched = self.touched
+        ctx.added = self.added if self.mode is GraphMode.INCREMENTAL else None
         ctx.iteration = iteration
         ctx.window = self.window
         ctx.num_vertices = self.num_vertices
@@ -219,6 +227,7 @@ class ArrayGraphOperator(GraphOperator):
     def finish_iteration(self, window: int) -> None:
         """The window's supersteps ended: emit the results (incremental: the changed ones)."""
         self.loop.discard(self.index)
+        self.pending.pop(window, None)
         part = self.part
         values = self.values
         if self.mode is GraphMode.INCREMENTAL:
@@ -257,13 +266,14 @@ class ArrayGraphOperator(GraphOperator):
     def progress(self, done: int, payload: tuple, inbox) -> bytes:
         """Where the window stands after superstep ``done`` (an iteration snapshot)."""
         return pickle.dumps((self.window, done, self.parallelism, payload, self.values, inbox,
-                             self.touched, (self.before, self.fresh), self.num_vertices, [], {}),
+                             (self.touched, self.added), (self.before, self.fresh),
+                             self.num_vertices, [], {}),
                             pickle.HIGHEST_PROTOCOL)
 
     def restore_progress(self, record: tuple) -> tuple:
         """Go on from ``progress``'s record; returns the payload superstep ``done + 1`` takes."""
-        (_, done, _, payload, self.values, inbox, self.touched, (self.before, self.fresh),
-         self.num_vertices, _, _) = record
+        (_, done, _, payload, self.values, inbox, (self.touched, self.added),
+         (self.before, self.fresh), self.num_vertices, _, _) = record
         if inbox:
             self.loop.put(self.index, done + 1, inbox, self.merge)
         return payload
@@ -278,18 +288,21 @@ class ArrayGraphOperator(GraphOperator):
                 tables[table.name] = (table.data, table.changed, table.removed)
         # Not the CSR partition: it is rebuilt from the chunks where needed, and leaving it out
         # keeps the bytes a Spark step persists per task to the graph itself.
-        return (tables, self.values, self.collecting, self.pending, self.touched,
+        return (tables, self.values, self.collecting, self.pending, (self.touched, self.added),
                 self.before, self.fresh, self.num_vertices, self.window)
 
     def import_state(self, state: tuple) -> None:
         """Take over what ``export_state`` gave."""
-        (tables, self.values, self.collecting, self.pending, self.touched,
+        (tables, self.values, self.collecting, self.pending, (self.touched, self.added),
          self.before, self.fresh, self.num_vertices, self.window) = state
         for name, (data, changed, removed) in tables.items():
             table = self.ctx.state.table(name)
             table.data, table.changed, table.removed = data, changed, removed
         self._tables()
         self.part = self._build(self.graph.data) if self.graph.data else None
+
+
+_NO_EDGES = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int8))
 
 
 def _concat(parts: list) -> np.ndarray:

@@ -73,10 +73,11 @@ def _first_seen(ids: np.ndarray) -> np.ndarray:
 
 
 def add_window_input(chunks: dict, records: list, max_parallelism: int, directed: bool = True,
-                     owned: range | None = None) -> tuple[set, np.ndarray]:
+                     owned: range | None = None) -> tuple[set, np.ndarray, tuple]:
     """Add a window's input (``(role, batch)`` pairs) to the chunks (chunk key -> chunk); returns
-    the chunk keys that changed and the ids the input touched. Vertex and edge *blocks* (arrays of
-    many, broadcast to every task) contribute the vertices of the ``owned`` key groups."""
+    the chunk keys that changed, the ids the input touched and the edge halves it added
+    (``(vertex ids, other ends, sides)``). Vertex and edge *blocks* (arrays of many, broadcast to
+    every task) contribute the vertices of the ``owned`` key groups."""
     given: dict = {}
     halves: list = []
     blocks: list = []
@@ -112,6 +113,7 @@ def add_window_input(chunks: dict, records: list, max_parallelism: int, directed
     else:
         values = None
     touched = concat_ids([vertex_ids, vids])
+    added = (vids, others, sides)
     changed = set()
     vertex_groups, vertex_order, vertex_bounds = _grouped(vertex_ids, max_parallelism)
     half_groups, half_order, half_bounds = _grouped(vids, max_parallelism)
@@ -146,7 +148,7 @@ def add_window_input(chunks: dict, records: list, max_parallelism: int, directed
             chunk[5] = np.concatenate([chunk[5], sides[lo:hi]])
         chunks[key] = chunk
         changed.add(key)
-    return changed, touched
+    return changed, touched, added
 
 
 def _owned(ids: np.ndarray, max_parallelism: int, owned: range | None) -> np.ndarray | None:
@@ -400,6 +402,7 @@ class ArrayContext:
         self.num_local = part.n
         self.values = None
         self.touched = None
+        self.added = None  # the window's new edge halves; None: every edge is new
         self.iteration = 0
         self.window = 0
         self.num_vertices = 0
@@ -446,6 +449,23 @@ class ArrayContext:
     def column_positions(self, ids) -> tuple[np.ndarray, np.ndarray]:
         """``(columns, found)`` of vertex ids in the column space."""
         return self.part.column_positions(ids)
+
+    def added_edges(self, direction: str = "out") -> tuple[np.ndarray, np.ndarray]:
+        """``(rows, columns)``: one entry per ``direction`` edge new to this window's supersteps
+        (incremental: those the window's input added; static: every edge)."""
+        part = self.part
+        if self.added is None:
+            rows, columns, _ = self.edges(None, direction)
+            return rows, columns
+        part.matrices(direction)  # checks the direction
+        vids, others, sides = self.added
+        if part.directed and direction != "both":
+            keep = sides == (OUT if direction == "out" else IN)
+            vids, others = vids[keep], others[keep]
+        rows, found = part.index.lookup(vids)
+        columns, reached = part.column_positions(others)
+        found &= reached
+        return rows[found], columns[found]
 
     def aggregate(self, name: str, value) -> None:
         """Add ``value`` to aggregator ``name`` of this superstep."""
