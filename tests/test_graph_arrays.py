@@ -31,6 +31,7 @@ from gyreflow.runtime.dataflow.graph_arrays import (
     most_frequent,
     reduce_messages,
 )
+from gyreflow.runtime.dataflow.graph_partition import Partition, add_window_input, chunk_key
 from gyreflow.runtime.errors import UserFunctionError
 from gyreflow.state.keys.keygroups import key_group_of
 
@@ -272,3 +273,40 @@ def test_a_program_ending_before_its_neighbour_keeps_its_last_window(make_env):
         folded.update(records)
     expected = Counter(v for a, b in edges for v in ((a, b) if a != b else (a,)))
     assert folded == dict(expected)
+
+
+@pytest.mark.parametrize("directed", [True, False])
+def test_a_partition_extended_in_place_lists_each_vertex_edges_in_arrival_order(directed):
+    rng = random.Random(17)
+    first = [(v, (v + 1) % 12) for v in range(12)]  # every vertex exists after the first window
+    later = [(rng.randrange(12), rng.randrange(12), None) for _ in range(40)]
+    chunks: dict = {}
+    halves = [(a, b, None, 1) for a, b in first]
+    if directed:
+        halves += [(b, a, None, 3) for a, b in first]
+    else:
+        halves += [(b, a, None, 1) for a, b in first if a != b]
+    add_window_input(chunks, [("edge", halves)], 8, directed)
+    part = Partition([(g, chunks[chunk_key(g, 8)]) for g in range(8) if chunk_key(g, 8) in chunks],
+                     directed, 1, 8)
+    more = [(a, b, None, 1) for a, b, _ in later]
+    if directed:
+        more += [(b, a, None, 3) for a, b, _ in later]
+    else:
+        more += [(b, a, None, 1) for a, b, _ in later if a != b]
+    _, _, added = add_window_input(chunks, [("edge", more)], 8, directed)
+    assert part.extend(added)
+    expected_out = {v: [] for v in range(12)}
+    expected_in = {v: [] for v in range(12)}
+    for vertex, other, _, side in halves + more:
+        (expected_out if side == 1 else expected_in)[vertex].append(other)
+
+    def listed(matrix):
+        return {int(part.ids[r]): [int(part.columns_ids[c]) for c in
+                                   matrix.indices[matrix.indptr[r]:matrix.indptr[r + 1]]]
+                for r in range(part.n)}
+
+    assert listed(part.out_edges) == expected_out
+    assert listed(part.in_edges) == (expected_in if directed else expected_out)
+    assert part.out_degree.tolist() == [len(expected_out[int(v)]) for v in part.ids]
+    assert not part.extend((np.array([99]), np.array([1]), np.array([1], np.int8), None))

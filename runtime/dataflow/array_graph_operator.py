@@ -104,7 +104,8 @@ class ArrayGraphOperator(GraphOperator):
                 chunks, records, self.max_parallelism, self.spec.directed,
                 self.ctx.state.key_groups)
             self.graph.mark_changed(changed)
-            self.part = None
+            if self.part is not None and not self.part.extend(self.added):
+                self.part = None
         part = self.part
         rebuilt = part is None
         if rebuilt:
@@ -302,7 +303,7 @@ class ArrayGraphOperator(GraphOperator):
         self.part = self._build(self.graph.data) if self.graph.data else None
 
 
-_NO_EDGES = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int8))
+_NO_EDGES = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int8), None)
 
 
 def _concat(parts: list) -> np.ndarray:

@@ -76,8 +76,8 @@ def add_window_input(chunks: dict, records: list, max_parallelism: int, directed
                      owned: range | None = None) -> tuple[set, np.ndarray, tuple]:
     """Add a window's input (``(role, batch)`` pairs) to the chunks (chunk key -> chunk); returns
     the chunk keys that changed, the ids the input touched and the edge halves it added
-    (``(vertex ids, other ends, sides)``). Vertex and edge *blocks* (arrays of many, broadcast to
-    every task) contribute the vertices of the ``owned`` key groups."""
+    (``(vertex ids, other ends, sides, values or None)``). Vertex and edge *blocks* (arrays of
+    many, broadcast to every task) contribute the vertices of the ``owned`` key groups."""
     given: dict = {}
     halves: list = []
     blocks: list = []
@@ -113,7 +113,7 @@ def add_window_input(chunks: dict, records: list, max_parallelism: int, directed
     else:
         values = None
     touched = concat_ids([vertex_ids, vids])
-    added = (vids, others, sides)
+    added = (vids, others, sides, values)
     changed = set()
     vertex_groups, vertex_order, vertex_bounds = _grouped(vertex_ids, max_parallelism)
     half_groups, half_order, half_bounds = _grouped(vids, max_parallelism)
@@ -256,6 +256,29 @@ class Partition:
         self._reached: dict = {}
         self.columns_index = None
 
+    def extend(self, added: tuple) -> bool:
+        """Add edge halves ``(vertex ids, other ends, sides, values)`` in place, each after the
+        edges its row has; False (nothing changed) when they name a vertex or column the partition
+        does not have, or carry values: then the partition is built again. Costs a copy of the
+        matrices, no sort of their entries."""
+        vids, others, sides, values = added
+        if values is not None or self.out_values is not None:
+            return False
+        rows, found = self.index.lookup(vids)
+        columns, reached = self.column_positions(others)
+        if not (found.all() and reached.all()):
+            return False
+        out = sides == OUT
+        self.out_edges = _append_entries(self.out_edges, rows[out], columns[out])
+        if self.directed:
+            self.in_edges = _append_entries(self.in_edges, rows[~out], columns[~out])
+        else:
+            self.in_edges = self.out_edges
+        self.out_degree = np.diff(self.out_edges.indptr)
+        self._transposed = {}
+        self._reached = {}
+        return True
+
     def matrices(self, direction: str) -> list:
         """The CSR matrices of ``direction`` ("out", "in", "both"; undirected: always the out one)."""
         if direction not in _DIRECTIONS:
@@ -284,6 +307,30 @@ class Partition:
         if self.columns_index is None:
             self.columns_index = IdIndex(self.columns_ids)
         return self.columns_index.lookup(id_array(query))
+
+
+def _append_entries(matrix, rows: np.ndarray, columns: np.ndarray):
+    """``matrix`` with one more entry of weight 1.0 per ``rows[i]``, ``columns[i]``, each after
+    the entries its row has (in the order given)."""
+    if len(rows) == 0:
+        return matrix
+    n = matrix.shape[0]
+    order = np.argsort(rows, kind="stable")
+    rows, columns = rows[order], columns[order]
+    added = np.bincount(rows, minlength=n)
+    before = np.cumsum(added) - added  # new entries of the rows above
+    indptr = matrix.indptr.astype(np.int64)
+    within = np.arange(len(rows)) - before[rows]
+    at = indptr[rows + 1] + before[rows] + within
+    total = matrix.nnz + len(rows)
+    new = np.zeros(total, dtype=bool)
+    new[at] = True
+    indices = np.empty(total, dtype=np.int64)
+    data = np.empty(total, dtype=matrix.data.dtype)
+    indices[new], data[new] = columns, 1.0
+    indices[~new], data[~new] = matrix.indices, matrix.data
+    indptr = indptr + np.concatenate([[0], np.cumsum(added)])
+    return sparse.csr_matrix((data, indices, indptr), shape=matrix.shape)
 
 
 class Inbox:
@@ -458,7 +505,7 @@ class ArrayContext:
             rows, columns, _ = self.edges(None, direction)
             return rows, columns
         part.matrices(direction)  # checks the direction
-        vids, others, sides = self.added
+        vids, others, sides, _ = self.added
         if part.directed and direction != "both":
             keep = sides == (OUT if direction == "out" else IN)
             vids, others = vids[keep], others[keep]
