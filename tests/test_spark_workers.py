@@ -5,7 +5,8 @@ windows (per window, the updated totals of a ``Counter``) and an event-time tumb
 ``Counter`` per window and key). Failover: one worker's Python process gets a real SIGKILL mid-run;
 the job goes on by itself from the last completed window, its output equals the oracle, and the
 restart is counted by ``gyreflow_restarts_total``. A ``gyreflow run`` driver killed with SIGKILL
-mid-run and run again with ``--resume`` publishes the oracle's output. A master with fewer task
+mid-run leaves no process behind (its JVM, its worker processes), and run again with ``--resume``
+publishes the oracle's output. A master with fewer task
 slots than workers is refused before any data moves: one ``error:`` line, exit status 2.
 """
 
@@ -17,12 +18,14 @@ import subprocess
 import sys
 import textwrap
 import time
+import uuid
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from _spark_master import SPARK_MASTER
 from prometheus_client import generate_latest
+from test_spark_recovery import MARKER, assert_no_leftovers
 from test_worker_host import published, updated_totals, wait_for_windows
 
 from gyreflow.api import Environment, FileSink, SizeTumblingWindow, Tumbling
@@ -172,24 +175,31 @@ def write_job(tmp_path: Path, words: int, pause: float, workers: int = 2) -> tup
     return script, config, tmp_path / "out"
 
 
-def gyreflow(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "gyreflow", "run", *args],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+def gyreflow(*args: str, app: str = "gyreflow", log: Path | None = None) -> subprocess.Popen:
+    """``gyreflow run ARGS`` as Spark application ``app`` (its processes carry the marker of
+    tests/test_spark_recovery.py); output to ``log`` when given (a JVM that outlived its driver
+    would hold a pipe open), else piped."""
+    env = {**os.environ, "GYREFLOW_SPARK__APP_NAME": app, MARKER: app}
+    output = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE} if log is None else {
+        "stdout": log.open("w"), "stderr": subprocess.STDOUT}
+    return subprocess.Popen([sys.executable, "-m", "gyreflow", "run", *args], env=env,
+                            stdin=subprocess.DEVNULL, text=True, **output)
 
 
-def test_a_killed_driver_resumes_to_the_uninterrupted_output(tmp_path):
+def test_a_killed_driver_leaves_no_worker_and_resume_completes_the_output(tmp_path):
     words = 1000
     script, config, out = write_job(tmp_path, words, 0.01)
     args = ["--config", str(config), "-q", str(script), str(out)]
-    first = gyreflow(*args)
+    app = f"gyreflow-workers-{uuid.uuid4().hex}"
+    first = gyreflow(*args, app=app, log=tmp_path / "first.log")
     try:
         wait_for_windows(out, 3, first, seconds=120)
     finally:
         first.send_signal(signal.SIGKILL)
-        first.communicate()
+        first.wait()
     assert len(published(out)) < words // WINDOW  # killed mid-run
-    second = gyreflow("--resume", *args)
+    assert_no_leftovers(app, "the killed driver")  # the JVM and the worker processes ended too
+    second = gyreflow("--resume", *args, app=app)
     _, stderr = second.communicate(timeout=180)
     assert second.returncode == 0, stderr
     expected_words = [f"w{(i * 7919) % 37}" for i in range(words)]

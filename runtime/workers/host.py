@@ -34,7 +34,14 @@ from gyreflow.runtime.errors import SnapshotWriteError
 from gyreflow.runtime.host import HostLink
 from gyreflow.runtime.local.host import _WatchedWriter as WatchedWriter
 from gyreflow.runtime.snapshot_writers import InlineSnapshotWriter, ProcessSnapshotWriter
-from gyreflow.runtime.workers.wire import WorkerLostError, decode, describe_exit, encode, worker_of
+from gyreflow.runtime.workers.wire import (
+    WorkerLostError,
+    decode,
+    describe_exit,
+    encode,
+    no_delay,
+    worker_of,
+)
 from gyreflow.runtime.workers.worker import WorkerSetup, serve
 from gyreflow.scheduler.events import TaskFailed
 
@@ -182,7 +189,7 @@ class WorkerHost:
         def accept() -> None:
             try:
                 for _ in range(self.count):
-                    conn = listener.accept()
+                    conn = no_delay(listener.accept(), self.launcher.family)
                     (_, index, address, pid), = decode(conn.recv_bytes())
                     hellos[conn] = (index, address, pid)
             except Exception as exc:  # noqa: BLE001 - reported below

@@ -34,7 +34,7 @@ from gyreflow.runtime.dataflow.emitter import EmitterService, OutputEdge
 from gyreflow.runtime.dataflow.iteration import IterationTask, task_class_for
 from gyreflow.runtime.dataflow.task import TaskCheckpoints
 from gyreflow.runtime.dataflow.task_runner import TaskRunner
-from gyreflow.runtime.workers.wire import decode, encode, portable, worker_of
+from gyreflow.runtime.workers.wire import decode, encode, no_delay, portable, worker_of
 from gyreflow.scheduler.events import EventKind, TaskFailed
 
 DRIVER = -1  # the source index of the driver's connection
@@ -224,7 +224,7 @@ class Worker:
         to every lower index, then accept every higher one (no two workers wait on each other)."""
         setup = self.setup
         family = setup.family
-        driver = Client(setup.address, family=family, authkey=setup.authkey)
+        driver = no_delay(Client(setup.address, family=family, authkey=setup.authkey), family)
         listener = None
         if self.count > 1:
             address = (self.host or "127.0.0.1", 0) if family == "AF_INET" else None
@@ -234,11 +234,11 @@ class Worker:
         (_, addresses), = decode(driver.recv_bytes())
         self._attach(DRIVER, driver)
         for peer in range(self.index):
-            conn = Client(addresses[peer], family=family, authkey=setup.authkey)
+            conn = no_delay(Client(addresses[peer], family=family, authkey=setup.authkey), family)
             conn.send_bytes(encode([("peer", self.index)]))
             self._attach(peer, conn)
         for _ in range(self.index + 1, self.count):
-            conn = listener.accept()
+            conn = no_delay(listener.accept(), family)
             (_, peer), = decode(conn.recv_bytes())
             self._attach(peer, conn)
         if listener is not None:
