@@ -310,3 +310,31 @@ def test_a_partition_extended_in_place_lists_each_vertex_edges_in_arrival_order(
     assert listed(part.in_edges) == (expected_in if directed else expected_out)
     assert part.out_degree.tolist() == [len(expected_out[int(v)]) for v in part.ids]
     assert not part.extend((np.array([99]), np.array([1]), np.array([1], np.int8), None))
+
+
+@pytest.mark.parametrize("directed", [True, False])
+def test_one_task_holding_the_whole_graph_matches_the_references(make_env, directed):
+    vertices, edges = ref.random_graph(21 if directed else 22, 25, 140, self_loops=True,
+                                       duplicates=True, isolated=3)
+    pipeline = make_env(1).pipeline("whole-graph-task")
+
+    @pipeline.task
+    def run(ctx):
+        graph = GraphView(ctx.source(vertices), ctx.source(edges), directed=directed,
+                          parallelism=1)
+        algorithms.wcc(graph).collect("wcc")
+        algorithms.cdlp(graph, 4).collect("cdlp")
+        algorithms.lcc(graph).collect("lcc")
+
+    result = pipeline.execute()
+    g = nx.MultiDiGraph() if directed else nx.MultiGraph()
+    g.add_nodes_from(vertices)
+    g.add_edges_from(edges)
+    components = nx.weakly_connected_components(g) if directed else nx.connected_components(g)
+    assert dict(result.output("wcc")) == {v: min(c) for c in components for v in c}
+    assert dict(result.output("cdlp")) == ref.cdlp(vertices, edges, directed, 4)
+    coefficients = ref.lcc(vertices, edges, directed)
+    got = dict(result.output("lcc"))
+    assert got.keys() == set(vertices)
+    assert all(_close(got[v], coefficients[v]) for v in vertices)
+    assert any(0.0 < c < 1.0 for c in coefficients.values())

@@ -309,8 +309,11 @@ class ArrayLocalClusteringCoefficient(ArrayVertexCompute):
         return np.zeros(len(ids))
 
     def compute(self, part, inbox) -> np.ndarray:
-        """Iteration 1: share the out-neighbours; iteration 2: count links between neighbours."""
+        """Iteration 1: share the out-neighbours; iteration 2: count links between neighbours. A
+        task whose vertices have only neighbours of its own counts at once, without messages."""
         n, m = part.num_local, len(part.columns)
+        if m == n:
+            return local_clustering(part.out_edges) if part.iteration == 1 else part.values
         rows, columns = _pairs(part, "both")
         degree = np.bincount(rows, minlength=n)
         if part.iteration == 1:
@@ -354,3 +357,61 @@ def _send_products(part, rows, columns, degree, out_rows, out_columns) -> None:
     targets = columns[near_start[vertex] + within // width]
     shared = out_columns[out_start[vertex] + within % width]
     part.send(targets, part.columns[shared])
+
+
+def local_clustering(out_edges) -> np.ndarray:
+    """LCC of every vertex of a graph given whole as a square matrix of out-edges (rows: sources),
+    by triangle counting: the neighbour sets as a symmetric matrix whose entries count the
+    directions linking two vertices (1 or 2), oriented from lower to higher degree; a sparse
+    product finds the pairs that close triangles, and each triangle adds the linking directions
+    of its opposite pair to each of its corners."""
+    n = out_edges.shape[0]
+    sources = np.repeat(np.arange(n), np.diff(out_edges.indptr))
+    other = sources != out_edges.indices  # self-loops do not count
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(sources[other], minlength=n), out=indptr[1:])
+    structure = sparse.csr_matrix((np.ones(int(other.sum())), out_edges.indices[other], indptr),
+                                  shape=(n, n))
+    structure.sum_duplicates()
+    structure.data[:] = 1.0
+    linked = (structure + structure.T).tocsr()  # the directions linking each neighbour pair
+    linked.sum_duplicates()
+    degree = np.diff(linked.indptr)
+    rank = np.empty(n, np.int64)
+    rank[np.lexsort((np.arange(n), degree))] = np.arange(n)
+    rows = np.repeat(np.arange(n), degree)
+    upward = rank[rows] < rank[linked.indices]
+    indptr = np.zeros(n + 1, np.int64)  # the entries kept stay in (row, column) order
+    np.cumsum(np.bincount(rows[upward], minlength=n), out=indptr[1:])
+    oriented = sparse.csr_matrix((linked.data[upward], linked.indices[upward], indptr),
+                                 shape=(n, n))
+    ones = sparse.csr_matrix((np.ones(oriented.nnz, bool), oriented.indices, oriented.indptr),
+                             shape=(n, n))
+    closing = (ones @ ones).multiply(ones).tocoo()  # (low, high) pairs with middles between
+    links = np.zeros(n)
+    if closing.nnz:
+        low, high = closing.row.astype(np.int64), closing.col.astype(np.int64)
+        starts, lengths = oriented.indptr[low], np.diff(oriented.indptr)[low]
+        pair = np.repeat(np.arange(len(low)), lengths)
+        middle = oriented.indices[np.arange(len(pair)) - np.repeat(np.cumsum(lengths) - lengths,
+                                                                  lengths) + starts[pair]]
+        keys = np.repeat(np.arange(n, dtype=np.int64), np.diff(oriented.indptr)) * n \
+            + oriented.indices
+        found, at = _find(keys, middle.astype(np.int64) * n + high[pair])
+        low, middle, high = low[pair[found]], middle[found].astype(np.int64), high[pair[found]]
+        weight = oriented.data
+
+        def between(a, b):
+            return weight[_find(keys, a * n + b)[1]]
+
+        links = (np.bincount(low, between(middle, high), n)
+                 + np.bincount(middle, between(low, high), n)
+                 + np.bincount(high, between(low, middle), n))
+    pairs = degree * (degree - 1.0)
+    return np.divide(links, pairs, out=np.zeros(n), where=degree >= 2)
+
+
+def _find(keys: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(found, at)``: whether each query is in the sorted ``keys`` and where."""
+    at = np.minimum(np.searchsorted(keys, query), max(len(keys) - 1, 0))
+    return keys[at] == query, at
