@@ -7,9 +7,8 @@ One run measures, on seeded random graphs:
    ``scipy.sparse`` loop, gyreflow's local environment and gyreflow on Spark ``local[2]``. The cost of
    the iterations alone is gyreflow's time with 20 iterations minus its time with 0 (same input,
    graph building and output).
-2. BFS, WCC, SSSP, CDLP and LCC against plain-Python loops (LCC on a smaller graph: it sends every
-   vertex's out-neighbours to each neighbour); the supersteps alone are each run minus a run of a
-   program that does nothing on the same graph.
+2. BFS, WCC, SSSP, CDLP and LCC against plain-Python loops (LCC on a smaller graph); the
+   supersteps alone are the wall time from the first superstep's start to the last one's end.
 3. The whole ``gyreflow graph pr`` command against a script that reads the same files with numpy and
    runs the scipy loop, both as fresh processes.
 4. Incremental WCC: 2,000,000 edges over the same 100,000 vertices arrive in windows of 100,000 edges;
@@ -467,6 +466,11 @@ def _blank(run: Callable[[], object]) -> Callable[[], None]:
     return call
 
 
+def _load() -> str:
+    """The machine's 1-minute load average now (the machine may be shared)."""
+    return f"{os.getloadavg()[0]:.1f}"
+
+
 def _loop_seconds() -> float:
     return SEARCH["seconds"]
 
@@ -522,6 +526,7 @@ def pagerank_section(args, vertices, edges, local: Environment, clock: Superstep
     table = print_table(f"PageRank, {len(vertices):,} vertices, {len(edges):,} edges, {n_it} "
                         "iterations", ["engine", "whole run s", "iterations s",
                                        "iterations vs plain loop", "iterations / scipy"], rows)
+    notes.append(f"PageRank measured at a 1-minute load average of {_load()}.")
     notes.append("PageRank: 'whole run' includes building the graph (gyreflow: from two in-memory "
                  "sources through the pipeline) and the output; 'iterations' is the loops alone "
                  f"(plain and scipy: the {n_it} updates; gyreflow local: its {n_it + 1} supersteps, "
@@ -566,12 +571,13 @@ def algorithms_section(args, vertices, edges, local: Environment, clock: Superst
         ratio = search[LOOP] / max(search[LOCAL], 1e-9)
         rows.append([name, format_seconds(best[LOOP]), format_seconds(search[LOOP]),
                      format_seconds(best[LOCAL]), format_seconds(search[LOCAL]),
-                     format_ratio(ratio), format_ratio(best[LOOP] / best[LOCAL])])
+                     format_ratio(ratio), format_ratio(best[LOOP] / best[LOCAL]), _load()])
         targets.append(f"{name}: supersteps >= {LOOP_TARGET:g}x the plain loop's search: "
                        f"{ratio:.1f}x -> {_met(ratio >= LOOP_TARGET)}")
     table = print_table("Other algorithms against plain-Python loops",
                         ["algorithm", "plain loop s", "loop search s", "gyreflow s",
-                         "supersteps s", "supersteps vs search", "whole vs whole"], rows)
+                         "supersteps s", "supersteps vs search", "whole vs whole",
+                         "load avg"], rows)
     notes.append("Other algorithms: 'loop search' is the plain loop without building its adjacency "
                  "lists; 'supersteps' is gyreflow's supersteps, from the first one's start to the "
                  "last one's end. Every gyreflow result was checked against the plain loop's (LCC "
@@ -633,6 +639,7 @@ def command_section(args, vertices, edges, notes: list[str]):
     best = _timed({name: runner(command) for name, command in commands.items()}, args.repeat, {},
                   "command")
     script_seconds, command_seconds = best.values()
+    notes.append(f"The whole command measured at a 1-minute load average of {_load()}.")
     rows = [[name, format_seconds(seconds), format_ratio(seconds / script_seconds)]
             for name, seconds in best.items()]
     table = print_table("The whole command (a fresh process: start, read files, PageRank, write)",
@@ -664,6 +671,7 @@ def wcc_section(args, notes: list[str]) -> tuple[str, list[str]]:
                      f"{changed.get(number, 0):,}", f"{seconds[number] * 1000:.0f}"])
     table = print_table("Incremental WCC per window", ["window", "edges so far",
                         "vertices changed", "window ms"], rows)
+    notes.append(f"Incremental WCC ended at a 1-minute load average of {_load()}.")
     ordered = [seconds[w] for w in sorted(seconds)]
     head = statistics.mean(ordered[1:4]) if len(ordered) > 4 else ordered[0]
     tail = statistics.mean(ordered[-3:])

@@ -131,6 +131,10 @@ class ArrayPartition(Protocol):
     def edges(self, where: Any = None, direction: str = "out") -> tuple:
         """``(rows, columns, weights)``: one entry per edge of the selected vertices."""
 
+    def added_edges(self, direction: str = "out") -> tuple:
+        """``(rows, columns)``: one entry per edge new to the window's supersteps (incremental:
+        those the window's input added; static: every edge)."""
+
     def column_positions(self, ids: Any) -> tuple[np.ndarray, np.ndarray]:
         """``(columns, found)``: the columns of vertex ids."""
 
