@@ -7,7 +7,8 @@ the job goes on by itself from the last completed window, its output equals the 
 restart is counted by ``gyreflow_restarts_total``. A ``gyreflow run`` driver killed with SIGKILL
 mid-run leaves no process behind (its JVM, its worker processes), and run again with ``--resume``
 publishes the oracle's output. A master with fewer task
-slots than workers is refused before any data moves: one ``error:`` line, exit status 2.
+slots than workers (workers mode chosen with ``gyreflow run --spark-mode workers``) is refused
+before any data moves: one ``error:`` line, exit status 2.
 """
 
 from __future__ import annotations
@@ -155,7 +156,8 @@ pipeline.execute()
 """
 
 
-def write_job(tmp_path: Path, words: int, pause: float, workers: int = 2) -> tuple[Path, Path, Path]:
+def write_job(tmp_path: Path, words: int, pause: float, workers: int = 2,
+              mode: str = "workers") -> tuple[Path, Path, Path]:
     script = tmp_path / "job.py"
     script.write_text(SCRIPT.format(words=words, pause=pause, window=WINDOW), encoding="utf-8")
     config = tmp_path / "job.toml"
@@ -164,7 +166,7 @@ def write_job(tmp_path: Path, words: int, pause: float, workers: int = 2) -> tup
         type = "spark"
         [spark]
         master = "local[2]"
-        mode = "workers"
+        mode = "{mode}"
         workers = {workers}
         [state]
         backend = "jdbc"
@@ -208,9 +210,9 @@ def test_a_killed_driver_leaves_no_worker_and_resume_completes_the_output(tmp_pa
 
 
 def test_more_workers_than_task_slots_are_refused_in_one_line_before_any_data_moves(tmp_path):
-    script, config, out = write_job(tmp_path, 200, 0.0, workers=3)
+    script, config, out = write_job(tmp_path, 200, 0.0, workers=3, mode="rounds")
     started = time.monotonic()
-    run = gyreflow("--config", str(config), "-q", str(script), str(out))
+    run = gyreflow("--config", str(config), "--spark-mode", "workers", "-q", str(script), str(out))
     _, stderr = run.communicate(timeout=120)
     assert run.returncode == 2, stderr
     assert "Traceback" not in stderr

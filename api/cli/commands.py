@@ -15,6 +15,7 @@ from gyreflow.api.cli.graph import graph
 # Choices named at the command line; tests/test_cli.py checks them against config and explain. What
 # a command runs is imported when it runs, so that every command starts fast.
 ENVIRONMENT_TYPES = ("spark", "local")
+SPARK_MODES = ("rounds", "workers")
 EXPLAIN_FORMATS = ("text", "dot", "mermaid")
 
 
@@ -92,6 +93,7 @@ def _stop_now(signum: int, last_completed: int) -> None:
 
 
 _WORKERS_VARIABLE = "GYREFLOW_ENVIRONMENT__WORKERS"
+_SPARK_MODE_VARIABLE = "GYREFLOW_SPARK__MODE"
 
 
 @click.group()
@@ -110,6 +112,9 @@ def main() -> None:
 @click.option("--workers", type=int, default=None, metavar="N",
               help="With --env local: run each job's tasks in N worker processes (1: in this "
                    "process; config key environment.workers).")
+@click.option("--spark-mode", type=click.Choice(SPARK_MODES), default=None,
+              help="On Spark: rounds (a Spark job per window) or workers (long-lived worker "
+                   "processes in one barrier stage; config key spark.mode).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display and no summary.")
 @click.option("--resume", is_flag=True, help="Continue after the last completed window.")
 @click.option("--fresh", is_flag=True, help="Discard stored state and start over.")
@@ -129,7 +134,8 @@ def main() -> None:
               default=None, metavar="FILE",
               help="Append every window, checkpoint and job end to FILE as JSON lines.")
 def run(script: str, script_args: tuple[str, ...], config_path: str | None,
-        environment: str | None, workers: int | None, quiet: bool, resume: bool, fresh: bool,
+        environment: str | None, workers: int | None, spark_mode: str | None, quiet: bool,
+        resume: bool, fresh: bool,
         from_window: int | None, until_idle: float | None, ui_address: str | None,
         metrics_json: str | None, listener_specs: tuple[str, ...],
         events_path: str | None) -> None:
@@ -187,10 +193,13 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
                            stop=stop, monitor=ui.monitor if ui is not None else None,
                            listener=combined(*listeners))
     previous = install_handlers(stop) if threading.current_thread() is threading.main_thread() else {}
-    # Every config the script loads takes --workers (the variables' layer of Config.load).
-    workers_before = os.environ.get(_WORKERS_VARIABLE)
-    if workers is not None:
-        os.environ[_WORKERS_VARIABLE] = str(workers)
+    # Every config the script loads takes --workers and --spark-mode (the variables' layer of
+    # Config.load).
+    flags = {_WORKERS_VARIABLE: None if workers is None else str(workers),
+             _SPARK_MODE_VARIABLE: spark_mode}
+    flags = {name: value for name, value in flags.items() if value is not None}
+    before = {name: os.environ.get(name) for name in flags}
+    os.environ.update(flags)
     try:
         try:
             _run_script(script, script_args, settings)
@@ -244,11 +253,11 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
                 if isinstance(listener, JsonLinesListener):
                     listener.close()
             restore_handlers(previous)
-            if workers is not None:
-                if workers_before is None:
-                    os.environ.pop(_WORKERS_VARIABLE, None)
+            for name, value in before.items():
+                if value is None:
+                    os.environ.pop(name, None)
                 else:
-                    os.environ[_WORKERS_VARIABLE] = workers_before
+                    os.environ[name] = value
     if not quiet:
         from gyreflow.api.service.progress import summary_tables
 
