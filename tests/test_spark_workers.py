@@ -32,7 +32,7 @@ from test_worker_host import published, updated_totals, wait_for_windows
 from gyreflow.api import Environment, FileSink, SizeTumblingWindow, Tumbling
 from gyreflow.api.service.monitor import JobMonitor
 from gyreflow.runtime.driver import JobListener, Listeners
-from gyreflow.runtime.spark.barrier import task_slots, too_few_slots
+from gyreflow.runtime.spark.barrier import dynamic_allocation_refusal, task_slots, too_few_slots
 
 pytestmark = pytest.mark.skipif(not SPARK_MASTER.startswith("local"),
                                 reason="the kill tests find worker processes on this machine")
@@ -223,9 +223,25 @@ def test_more_workers_than_task_slots_are_refused_in_one_line_before_any_data_mo
     assert time.monotonic() - started < 60
 
 
-def test_task_slots_of_local_masters_and_the_refusal_text():
+class FakeContext:
+    """What the slot count reads of a SparkContext on a cluster."""
+
+    def __init__(self, parallelism: int, **conf: str) -> None:
+        self.defaultParallelism = parallelism
+        self.conf = conf
+
+    def getConf(self):  # noqa: N802 - SparkContext's name
+        return self.conf
+
+
+def test_task_slots_and_the_refusals_in_one_line():
     assert task_slots(None, "local[4]") == 4
     assert task_slots(None, "local[4]", task_cpus=2) == 2
     assert task_slots(None, "local[*]") == os.cpu_count()
+    assert task_slots(FakeContext(6), "spark://node:7077", task_cpus=2) == 3
     assert too_few_slots(2, 2, "local[2]") is None
     assert "\n" not in too_few_slots(5, 2, "local[2]")
+    assert dynamic_allocation_refusal(None) is None
+    assert dynamic_allocation_refusal(FakeContext(4)) is None
+    refusal = dynamic_allocation_refusal(FakeContext(4, **{"spark.dynamicAllocation.enabled": "true"}))
+    assert "spark.dynamicAllocation.enabled" in refusal and "\n" not in refusal

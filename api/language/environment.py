@@ -154,11 +154,13 @@ class SparkEnvironment(Environment):
         """Run ``graph`` on Spark."""
         from gyreflow.runtime.spark.host import SparkHost, SparkState
 
+        if self.config["spark.mode"] == "workers":
+            make_host = self._worker_host_factory()  # its refusals first
+            if self.on_cluster:
+                self._probe(graph)
+            return self._drive(name, graph, listener, recovery, self.state_backend, make_host)
         if self.on_cluster:
             self._probe(graph)
-        if self.config["spark.mode"] == "workers":
-            return self._drive(name, graph, listener, recovery, self.state_backend,
-                               self._worker_host_factory())
         state = SparkState(self.state_backend)  # one state location for the run, restarts included
         try:
             return self._drive(name, graph, listener, recovery, state.backend,
@@ -172,6 +174,7 @@ class SparkEnvironment(Environment):
         line, before any data moves, when the master has fewer task slots than workers."""
         from gyreflow.runtime.spark.barrier import (
             SparkLauncher,
+            dynamic_allocation_refusal,
             is_local_master,
             task_slots,
             too_few_slots,
@@ -180,10 +183,12 @@ class SparkEnvironment(Environment):
 
         master = self.config["spark.master"]
         context = None if is_local_master(master) else self.session().sparkContext
-        cpus = int(dict(self.config["spark.conf"]).get("spark.task.cpus", "1"))
-        slots = task_slots(context, master, cpus)
+        cpus = dict(self.config["spark.conf"]).get("spark.task.cpus", "1")
+        if context is not None:
+            cpus = context.getConf().get("spark.task.cpus", "1")
+        slots = task_slots(context, master, int(cpus) if cpus.strip().isdigit() else 1)
         workers = self.config["spark.workers"] or slots
-        refusal = too_few_slots(max(workers, 1), slots, master)
+        refusal = dynamic_allocation_refusal(context) or too_few_slots(max(workers, 1), slots, master)
         if refusal is not None:
             raise ConfigError(refusal)
         return lambda backend: WorkerHost(self.config, backend, workers,

@@ -70,6 +70,17 @@ def too_few_slots(workers: int, slots: int, master: str) -> str | None:
             'executor cores), or use spark.mode = "rounds"')
 
 
+def dynamic_allocation_refusal(context) -> str | None:
+    """The one-line refusal of workers mode under dynamic allocation (Spark runs no barrier stage
+    then), or None."""
+    if context is None or context.getConf().get("spark.dynamicAllocation.enabled",
+                                                 "false").strip().lower() != "true":
+        return None
+    return ('spark.mode = "workers" runs its workers as one Spark barrier stage, which Spark does not '
+            "run with dynamic allocation: set spark.dynamicAllocation.enabled = false in spark.conf, "
+            'or use spark.mode = "rounds"')
+
+
 def driver_address(context, master: str) -> str:
     """Where the driver listens for its workers: 127.0.0.1 with a local master, else the address
     Spark gives the driver (``spark.driver.host``), else this machine's name."""
