@@ -139,6 +139,13 @@ class SparkLauncher:
             return None
         return f"the Spark stage of the workers {'failed: ' + self.failure if self.failure else 'ended'}"
 
+    def lost(self) -> tuple[int, str] | None:
+        """A worker lost without its connection closing: the stage ended (an executor was lost,
+        Spark cancelled it); Spark does not say which worker, so worker 0 stands for them."""
+        if not self.finished.is_set():
+            return None
+        return 0, f"ended with the Spark stage of the workers ({self.failure or 'it ended'})"
+
     def describe_loss(self, worker: int) -> str:
         """How worker ``worker``, whose connection closed, ended, as far as Spark says within 1 s."""
         self.finished.wait(1.0)

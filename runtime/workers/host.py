@@ -75,6 +75,13 @@ class ForkLauncher:
         dead = [p for p in self.processes if not p.is_alive()]
         return f"worker {dead[0].name} {describe_exit(dead[0].exitcode)}" if dead else None
 
+    def lost(self) -> tuple[int, str] | None:
+        """The first worker that ended and how (None while every one runs)."""
+        for index, process in enumerate(self.processes):
+            if not process.is_alive():
+                return index, describe_exit(process.exitcode)
+        return None
+
     def describe_loss(self, worker: int) -> str:
         """How worker ``worker``, whose connection closed, ended: ``killed by SIGKILL``."""
         process = self.processes[worker]
@@ -317,11 +324,11 @@ class WorkerHost:
             self._writes -= 1
             self._send(worker, [("ack", token)])
 
-    def _worker_lost(self, worker: int) -> None:
+    def _worker_lost(self, worker: int, how: str | None = None) -> None:
         if self._lost is not None or self._closing:
             return
         self._lost = (f"worker {worker} (pid {self._pids[worker]}) of job {self._job!r} "
-                      f"{self.launcher.describe_loss(worker)}")
+                      f"{how or self.launcher.describe_loss(worker)}")
         task = self._a_task.get(worker, next(iter(self._worker_of)))
         self._link.report(TaskFailed(self._cycle_of[task], task, 0, WorkerLostError(self._lost)))
 
@@ -351,7 +358,10 @@ class WorkerHost:
             return True  # the driver handles what came before it waits
         if self._lost is not None or self._quiescent():
             return False
-        self._pump(WAIT_SECONDS)  # something is under way: wait for its next message
+        if not self._pump(WAIT_SECONDS):  # something is under way: wait for its next message
+            lost = self.launcher.lost()  # a worker gone without its connection closing (yet)
+            if lost is not None:
+                self._worker_lost(*lost)
         return True
 
     def drain_step(self, before: int | None) -> bool:
