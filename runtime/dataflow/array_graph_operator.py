@@ -106,6 +106,8 @@ class ArrayGraphOperator(GraphOperator):
             self.graph.mark_changed(changed)
             if self.part is not None and not self.part.extend(self.added):
                 self.part = None
+            if self.mode is not GraphMode.INCREMENTAL:  # every edge is new: keep no copy
+                self.added = _NO_EDGES
         part = self.part
         rebuilt = part is None
         if rebuilt:
@@ -229,6 +231,7 @@ class ArrayGraphOperator(GraphOperator):
         """The window's supersteps ended: emit the results (incremental: the changed ones)."""
         self.loop.discard(self.index)
         self.pending.pop(window, None)
+        self.added = _NO_EDGES
         part = self.part
         values = self.values
         if self.mode is GraphMode.INCREMENTAL:
