@@ -4,7 +4,8 @@ Pipelines on the shared ``local[2]`` session, against plain-Python oracles: a ke
 windows (per window, the updated totals of a ``Counter``) and an event-time tumbling count (a
 ``Counter`` per window and key). Failover: one worker's Python process gets a real SIGKILL mid-run;
 the job goes on by itself from the last completed window, its output equals the oracle, and the
-restart is counted by ``gyreflow_restarts_total``. A ``gyreflow run`` driver killed with SIGKILL
+restart is counted by ``gyreflow_restarts_total``; a barrier stage that Spark cancels (as when it
+loses an executor) is started again by the driver the same way. A ``gyreflow run`` driver killed with SIGKILL
 mid-run leaves no process behind (its JVM, its worker processes), and run again with ``--resume``
 publishes the oracle's output. A master with fewer task
 slots than workers (workers mode chosen with ``gyreflow run --spark-mode workers``) is refused
@@ -18,6 +19,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 from collections import Counter
@@ -129,6 +131,52 @@ def test_a_killed_spark_worker_is_restarted_and_the_output_equals_the_oracle(tmp
     windows = range(1, len(WORDS) // WINDOW + 1)
     assert per_window(result, "counts") == {w: updated_totals(WORDS, w) for w in windows}
     assert published(out) == {w: updated_totals(WORDS, w) for w in windows}
+
+
+class CancelTheStage(JobListener):
+    """Cancels every Spark job (the workers' barrier stage: what Spark does when it loses an
+    executor of the stage) when the job finishes window ``window``, and holds the driver until
+    Spark ended the stage (however slow the machine, the job cannot finish first)."""
+
+    def __init__(self, window: int) -> None:
+        self.window = window
+        self.restarts: list[int] = []
+
+    def on_window(self, metrics) -> None:
+        if metrics.window == self.window and not self.restarts:
+            from pyspark import SparkContext
+
+            SparkContext.getOrCreate().cancelAllJobs()
+            deadline = time.monotonic() + 60  # the driver goes on once Spark ended the stage
+            while time.monotonic() < deadline and any(
+                    t.name == "gyreflow-barrier-stage" for t in threading.enumerate()):
+                time.sleep(0.05)
+
+    def on_restart(self, name, graph, window) -> None:
+        self.restarts.append(window)
+
+
+def test_a_cancelled_barrier_stage_is_started_again_by_the_driver(tmp_path):
+    # 20 windows of 0.1 s: the workers, which Spark does not stop at once, cannot finish the job
+    # before the driver sees that the stage ended.
+    words, size = WORDS[:200], 10
+
+    def slow(word):
+        time.sleep(0.01)
+        return word
+
+    pipeline = env(tmp_path, **{"restart.attempts": 2}).pipeline("cancelled")
+
+    @pipeline.task(name="job")
+    def job(ctx):
+        (ctx.source(words, SizeTumblingWindow(size)).with_parallelism(1).map(slow)
+         .key_by().count().collect("counts"))
+
+    canceller = CancelTheStage(2)
+    result = pipeline.execute(listener=canceller)
+    assert len(canceller.restarts) == 1
+    windows = range(1, len(words) // size + 1)
+    assert per_window(result, "counts") == {w: updated_totals(words, w, size) for w in windows}
 
 
 # The command line -----------------------------------------------------------------------------

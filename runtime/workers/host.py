@@ -356,12 +356,12 @@ class WorkerHost:
             return False
         if self._pump(0):
             return True  # the driver handles what came before it waits
+        lost = self.launcher.lost()  # a worker gone without its connection closing (yet)
+        if lost is not None:
+            self._worker_lost(*lost)
         if self._lost is not None or self._quiescent():
             return False
-        if not self._pump(WAIT_SECONDS):  # something is under way: wait for its next message
-            lost = self.launcher.lost()  # a worker gone without its connection closing (yet)
-            if lost is not None:
-                self._worker_lost(*lost)
+        self._pump(WAIT_SECONDS)  # something is under way: wait for its next message
         return True
 
     def drain_step(self, before: int | None) -> bool:
