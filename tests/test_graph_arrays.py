@@ -1,7 +1,9 @@
-"""Array vertex programs: the library algorithms on string vertex ids and several tasks against
-networkx and the plain-Python references, a user-written ``ArrayVertexCompute`` against a plain loop,
-a graph built from blocks of arrays, the vectorised key groups against ``key_group_of``, and a
-program error naming the operator.
+"""Array vertex programs: the library algorithms on string vertex ids and several tasks, and on one
+task holding the whole graph, against networkx and the plain-Python references, a user-written
+``ArrayVertexCompute`` against a plain loop, a graph built from blocks of arrays, the vectorised key
+groups against ``key_group_of``, label histograms against ``Counter``, a partition extended in place
+against per-vertex edge lists, a program that ends before its neighbour keeping its last window,
+and a program error naming the operator.
 """
 
 from __future__ import annotations
