@@ -340,3 +340,31 @@ def test_one_task_holding_the_whole_graph_matches_the_references(make_env, direc
     assert got.keys() == set(vertices)
     assert all(_close(got[v], coefficients[v]) for v in vertices)
     assert any(0.0 < c < 1.0 for c in coefficients.values())
+
+
+class GivenValue(ArrayVertexCompute):
+    """Each vertex's value from the vertex stream (-1 without one), set in the first superstep."""
+
+    def init(self, ids, given):
+        return np.full(len(ids), -1, dtype=np.int64)
+
+    def compute(self, part, inbox):
+        return np.array([-1 if g is None else g for g in part.given.tolist()], dtype=np.int64)
+
+
+def test_windows_of_vertices_only_reach_a_growing_graph(make_env):
+    edges = [(1, 2), (2, 3), (3, 1)]
+    vertices = [(1, 10), (2, 20), (4, 40), (5, 50), (2, 21), (6, 60)]
+    pipeline = make_env(1).pipeline("vertices-only-windows")
+
+    @pipeline.task
+    def grow(ctx):
+        graph = GraphView(ctx.source(vertices, SizeTumblingWindow(2), parallelism=1),
+                          ctx.source(edges, SizeTumblingWindow(3), parallelism=1), directed=True)
+        graph.incremental_compute(GivenValue()).collect("given")
+
+    folded: dict = {}
+    for _, records in sorted(pipeline.execute().by_window("given").items()):
+        folded.update(records)
+    expected = {1: 10, 2: 21, 3: -1, 4: 40, 5: 50, 6: 60}
+    assert folded == expected

@@ -104,7 +104,10 @@ class ArrayGraphOperator(GraphOperator):
                 chunks, records, self.max_parallelism, self.spec.directed,
                 self.ctx.state.key_groups)
             self.graph.mark_changed(changed)
-            if self.part is not None and not self.part.extend(self.added):
+            # Only edges between vertices the partition has can extend it in place; vertex
+            # records may add vertices or change what the vertex stream gave.
+            only_edges = all(role == "edge" or not batch for role, batch in records)
+            if self.part is not None and not (only_edges and self.part.extend(self.added)):
                 self.part = None
             if self.mode is not GraphMode.INCREMENTAL:  # every edge is new: keep no copy
                 self.added = _NO_EDGES
