@@ -21,6 +21,7 @@ class IterationTask(Task):
 
     loop = None
     _end_deferred = False
+    _iterating: frozenset = frozenset()  # windows between InitIteration and FinishIteration
     _checkpoint: dict | None = None  # window -> whether its barriers asked for a snapshot
     _saved: dict | None = None  # superstep -> iteration snapshot of the window after a resume
     _saves = 0
@@ -28,6 +29,7 @@ class IterationTask(Task):
     def on_event(self, event: TaskEvent) -> None:
         kind = event.kind
         if kind is EventKind.INIT_ITERATION:
+            self._iterating = self._iterating | {event.window}
             count = self.graph.init_iteration(event.window)
             partials = ((VERTEX_COUNT, count),)
             if self._saved and event.window == next(iter(self._saved.values()))[0]:
@@ -47,9 +49,10 @@ class IterationTask(Task):
                 self._report_step(event, work, partials)
         elif kind is EventKind.FINISH_ITERATION:
             self.graph.finish_iteration(event.window)
+            self._iterating = self._iterating - {event.window}
             checkpoint = (self._checkpoint or {}).pop(event.window, True)
             Task._finish_window(self, event.window, checkpoint)
-            if self._end_deferred and not self.graph.pending:
+            if self._end_deferred and not self.graph.pending and not self._iterating:
                 self._end_deferred = False
                 Task._end_of_input(self)
         else:
@@ -68,6 +71,7 @@ class IterationTask(Task):
 
     def rollback(self, window: int, recover_sinks: bool = True, verify: bool = True) -> None:
         super().rollback(window, recover_sinks, verify)
+        self._iterating = frozenset()
         self.graph.slots.clear()  # cached neighbour slots describe the graph before the restore
         self._saved = self._read_saved(window)
 
@@ -130,8 +134,9 @@ class IterationTask(Task):
         self.graph.import_state(graph_state)
 
     def _end_of_input(self) -> None:
-        if self.graph.pending:
-            self._end_deferred = True  # windows still to iterate: end after the last one
+        if self.graph.pending or self._iterating:
+            # Windows still to iterate, or one whose results are not out yet: end after the last.
+            self._end_deferred = True
         else:
             super()._end_of_input()
 
