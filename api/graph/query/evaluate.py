@@ -1,0 +1,298 @@
+"""Expressions of graph queries over one match's bindings, and the projection after collection."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+LABEL_KEY = "label"  # the key of a vertex or edge mapping that names its label (or edge type)
+
+
+def _label_and_properties(value: Any) -> tuple[tuple, dict]:
+    """A value's labels and properties: a mapping carries its labels under ``"label"`` (a string or
+    a list of strings) and properties under the other keys; a ``(label, properties)`` pair is the
+    same; any other value has no label and no properties."""
+    if isinstance(value, Mapping):
+        label = value.get(LABEL_KEY)
+        labels = (label,) if isinstance(label, str) else tuple(label or ())
+        return labels, {k: v for k, v in value.items() if k != LABEL_KEY}
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str) and \
+            isinstance(value[1], Mapping):
+        return (value[0],), dict(value[1])
+    return (), {}
+
+
+def node_label_and_properties(value: Any) -> tuple[tuple, dict]:
+    return _label_and_properties(value)
+
+
+def edge_label_and_properties(value: Any) -> tuple[str | None, dict]:
+    labels, properties = _label_and_properties(value)
+    return (labels[0] if labels else None), properties
+
+
+def has_aggregate(expr: tuple) -> bool:
+    if expr[0] == "agg":
+        return True
+    return any(isinstance(part, tuple) and part and isinstance(part[0], str) and has_aggregate(part)
+               for part in expr[1:]) or any(
+        isinstance(part, tuple) and any(isinstance(p, tuple) and p and has_aggregate(p) for p in part)
+        for part in expr[1:] if isinstance(part, tuple) and part and not isinstance(part[0], str))
+
+
+def _output(bound: Any) -> Any:
+    """What a variable evaluates to: a node's id; an edge's ``[src, dst]`` (a list of them for a
+    variable-length relationship)."""
+    if bound[0] == "node":
+        return bound[1]
+    if isinstance(bound[1], list):
+        return [[src, dst] for src, dst, _ in bound[1]]
+    return [bound[1][0], bound[1][1]]
+
+
+def _compare(op: str, left: Any, right: Any) -> Any:
+    if left is None or right is None:
+        return None
+    numbers = (int, float)
+    if op in ("=", "<>"):
+        if isinstance(left, bool) != isinstance(right, bool) and (
+                isinstance(left, numbers) and isinstance(right, numbers)):
+            equal = False
+        else:
+            equal = left == right
+        return equal if op == "=" else not equal
+    comparable = (isinstance(left, numbers) and isinstance(right, numbers)
+                  and not isinstance(left, bool) and not isinstance(right, bool)) or \
+        type(left) is type(right) and isinstance(left, (str, bool))
+    if not comparable:
+        return None
+    return {"<": left < right, "<=": left <= right, ">": left > right, ">=": left >= right}[op]
+
+
+def _logic(op: str, left: Any, right: Any) -> Any:
+    if op == "and":
+        if left is False or right is False:
+            return False
+        return None if left is None or right is None else True
+    if op == "or":
+        if left is True or right is True:
+            return True
+        return None if left is None or right is None else False
+    return None if left is None or right is None else left != right
+
+
+def evaluate(expr: tuple, bindings: dict, params: dict, columns: dict | None = None) -> Any:
+    """The value of ``expr`` for one match (null follows openCypher's three-valued logic)."""
+    kind = expr[0]
+    if kind == "lit":
+        return expr[1]
+    if kind == "param":
+        if expr[1] not in params:
+            msg = f"the query needs parameter ${expr[1]}"
+            raise KeyError(msg)
+        return params[expr[1]]
+    if kind == "var":
+        if columns is not None and expr[1] in columns:
+            return columns[expr[1]]
+        bound = bindings.get(expr[1])
+        return None if bound is None else _output(bound)
+    if kind == "prop":
+        base = expr[1]
+        if base[0] == "var" and base[1] in bindings:
+            bound = bindings[base[1]]
+            if bound[0] == "node":
+                return _label_and_properties(bound[2])[1].get(expr[2])
+            if not isinstance(bound[1], list):
+                return _label_and_properties(bound[1][2])[1].get(expr[2])
+            return None
+        value = evaluate(base, bindings, params, columns)
+        return value.get(expr[2]) if isinstance(value, Mapping) else None
+    if kind in ("and", "or", "xor"):
+        return _logic(kind, evaluate(expr[1], bindings, params, columns),
+                      evaluate(expr[2], bindings, params, columns))
+    if kind == "not":
+        value = evaluate(expr[1], bindings, params, columns)
+        return None if value is None else not value
+    if kind == "cmp":
+        return _compare(expr[1], evaluate(expr[2], bindings, params, columns),
+                        evaluate(expr[3], bindings, params, columns))
+    if kind == "isnull":
+        value = evaluate(expr[1], bindings, params, columns)
+        return (value is not None) if expr[2] else (value is None)
+    if kind == "in":
+        value = evaluate(expr[1], bindings, params, columns)
+        items = evaluate(expr[2], bindings, params, columns)
+        if value is None or not isinstance(items, list):
+            return None
+        return any(_compare("=", value, item) is True for item in items)
+    if kind == "list":
+        return [evaluate(item, bindings, params, columns) for item in expr[1]]
+    if kind == "neg":
+        value = evaluate(expr[1], bindings, params, columns)
+        return None if value is None else -value
+    if kind == "bin":
+        left = evaluate(expr[2], bindings, params, columns)
+        right = evaluate(expr[3], bindings, params, columns)
+        if left is None or right is None:
+            return None
+        op = expr[1]
+        try:
+            if op == "+":
+                return left + right
+            if op == "-":
+                return left - right
+            if op == "*":
+                return left * right
+            if op == "/":
+                return left // right if isinstance(left, int) and isinstance(right, int) else left / right
+            return left % right
+        except (TypeError, ZeroDivisionError):
+            return None
+    if kind == "fn":
+        return _function(expr, bindings, params, columns)
+    if kind == "agg":
+        if columns is not None and ("agg", expr) in columns:
+            return columns[("agg", expr)]
+        msg = "an aggregate is allowed in RETURN and ORDER BY only"
+        raise ValueError(msg)
+    msg = f"unknown expression {kind}"
+    raise ValueError(msg)
+
+
+def _function(expr: tuple, bindings: dict, params: dict, columns) -> Any:
+    name, args = expr[1], expr[2]
+    if name in ("id", "labels", "type") and args[0][0] == "var" and args[0][1] in bindings:
+        bound = bindings[args[0][1]]
+        if name == "id":
+            return bound[1] if bound[0] == "node" else None
+        if name == "labels":
+            return list(_label_and_properties(bound[2])[0]) if bound[0] == "node" else None
+        if bound[0] == "rel" and not isinstance(bound[1], list):
+            return edge_label_and_properties(bound[1][2])[0]
+        return None
+    value = evaluate(args[0], bindings, params, columns)
+    if value is None:
+        return None
+    if name == "size":
+        return len(value) if isinstance(value, (list, str)) else None
+    if name == "tolower":
+        return value.lower() if isinstance(value, str) else None
+    if name == "toupper":
+        return value.upper() if isinstance(value, str) else None
+    if name == "abs":
+        return abs(value) if isinstance(value, (int, float)) else None
+    return None
+
+
+def _aggregate(function: str, values: list, distinct: bool) -> Any:
+    if function != "count" or values is not None:
+        values = [v for v in values if v is not None]
+    if distinct:
+        unique = []
+        for value in values:
+            if value not in unique:
+                unique.append(value)
+        values = unique
+    if function == "count":
+        return len(values)
+    if function == "collect":
+        return values
+    if not values:
+        return None
+    if function == "sum":
+        return sum(values)
+    if function == "avg":
+        return sum(values) / len(values)
+    return min(values) if function == "min" else max(values)
+
+
+def _aggregates_of(expr: tuple) -> list:
+    if expr[0] == "agg":
+        return [expr]
+    found = []
+    for part in expr[1:]:
+        if isinstance(part, tuple) and part and isinstance(part[0], str):
+            found.extend(_aggregates_of(part))
+        elif isinstance(part, tuple):
+            for item in part:
+                if isinstance(item, tuple) and item and isinstance(item[0], str):
+                    found.extend(_aggregates_of(item))
+    return found
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, list):
+        return ("list", tuple(_freeze(v) for v in value))
+    if isinstance(value, dict):
+        return ("map", tuple(sorted((k, _freeze(v)) for k, v in value.items())))
+    if isinstance(value, float) and math.isnan(value):
+        return ("nan",)
+    if isinstance(value, bool):
+        return ("bool", value)
+    return value
+
+
+def _sort_key(value: Any) -> tuple:
+    """openCypher's order: numbers, then strings, then booleans, lists; null last (ascending)."""
+    if value is None:
+        return (9, 0)
+    if isinstance(value, bool):
+        return (3, value)
+    if isinstance(value, (int, float)):
+        return (1, value)
+    if isinstance(value, str):
+        return (2, value)
+    if isinstance(value, list):
+        return (4, tuple(_sort_key(v) for v in value))
+    return (5, repr(value))
+
+
+def project(ast, matches: list, params: dict, aggregated: bool) -> list[dict]:
+    """RETURN, DISTINCT, aggregation with implicit grouping, ORDER BY, SKIP and LIMIT."""
+    items = ast.items
+    if aggregated:
+        groups: dict = {}
+        keys = [i for i, item in enumerate(items) if not has_aggregate(item.expr)]
+        for match in matches:
+            key = tuple(_freeze(evaluate(items[i].expr, match, params)) for i in keys)
+            groups.setdefault(key, []).append(match)
+        if not groups and not keys:
+            groups[()] = []
+        rows = []
+        for group in groups.values():
+            columns: dict = {}
+            for item in items:
+                for agg in _aggregates_of(item.expr):
+                    _, function, arg, distinct = agg
+                    values = None if arg is None else [evaluate(arg, m, params) for m in group]
+                    if arg is None:
+                        values = [1] * len(group)
+                    columns[("agg", agg)] = _aggregate(function, values, distinct)
+            sample = group[0] if group else {}
+            row = {item.alias: evaluate(item.expr, sample, params, columns) for item in items}
+            rows.append((row, {**columns, **row}, sample))
+    else:
+        rows = []
+        for match in matches:
+            row = {item.alias: evaluate(item.expr, match, params) for item in items}
+            rows.append((row, row, match))
+    if ast.distinct:
+        seen, unique = set(), []
+        for entry in rows:
+            key = tuple(_freeze(v) for v in entry[0].values())
+            if key not in seen:
+                seen.add(key)
+                unique.append(entry)
+        rows = unique
+    for expr, descending in reversed(ast.order):
+        rows.sort(key=lambda entry, e=expr: _sort_key(evaluate(e, entry[2], params, entry[1])),
+                  reverse=descending)
+    skip = evaluate(ast.skip, {}, params) if ast.skip is not None else 0
+    limit = evaluate(ast.limit, {}, params) if ast.limit is not None else None
+    for name, value in (("SKIP", skip), ("LIMIT", limit)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            msg = f"{name} needs a non-negative integer, got {value!r}"
+            raise ValueError(msg)
+    selected = rows[skip:] if limit is None else rows[skip:skip + limit]
+    return [entry[0] for entry in selected]
