@@ -11,6 +11,7 @@ import click
 from gyreflow.api.cli.control import control
 from gyreflow.api.cli.errors import fail as _fail
 from gyreflow.api.cli.graph import graph
+from gyreflow.api.cli.query import query
 
 # Choices named at the command line; tests/test_cli.py checks them against config and explain. What
 # a command runs is imported when it runs, so that every command starts fast.
@@ -377,6 +378,7 @@ def show_config(config_path: str | None, schema: bool) -> None:
 
 
 main.add_command(graph)
+main.add_command(query)
 main.add_command(control)
 
 if __name__ == "__main__":

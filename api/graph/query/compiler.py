@@ -146,6 +146,18 @@ class Query:
         hops = sum(rel.max_hops for path in self.ast.patterns for rel in path.rels)
         self.max_iterations = hops + len(self.ast.patterns) + 2
 
+    @property
+    def parameters(self) -> set:
+        """The names of the parameters the query uses (``$name``)."""
+        return _parameters(self.ast)
+
+    def check_parameters(self, params: dict) -> None:
+        """Raise ``QuerySyntaxError`` naming a parameter the query uses and ``params`` lacks."""
+        missing = sorted(self.parameters - set(params))
+        if missing:
+            msg = f"the query needs parameter ${missing[0]}"
+            raise QuerySyntaxError(msg)
+
     def program(self, vertex_ids: Iterable, directed: bool = True) -> MatchProgram:
         """The traversal program; ``vertex_ids`` are the candidates of a path's first node."""
         return MatchProgram(self.steps, tuple(vertex_ids), self.max_iterations, directed)
@@ -181,6 +193,16 @@ class Query:
         if self.ast.skip is not None or self.ast.limit is not None:
             lines.append("  Skip/Limit")
         return "\n".join(lines)
+
+
+def _parameters(node: Any) -> set:
+    if isinstance(node, tuple) and len(node) == 2 and node[0] == "param":
+        return {node[1]}
+    if isinstance(node, (tuple, list)):
+        return set().union(*(_parameters(part) for part in node)) if node else set()
+    if hasattr(node, "__attrs_attrs__"):
+        return set().union(*(_parameters(getattr(node, a.name)) for a in node.__attrs_attrs__))
+    return set()
 
 
 def parse_query(text: str) -> Query:
