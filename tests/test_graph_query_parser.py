@@ -1,0 +1,156 @@
+"""The graph query lexer and parser: literals, escapes, comments, and one-line refusals."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gyreflow.api.graph.query import QuerySyntaxError, UnsupportedQueryError, parse_query
+from gyreflow.api.graph.query.parser import UNSUPPORTED, parse, tokenize
+
+
+def _cypher_string(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n").replace("\t", "\\t")
+    return f"'{escaped}'"
+
+
+def _return_literal(source: str):
+    ast = parse(f"MATCH (a) RETURN {source} AS x")
+    expr = ast.items[0].expr
+    assert expr[0] == "lit"
+    return expr[1]
+
+
+@given(st.integers(min_value=-(2 ** 63), max_value=2 ** 63))
+def test_integers_round_trip(number):
+    assert _return_literal(str(number)) == number
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False, min_value=-1e300, max_value=1e300))
+def test_floats_round_trip(number):
+    text = repr(float(number))
+    if "e" not in text and "." not in text:
+        text += ".0"
+    assert _return_literal(text) == number
+
+
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30))
+def test_strings_round_trip_through_escapes(text):
+    assert _return_literal(_cypher_string(text)) == text
+
+
+@given(st.lists(st.one_of(st.integers(-1000, 1000), st.booleans(), st.none(),
+                          st.text(alphabet="abc'\\\" ", max_size=5)), max_size=6))
+def test_lists_round_trip(items):
+    def show(item):
+        if item is None:
+            return "null"
+        if isinstance(item, bool):
+            return "true" if item else "false"
+        if isinstance(item, str):
+            return _cypher_string(item)
+        return str(item)
+
+    assert _return_literal("[" + ", ".join(show(i) for i in items) + "]") == items
+
+
+SEPARATORS = st.sampled_from([" ", "\n", "\t", "  \n  ", " /* c */ ", " // line\n", "/**/"])
+
+
+@given(st.lists(SEPARATORS, min_size=12, max_size=12), st.sampled_from(["MATCH", "match", "Match"]))
+def test_whitespace_and_comments_do_not_change_the_query(gaps, keyword):
+    parts = [keyword, "(a:Person)", "-[r:KNOWS*1..2]->", "(b)", "WHERE", "a.age", ">", "3",
+             "RETURN", "b.name", "AS", "n"]
+    spaced = "".join(part + gap for part, gap in zip(parts, gaps, strict=True))
+    plain = parse("MATCH (a:Person)-[r:KNOWS*1..2]->(b) WHERE a.age > 3 RETURN b.name AS n")
+    assert parse(spaced) == plain
+
+
+@given(st.sampled_from(UNSUPPORTED), st.sampled_from(["", " (a) RETURN a", " x", "("]),
+       st.sampled_from(["MATCH (a) ", "MATCH (a) WHERE a.x = 1 ", ""]))
+def test_an_unsupported_keyword_is_one_line_naming_it(keyword, tail, head):
+    text = head + keyword.lower() + tail
+    with pytest.raises(UnsupportedQueryError) as info:
+        parse(text)
+    message = str(info.value)
+    assert "\n" not in message
+    assert keyword.split()[0] in message.upper().replace(" ", "")
+    line, column = message.rsplit(" at ", 1)[1].split(":")
+    assert (int(line), int(column)) == (1, len(head) + 1)
+
+
+@given(st.text(max_size=40))
+def test_any_text_parses_or_fails_with_one_line(text):
+    try:
+        parse(text)
+    except QuerySyntaxError as exc:
+        assert "\n" not in str(exc)
+
+
+@pytest.mark.parametrize(("text", "where"), [
+    ("MATCH (a)\nRETURN a\nUNION MATCH (b) RETURN b", "UNION at 3:1"),
+    ("MATCH (a) OPTIONAL MATCH (b) RETURN a", "OPTIONAL MATCH at 1:11"),
+    ("MATCH p = shortestPath((a)-[*]-(b)) RETURN p", "1:"),
+    ("MATCH (a) WITH a RETURN a", "WITH at 1:11"),
+    ("MATCH (a) MATCH (b) RETURN a", "MATCH clause at 1:11"),
+    ("MATCH (a) RETURN foo(a)", "function foo() at 1:18"),
+])
+def test_refusals_name_the_construct_and_position(text, where):
+    with pytest.raises(QuerySyntaxError, match=where.replace("(", r"\(").replace(")", r"\)")):
+        parse(text)
+
+
+def test_patterns_and_hops():
+    ast = parse("MATCH (a:Person {name: $n})-[r:KNOWS*]->(b), (b)<-[:X*2]-(c)-[:Y*..3]-(d) RETURN a")
+    first, second = ast.patterns
+    assert first.nodes[0].labels == ("Person",) and first.nodes[0].properties == (("name", ("param", "n")),)
+    assert (first.rels[0].direction, first.rels[0].min_hops, first.rels[0].max_hops) == ("out", 1, 10)
+    assert [(r.direction, r.min_hops, r.max_hops) for r in second.rels] == [("in", 2, 2), ("both", 1, 3)]
+    with pytest.raises(QuerySyntaxError, match="at most 10 hops"):
+        parse("MATCH (a)-[*1..50]->(b) RETURN a")
+    assert parse_query("MATCH (a)-[:K]->(b) WHERE a.x = $p RETURN b").parameters == {"p"}
+
+
+def test_tokens_carry_line_and_column():
+    tokens = tokenize("MATCH\n  (a)")
+    assert [(t.text, t.line, t.column) for t in tokens[:2]] == [("MATCH", 1, 1), ("(", 2, 3)]
+
+
+def _gyreflow(tmp_path, *args):
+    return subprocess.run([sys.executable, "-m", "gyreflow", "query", *args], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_the_command_prints_rows_as_json_lines(tmp_path):
+    vertices = [{"id": 1, "label": "Person", "name": "Ann"}, {"id": 2, "label": "Person", "name": "Bo"},
+                {"id": 3, "label": "City", "name": "Oslo"}]
+    edges = [{"src": 1, "dst": 2, "label": "KNOWS"}, {"src": 2, "dst": 1, "label": "KNOWS"},
+             {"src": 1, "dst": 3, "label": "LIVES_IN"}]
+    (tmp_path / "v.jsonl").write_text("".join(json.dumps(v) + "\n" for v in vertices))
+    (tmp_path / "e.jsonl").write_text("".join(json.dumps(e) + "\n" for e in edges))
+    done = _gyreflow(tmp_path, "v.jsonl", "e.jsonl",
+                     "MATCH (a:Person {name: $n})-[:KNOWS]-(b) RETURN DISTINCT b.name AS friend",
+                     "--param", "n=Ann")
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(line) for line in done.stdout.splitlines()] == [{"friend": "Bo"}]
+    explained = _gyreflow(tmp_path, "v.jsonl", "e.jsonl", "MATCH (a)-[:K*2]->(b) RETURN b", "--explain")
+    assert explained.returncode == 0 and "hops 2..2" in explained.stdout
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["MATCH (a) CREATE (b) RETURN a"], "error: unsupported: CREATE at 1:11"),
+    (["MATCH (a {name: $n}) RETURN a"], "error: the query needs parameter $n"),
+    (["MATCH (a RETURN a"], "error: expected ')'"),
+])
+def test_the_command_fails_in_one_line(tmp_path, args, message):
+    (tmp_path / "v.txt").write_text("1\n2\n")
+    (tmp_path / "e.txt").write_text("1 2\n")
+    done = _gyreflow(tmp_path, "v.txt", "e.txt", *args)
+    assert done.returncode == 2
+    assert done.stderr.startswith(message) and len(done.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in done.stderr and done.stdout == ""
