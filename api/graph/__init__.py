@@ -5,6 +5,13 @@
 """
 
 from gyreflow.api.graph.arrays import ArrayInbox, ArrayPartition, ArrayVertexCompute, ids_equal
+from gyreflow.api.graph.query import (
+    Query,
+    QuerySyntaxError,
+    UnsupportedQueryError,
+    parse_query,
+    query_graph,
+)
 from gyreflow.api.graph.views import (
     Aggregator,
     Edge,
@@ -25,10 +32,15 @@ __all__ = [
     "Edge",
     "EdgeBlock",
     "GraphView",
+    "Query",
+    "QuerySyntaxError",
+    "UnsupportedQueryError",
     "Vertex",
     "VertexBlock",
     "VertexCentricCompute",
     "VertexContext",
     "identity_default",
+    "parse_query",
+    "query_graph",
     "ids_equal",
 ]
