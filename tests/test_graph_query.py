@@ -342,3 +342,27 @@ def test_the_oracle_comparison_can_fail():
     got = list(case[2].elements())
     with pytest.raises(AssertionError):
         check(case, got[1:])
+
+
+def test_an_undirected_graph_follows_every_edge_whatever_the_arrow(make_env):
+    import networkx as nx
+
+    edges = [(a, b, None) for a, b in nx.gnm_random_graph(20, 30, seed=5).edges]
+    ids = list(range(20))
+    texts = ["MATCH (a)-[]-(b) RETURN count(*)", "MATCH (a)-[]->(b) RETURN count(*)",
+             "MATCH (a)-[*2]-(b) RETURN count(*)"]
+    queries = [Query(text) for text in texts]
+    pipeline = make_env().pipeline("undirected-queries")
+
+    @pipeline.task
+    def undirected(ctx):
+        graph = GraphView(ctx.source([(i, None) for i in ids]), ctx.source(edges), directed=False)
+        for i, query in enumerate(queries):
+            query_graph(graph, query, ctx.source([(i, {})]), ids, name=f"u{i}").collect(f"u{i}")
+
+    result = pipeline.execute()
+    counts = [query.rows([m for _, m in result.output(f"u{i}")])[0]["count(*)"]
+              for i, query in enumerate(queries)]
+    reference = nx.Graph([(a, b) for a, b, _ in edges])
+    degrees = [d for _, d in reference.degree]
+    assert counts == [2 * len(edges), 2 * len(edges), sum(d * (d - 1) for d in degrees)]
