@@ -17,7 +17,9 @@ from hypothesis import settings
 
 from gyreflow.api import Environment
 
-ENVIRONMENTS = ["local", "spark"]
+# "workers": the local environment with its tasks in two long-lived worker processes
+# (environment.workers = 2, runtime/workers/).
+ENVIRONMENTS = ["local", "workers", "spark"]
 
 # Property tests check behaviour, not speed: parallel workers on a busy machine stretch single
 # examples past Hypothesis' 200 ms deadline (timings belong in benchmarks/).
@@ -51,13 +53,15 @@ def make_env(environment_type, tmp_path):
 
     def make(parallelism: int = 1, **config) -> Environment:
         overrides = {
-            "environment.type": environment_type,
+            "environment.type": "local" if environment_type == "workers" else environment_type,
             "environment.parallelism": parallelism,
             "progress.enabled": False,
             "state.path": str(tmp_path / "state"),
         }
         if environment_type == "spark":
             overrides["spark.master"] = SPARK_MASTER  # one session serves the whole test run
+        elif environment_type == "workers":
+            overrides["environment.workers"] = 2
         overrides.update(config)
         if environment_type == "spark" and ON_CLUSTER:
             safe = cluster_state(overrides, tmp_path)
@@ -162,8 +166,8 @@ def pytest_configure(config) -> None:
     config.addinivalue_line(
         "markers", "spark: runs a Spark job (set on every Spark case and every test_spark_* module)")
     config.addinivalue_line(
-        "markers", "processes: its module starts processes of its own (gyreflow run, a killed job, "
-        "a browser); scripts/test.sh --fast leaves these and the Spark cases out")
+        "markers", "processes: it starts processes of its own (gyreflow run, a killed job, worker "
+        "processes, a browser); scripts/test.sh --fast leaves these and the Spark cases out")
 
 
 _STARTS_PROCESSES: dict[str, bool] = {}
@@ -185,6 +189,11 @@ def _runs_spark(item) -> bool:
             or "spark" in (params.get("environment_type"), params.get("environment")))
 
 
+def _runs_workers(item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and callspec.params.get("environment_type") == "workers"
+
+
 # Modules whose tests take longest (Spark jobs in processes of their own, groups that one worker
 # runs in a row): started first, so that parallel workers do not end waiting on one of them.
 LONGEST_FIRST = ("test_spark_recovery.py", "test_spark_graph_recovery.py", "test_spark_cluster.py",
@@ -199,7 +208,7 @@ def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if _runs_spark(item):
             item.add_marker(pytest.mark.spark)
-        if _starts_processes(item):
+        if _starts_processes(item) or _runs_workers(item):
             item.add_marker(pytest.mark.processes)
         marker = item.get_closest_marker("spark_subset")
         callspec = getattr(item, "callspec", None)

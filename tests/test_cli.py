@@ -12,6 +12,7 @@ import tomllib
 from collections import Counter
 
 import pytest
+from _environments import environment_variables
 from click.testing import CliRunner
 
 from gyreflow.api.cli import main
@@ -49,7 +50,8 @@ def no_gyreflow_variables(monkeypatch):
 def clean_environ() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("GYREFLOW_")
-           or k in ("GYREFLOW_ENVIRONMENT__TYPE", "GYREFLOW_SPARK__MASTER")}
+           or k in ("GYREFLOW_ENVIRONMENT__TYPE", "GYREFLOW_ENVIRONMENT__WORKERS",
+                    "GYREFLOW_SPARK__MASTER")}
     env.update(WIDE)
     return env
 
@@ -58,7 +60,8 @@ def clean_environ() -> dict[str, str]:
 def every_environment(environment_type, no_gyreflow_variables, monkeypatch):
     """Every CLI test runs the example on each environment (in process and in subprocesses); after
     the shell's GYREFLOW_* variables are gone, or the environment would fall back to the default."""
-    monkeypatch.setenv("GYREFLOW_ENVIRONMENT__TYPE", environment_type)
+    for name, value in environment_variables(environment_type).items():
+        monkeypatch.setenv(name, value)
     monkeypatch.setenv("GYREFLOW_SPARK__MASTER", "local[2]")
 
 
@@ -140,8 +143,9 @@ def test_run_word_count_in_process(tmp_path, monkeypatch, lines, size):
 
 def test_the_environment_under_test_is_the_one_the_runs_get(environment_type):
     # The default environment is spark: a lost variable would quietly run every case on Spark.
-    assert os.environ["GYREFLOW_ENVIRONMENT__TYPE"] == environment_type
-    assert clean_environ()["GYREFLOW_ENVIRONMENT__TYPE"] == environment_type
+    for name, value in environment_variables(environment_type).items():
+        assert os.environ[name] == value
+        assert clean_environ()[name] == value
 
 
 def test_run_quiet_prints_nothing(tmp_path):
@@ -442,8 +446,9 @@ def test_explain_rejects_unknown_format():
 
 
 def test_config_prints_the_defaults_as_toml(monkeypatch):
-    for name in ("GYREFLOW_ENVIRONMENT__TYPE", "GYREFLOW_SPARK__MASTER"):
-        monkeypatch.delenv(name)  # the defaults alone, not the environment under test
+    for name in ("GYREFLOW_ENVIRONMENT__TYPE", "GYREFLOW_ENVIRONMENT__WORKERS",
+                 "GYREFLOW_SPARK__MASTER"):
+        monkeypatch.delenv(name, raising=False)  # the defaults alone, not the environment under test
     result = run_cli(["config"])
     assert result.exit_code == 0
     printed = tomllib.loads(result.stdout)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import graph_reference as ref
 import pytest
+from _environments import environment_variables
 
 ROOT = Path(__file__).resolve().parents[1]
 # The LDBC Graphalytics example graphs and expected outputs (Apache License 2.0), kept in the tree.
@@ -129,8 +130,8 @@ def test_reference_mismatch_is_detected():
 def cli_args(graph: str, algorithm: str, output: Path, environment: str) -> list[str]:
     props = properties(graph)
     args = ["graph", algorithm.lower(), "--vertices", str(DATA / f"{graph}.v"),
-            "--edges", str(DATA / f"{graph}.e"), "--output", str(output), "--env", environment,
-            "--quiet"]
+            "--edges", str(DATA / f"{graph}.e"), "--output", str(output),
+            "--env", environment_variables(environment)["GYREFLOW_ENVIRONMENT__TYPE"], "--quiet"]
     if props["directed"] == "true":
         args.append("--directed")
     if algorithm in ("BFS", "SSSP"):
@@ -143,9 +144,11 @@ def cli_args(graph: str, algorithm: str, output: Path, environment: str) -> list
     return args
 
 
-def run_graph_command(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+def run_graph_command(args: list[str], cwd: Path,
+                      environment_type: str = "local") -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GYREFLOW_")}
-    env.update({"COLUMNS": "400", "GYREFLOW_SPARK__MASTER": "local[2]"})
+    env.update({"COLUMNS": "400", "GYREFLOW_SPARK__MASTER": "local[2]",
+                **environment_variables(environment_type)})
     return subprocess.run([sys.executable, "-m", "gyreflow", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300, check=False)
 
@@ -164,7 +167,8 @@ def test_cli_matches_the_expected_output(graph, algorithm, environment_type, tmp
     monkeypatch.chdir(tmp_path)
     output = tmp_path / f"{graph}-{algorithm}.out"
     result = CliRunner().invoke(main, cli_args(graph, algorithm, output, environment_type),
-                                env={"COLUMNS": "400", "GYREFLOW_SPARK__MASTER": "local[2]"})
+                                env={"COLUMNS": "400", "GYREFLOW_SPARK__MASTER": "local[2]",
+                                     **environment_variables(environment_type)})
     assert result.exit_code == 0, result.output
     check(algorithm, read_output(output), DATA / f"{graph}-{algorithm}")
 
@@ -174,7 +178,8 @@ def test_cli_matches_the_expected_output(graph, algorithm, environment_type, tmp
                                                   ("example-undirected", "SSSP")])
 def test_cli_in_a_process_of_its_own(graph, algorithm, environment_type, tmp_path):
     output = tmp_path / f"{graph}-{algorithm}.out"
-    done = run_graph_command(cli_args(graph, algorithm, output, environment_type), tmp_path)
+    done = run_graph_command(cli_args(graph, algorithm, output, environment_type), tmp_path,
+                             environment_type)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     check(algorithm, read_output(output), DATA / f"{graph}-{algorithm}")

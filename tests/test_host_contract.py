@@ -44,6 +44,8 @@ def make_env(request, make_env, environment_type):
     spark: workers mode)."""
     if request.param == "host":
         return make_env
+    if environment_type == "workers":
+        pytest.skip("the workers environment's own host is the worker host")
     workers = {"environment.workers": 2} if environment_type == "local" else {
         "spark.mode": "workers", "spark.workers": 2}
     return lambda parallelism=1, **config: make_env(parallelism, **{**workers, **config})

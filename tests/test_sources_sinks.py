@@ -375,11 +375,14 @@ def test_print_sink_writes_window_and_repr(make_env, environment_type):
         ctx.source(["a", 1, (2, 3)], SizeTumblingWindow(2)).sink(
             PrintSink(prefix="> ", stream=stream))
 
-    if environment_type == "spark":
-        # An in-memory stream cannot reach Spark executors: refused before any data moves.
-        from gyreflow.runtime.spark.host import PlanNotShippableError
+    if environment_type != "local":
+        # An in-memory stream cannot reach Spark executors or worker processes: refused before
+        # any data moves.
+        from gyreflow.runtime.errors import PlanNotShippableError
 
-        with pytest.raises(PlanNotShippableError, match="cannot be sent to Spark executors"):
+        where = ("cannot be sent to Spark executors" if environment_type == "spark" else
+                 "cannot run in a worker process")
+        with pytest.raises(PlanNotShippableError, match=where):
             run(make_env(1), build)
         assert stream.getvalue() == ""
         return

@@ -143,7 +143,7 @@ def test_sources_with_different_numbers_of_windows_in_a_union(make_env):
 
 # Window cutting runs in the tasks both hosts share: the Spark host (about a second per run) gets
 # fewer examples of the same properties than the in-process host.
-EXAMPLES = {"local": 60, "spark": 12}
+EXAMPLES = {"local": 60, "workers": 12, "spark": 12}
 
 
 def test_window_assignment_property(make_env, environment_type):

@@ -10,6 +10,7 @@ import tempfile
 from collections import Counter
 
 import pytest
+from _environments import environment_variables
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "word_count.py"
@@ -86,7 +87,8 @@ def defaults_only(monkeypatch, tmp_path, environment_type):
     for name in list(os.environ):
         if name.startswith("GYREFLOW_"):
             monkeypatch.delenv(name)
-    monkeypatch.setenv("GYREFLOW_ENVIRONMENT__TYPE", environment_type)
+    for name, value in environment_variables(environment_type).items():
+        monkeypatch.setenv(name, value)
     monkeypatch.setenv("GYREFLOW_SPARK__MASTER", "local[2]")
     monkeypatch.chdir(tmp_path)
 

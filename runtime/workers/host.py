@@ -30,7 +30,7 @@ from multiprocessing.connection import Listener, wait
 import attrs
 
 from gyreflow.plan.execution import ExecutionGraph
-from gyreflow.runtime.errors import SnapshotWriteError
+from gyreflow.runtime.errors import PlanNotShippableError, SnapshotWriteError
 from gyreflow.runtime.host import HostLink
 from gyreflow.runtime.local.host import _WatchedWriter as WatchedWriter
 from gyreflow.runtime.snapshot_writers import InlineSnapshotWriter, ProcessSnapshotWriter
@@ -48,6 +48,21 @@ from gyreflow.scheduler.events import TaskFailed
 WAIT_SECONDS = 0.05  # one wait for worker messages while only the driver's writer has work
 
 
+def refuse_in_process_sinks(setup: WorkerSetup) -> None:
+    """Fail before any data moves when a sink writes to an object of this process (a PrintSink's
+    stream): a forked worker would write to its own copy, and the output would be lost."""
+    for vertex in setup.graph.pipeline.vertices:
+        sink = getattr(vertex.spec, "sink", None)
+        if getattr(sink, "in_process_only", False):
+            msg = (f"job {setup.job!r}: operator {vertex.name!r} cannot run in a worker process: "
+                   f"{sink.describe()} writes to an object of this process; run it with "
+                   "environment.workers = 1, or leave its stream unset to print on standard output")
+            raise PlanNotShippableError(msg)
+
+
+STOP_FAILED_SECONDS = 5  # how long workers told to stop after a failure get before they are killed
+
+
 class ForkLauncher:
     """Starts the workers as forks of this process, on Unix sockets; how they end is their exit
     status. The other launcher: ``SparkLauncher`` (runtime/spark/barrier.py)."""
@@ -63,6 +78,7 @@ class ForkLauncher:
         return Listener(family="AF_UNIX", authkey=authkey)
 
     def start(self, setup: WorkerSetup, count: int) -> None:
+        refuse_in_process_sinks(setup)
         context = multiprocessing.get_context("fork")
         for index in range(count):
             process = context.Process(target=serve, args=(setup, index), daemon=True,
@@ -411,14 +427,17 @@ class WorkerHost:
         window), then close the writer and the store."""
         self._closing = True
         try:
-            if failed or self._lost is not None:
+            if self._lost is not None:
                 for conn in self._conns:  # a worker that reads it closed stops by itself
                     conn.close()
                 self.launcher.kill()
             else:
-                for worker in range(self.count):
+                # Every worker lives (after a failure too, e.g. a user function raised): each
+                # destroys its tasks first, as the in-process host does, so that a sink drops the
+                # window it was staging; then it ends (or is killed when it does not, in time).
+                for worker in range(len(self._conns)):  # none when the workers did not start
                     self._send(worker, [("stop",)])
-                self.launcher.stop(10)
+                self.launcher.stop(STOP_FAILED_SECONDS if failed else 10)
         finally:
             for conn in self._conns:
                 conn.close()
