@@ -7,6 +7,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -37,6 +38,9 @@ DRIVER_JVM_OPTIONS = os.environ.get("GYREFLOW_TEST_SPARK_DRIVER_OPTIONS",
 _ARCHIVE = os.environ.get("GYREFLOW_TEST_SPARK_CLASS_ARCHIVE")
 if _ARCHIVE and os.path.exists(_ARCHIVE):
     DRIVER_JVM_OPTIONS += f" -XX:SharedArchiveFile={_ARCHIVE} -Xlog:cds=off -Xlog:cds+dynamic=off"
+# A Spark session a test makes itself (a DataFrame oracle) may be the first of the process, and
+# every later Spark job reuses it: its Python workers must be this interpreter, as with gyreflow's.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_SUBMIT_ARGS",
                       f"--driver-java-options '{DRIVER_JVM_OPTIONS}' pyspark-shell")
 
