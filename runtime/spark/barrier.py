@@ -25,8 +25,7 @@ import threading
 import uuid
 from multiprocessing.connection import Listener
 
-from gyreflow.runtime.errors import PlanNotShippableError
-from gyreflow.runtime.spark.shipping import explain_unpicklable, ship_user_modules_by_value
+from gyreflow.runtime.spark.shipping import pickle_for_executors, ship_user_modules_by_value
 from gyreflow.runtime.workers.worker import WorkerSetup, serve_in_task
 
 KILL_SECONDS = 20.0  # the longest a cancelled stage is waited for: close() never hangs
@@ -170,25 +169,7 @@ class SparkLauncher:
 def shippable_setup(setup: WorkerSetup) -> bytes:
     """The workers' setup pickled for the executors; fails before any data moves if it cannot be,
     naming the operator and what it holds (runtime/spark/shipping.py)."""
-    from pyspark import cloudpickle
-
-    name, graph = setup.job, setup.graph
-    for vertex in graph.pipeline.vertices:
-        sink = getattr(vertex.spec, "sink", None)
-        if getattr(sink, "in_process_only", False):
-            msg = (f"job {name!r}: operator {vertex.name!r} cannot be sent to Spark executors: "
-                   f"{sink.describe()} writes to an object of this process; use it with the local "
-                   "environment (--env local), or leave its stream unset to print on the executors")
-            raise PlanNotShippableError(msg)
-    try:
-        return cloudpickle.dumps(setup)
-    except Exception as exc:
-        for vertex in graph.pipeline.vertices:
-            error = explain_unpicklable(name, vertex.name, vertex.spec, cloudpickle.dumps)
-            if error is not None:
-                raise error from None
-        msg = f"job {name!r}: its plan cannot be sent to Spark executors ({type(exc).__name__}: {exc})"
-        raise PlanNotShippableError(msg) from exc
+    return pickle_for_executors(setup.job, setup.graph, setup)
 
 
 def _worker_partition(blob: bytes):

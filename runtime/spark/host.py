@@ -38,7 +38,10 @@ from gyreflow.runtime.spark.graph_steps import SparkGraphRunner
 from gyreflow.runtime.spark.partition import Round, RunPlan, control_stage, stage
 from gyreflow.runtime.spark.round_order import RoundOrder, widest, windows_in_flight
 from gyreflow.runtime.spark.session import spark_log_path, spark_session
-from gyreflow.runtime.spark.shipping import explain_unpicklable, ship_user_modules_by_value
+from gyreflow.runtime.spark.shipping import (
+    pickle_for_executors,
+    ship_user_modules_by_value,
+)
 from gyreflow.scheduler.events import EventKind, TaskFailed
 from gyreflow.state.backends import RocksDBStateBackend
 
@@ -426,24 +429,7 @@ def _quietly(action: Callable) -> None:
 
 def _shippable_plan(name: str, graph: ExecutionGraph) -> bytes:
     """The run's plan, pickled for the executors; fails before any data moves if it cannot be."""
-    from pyspark import cloudpickle
-
-    for vertex in graph.pipeline.vertices:
-        sink = getattr(vertex.spec, "sink", None)
-        if getattr(sink, "in_process_only", False):
-            msg = (f"job {name!r}: operator {vertex.name!r} cannot be sent to Spark executors: "
-                   f"{sink.describe()} writes to an object of this process; use it with the local "
-                   "environment (--env local), or leave its stream unset to print on the executors")
-            raise PlanNotShippableError(msg)
-    try:
-        return cloudpickle.dumps(RunPlan.build(name, graph))
-    except Exception as exc:
-        for vertex in graph.pipeline.vertices:
-            error = explain_unpicklable(name, vertex.name, vertex.spec, cloudpickle.dumps)
-            if error is not None:
-                raise error from None
-        msg = f"job {name!r}: its plan cannot be sent to Spark executors ({type(exc).__name__}: {exc})"
-        raise PlanNotShippableError(msg) from exc
+    return pickle_for_executors(name, graph, RunPlan.build(name, graph))
 
 
 def _vertex_order(graph: ExecutionGraph):

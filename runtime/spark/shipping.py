@@ -125,3 +125,27 @@ def _is_installed(module: types.ModuleType | None, installed: set[str]) -> bool:
         return True  # built in, or a namespace package: nothing to send
     path = os.path.realpath(filename)
     return any(path.startswith(root + os.sep) for root in installed)
+
+
+def pickle_for_executors(name: str, graph, payload: object) -> bytes:
+    """``payload`` (a run's plan, or the workers' setup) pickled for the executors of job ``name``
+    whose execution graph is ``graph``; fails before any data moves if it cannot be, naming the
+    operator and what it holds."""
+    from pyspark import cloudpickle
+
+    for vertex in graph.pipeline.vertices:
+        sink = getattr(vertex.spec, "sink", None)
+        if getattr(sink, "in_process_only", False):
+            msg = (f"job {name!r}: operator {vertex.name!r} cannot be sent to Spark executors: "
+                   f"{sink.describe()} writes to an object of this process; use it with the local "
+                   "environment (--env local), or leave its stream unset to print on the executors")
+            raise PlanNotShippableError(msg)
+    try:
+        return cloudpickle.dumps(payload)
+    except Exception as exc:
+        for vertex in graph.pipeline.vertices:
+            error = explain_unpicklable(name, vertex.name, vertex.spec, cloudpickle.dumps)
+            if error is not None:
+                raise error from None
+        msg = f"job {name!r}: its plan cannot be sent to Spark executors ({type(exc).__name__}: {exc})"
+        raise PlanNotShippableError(msg) from exc
