@@ -72,7 +72,7 @@ def test_defaults():
         "spark.master": "local[*]",
         "spark.app_name": "gyreflow",
         "spark.conf": (),
-        "spark.mode": "rounds",
+        "spark.mode": "auto",
         "spark.workers": 0,
         "environment.workers": 1,
         "restart.attempts": 3,

@@ -182,8 +182,7 @@ def workdir(tmp_path) -> Path:
 def test_a_parameter_set_mid_run_equals_stop_and_resume_with_it(words, workdir, environment):
     path, lines = words
     out = workdir / "out"
-    job = Job(workdir, environment, job_args(path, out, pace=0.004 if environment == "local"
-                                             else 0.001))
+    job = Job(workdir, environment, job_args(path, out, pace=0.004))
     job.wait_published(4)
     answer = job.answer("set", "quiet", "quiet", "5")
     boundary = answer["window"]
@@ -213,8 +212,7 @@ def test_a_rescale_up_then_down_mid_run_continues_from_the_state_the_run_holds(
     out = workdir / "out"
     scratch = workdir / "tmp"
     scratch.mkdir()
-    job = Job(workdir, environment, job_args(path, out, parallelism=1,
-                                             pace=0.01 if environment == "local" else 0.001),
+    job = Job(workdir, environment, job_args(path, out, parallelism=1, pace=0.01),
               GYREFLOW_STATE__BACKEND=backend, GYREFLOW_STATE__SNAPSHOT_EVERY=str(every),
               TMPDIR=str(scratch))
     job.wait_published(4)

@@ -13,7 +13,11 @@ Every job is a ``gyreflow run`` in a process of its own (its own Spark applicati
 - an executor SIGKILLed mid-run (the word count, state in a shared checkpoint directory): Spark
   runs its tasks again elsewhere, and the output is still the oracle's (or the job stops with one
   error line and ``--resume`` finishes it exactly); the executors ran in the workers' own folders
-  and kept local RocksDB copies of their snapshot objects in their own Spark local directories.
+  and kept local RocksDB copies of their snapshot objects in their own Spark local directories;
+- the same in workers mode: the driver starts the barrier stage again by itself (exit 0) and the
+  output is a Counter's.
+
+Stream jobs run in rounds mode here (``Job`` pins it) unless a test says workers.
 """
 
 from __future__ import annotations
@@ -40,6 +44,9 @@ from test_spark_recovery import (
     published_windows,
     resume,
 )
+from test_spark_workers import WINDOW as WORKER_WINDOW
+from test_spark_workers import write_job
+from test_worker_host import published, updated_totals
 
 from gyreflow.state.stores.local_copies import COPIES_FOLDER
 
@@ -242,3 +249,34 @@ def test_executor_killed_mid_run_the_output_is_still_exact(cluster, words, tmp_p
         resume(tmp_path, input_path, out, state, 2, expected, master=master)
     assert_output_is_the_oracle(out, expected)
     assert any((directory / f"worker-{i}" / "work").iterdir() for i in (1, 2))
+
+
+def test_executor_killed_in_workers_mode_the_job_recovers_by_itself(cluster, tmp_path):
+    """Workers mode on the cluster: the barrier stage's workers keep their tasks for the whole job;
+    an executor JVM SIGKILLed mid-run takes a worker with it, and the driver starts the stage again
+    from the last completed window, without a person: exit 0 and the oracle's output."""
+    master, directory = cluster
+    words = 2000
+    script, config, out = write_job(tmp_path, words, 0.05)
+    env = {**os.environ, **shared_state(tmp_path), "GYREFLOW_SPARK__MASTER": master,
+           "GYREFLOW_RESTART__DELAY": "0.5"}
+    job = subprocess.Popen([sys.executable, "-m", "gyreflow", "run", "--config", str(config), "-q",
+                            str(script), str(out)], env=env, cwd=tmp_path, text=True,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 300
+    victims: list[int] = []
+    while job.poll() is None and time.monotonic() < deadline:
+        if len(published(out)) >= 2:
+            victims = executor_pids(directory)
+            if victims:
+                os.kill(victims[0], signal.SIGKILL)
+                break
+        time.sleep(0.02)
+    output, _ = job.communicate(timeout=600)
+    assert victims, f"no executor to kill before the job ended:\n{output}"
+    assert len(published(out)) >= 2
+    assert job.returncode == 0, output
+    expected_words = [f"w{(i * 7919) % 37}" for i in range(words)]
+    assert published(out) == {w: updated_totals(expected_words, w)
+                              for w in range(1, words // WORKER_WINDOW + 1)}

@@ -2,7 +2,10 @@
 output equals an uninterrupted run's.
 
 Every job is ``python -m gyreflow run --quiet examples/word_count.py`` in a subprocess with
-``GYREFLOW_ENVIRONMENT__TYPE=spark`` and ``local[2]``. The expected output is computed by a plain-Python
+``GYREFLOW_ENVIRONMENT__TYPE=spark``, ``local[2]`` and rounds mode (``spark.mode = "rounds"``: each
+window a Spark job, so a window lasts long enough for a timed kill to land inside it; the driver code
+the crash points arm is the same in workers mode, whose driver kill tests/test_spark_workers.py
+takes). The expected output is computed by a plain-Python
 oracle (``collections.Counter``, cumulative counts per window of ``WINDOW`` input lines), never by the
 engine; an uninterrupted Spark run is checked against it too. "Equal" means: exactly the same file
 names (hidden entries included, so no ``.staged`` file may be left) and, per file, the same sorted lines;
@@ -229,6 +232,7 @@ class Job:
             "COLUMNS": "400",
             "GYREFLOW_ENVIRONMENT__TYPE": "spark",
             "GYREFLOW_SPARK__MASTER": master or spark_master(),
+            "GYREFLOW_SPARK__MODE": state.get("GYREFLOW_SPARK__MODE", "rounds"),
             "GYREFLOW_SPARK__APP_NAME": self.app,
             "GYREFLOW_SPARK__CONF": json.dumps({"spark.ui.enabled": "false"}),
             MARKER: self.app,

@@ -16,7 +16,7 @@ from gyreflow.api.cli.query import query
 # Choices named at the command line; tests/test_cli.py checks them against config and explain. What
 # a command runs is imported when it runs, so that every command starts fast.
 ENVIRONMENT_TYPES = ("spark", "local")
-SPARK_MODES = ("rounds", "workers")
+SPARK_MODES = ("auto", "workers", "rounds")
 EXPLAIN_FORMATS = ("text", "dot", "mermaid")
 
 
@@ -114,8 +114,9 @@ def main() -> None:
               help="With --env local: run each job's tasks in N worker processes (1: in this "
                    "process; config key environment.workers).")
 @click.option("--spark-mode", type=click.Choice(SPARK_MODES), default=None,
-              help="On Spark: rounds (a Spark job per window) or workers (long-lived worker "
-                   "processes in one barrier stage; config key spark.mode).")
+              help="On Spark: workers (long-lived worker processes in one barrier stage), "
+                   "rounds (a Spark job per window) or auto (rounds for a batch job, workers "
+                   "otherwise; the default; config key spark.mode).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display and no summary.")
 @click.option("--resume", is_flag=True, help="Continue after the last completed window.")
 @click.option("--fresh", is_flag=True, help="Discard stored state and start over.")

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 import attrs
 
 ENVIRONMENT_TYPES: tuple[str, ...] = ("spark", "local")
-SPARK_MODES: tuple[str, ...] = ("rounds", "workers")
+SPARK_MODES: tuple[str, ...] = ("auto", "workers", "rounds")
 STATE_BACKENDS: tuple[str, ...] = ("memory", "rocksdb", "jdbc")
 ENV_PREFIX = "GYREFLOW_"
 _BOOL_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
@@ -168,10 +168,12 @@ SCHEMA: tuple[ConfigKey, ...] = (
               "Spark master URL: local[N] runs Spark in this machine, spark://host:port a cluster."),
     ConfigKey("spark.app_name", str, "gyreflow", "Spark application name."),
     ConfigKey("spark.conf", dict, (), "Extra Spark settings passed through as they are."),
-    ConfigKey("spark.mode", str, "rounds",
-              "How the spark environment runs a job's tasks: rounds (each window a Spark job; "
-              "records go through Spark's shuffle) or workers (one Spark barrier stage of "
-              "long-lived worker processes for the whole job, exchanging batches directly).",
+    ConfigKey("spark.mode", str, "auto",
+              "How the spark environment runs a job's tasks: workers (one Spark barrier stage of "
+              "long-lived worker processes for the whole job, exchanging batches directly), "
+              "rounds (each window a Spark job; records go through Spark's shuffle, which spills "
+              "a window larger than memory to disk) or auto (rounds for a batch job, whose every "
+              "source is one AllWindow; workers for every other job).",
               choices=SPARK_MODES),
     ConfigKey("spark.workers", int, 0,
               "Worker processes of spark.mode = workers, each in a task slot of the master "

@@ -7,7 +7,9 @@ from collections.abc import Mapping
 
 from gyreflow.api.config.loading import ENVIRONMENT_TYPES, Config, ConfigError
 from gyreflow.api.config.session import current_settings
+from gyreflow.api.language.windows import AllWindow
 from gyreflow.plan.graph import PipelineGraph
+from gyreflow.plan.operators import SourceSpec
 from gyreflow.runtime.checkpoint import RecoveryOptions
 from gyreflow.runtime.control import ControlInbox
 from gyreflow.runtime.driver import JobListener, JobRun
@@ -126,10 +128,22 @@ class LocalEnvironment(Environment):
                            lambda backend: LocalHost(self.config, backend))
 
 
+def spark_mode(configured: str, graph: PipelineGraph) -> str:
+    """The mode a Spark job runs in: ``configured``, with ``auto`` resolved to rounds for a batch
+    job (every source one ``AllWindow``: a window Spark's shuffle may have to spill) and to workers
+    for every other job (a stream: a window costs milliseconds instead of a Spark job)."""
+    if configured != "auto":
+        return configured
+    windows = [v.spec.window for v in graph.vertices if isinstance(v.spec, SourceSpec)]
+    batch = bool(windows) and all(isinstance(window, AllWindow) for window in windows)
+    return "rounds" if batch else "workers"
+
+
 class SparkEnvironment(Environment):
     """Runs every pipeline on Apache Spark through PySpark: ``[spark] master`` picks local mode
-    (``local[*]``) or a cluster; ``spark.mode`` runs one Spark job per window round (rounds) or
-    long-lived workers in one barrier stage (workers).
+    (``local[*]``) or a cluster; ``spark.mode`` runs long-lived workers in one barrier stage
+    (workers), one Spark job per window round (rounds), or picks by the job (auto, the default:
+    rounds for a batch job, workers for a stream).
 
     >>> env = Environment.spark(master="local[2]", progress=False)
     >>> env.type_name, env.config["spark.master"]
@@ -154,8 +168,11 @@ class SparkEnvironment(Environment):
         """Run ``graph`` on Spark."""
         from gyreflow.runtime.spark.host import SparkHost, SparkState
 
-        if self.config["spark.mode"] == "workers":
-            make_host = self._worker_host_factory()  # its refusals first
+        make_host = None
+        if spark_mode(self.config["spark.mode"], graph) == "workers":
+            # its refusals first; auto falls back to rounds where Spark runs no barrier stage
+            make_host = self._worker_host_factory(chosen=self.config["spark.mode"] == "workers")
+        if make_host is not None:
             if self.on_cluster:
                 self._probe(graph)
             return self._drive(name, graph, listener, recovery, self.state_backend, make_host)
@@ -168,10 +185,11 @@ class SparkEnvironment(Environment):
         finally:
             state.close()
 
-    def _worker_host_factory(self):
+    def _worker_host_factory(self, chosen: bool):
         """Workers mode: worker hosts whose workers are the tasks of a Spark barrier stage; the
         driver stores their snapshots, so the state stays where the backend says. Refused in one
-        line, before any data moves, when the master has fewer task slots than workers."""
+        line, before any data moves, when the master has fewer task slots than workers; under
+        dynamic allocation too when workers mode was ``chosen``, else None (auto: rounds)."""
         from gyreflow.runtime.spark.barrier import (
             SparkLauncher,
             dynamic_allocation_refusal,
@@ -188,7 +206,10 @@ class SparkEnvironment(Environment):
             cpus = context.getConf().get("spark.task.cpus", "1")
         slots = task_slots(context, master, int(cpus) if cpus.strip().isdigit() else 1)
         workers = self.config["spark.workers"] or slots
-        refusal = dynamic_allocation_refusal(context) or too_few_slots(max(workers, 1), slots, master)
+        dynamic = dynamic_allocation_refusal(context)
+        if dynamic is not None and not chosen:
+            return None
+        refusal = dynamic or too_few_slots(max(workers, 1), slots, master)
         if refusal is not None:
             raise ConfigError(refusal)
         return lambda backend: WorkerHost(self.config, backend, workers,
