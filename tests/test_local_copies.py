@@ -271,6 +271,8 @@ def test_a_stream_keeps_copies_where_its_tasks_run_and_counts_exactly(make_env, 
     if environment_type != "spark":  # no executor: a place must be given
         copies = tmp_path / "executor-local"
         config["state.local_path"] = str(copies)
+    else:  # tasks that open the store on executors (workers mode stores through the driver)
+        config["spark.mode"] = "rounds"
     env = make_env(2, **config)
     if environment_type == "spark":  # by default, the executor's Spark local directory
         local_dirs = env.session().sparkContext.parallelize([0], 1).map(

@@ -1,8 +1,8 @@
-"""Windows in flight on Spark: with ``max_flying_windows = 2`` the next window's first stage runs
-while the previous window's keyed stage still runs (two Spark jobs at once), with output equal to a
-plain-Python running count; with 1, rounds never overlap. Every task's start and end of a window is
-logged by the tasks themselves (a system-wide monotonic clock), so overlap is read off what ran, not
-inferred from timings."""
+"""Windows in flight on Spark in rounds mode: with ``max_flying_windows = 2`` the next window's
+first stage runs while the previous window's keyed stage still runs (two Spark jobs at once), with
+output equal to a plain-Python running count; with 1, rounds never overlap. Every task's start and
+end of a window is logged by the tasks themselves (a system-wide monotonic clock), so overlap is read
+off what ran, not inferred from timings."""
 
 from __future__ import annotations
 
@@ -41,7 +41,8 @@ def running_counts() -> dict[int, dict[str, int]]:
 def run(tmp_path, flying: int) -> tuple[dict, dict[tuple[str, int], list[float]]]:
     log = str(tmp_path / f"log-{flying}.txt")
     env = Environment.from_config(None, {
-        "environment.type": "spark", "spark.master": "local[2]", "progress.enabled": False,
+        "environment.type": "spark", "spark.master": "local[2]", "spark.mode": "rounds",
+        "progress.enabled": False,
         "state.backend": "rocksdb", "state.path": str(tmp_path / f"state-{flying}"),
         "scheduler.max_flying_windows": flying})
     pipeline = env.pipeline(f"in-flight-{flying}")

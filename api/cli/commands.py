@@ -115,8 +115,8 @@ def main() -> None:
                    "process; config key environment.workers).")
 @click.option("--spark-mode", type=click.Choice(SPARK_MODES), default=None,
               help="On Spark: workers (long-lived worker processes in one barrier stage), "
-                   "rounds (a Spark job per window) or auto (rounds for a batch job, workers "
-                   "otherwise; the default; config key spark.mode).")
+                   "rounds (a Spark job per window) or auto (rounds for a batch job without a "
+                   "graph, workers otherwise; the default; config key spark.mode).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display and no summary.")
 @click.option("--resume", is_flag=True, help="Continue after the last completed window.")
 @click.option("--fresh", is_flag=True, help="Discard stored state and start over.")

@@ -173,7 +173,8 @@ SCHEMA: tuple[ConfigKey, ...] = (
               "long-lived worker processes for the whole job, exchanging batches directly), "
               "rounds (each window a Spark job; records go through Spark's shuffle, which spills "
               "a window larger than memory to disk) or auto (rounds for a batch job, whose every "
-              "source is one AllWindow; workers for every other job).",
+              "source is one AllWindow, without a graph computation; workers for every other "
+              "job).",
               choices=SPARK_MODES),
     ConfigKey("spark.workers", int, 0,
               "Worker processes of spark.mode = workers, each in a task slot of the master "

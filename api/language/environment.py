@@ -9,7 +9,7 @@ from gyreflow.api.config.loading import ENVIRONMENT_TYPES, Config, ConfigError
 from gyreflow.api.config.session import current_settings
 from gyreflow.api.language.windows import AllWindow
 from gyreflow.plan.graph import PipelineGraph
-from gyreflow.plan.operators import SourceSpec
+from gyreflow.plan.operators import GraphComputeSpec, SourceSpec
 from gyreflow.runtime.checkpoint import RecoveryOptions
 from gyreflow.runtime.control import ControlInbox
 from gyreflow.runtime.driver import JobListener, JobRun
@@ -130,20 +130,23 @@ class LocalEnvironment(Environment):
 
 def spark_mode(configured: str, graph: PipelineGraph) -> str:
     """The mode a Spark job runs in: ``configured``, with ``auto`` resolved to rounds for a batch
-    job (every source one ``AllWindow``: a window Spark's shuffle may have to spill) and to workers
-    for every other job (a stream: a window costs milliseconds instead of a Spark job)."""
+    job without a graph computation (every source one ``AllWindow``: a window Spark's shuffle may
+    have to spill) and to workers for every other job (a stream, whose windows then cost
+    milliseconds instead of a Spark job each; a graph, whose supersteps do too)."""
     if configured != "auto":
         return configured
-    windows = [v.spec.window for v in graph.vertices if isinstance(v.spec, SourceSpec)]
+    specs = [v.spec for v in graph.vertices]
+    windows = [spec.window for spec in specs if isinstance(spec, SourceSpec)]
     batch = bool(windows) and all(isinstance(window, AllWindow) for window in windows)
-    return "rounds" if batch else "workers"
+    graph_compute = any(isinstance(spec, GraphComputeSpec) for spec in specs)
+    return "rounds" if batch and not graph_compute else "workers"
 
 
 class SparkEnvironment(Environment):
     """Runs every pipeline on Apache Spark through PySpark: ``[spark] master`` picks local mode
     (``local[*]``) or a cluster; ``spark.mode`` runs long-lived workers in one barrier stage
     (workers), one Spark job per window round (rounds), or picks by the job (auto, the default:
-    rounds for a batch job, workers for a stream).
+    rounds for a batch job without a graph computation, workers for a stream or a graph).
 
     >>> env = Environment.spark(master="local[2]", progress=False)
     >>> env.type_name, env.config["spark.master"]
