@@ -78,7 +78,13 @@ def _settings(config) -> list[tuple[str, str]]:
     return [("spark.ui.showConsoleProgress", "false"), ("spark.python.worker.reuse", "true"),
             # Tasks read their state from the backend, not from cached blocks: waiting for a
             # block-local slot (3 s by default) only delays each round.
-            ("spark.locality.wait", "0"), *config["spark.conf"]]
+            ("spark.locality.wait", "0"),
+            # A workers-mode barrier stage started again after an executor was lost waits until
+            # the cluster has its slots back: check every second (Spark: every 15 s), for as long
+            # as Spark's default allows in all (40 checks of 15 s).
+            ("spark.scheduler.barrier.maxConcurrentTasksCheck.interval", "1s"),
+            ("spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures", "600"),
+            *config["spark.conf"]]
 
 
 def _start_context_in_its_own_session(config) -> None:
