@@ -125,10 +125,13 @@ class TaskResult:
     collected: dict[str, dict[int, list]] = attrs.field(factory=dict)
     seconds: float = 0.0
     last_completed: int = 0
+    recomputed: int = 0  # windows finished again after a restart rolled them back
+    _highest: int = 0
 
     def add_window(self, metrics: WindowMetrics) -> None:
         """Record one finished window's metrics (older ones beyond the bounds are dropped)."""
         self.summary.add(metrics)
+        self._highest = max(self._highest, metrics.window)
         if len(self.first_windows) < self.kept:
             self.first_windows.append(metrics)
             return
@@ -143,11 +146,15 @@ class TaskResult:
 
     @property
     def window_count(self) -> int:
-        """How many windows the run finished."""
-        return self.summary.count
+        """How many windows the run finished, each once: a window finished again after a restart
+        is counted in ``recomputed`` (the summary's durations and totals include both runs)."""
+        return self.summary.count - self.recomputed
 
     def keep_until(self, window: int) -> TaskResult:
         """This result without what windows after ``window`` added (a restart recomputes them)."""
+        if self._highest > window:
+            self.recomputed += self._highest - window
+            self._highest = window
         self.first_windows = [m for m in self.first_windows if m.window <= window]
         self.last_windows = deque(m for m in self.last_windows if m.window <= window)
         for by_window in self.collected.values():

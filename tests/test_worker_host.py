@@ -213,12 +213,15 @@ def test_a_killed_worker_is_restarted_and_the_output_equals_the_oracle(windows, 
     killer = KillWorker(windows)
     monitor = JobMonitor()
     result = pipeline.execute(listener=Listeners([killer, monitor]))
+    all_windows = range(1, len(WORDS) // WINDOW + 1)
+    # each window counted once, those finished again after a restart apart
+    assert result["job"].window_count == len(all_windows)
+    assert result["job"].recomputed >= 0
     assert len(killer.killed) == len(windows)
     assert len(killer.restarts) == len(windows)
     assert monitor.restarts == len(windows)
     assert f"gyreflow_restarts_total {float(len(windows))}" in generate_latest(
         monitor.registry).decode()
-    all_windows = range(1, len(WORDS) // WINDOW + 1)
     assert per_window(result, "counts") == {w: updated_totals(WORDS, w) for w in all_windows}
     published = {int(p.stem.split("-")[1]): sorted(tuple(json.loads(line))
                                                    for line in p.read_text().splitlines())
@@ -350,3 +353,50 @@ def test_a_strategy_that_gives_up_stops_the_job_with_one_error_line(tmp_path):
     assert run.returncode == 6, stderr
     first = stderr.splitlines()[0]
     assert first.startswith("error: worker 1 (pid ") and "killed by SIGKILL" in first, stderr
+
+
+def test_a_killed_worker_under_the_command_line_recovers_with_no_trace_in_its_log(tmp_path):
+    """As a log sees it (stderr piped): the surviving worker's lost connection is one line, not a
+    Python trace, the job exits 0 by itself, and the output is a Counter's."""
+    words = 1500
+    script, config, out = write_job(tmp_path, words, 0.02)
+    run = gyreflow("--config", str(config), "--env", "local", "--workers", "2", "-q", str(script),
+                   str(out))
+    wait_for_windows(out, 2, run)
+    me = Path(f"/proc/{run.pid}/cmdline").read_bytes()
+    worker = max(c for c in children_of(run.pid) if Path(f"/proc/{c}/cmdline").read_bytes() == me)
+    os.kill(worker, signal.SIGKILL)
+    _, stderr = run.communicate(timeout=120)
+    assert run.returncode == 0, stderr
+    assert "Traceback" not in stderr, stderr
+    expected_words = [f"w{(i * 7919) % 37}" for i in range(words)]
+    assert published(out) == {w: updated_totals(expected_words, w)
+                              for w in range(1, words // WINDOW + 1)}
+
+
+def test_a_worker_whose_peer_went_away_says_so_in_one_line():
+    """The surviving worker's view of a killed peer (a broken pipe while it sends), as a log sees
+    it: one line naming the worker, exit status 1, no Python trace; other failures keep theirs."""
+    code = textwrap.dedent("""
+        import sys, types
+        import gyreflow.runtime.workers.worker as worker
+
+        class Failing:
+            def __init__(self, *args):
+                pass
+            def run(self):
+                raise {error}
+
+        worker.Worker = Failing
+        worker._die_with_parent = lambda parent: None
+        worker.serve(types.SimpleNamespace(parent=0), 1)
+    """)
+    lost = subprocess.run([sys.executable, "-c", code.format(error='BrokenPipeError(32, "pipe")')],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert lost.returncode == 1
+    assert lost.stderr.splitlines() == [
+        "gyreflow worker 1: a connection closed (BrokenPipeError); the driver restarts or stops "
+        "the job"], lost.stderr
+    bug = subprocess.run([sys.executable, "-c", code.format(error='KeyError("x")')],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert bug.returncode == 1 and "Traceback" in bug.stderr and "KeyError" in bug.stderr

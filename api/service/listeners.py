@@ -61,7 +61,8 @@ class JsonLinesListener(JobListener):
                      "superstep": superstep})
 
     def on_finish(self, result: TaskResult) -> None:
-        self._write({"event": "finish", "task": result.name, "windows": result.summary.count,
+        self._write({"event": "finish", "task": result.name, "windows": result.window_count,
+                     "windows_recomputed": result.recomputed,
                      "last_completed_window": result.last_completed,
                      "seconds": round(result.seconds, 6)})
 

@@ -74,8 +74,10 @@ def summary_tables(name: str, results: dict[str, TaskResult], max_windows: int =
     for task_name, result in results.items():
         summary = result.summary
         records = source_records(result)
-        title = (f"{name}/{task_name}: {summary.count:,} windows in {result.seconds:.2f} s, "
-                 f"{_rate(records, result.seconds):,.0f} records/s")
+        again = (f" ({result.recomputed:,} computed again after restarts)"
+                 if result.recomputed else "")
+        title = (f"{name}/{task_name}: {result.window_count:,} windows{again} in "
+                 f"{result.seconds:.2f} s, {_rate(records, result.seconds):,.0f} records/s")
         table = Table(title=title, width=SUMMARY_WIDTH, title_justify="left")
         table.add_column("operator", overflow="fold", ratio=3)
         table.add_column("records in", justify="right", ratio=2)
@@ -130,7 +132,8 @@ def metrics_document(summaries: list) -> dict:
             records = source_records(result)
             tasks.append({
                 "task": task_name,
-                "windows": summary.count,
+                "windows": result.window_count,
+                "windows_recomputed": result.recomputed,
                 "last_completed_window": result.last_completed,
                 "seconds": round(result.seconds, 6),
                 "records_read": records,
