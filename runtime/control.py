@@ -72,10 +72,11 @@ class ControlRequest:
 class RescaleRequested(Exception):  # noqa: N818 - a request, not an error
     """The job stopped its tasks at a window boundary to run again with another parallelism."""
 
-    def __init__(self, operator: str, parallelism: int, last_completed: int,
+    def __init__(self, operator: str | None, parallelism: int, last_completed: int,
                  request: ControlRequest) -> None:
-        super().__init__(f"rescale {operator} to {parallelism} after window {last_completed}")
-        self.operator = operator
+        what = operator if operator is not None else "the workers"
+        super().__init__(f"rescale {what} to {parallelism} after window {last_completed}")
+        self.operator = operator  # None: ``parallelism`` is the number of worker processes
         self.parallelism = parallelism
         self.last_completed = last_completed
         self.request = request
@@ -234,7 +235,8 @@ class ControlDesk:
         if kind == "status":
             request.reply(ok=True, job=self.inbox.job, state=self.inbox.state,
                           paused=self.inbox.paused, last_completed=committed,
-                          launched=self.launched, parameters=self.inbox.parameters)
+                          launched=self.launched, parameters=self.inbox.parameters,
+                          workers=getattr(self.host, "count", None))
         elif kind == "set":
             operator, name = command.get("operator", ""), command.get("name", "")
             if operator not in self.operators:
@@ -277,7 +279,9 @@ class ControlDesk:
 
     def _ask_rescale(self, request: ControlRequest) -> None:
         operator, parallelism = request.command.get("operator", ""), request.command.get("parallelism")
-        if operator not in self.operators:
+        if operator is None:
+            self._ask_worker_rescale(request, parallelism)
+        elif operator not in self.operators:
             request.reply(ok=False, error=self._unknown(operator))
         elif self.sources & {v.name for v in self.pipeline.forward_group(operator)}:
             request.reply(ok=False, error=(f"{operator!r} runs in one chain with a source, whose "
@@ -287,6 +291,22 @@ class ControlDesk:
             request.reply(ok=False, error=(f"parallelism must be an integer from 1 to "
                                            f"state.max_parallelism ({self.max_parallelism}), got "
                                            f"{parallelism!r}"))
+        elif self.rescale is not None:
+            request.reply(ok=False, error="a rescale is already under way")
+        else:
+            self.rescale = request
+            self.inbox.state = "rescaling"
+
+    def _ask_worker_rescale(self, request: ControlRequest, workers) -> None:
+        """``rescale N``: the job's tasks in N worker processes from the next window boundary."""
+        limit = getattr(self.host, "max_workers", None)
+        if limit is None:
+            request.reply(ok=False, error=(
+                "this job's tasks do not run in worker processes (environment.workers = 1, or "
+                "spark.mode = rounds): rescale an operator instead (rescale OPERATOR N)"))
+        elif not isinstance(workers, int) or not 1 <= workers <= limit:
+            request.reply(ok=False, error=(f"workers must be an integer from 1 to {limit} (the "
+                                           f"task slots this job has), got {workers!r}"))
         elif self.rescale is not None:
             request.reply(ok=False, error="a rescale is already under way")
         else:

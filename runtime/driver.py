@@ -475,6 +475,7 @@ class JobRun:
 
             make_host = lambda backend: WorkerHost(config, backend)  # noqa: E731
         self.make_host = make_host  # a host whose tasks keep their state in the backend given
+        self.workers: int | None = None  # worker processes a rescale asked for (worker hosts)
         self.listener = listener
         self.stop = stop
         self.control = control
@@ -495,12 +496,18 @@ class JobRun:
         strategy = RestartStrategy.from_config(self.config)
         try:
             while True:
-                driver = JobDriver(self.config, self.make_host(self.backend), self.listener,
+                host = self.make_host(self.backend)
+                if self.workers is not None:
+                    host.count = self.workers
+                driver = JobDriver(self.config, host, self.listener,
                                    stop=self.stop, control=self.control, result=result, run=self)
                 try:
                     return driver.run(name, build_execution_graph(graph), recovery)
                 except RescaleRequested as request:
-                    graph = graph.with_parallelism(request.operator, request.parallelism)
+                    if request.operator is None:
+                        self.workers = request.parallelism
+                    else:
+                        graph = graph.with_parallelism(request.operator, request.parallelism)
                     recovery = RecoveryOptions(resume=True)
                     result = request.result
                     self.restarts += 1
@@ -549,7 +556,12 @@ def _gave_up(error: BaseException, restarts: int) -> BaseException:
 
 
 def _rescaled(graph: PipelineGraph, request: RescaleRequested) -> str:
-    """What a rescale answers: which operators run with how many tasks from which window."""
+    """What a rescale answers: which operators run with how many tasks from which window (or in
+    how many worker processes)."""
+    if request.operator is None:
+        plural = "es" if request.parallelism > 1 else ""
+        return (f"the job's tasks run in {request.parallelism} worker process{plural} from window "
+                f"{request.last_completed + 1}")
     group = [v.name for v in graph.forward_group(request.operator)]
     names = " and ".join([", ".join(group[:-1]), group[-1]] if len(group) > 1 else group)
     tasks = f"{request.parallelism} task{'s' if request.parallelism > 1 else ''}"

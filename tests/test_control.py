@@ -244,6 +244,57 @@ def test_a_rescale_up_then_down_mid_run_continues_from_the_state_the_run_holds(
     assert read_alerts(again) == expected
 
 
+def worker_processes(pid: int) -> int:
+    """How many worker processes of the forked worker host run under the job ``pid``."""
+    me = Path(f"/proc/{pid}/cmdline").read_bytes()
+    found = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            try:
+                found += Path(f"/proc/{child}/cmdline").read_bytes() == me
+            except OSError:
+                continue
+    return found
+
+
+def settled_status(job: Job) -> dict:
+    """``status`` once the tasks a rescale rebuilds run again (it answers "restarting" before)."""
+    deadline = time.monotonic() + TIMEOUT
+    while (status := job.answer("status"))["state"] == "restarting":
+        assert time.monotonic() < deadline, "the tasks did not start again"
+        time.sleep(0.05)
+    return status
+
+
+@pytest.mark.parametrize("environment", ["workers", "spark"])
+def test_the_workers_rescale_mid_run_and_the_output_stays_exact(words, workdir, environment):
+    """``gyreflow control rescale N``: the job's tasks move to N worker processes at a window
+    boundary (each task restores its key groups in the worker that takes it); the alerts equal
+    the oracle's and the job ends by itself."""
+    path, lines = words
+    out = workdir / "out"
+    extra = {"GYREFLOW_ENVIRONMENT__WORKERS": "2"} if environment == "workers" else {}
+    job = Job(workdir, "local" if environment == "workers" else "spark",
+              job_args(path, out, parallelism=3, pace=0.01), **extra)
+    job.wait_published(4)
+    assert job.answer("status")["workers"] == 2
+    first = 3 if environment == "workers" else 1  # local[2] has two task slots
+    answer = job.answer("rescale", str(first))
+    assert answer["message"].startswith(f"the job's tasks run in {first} worker process")
+    up = answer["window"]
+    status = settled_status(job)
+    assert status["workers"] == first, status
+    if environment == "workers":
+        assert worker_processes(job.process.pid) == first
+        too_many = job.control("rescale", "999", "--job", str(job.process.pid))
+        assert too_many.returncode == 1 and "from 1 to 256" in too_many.stderr
+    down = job.answer("rescale", "2")["window"]
+    assert settled_status(job)["workers"] == 2
+    assert job.wait() == 0, job.output()
+    assert 4 < up < down <= WINDOWS, (up, down)
+    assert read_alerts(out) == quiet_oracle(lines, lambda w: QUIET)
+
+
 def test_a_sample_counts_what_every_task_did_before_its_window(words, workdir):
     path, lines = words
     job = Job(workdir, "local", job_args(path, workdir / "out", parallelism=2, pace=0.004))
@@ -302,6 +353,8 @@ def test_commands_that_cannot_apply_are_refused_in_one_line(words, workdir):
     assert source.returncode == 1 and "source" in source.stderr
     zero = job.control("rescale", "quiet", "0", "--job", pid)
     assert zero.returncode == 1 and "parallelism must be" in zero.stderr
+    in_process = job.control("rescale", "2", "--job", pid)  # no worker processes to rescale
+    assert in_process.returncode == 1 and "do not run in worker processes" in in_process.stderr
     missing = job.control("status", "--job", "no-such-job")
     assert missing.returncode == 2 and "no running job" in missing.stderr
     details = json.loads(record.read_text(encoding="utf-8"))
@@ -311,7 +364,7 @@ def test_commands_that_cannot_apply_are_refused_in_one_line(words, workdir):
     assert job.answer("status")["state"] == "paused"
     job.ask({"command": "resume"})
     assert job.answer("status")["state"] == "running"
-    for done in (unknown, source, zero, missing):
+    for done in (unknown, source, zero, in_process, missing):
         assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert job.wait() == 0, job.output()
     assert not record.exists()  # removed when the job ends

@@ -96,8 +96,10 @@ def status(job_name: str | None, config_path: str | None, as_json: bool) -> None
     """Whether the job runs or is paused, its last completed window and its parameters."""
     answer = _ask(config_path, job_name, {"command": "status"}, as_json)
     if not as_json:
+        workers = answer.get("workers")
+        where = f", {workers} worker processes" if workers else ""
         click.echo(f"{answer['job']}: {answer['state']}, last completed window "
-                   f"{answer['last_completed']}, launched {answer['launched']}")
+                   f"{answer['last_completed']}, launched {answer['launched']}{where}")
         for operator, params in sorted(answer["parameters"].items()):
             for name, value in sorted(params.items()):
                 click.echo(f"  {operator}.{name} = {json.dumps(value)}")
@@ -157,15 +159,25 @@ def resume_sources(job_name: str | None, config_path: str | None, as_json: bool)
 
 
 @control.command()
-@click.argument("operator")
-@click.argument("parallelism", type=int)
+@click.argument("target", nargs=-1, required=True, metavar="[OPERATOR] N")
 @_JOB
 @_CONFIG
 @_JSON
-def rescale(operator: str, parallelism: int, job_name: str | None, config_path: str | None,
+def rescale(target: tuple[str, ...], job_name: str | None, config_path: str | None,
             as_json: bool) -> None:
-    """Run OPERATOR (and the operators chained to it) with PARALLELISM tasks from the next window
-    boundary; its keyed state moves by key group."""
+    """From the next window boundary, run OPERATOR (and the operators chained to it) with N tasks,
+    its keyed state moving by key group; or, without OPERATOR, run the job's tasks in N worker
+    processes (a job on worker processes: environment.workers > 1 or Spark's workers mode), each
+    task's state moving to the worker that takes it."""
+    if len(target) > 2:
+        msg = "give N (worker processes) or OPERATOR N (tasks of an operator)"
+        raise click.UsageError(msg)
+    operator, count = (None, target[0]) if len(target) == 1 else target
+    try:
+        parallelism = int(count)
+    except ValueError:
+        msg = f"N must be an integer, got {count!r}"
+        raise click.UsageError(msg) from None
     answer = _ask(config_path, job_name, {"command": "rescale", "operator": operator,
                                           "parallelism": parallelism}, as_json)
     if not as_json:

@@ -216,7 +216,7 @@ class SparkEnvironment(Environment):
         if refusal is not None:
             raise ConfigError(refusal)
         return lambda backend: WorkerHost(self.config, backend, workers,
-                                          SparkLauncher(self.session, master))
+                                          SparkLauncher(self.session, master, slots))
 
     def _probe(self, graph: PipelineGraph) -> None:
         """On a cluster, check once per location that every executor reaches the checkpoint

@@ -96,9 +96,10 @@ class SparkLauncher:
     family = "AF_INET"
     connect_seconds = 120  # a stage waits for free slots (a cancelled one's tasks end first)
 
-    def __init__(self, session_factory, master: str) -> None:
+    def __init__(self, session_factory, master: str, slots: int = 1) -> None:
         self.session_factory = session_factory
         self.master = master
+        self.max_workers = slots  # a barrier stage gets at most the master's task slots
         self.group = f"gyreflow-workers-{uuid.uuid4().hex}"
         self.context = None
         self.thread: threading.Thread | None = None

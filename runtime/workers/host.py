@@ -69,6 +69,7 @@ class ForkLauncher:
 
     family = "AF_UNIX"
     connect_seconds = 60  # every worker connects back within this (forked, not started anew)
+    max_workers = 256  # what ``control rescale N`` may ask for on one machine
 
     def __init__(self) -> None:
         self.processes: list = []
@@ -141,6 +142,11 @@ class WorkerHost:
     def writer(self) -> WatchedWriter:
         """The job's snapshot writer (the workers' snapshots go through it too)."""
         return self._writer
+
+    @property
+    def max_workers(self) -> int:
+        """The most worker processes this host's launcher can start (a rescale's bound)."""
+        return self.launcher.max_workers
 
     @property
     def pids(self) -> tuple[int, ...]:
