@@ -305,8 +305,8 @@ class ControlDesk:
                 "this job's tasks do not run in worker processes (environment.workers = 1, or "
                 "spark.mode = rounds): rescale an operator instead (rescale OPERATOR N)"))
         elif not isinstance(workers, int) or not 1 <= workers <= limit:
-            request.reply(ok=False, error=(f"workers must be an integer from 1 to {limit} (the "
-                                           f"task slots this job has), got {workers!r}"))
+            request.reply(ok=False, error=(f"workers must be an integer from 1 to {limit} (on "
+                                           f"Spark: the master's task slots), got {workers!r}"))
         elif self.rescale is not None:
             request.reply(ok=False, error="a rescale is already under way")
         else:

@@ -340,15 +340,21 @@ def test_a_killed_driver_leaves_no_worker_and_resume_completes_the_output(tmp_pa
                               for w in range(1, words // WINDOW + 1)}
 
 
-def test_a_strategy_that_gives_up_stops_the_job_with_one_error_line(tmp_path):
-    script, config, out = write_job(tmp_path, 1500, 0.02)
-    config.write_text(config.read_text().replace("delay = 0.01", "attempts = 0"), encoding="utf-8")
+def kill_a_worker_mid_run(script: Path, config: Path, out: Path) -> subprocess.Popen:
+    """``gyreflow run --workers 2`` of the job; worker 1 SIGKILLed once 2 windows are published."""
     run = gyreflow("--config", str(config), "--env", "local", "--workers", "2", "-q", str(script),
                    str(out))
     wait_for_windows(out, 2, run)
     me = Path(f"/proc/{run.pid}/cmdline").read_bytes()
     worker = max(c for c in children_of(run.pid) if Path(f"/proc/{c}/cmdline").read_bytes() == me)
     os.kill(worker, signal.SIGKILL)
+    return run
+
+
+def test_a_strategy_that_gives_up_stops_the_job_with_one_error_line(tmp_path):
+    script, config, out = write_job(tmp_path, 1500, 0.02)
+    config.write_text(config.read_text().replace("delay = 0.01", "attempts = 0"), encoding="utf-8")
+    run = kill_a_worker_mid_run(script, config, out)
     _, stderr = run.communicate(timeout=60)
     assert run.returncode == 6, stderr
     first = stderr.splitlines()[0]
@@ -360,12 +366,7 @@ def test_a_killed_worker_under_the_command_line_recovers_with_no_trace_in_its_lo
     Python trace, the job exits 0 by itself, and the output is a Counter's."""
     words = 1500
     script, config, out = write_job(tmp_path, words, 0.02)
-    run = gyreflow("--config", str(config), "--env", "local", "--workers", "2", "-q", str(script),
-                   str(out))
-    wait_for_windows(out, 2, run)
-    me = Path(f"/proc/{run.pid}/cmdline").read_bytes()
-    worker = max(c for c in children_of(run.pid) if Path(f"/proc/{c}/cmdline").read_bytes() == me)
-    os.kill(worker, signal.SIGKILL)
+    run = kill_a_worker_mid_run(script, config, out)
     _, stderr = run.communicate(timeout=120)
     assert run.returncode == 0, stderr
     assert "Traceback" not in stderr, stderr
