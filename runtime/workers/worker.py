@@ -73,11 +73,10 @@ def serve(setup: WorkerSetup, index: int) -> None:
     code = 0
     try:
         Worker(setup, index).run()
-    except (BrokenPipeError, ConnectionResetError, EOFError) as exc:
+    except (BrokenPipeError, ConnectionResetError, EOFError):
         # Another worker or the driver went away (killed, or stopping the job): the driver reports
-        # the lost worker and restarts every worker; a trace here would only add noise to its log.
-        print(f"gyreflow worker {index}: a connection closed ({type(exc).__name__}); the driver "
-              "restarts or stops the job", file=sys.stderr)
+        # the lost worker in its one error line, or restarts every worker; anything printed here
+        # would come before that line.
         code = 1
     except BaseException:  # noqa: BLE001 - the driver reports a lost worker; the trace helps
         traceback.print_exc()
