@@ -14,6 +14,7 @@ before any data moves: one ``error:`` line, exit status 2.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -293,3 +294,43 @@ def test_task_slots_and_the_refusals_in_one_line():
     assert dynamic_allocation_refusal(FakeContext(4)) is None
     refusal = dynamic_allocation_refusal(FakeContext(4, **{"spark.dynamicAllocation.enabled": "true"}))
     assert "spark.dynamicAllocation.enabled" in refusal and "\n" not in refusal
+
+
+SESSION_FIRST = '''
+import json, sys
+from pyspark.sql import SparkSession
+from gyreflow.api import AllWindow, Environment
+from wordlib import Shout, first_letter  # a module of the script's own folder
+
+SparkSession.builder.master("local[2]").getOrCreate()  # the application starts Spark first
+env = Environment.spark("local[2]", 2, progress=False,
+                        config={{"spark.mode": sys.argv[1], "state.path": sys.argv[2]}})
+pipeline = env.pipeline("mine")
+
+@pipeline.task(name="job")
+def job(ctx):
+    ctx.source({words!r}, AllWindow()).map(Shout()).key_by(first_letter).count().collect("c")
+
+print(json.dumps(sorted(map(list, pipeline.execute()["job"].collected["c"][1]))))
+'''
+
+
+@pytest.mark.parametrize("mode", ["workers", "rounds"])
+def test_a_session_the_application_started_first_still_runs_its_own_modules(tmp_path, mode):
+    """Spark's Python workers inherit the import path of whoever started the JVM: when the
+    application (a notebook, ``spark-submit``) started it, functions and classes of the script's
+    own modules travel with the plan."""
+    words = [f"w{i % 13}x{i}" for i in range(300)]
+    (tmp_path / "wordlib.py").write_text(
+        "class Shout:\n    def __call__(self, word):\n        return word.upper()\n\n\n"
+        "def first_letter(word):\n    return word[:2]\n")
+    (tmp_path / "app.py").write_text(SESSION_FIRST.format(words=words))
+    elsewhere = tmp_path / "cwd"  # Python workers run in the JVM's folder: not the script's
+    elsewhere.mkdir()
+    run = subprocess.run([sys.executable, str(tmp_path / "app.py"), mode, str(tmp_path / "state")],
+                         cwd=elsewhere, capture_output=True, text=True, timeout=240,
+                         env={**os.environ, MARKER: f"session-first-{mode}"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    expected = Counter(word.upper()[:2] for word in words)
+    assert [tuple(pair) for pair in json.loads(run.stdout.splitlines()[-1])] \
+        == sorted(expected.items())

@@ -25,7 +25,7 @@ import threading
 import uuid
 from multiprocessing.connection import Listener
 
-from gyreflow.runtime.spark.shipping import pickle_for_executors, ship_user_modules_by_value
+from gyreflow.runtime.spark.shipping import pickle_for_executors, ship_user_modules_if_needed
 from gyreflow.runtime.workers.worker import WorkerSetup, serve_in_task
 
 KILL_SECONDS = 20.0  # the longest a cancelled stage is waited for: close() never hangs
@@ -114,8 +114,7 @@ class SparkLauncher:
 
     def start(self, setup: WorkerSetup, count: int) -> None:
         """Submit the barrier stage from a thread of its own (it runs as long as the job)."""
-        if not is_local_master(self.master):
-            ship_user_modules_by_value()  # executors elsewhere cannot import the driver's modules
+        ship_user_modules_if_needed(is_local_master(self.master))
         blob = shippable_setup(setup)  # fails before any data moves
         self.thread = threading.Thread(target=self._run, args=(blob, count, setup.job),
                                        daemon=True, name="gyreflow-barrier-stage")

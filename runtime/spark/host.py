@@ -34,14 +34,12 @@ from gyreflow.plan.execution import ExecutionGraph
 from gyreflow.runtime.errors import PlanNotShippableError, SnapshotWriteError
 from gyreflow.runtime.host import HostLink
 from gyreflow.runtime.snapshot_writers import SnapshotWriter
+from gyreflow.runtime.spark.barrier import is_local_master
 from gyreflow.runtime.spark.graph_steps import SparkGraphRunner
 from gyreflow.runtime.spark.partition import Round, RunPlan, control_stage, stage
 from gyreflow.runtime.spark.round_order import RoundOrder, widest, windows_in_flight
 from gyreflow.runtime.spark.session import spark_log_path, spark_session
-from gyreflow.runtime.spark.shipping import (
-    pickle_for_executors,
-    ship_user_modules_by_value,
-)
+from gyreflow.runtime.spark.shipping import pickle_for_executors, ship_user_modules_if_needed
 from gyreflow.scheduler.events import EventKind, TaskFailed
 from gyreflow.state.backends import RocksDBStateBackend
 
@@ -176,8 +174,7 @@ class SparkHost:
         """Ship the plan once (a broadcast). The driver's store is closed: it may hold state
         databases open that the tasks open next, in other processes."""
         store.close()
-        if not self.config["spark.master"].strip().startswith("local"):
-            ship_user_modules_by_value()  # executors elsewhere cannot import the driver's modules
+        ship_user_modules_if_needed(is_local_master(self.config["spark.master"]))
         plan = _shippable_plan(job, graph)  # fails before any data moves
         self._writer = _DriverWriter(self.backend)
         self.graph = graph

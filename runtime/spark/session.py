@@ -10,6 +10,15 @@ import tempfile
 import threading
 from collections.abc import Callable
 
+_IMPORT_PATH_SHARED: list[bool] = []  # set once this process starts Spark's JVM itself
+
+
+def workers_import_the_driver_path() -> bool:
+    """Whether Spark's Python workers can import what this driver imports from its own folders:
+    only when gyreflow started the JVM (after putting its import path in ``PYTHONPATH``). A session
+    the application, a notebook or ``spark-submit`` started first runs workers without it."""
+    return bool(_IMPORT_PATH_SHARED)
+
 
 def spark_session(config) -> Callable[[], object]:
     """A factory for the SparkSession that ``config``'s ``[spark]`` keys describe (created once)."""
@@ -98,6 +107,7 @@ def _start_context_in_its_own_session(config) -> None:
     conf.setAll(_settings(config))
     gateway = launch_gateway(conf, popen_kwargs={"start_new_session": True})
     SparkContext(conf=conf, gateway=gateway)
+    _IMPORT_PATH_SHARED[:] = [True]  # _share_import_path() ran before this JVM started
 
 
 def spark_log_path() -> str:

@@ -93,6 +93,15 @@ def explain_unpicklable(job: str, operator: str, spec, dumps) -> PlanNotShippabl
     return PlanNotShippableError(msg)
 
 
+def ship_user_modules_if_needed(local_master: bool) -> None:
+    """Send the user's modules with the plan unless every Python worker can import them: executors
+    on other machines never can; a local master's workers can when gyreflow started the JVM."""
+    from gyreflow.runtime.spark.session import workers_import_the_driver_path
+
+    if not (local_master and workers_import_the_driver_path()):
+        ship_user_modules_by_value()
+
+
 def ship_user_modules_by_value() -> list[str]:
     """Make cloudpickle send the user's own modules with the plan instead of naming them.
 
