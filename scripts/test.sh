@@ -19,8 +19,14 @@ fi
 step "installing gyreflow and test dependencies (versions from requirements/test.txt)"
 # The lock pins every test, docs and lint tool and what they pull in, so a new machine resolves
 # nothing; scripts/lock.sh refreshes it. uv installs it (in 45 s where pip takes 2 minutes here).
+# Every test starts Python processes (jobs, Spark's Python workers, snapshot writers): they load
+# compiled bytecode, written at install for the packages and on first import for gyreflow. With
+# PYTHONDONTWRITEBYTECODE set, each process would compile all it imports again (about 1 s of CPU).
+unset PYTHONDONTWRITEBYTECODE
 "$PYTHON" -m pip install --quiet --disable-pip-version-check "uv>=0.5,<1"
-"$PYTHON" -m uv pip install --quiet --python "$PYTHON" -r requirements/test.txt -e ".[test]"
+"$PYTHON" -m uv pip install --quiet --compile-bytecode --python "$PYTHON" -r requirements/test.txt \
+  -e ".[test]"
+"$PYTHON" -m compileall -q -j 0 api plan runtime scheduler state tests examples benchmarks >/dev/null
 
 if [ "$FAST" = 0 ]; then
 step "checking Java 17 (needed by the Spark environment)"
