@@ -27,13 +27,26 @@ RESTART_SECONDS = 180.0  # the longest wait for the restart after a kill
 
 
 def children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (none once it ended); a thread that ends while they are
+    read is passed over."""
     out = []
     try:
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            out.extend(int(c) for c in (task / "children").read_text().split())
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
     except OSError:
-        pass
+        return out
+    for task in tasks:
+        try:
+            out.extend(int(c) for c in (task / "children").read_text().split())
+        except OSError:
+            continue
     return out
+
+
+def forks(pid: int) -> list[int]:
+    """The children of ``pid`` that are forks of it (the same command line): forked workers, not
+    the processes it started (a snapshot writer, a JVM)."""
+    mine = cmdline(pid)
+    return sorted(child for child in children(pid) if mine and cmdline(child) == mine)
 
 
 def descendants(pid: int) -> list[int]:
@@ -54,8 +67,7 @@ def cmdline(pid: int) -> bytes:
 
 def forked_workers() -> list[int]:
     """The driver's children that are forks of it (the workers; the RocksDB writer is started anew)."""
-    mine = cmdline(os.getpid())
-    return sorted(pid for pid in children(os.getpid()) if cmdline(pid) == mine)
+    return forks(os.getpid())
 
 
 def socket_inodes(pid: int) -> set[str]:

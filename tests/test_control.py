@@ -22,6 +22,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from _processes import forks
 from test_notifications import (
     QUIET,
     QUIET_WORDS,
@@ -246,15 +247,7 @@ def test_a_rescale_up_then_down_mid_run_continues_from_the_state_the_run_holds(
 
 def worker_processes(pid: int) -> int:
     """How many worker processes of the forked worker host run under the job ``pid``."""
-    me = Path(f"/proc/{pid}/cmdline").read_bytes()
-    found = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            try:
-                found += Path(f"/proc/{child}/cmdline").read_bytes() == me
-            except OSError:
-                continue
-    return found
+    return len(forks(pid))
 
 
 def settled_status(job: Job) -> dict:

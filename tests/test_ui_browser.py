@@ -20,7 +20,8 @@ from test_ui import get, start_job
 
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason=MISSING)
 
-LINES = 400  # 80 windows of 5 records, 20 ms per record
+LINES = 600  # 120 windows of 5 records, 20 ms per record: a rescale sent after the first window
+# lands mid-run even when starting its command takes seconds
 TREND = '''
 import sys, time
 from gyreflow.api import Environment, SizeTumblingWindow, Tumbling
@@ -81,14 +82,17 @@ def expected_counts(base: float) -> dict[str, tuple[int, int]]:
             "event_window-3": (LINES, fired), "filter-4": (fired, fired), "collect-5": (fired, 0)}
 
 
-def wait_for(condition, seconds: float = 60.0, what: str = ""):
+def wait_for(condition, seconds: float = 60.0, what: str = "", seen=None):
+    """``condition()`` once it is true; on time-out, the failure shows ``seen()`` (what the page
+    showed last)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         value = condition()
         if value:
             return value
         time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+    shown = f"; the page showed {seen()}" if seen is not None else ""
+    raise AssertionError(f"timed out waiting for {what}{shown}")
 
 
 def look(driver) -> dict:
@@ -138,7 +142,8 @@ def test_the_page_draws_trends_and_live_counts_of_a_rescaled_job(browser, tmp_pa
             seen["charts"][c]["markers"] == 1
             and seen["charts"][c]["points"] > first["charts"][c]["points"] for c in CHARTS)
             else None)(look(browser)),
-            what="the charts to grow and the rescale to be counted and marked on every chart")
+            what="the charts to grow and the rescale to be counted and marked on every chart",
+            seen=lambda: {"rescaled at window": rescaled_at, "first": first, "now": look(browser)})
         assert second["operators"]["source-0"]["out"] > first["operators"]["source-0"]["out"]
         assert second["parallelism"]["event_window-3 filter-4 collect-5"] == 2
 

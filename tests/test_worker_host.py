@@ -23,6 +23,7 @@ from pathlib import Path
 
 import networkx as nx
 import pytest
+from _processes import forked_workers, forks
 from prometheus_client import generate_latest
 
 from gyreflow.api import Environment, FileSink, SizeTumblingWindow, Tumbling
@@ -163,17 +164,7 @@ def test_the_restart_delays_grow_to_their_cap_and_start_over_after_a_healthy_per
 
 def worker_pids() -> list[int]:
     """This process's children that are forks of it (the worker processes, not the writer)."""
-    me = os.getpid()
-    mine = Path(f"/proc/{me}/cmdline").read_bytes()
-    pids = []
-    for task in Path(f"/proc/{me}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            try:
-                if Path(f"/proc/{child}/cmdline").read_bytes() == mine:
-                    pids.append(int(child))
-            except OSError:
-                continue
-    return sorted(pids)
+    return forked_workers()
 
 
 class KillWorker(JobListener):
@@ -290,16 +281,6 @@ def gyreflow(*args: str) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def children_of(pid: int) -> list[int]:
-    found = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            found += [int(c) for c in (task / "children").read_text().split()]
-        except OSError:
-            continue
-    return found
-
-
 def published(out: Path) -> dict[int, list]:
     return {int(p.stem.split("-")[1]): sorted(tuple(json.loads(line))
                                               for line in p.read_text().splitlines())
@@ -321,9 +302,7 @@ def test_a_killed_driver_leaves_no_worker_and_resume_completes_the_output(tmp_pa
             str(out)]
     first = gyreflow(*args)
     wait_for_windows(out, 3, first)
-    workers = [c for c in children_of(first.pid)
-               if Path(f"/proc/{c}/cmdline").read_bytes() == Path(
-                   f"/proc/{first.pid}/cmdline").read_bytes()]
+    workers = forks(first.pid)
     assert len(workers) == 2
     first.send_signal(signal.SIGKILL)
     first.communicate()
@@ -345,8 +324,7 @@ def kill_a_worker_mid_run(script: Path, config: Path, out: Path) -> subprocess.P
     run = gyreflow("--config", str(config), "--env", "local", "--workers", "2", "-q", str(script),
                    str(out))
     wait_for_windows(out, 2, run)
-    me = Path(f"/proc/{run.pid}/cmdline").read_bytes()
-    worker = max(c for c in children_of(run.pid) if Path(f"/proc/{c}/cmdline").read_bytes() == me)
+    worker = max(forks(run.pid))
     os.kill(worker, signal.SIGKILL)
     return run
 

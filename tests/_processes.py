@@ -1,0 +1,12 @@
+"""Processes found through /proc, shared with the failover benchmark (benchmarks/_kills.py)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.append(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+from _kills import children, forked_workers, forks
+
+__all__ = ["children", "forked_workers", "forks"]
