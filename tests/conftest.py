@@ -41,8 +41,13 @@ if _ARCHIVE and os.path.exists(_ARCHIVE):
 # A Spark session a test makes itself (a DataFrame oracle) may be the first of the process, and
 # every later Spark job reuses it: its Python workers must be this interpreter, as with gyreflow's.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+# On the test cluster every application starts two executor JVMs of its own as well: the same
+# compiler and collector choice, without the archive (their class path is the worker's).
+EXECUTOR_JVM_OPTIONS = os.environ.get("GYREFLOW_TEST_SPARK_DRIVER_OPTIONS",
+                                      "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 os.environ.setdefault("PYSPARK_SUBMIT_ARGS",
-                      f"--driver-java-options '{DRIVER_JVM_OPTIONS}' pyspark-shell")
+                      f"--driver-java-options '{DRIVER_JVM_OPTIONS}' "
+                      f"--conf 'spark.executor.extraJavaOptions={EXECUTOR_JVM_OPTIONS}' pyspark-shell")
 
 
 @pytest.fixture(params=ENVIRONMENTS)

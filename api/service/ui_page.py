@@ -320,6 +320,10 @@ function timeLabels(u, splits) {  // 14:05:10 within an hour, 14:05 within two d
   });
 }
 
+function firstEventTime() {  // a rescale before the first trend point (a second's windows)
+  return events.length ? events[0].time : null;
+}
+
 function lastEventTime() {
   return events.length ? events[events.length - 1].time : null;
 }
@@ -328,8 +332,9 @@ function options(spec, width) {
   return {
     width, height: 170,
     cursor: {drag: {x: false, y: false}},
-    scales: {x: {time: true, range: (u, min, max) => {
-      const last = lastEventTime();
+    scales: {x: {time: true, range: (u, min, max) => {  // every rescale and restart in sight
+      const first = firstEventTime(), last = lastEventTime();
+      min = first === null ? min : Math.min(min, first);
       max = last === null ? max : Math.max(max, last);
       return min === max ? [min - 1, max + 1] : [min, max];
     }},
