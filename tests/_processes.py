@@ -7,6 +7,6 @@ from pathlib import Path
 
 sys.path.append(str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from _kills import children, forked_workers, forks
+from _kills import forked_workers, forks
 
-__all__ = ["children", "forked_workers", "forks"]
+__all__ = ["forked_workers", "forks"]

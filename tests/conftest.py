@@ -33,18 +33,17 @@ settings.load_profile("gyreflow")
 # it; set PYSPARK_SUBMIT_ARGS yourself to run with other options.
 # scripts/test.sh also maps the classes those JVMs load from a class-data archive it made once
 # (scripts/spark_class_archive.py): about 40% less CPU per start again.
-DRIVER_JVM_OPTIONS = os.environ.get("GYREFLOW_TEST_SPARK_DRIVER_OPTIONS",
-                                    "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# On the test cluster every application starts two executor JVMs of its own as well: the same
+# options, without the archive (their class path is the worker's).
+EXECUTOR_JVM_OPTIONS = os.environ.get("GYREFLOW_TEST_SPARK_DRIVER_OPTIONS",
+                                      "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+DRIVER_JVM_OPTIONS = EXECUTOR_JVM_OPTIONS
 _ARCHIVE = os.environ.get("GYREFLOW_TEST_SPARK_CLASS_ARCHIVE")
 if _ARCHIVE and os.path.exists(_ARCHIVE):
     DRIVER_JVM_OPTIONS += f" -XX:SharedArchiveFile={_ARCHIVE} -Xlog:cds=off -Xlog:cds+dynamic=off"
 # A Spark session a test makes itself (a DataFrame oracle) may be the first of the process, and
 # every later Spark job reuses it: its Python workers must be this interpreter, as with gyreflow's.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-# On the test cluster every application starts two executor JVMs of its own as well: the same
-# compiler and collector choice, without the archive (their class path is the worker's).
-EXECUTOR_JVM_OPTIONS = os.environ.get("GYREFLOW_TEST_SPARK_DRIVER_OPTIONS",
-                                      "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 os.environ.setdefault("PYSPARK_SUBMIT_ARGS",
                       f"--driver-java-options '{DRIVER_JVM_OPTIONS}' "
                       f"--conf 'spark.executor.extraJavaOptions={EXECUTOR_JVM_OPTIONS}' pyspark-shell")
