@@ -28,6 +28,9 @@ class PipelineVertex:
     name: str
     spec: OperatorSpec
     parallelism: int = attrs.field(validator=attrs.validators.ge(1))
+    # The task owning each key group, when a rebalance moved key groups by their load; None: the
+    # ranges of ``task_of_key_group``.
+    assignment: tuple[int, ...] | None = None
 
     @property
     def kind(self) -> OperatorKind:
@@ -119,7 +122,15 @@ class PipelineGraph:
     def with_parallelism(self, name: str, parallelism: int) -> PipelineGraph:
         """This graph with operator ``name`` (and its forward group) run by ``parallelism`` tasks."""
         group = {v.id for v in self.forward_group(name)}
-        vertices = tuple(attrs.evolve(v, parallelism=parallelism) if v.id in group else v
+        vertices = tuple(attrs.evolve(v, parallelism=parallelism, assignment=None)
+                         if v.id in group else v for v in self.vertices)
+        return PipelineGraph(vertices, self.edges)
+
+    def with_assignment(self, name: str, assignment: tuple[int, ...] | None) -> PipelineGraph:
+        """This graph with the key groups of operator ``name`` (and its forward group) owned by the
+        tasks ``assignment`` names, one per key group (None: by range)."""
+        group = {v.id for v in self.forward_group(name)}
+        vertices = tuple(attrs.evolve(v, assignment=assignment) if v.id in group else v
                          for v in self.vertices)
         return PipelineGraph(vertices, self.edges)
 

@@ -15,7 +15,7 @@ import attrs
 from gyreflow.plan.execution import ExecutionGraph
 from gyreflow.plan.operators import OperatorKind
 from gyreflow.runtime.errors import SnapshotNotRetainedError
-from gyreflow.state.keys.keygroups import key_group_range
+from gyreflow.state.keys.keygroups import contiguous_runs, task_key_groups
 from gyreflow.state.shared.snapshot import (
     IncompatiblePlanError,
     JobMeta,
@@ -45,6 +45,12 @@ def plan_parallelism(graph: ExecutionGraph) -> dict[str, int]:
     return layout
 
 
+def plan_assignments(graph: ExecutionGraph) -> dict[str, tuple[int, ...]]:
+    """The key-group assignment of every stateful operator a rebalance gave one."""
+    return {v.name: v.assignment for v in graph.pipeline.vertices
+            if v.spec.keyed and v.assignment is not None}
+
+
 class CheckpointCoordinator:
     """The job-level side of snapshots: what to resume from, and committing completed windows."""
 
@@ -59,6 +65,7 @@ class CheckpointCoordinator:
         self.backend = backend
         self.fingerprint = graph.fingerprint()
         self.parallelism = plan_parallelism(graph)
+        self.assignments = plan_assignments(graph)
         self.retained: tuple[int, ...] = ()
         # Cycles whose every source had read all its input by the resumed window: the window of
         # their last snapshot (their state stays as it was while other cycles go on).
@@ -115,6 +122,9 @@ class CheckpointCoordinator:
                 raise IncompatiblePlanError(msg)
             if now is not None and now != before:
                 self.rescaled.add(name)
+        for name in set(meta.assignments) | set(self.assignments):
+            if meta.assignments.get(name) != self.assignments.get(name) and name in self.parallelism:
+                self.rescaled.add(name)  # key groups moved between tasks: a new layout, as above
         window = meta.last_completed
         retained = meta.retained
         if options.from_window is not None:
@@ -141,7 +151,8 @@ class CheckpointCoordinator:
         """With iteration snapshots, commit window 0: a crash inside the first window's
         supersteps is then resumable from its last iteration snapshot."""
         if self.iteration_snapshots:
-            self.store.commit(JobMeta(self.job, self.fingerprint, 0, (), dict(self.parallelism)))
+            self.store.commit(JobMeta(self.job, self.fingerprint, 0, (), dict(self.parallelism),
+                                      dict(self.assignments)))
 
     def _cycle_ends(self, window: int) -> dict[int, int]:
         from gyreflow.state.shared.snapshot import loads
@@ -191,8 +202,9 @@ class CheckpointCoordinator:
         mp = self.backend.max_parallelism
         for vertex in self.graph.pipeline.vertices:
             if vertex.spec.keyed:
-                ranges[vertex.name] = {key_group_range(i, vertex.parallelism, mp)
-                                       for i in range(vertex.parallelism)}
+                ranges[vertex.name] = {run for i in range(vertex.parallelism)
+                                       for run in contiguous_runs(task_key_groups(
+                                           i, vertex.parallelism, mp, vertex.assignment))}
         return ranges
 
     def commit(self, window: int, writer, on_done: Callable[[], None]) -> None:
@@ -201,7 +213,8 @@ class CheckpointCoordinator:
         keep = self.backend.retained_snapshots
         old_horizon = self.retained[0] if self.retained else 0
         retained = (*self.retained, window)[-keep:]
-        writer.commit(JobMeta(self.job, self.fingerprint, window, retained, dict(self.parallelism)),
+        writer.commit(JobMeta(self.job, self.fingerprint, window, retained, dict(self.parallelism),
+                              dict(self.assignments)),
                       on_done)
         self.retained = retained
         horizon = retained[0]

@@ -73,13 +73,17 @@ class RescaleRequested(Exception):  # noqa: N818 - a request, not an error
     """The job stopped its tasks at a window boundary to run again with another parallelism."""
 
     def __init__(self, operator: str | None, parallelism: int, last_completed: int,
-                 request: ControlRequest) -> None:
+                 request: ControlRequest,
+                 assignments: dict[str, tuple[int, ...]] | None = None) -> None:
         what = operator if operator is not None else "the workers"
-        super().__init__(f"rescale {what} to {parallelism} after window {last_completed}")
+        super().__init__(f"rescale {what} to {parallelism} after window {last_completed}"
+                         if assignments is None else
+                         f"rebalance {', '.join(assignments)} after window {last_completed}")
         self.operator = operator  # None: ``parallelism`` is the number of worker processes
         self.parallelism = parallelism
         self.last_completed = last_completed
         self.request = request
+        self.assignments = assignments  # a rebalance: the new owner of each key group, by operator
 
 
 def parse_value(text: str):
@@ -168,6 +172,7 @@ class ControlDesk:
         self.samples: dict[int, tuple[ControlRequest, set, list]] = {}  # window -> pending samples
         self.cycles = {c.id for c in graph.cycles()}
         self.rescale: ControlRequest | None = None
+        self.balance = None  # the driver's LoadTracker (runtime/balance.py)
 
     @property
     def holding(self) -> bool:
@@ -268,10 +273,58 @@ class ControlDesk:
         elif kind == "rescale":
             self._ask_rescale(request)
             return self.release()  # windows up to the next snapshotted one, if paused before it
+        elif kind == "rebalance":
+            self._ask_rebalance(request)
+            return self.release()
         else:
             request.reply(ok=False, error=f"unknown command {kind!r}; valid: status, set, sample, "
-                                          "pause, resume, rescale")
+                                          "pause, resume, rescale, rebalance")
         return []
+
+    def _ask_rebalance(self, request: ControlRequest) -> None:
+        """``rebalance [OPERATOR]``: key groups move to the least loaded tasks by measured load, at
+        the next window boundary (Chi's skew handling, runtime/balance.py)."""
+        from gyreflow.runtime.balance import describe, rebalanceable
+
+        operator = request.command.get("operator")
+        tracker = self.balance
+        if operator is not None and operator not in self.operators:
+            request.reply(ok=False, error=self._unknown(operator))
+            return
+        if operator is not None and (why := rebalanceable(self.pipeline, operator)) is not None:
+            request.reply(ok=False, error=f"cannot rebalance: {why}")
+            return
+        if self.rescale is not None:
+            request.reply(ok=False, error="a rescale or rebalance is already under way")
+            return
+        names = ([tracker.operator_of(operator)] if operator is not None
+                 else sorted(tracker.vertices)) if tracker is not None else []
+        if not names:
+            request.reply(ok=False, error=(f"job {self.inbox.job!r} has no keyed operator with "
+                                           "more than one task: there is nothing to balance"))
+            return
+        assignments, lines = {}, []
+        for name in names:
+            proposal = tracker.propose(name)
+            if proposal is not None:
+                assignments[name] = proposal[0]
+                lines.append(describe(name, proposal[1], proposal[2]))
+        if not assignments:
+            request.reply(ok=True, message=(
+                "the load is as even as moving key groups can make it (or nothing was measured "
+                "yet); nothing moves"))
+            return
+        request.command = {**request.command, "assignments": assignments, "detail": lines}
+        self.rescale = request
+        self.inbox.state = "rebalancing"
+
+    def rebalance_by_itself(self, assignments: dict[str, tuple[int, ...]], lines: list[str]) -> None:
+        """Start an automatic rebalance (``control.auto_rebalance``): its answer goes nowhere."""
+        if self.rescale is None:
+            self.rescale = ControlRequest({"command": "rebalance", "operator": None,
+                                           "assignments": assignments, "detail": lines,
+                                           "auto": True})
+            self.inbox.state = "rebalancing"
 
     def _unknown(self, operator: str) -> str:
         return (f"no operator {operator!r} in job {self.inbox.job!r}; operators: "
@@ -292,7 +345,7 @@ class ControlDesk:
                                            f"state.max_parallelism ({self.max_parallelism}), got "
                                            f"{parallelism!r}"))
         elif self.rescale is not None:
-            request.reply(ok=False, error="a rescale is already under way")
+            request.reply(ok=False, error="a rescale or rebalance is already under way")
         else:
             self.rescale = request
             self.inbox.state = "rescaling"
@@ -308,7 +361,7 @@ class ControlDesk:
             request.reply(ok=False, error=(f"workers must be an integer from 1 to {limit} (on "
                                            f"Spark: the master's task slots), got {workers!r}"))
         elif self.rescale is not None:
-            request.reply(ok=False, error="a rescale is already under way")
+            request.reply(ok=False, error="a rescale or rebalance is already under way")
         else:
             self.rescale = request
             self.inbox.state = "rescaling"
@@ -318,8 +371,8 @@ class ControlDesk:
         if self.rescale is None or in_flight:
             return None
         request = self.rescale
-        return RescaleRequested(request.command["operator"], request.command["parallelism"],
-                                committed, request)
+        return RescaleRequested(request.command["operator"], request.command.get("parallelism", 0),
+                                committed, request, request.command.get("assignments"))
 
     def window_finished(self, cycle: int, window: int, dones) -> None:
         """Collect the samples a cycle's tasks took in ``window``; answer once every cycle has."""

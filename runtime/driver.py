@@ -21,6 +21,7 @@ import attrs
 
 from gyreflow.plan.execution import ExecutionGraph, build_execution_graph
 from gyreflow.plan.graph import PipelineGraph
+from gyreflow.runtime.balance import LoadTracker, describe
 from gyreflow.runtime.checkpoint import CheckpointCoordinator, RecoveryOptions
 from gyreflow.runtime.control import ControlDesk, ControlInbox, RescaleRequested
 from gyreflow.runtime.faults import crash_point
@@ -221,6 +222,9 @@ class JobDriver:
         self.pending.extend(scheduler.start())
         if self.control is not None:
             self.desk = ControlDesk(self.control, host, graph, host.backend.max_parallelism)
+            self.desk.balance = LoadTracker(graph.pipeline, host.backend.max_parallelism,
+                                            self.config.get("control.rebalance_skew", 1.5),
+                                            self.config.get("control.rebalance_min_records", 1000))
             self.desk.start(resume_from)
             self.control.job = name
             self.control.wake = lambda: self._reports.put(_Flushed(wake=True))
@@ -410,6 +414,26 @@ class JobDriver:
         self.listener.on_window(metrics)
         if self.desk is not None:
             self.desk.window_finished(instruction.cycle, instruction.window, instruction.dones)
+            self._measure_load(instruction.dones)
+
+    def _measure_load(self, dones) -> None:
+        """Weigh key groups by the records sent to them; with ``control.auto_rebalance``, start a
+        rebalance when an operator's load is skewed and moving key groups evens it out."""
+        tracker = self.desk.balance
+        if not tracker.vertices:
+            return
+        tracker.observe(dones)
+        if not tracker.skewed or self.desk.rescale is not None or self.scheduler.finished:
+            return
+        if not self.config.get("control.auto_rebalance", False):
+            return
+        due = tracker.due()
+        if due:
+            lines = []
+            for name in due:
+                _, before, after = tracker.propose(name)
+                lines.append(describe(name, before, after))
+            self.desk.rebalance_by_itself(due, lines)
 
     def _commit(self, window: int) -> None:
         """Record ``window`` as completed (one atomic write); its durability comes back as an event,
@@ -480,6 +504,7 @@ class JobRun:
         self.stop = stop
         self.control = control
         self.restarts = 0
+        self.rebalances = 0
 
     def execute(self, name: str, graph: PipelineGraph,
                 recovery: RecoveryOptions | None = None) -> TaskResult:
@@ -504,7 +529,11 @@ class JobRun:
                 try:
                     return driver.run(name, build_execution_graph(graph), recovery)
                 except RescaleRequested as request:
-                    if request.operator is None:
+                    if request.assignments is not None:
+                        for operator, assignment in request.assignments.items():
+                            graph = graph.with_assignment(operator, assignment)
+                        self.rebalances += 1
+                    elif request.operator is None:
                         self.workers = request.parallelism
                     else:
                         graph = graph.with_parallelism(request.operator, request.parallelism)
@@ -558,6 +587,9 @@ def _gave_up(error: BaseException, restarts: int) -> BaseException:
 def _rescaled(graph: PipelineGraph, request: RescaleRequested) -> str:
     """What a rescale answers: which operators run with how many tasks from which window (or in
     how many worker processes)."""
+    if request.assignments is not None:
+        lines = "; ".join(request.request.command.get("detail", ()))
+        return f"key groups move from window {request.last_completed + 1}: {lines}"
     if request.operator is None:
         plural = "es" if request.parallelism > 1 else ""
         return (f"the job's tasks run in {request.parallelism} worker process{plural} from window "

@@ -183,3 +183,25 @@ class TaskResult:
             msg = f"no collected output named {name!r} in task {self.name!r}; known: {known}"
             raise KeyError(msg)
         return self.collected[name]
+
+
+def restart_kind(before, after) -> tuple[str, str]:
+    """What a restart of a run changed between pipeline graphs ``before`` and ``after``:
+    ``("rescale", "op 2 → 3, ...")`` when a parallelism changed, ``("rebalance", "op key groups per
+    task 1/127")`` when key groups moved between tasks, else ``("restart", "")`` (a failover)."""
+    old = {v.name: v for v in before.vertices} if before is not None else {}
+    rescaled, moved = [], []
+    for vertex in after.vertices:
+        was = old.get(vertex.name)
+        if was is None:
+            continue
+        if was.parallelism != vertex.parallelism:
+            rescaled.append(f"{vertex.name} {was.parallelism} \u2192 {vertex.parallelism}")
+        elif vertex.assignment is not None and was.assignment != vertex.assignment:
+            shares = "/".join(str(vertex.assignment.count(t)) for t in range(vertex.parallelism))
+            moved.append(f"{vertex.name} key groups per task {shares}")
+    if rescaled:
+        return "rescale", ", ".join(rescaled)
+    if moved:
+        return "rebalance", ", ".join(moved)
+    return "restart", ""

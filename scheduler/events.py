@@ -140,6 +140,9 @@ class Done:
     partials: tuple = ()
     size: int = 0  # CHECKPOINT: bytes of state and offsets the task's snapshot wrote
     samples: tuple = ()  # EXECUTE_COMPUTE: monitoring samples a control asked for in this window
+    # EXECUTE_COMPUTE: records the task sent to each key group of a keyed operator in this window,
+    # as ``(operator, ((key group, records), ...))``: what a rebalance weighs key groups by.
+    loads: tuple = ()
 
 
 @attrs.frozen

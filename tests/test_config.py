@@ -86,6 +86,9 @@ def test_defaults():
         "control.enabled": True,
         "control.directory": "",
         "control.parameters": (),
+        "control.auto_rebalance": False,
+        "control.rebalance_skew": 1.5,
+        "control.rebalance_min_records": 1000,
     }
     assert config["runtime.batch_size"] == 1024
     assert config.get("state.backend") == "memory"

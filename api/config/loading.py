@@ -164,6 +164,17 @@ SCHEMA: tuple[ConfigKey, ...] = (
     ConfigKey("control.parameters", dict, (),
               "Operator parameters a process function reads with ctx.parameter(name), as "
               "{ \"OPERATOR.NAME\" = value }; gyreflow control set changes them while the job runs."),
+    ConfigKey("control.auto_rebalance", bool, False,
+              "Move hot key groups between an operator's tasks by measured load, by itself, at a "
+              "window boundary when one task's records in a window exceed "
+              "control.rebalance_skew times the median task's (gyreflow control rebalance does it "
+              "on request)."),
+    ConfigKey("control.rebalance_skew", float, 1.5,
+              "How many times the median task's records in a window one task must receive before "
+              "control.auto_rebalance moves key groups.", minimum=1),
+    ConfigKey("control.rebalance_min_records", int, 1000,
+              "Windows with fewer records into an operator than this never trigger "
+              "control.auto_rebalance (too few to tell skew from noise).", minimum=1),
     ConfigKey("spark.master", str, "local[*]",
               "Spark master URL: local[N] runs Spark in this machine, spark://host:port a cluster."),
     ConfigKey("spark.app_name", str, "gyreflow", "Spark application name."),

@@ -14,7 +14,7 @@ import runpy
 import threading
 
 from gyreflow.runtime.driver import CheckpointMetrics, JobListener, Listeners
-from gyreflow.runtime.metrics import TaskResult, WindowMetrics
+from gyreflow.runtime.metrics import TaskResult, WindowMetrics, restart_kind
 
 __all__ = ["CheckpointMetrics", "JobListener", "JsonLinesListener", "Listeners", "TaskResult",
            "WindowMetrics", "combined", "load_listener"]
@@ -26,11 +26,13 @@ class ListenerSpecError(ValueError):
 
 class JsonLinesListener(JobListener):
     """Appends one JSON object per event to ``path``, flushed as it happens:
-    ``{"event": "start" | "window" | "checkpoint" | "finish", "task": ..., ...}``."""
+    ``{"event": "start" | "window" | "checkpoint" | "restart" | "finish", "task": ..., ...}``; a
+    restart says its ``kind``: ``rescale``, ``rebalance`` or ``restart`` (a failover)."""
 
     def __init__(self, path: str) -> None:
         self.path = os.path.abspath(path)
         self._task = None
+        self._graph = None
         self._lock = threading.Lock()
         self._handle = open(self.path, "a", encoding="utf-8")
 
@@ -41,7 +43,14 @@ class JsonLinesListener(JobListener):
 
     def on_start(self, name: str, graph) -> None:
         self._task = name
+        self._graph = graph.pipeline
         self._write({"event": "start", "task": name})
+
+    def on_restart(self, name: str, graph, window: int) -> None:
+        kind, detail = restart_kind(self._graph, graph.pipeline)
+        self._graph = graph.pipeline
+        self._write({"event": "restart", "task": name, "kind": kind, "after_window": window,
+                     "detail": detail})
 
     def on_window(self, metrics: WindowMetrics) -> None:
         self._write({

@@ -20,7 +20,7 @@ from prometheus_client.utils import floatToGoString
 
 from gyreflow.plan.execution import ExecutionGraph
 from gyreflow.runtime.driver import CheckpointMetrics, JobListener
-from gyreflow.runtime.metrics import TaskResult, WindowMetrics
+from gyreflow.runtime.metrics import TaskResult, WindowMetrics, restart_kind
 
 RECENT = 60  # windows and checkpoints kept for the page
 RECENT_POINTS = 256  # trend points kept as they came (one per window or checkpoint)
@@ -72,7 +72,9 @@ class JobMonitor(JobListener):
                                       point_seconds)
         self._window_mark = self._checkpoint_mark = wall_clock()
         self.events: deque = deque(maxlen=EVENTS)
+        self._graph = None  # the pipeline graph the run's tasks run now
         self.rescales = 0
+        self.rebalances = 0
         self.restarts = 0
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_Collector(self))
@@ -85,6 +87,7 @@ class JobMonitor(JobListener):
         with self._lock:
             self.job, self.task = job, task or job
             self.pipeline_graph, self.execution_graph = pipeline_graph, execution_graph
+            self._graph = graph.pipeline
             self._state = "running"
             self.started = self.clock()
             self.records = 0
@@ -92,23 +95,24 @@ class JobMonitor(JobListener):
 
     def on_restart(self, name: str, graph: ExecutionGraph, window: int) -> None:
         """The run goes on after ``window`` with its tasks built again: a ``rescale`` when an
-        operator's parallelism changed, else a ``restart``; counted and marked on the trends."""
+        operator's parallelism changed, a ``rebalance`` when key groups moved between tasks, else a
+        ``restart``; counted and marked on the trends."""
         job, _, task = name.partition("/")
         pipeline_graph, execution_graph = describe_graphs(graph)
         now = self.wall_clock()
         with self._lock:
-            before = {op["name"]: op["parallelism"] for op in self.pipeline_graph["operators"]}
-            changed = [f"{op['name']} {before[op['name']]} \u2192 {op['parallelism']}"
-                       for op in pipeline_graph["operators"]
-                       if before.get(op["name"], op["parallelism"]) != op["parallelism"]]
+            kind, detail = restart_kind(self._graph, graph.pipeline)
+            self._graph = graph.pipeline
             self.job, self.task = job, task or job
             self.pipeline_graph, self.execution_graph = pipeline_graph, execution_graph
-            self._event(now, "rescale" if changed else "restart", window, ", ".join(changed))
+            self._event(now, kind, window, detail)
 
     def _event(self, now: float, kind: str, window: int, detail: str) -> None:
         """Count a ``rescale`` or a ``restart`` and keep it for the page (the lock is held)."""
         if kind == "rescale":
             self.rescales += 1
+        elif kind == "rebalance":
+            self.rebalances += 1
         else:
             self.restarts += 1
         self.events.append({"time": round(now, 3), "kind": kind, "window": window,
@@ -203,6 +207,7 @@ class JobMonitor(JobListener):
                            "checkpoints": _checkpoint_columns(self.checkpoint_trend.stretches())},
                 "events": list(self.events),
                 "rescales": self.rescales,
+                "rebalances": self.rebalances,
                 "restarts": self.restarts,
                 "error": self.error,
             }
@@ -213,7 +218,9 @@ def describe_graphs(graph: ExecutionGraph) -> tuple[dict, dict]:
     pipeline = graph.pipeline
     names = {v.id: v.name for v in pipeline.vertices}
     pipeline_graph = {
-        "operators": [{"name": v.name, "kind": v.spec.op, "parallelism": v.parallelism}
+        "operators": [{"name": v.name, "kind": v.spec.op, "parallelism": v.parallelism,
+                       **({"key_groups": [v.assignment.count(t) for t in range(v.parallelism)]}
+                          if v.assignment is not None else {})}
                       for v in pipeline.topological_order()],
         "edges": [{"source": names[e.source], "target": names[e.target],
                    "partitioning": e.partitioning.value} for e in pipeline.edges],
@@ -416,6 +423,9 @@ class _Collector:
                                           value=m.windows_completed)
             rescales = CounterMetricFamily("gyreflow_rescales", "Rescales of the run.",
                                            value=m.rescales)
+            rebalances = CounterMetricFamily("gyreflow_rebalances",
+                                             "Rebalances of the run: key groups moved between an "
+                                             "operator's tasks by load.", value=m.rebalances)
             restarts = CounterMetricFamily("gyreflow_restarts",
                                            "Restarts of the run's tasks with the same parallelism.",
                                            value=m.restarts)
@@ -428,7 +438,7 @@ class _Collector:
                 records_in.add_metric((task, operator), count_in)
                 records_out.add_metric((task, operator), count_out)
             families = [
-                windows, records_in, records_out, rescales, restarts,
+                windows, records_in, records_out, rescales, rebalances, restarts,
                 GaugeMetricFamily("gyreflow_last_completed_window",
                                   "The job's last completed window id.",
                                   value=m.last_completed_window),

@@ -45,7 +45,7 @@ PAGE = r"""<!DOCTYPE html>
   td, th { border: 1px solid #d8dee8; padding: .2em .7em; text-align: right; }
   #events { margin: 0; padding-left: 1.2em; max-height: 16em; overflow-y: auto; }
   #events li { margin: .15em 0; }
-  .rescale { color: #7a3fa6; } .restart { color: #b3261e; }
+  .rescale { color: #7a3fa6; } .rebalance { color: #1f6f8b; } .restart { color: #b3261e; }
 </style>
 </head>
 <body>
@@ -57,6 +57,7 @@ PAGE = r"""<!DOCTYPE html>
   <div class="fact">last checkpoint <b id="checkpoint">-</b></div>
   <div class="fact">watermark lag <b id="lag">-</b></div>
   <div class="fact"><b id="rescales" class="rescale">0</b> rescales</div>
+  <div class="fact"><b id="rebalances" class="rebalance">0</b> rebalances</div>
   <div class="fact"><b id="restarts" class="restart">0</b> restarts</div>
 </div>
 <div id="error"></div>
@@ -69,7 +70,7 @@ PAGE = r"""<!DOCTYPE html>
   <section class="card"><h2>last windows</h2>
     <table id="recent"><thead><tr><th>window</th><th>seconds</th><th>records</th></tr></thead>
     <tbody></tbody></table></section>
-  <section class="card"><h2>rescales and restarts</h2><ol id="events" reversed></ol>
+  <section class="card"><h2>rescales, rebalances and restarts</h2><ol id="events" reversed></ol>
     <span id="no-events">none yet</span></section>
 </div>
 <script src="/static/uPlot.iife.min.js"></script>
@@ -78,7 +79,7 @@ PAGE = r"""<!DOCTYPE html>
 const NS = "http://www.w3.org/2000/svg";
 const CHAR = 7.3, SMALL = 6.7, ROW = 20, GAP_X = 46, GAP_Y = 18, PAD = 16, TITLE = 22;
 const COUNTS = "in 99.9k \u00b7 out 99.9k".length;  // numbers are at most 5 characters wide
-const MARK = {rescale: "#7a3fa6", restart: "#b3261e"};
+const MARK = {rescale: "#7a3fa6", rebalance: "#1f6f8b", restart: "#b3261e"};
 let drawn = "";
 let operatorRows = new Map();  // operator name -> its <g> in the graph
 let events = [];
@@ -395,6 +396,7 @@ function show(job) {
   const lags = job.trends.windows.watermark_lag_seconds.filter(v => v !== null);
   document.getElementById("lag").textContent = lags.length ? duration(lags[lags.length - 1]) : "-";
   document.getElementById("rescales").textContent = job.rescales;
+  document.getElementById("rebalances").textContent = job.rebalances;
   document.getElementById("restarts").textContent = job.restarts;
   const error = document.getElementById("error");
   error.style.display = job.error ? "block" : "none";

@@ -9,7 +9,7 @@ from gyreflow.plan.operators import identity
 from gyreflow.runtime.dataflow.channels import END_OF_INPUT, Barrier
 from gyreflow.runtime.dataflow.event_time import Watermark
 from gyreflow.runtime.errors import RecordError
-from gyreflow.state.keys.keygroups import key_group_of, task_of_key_group
+from gyreflow.state.keys.keygroups import key_group_of, owner_table
 
 Deliver = Callable[[object], None]
 
@@ -41,15 +41,46 @@ def _rebalance(delivers: list[Deliver], start: int):
     return route
 
 
-def _by_key(delivers: list[Deliver], key_fn: Callable, max_parallelism: int, operator: str):
-    parallelism = len(delivers)
-    cache: dict[object, int] = {}
+SAMPLE_EVERY = 8  # batches: a keyed route counts key groups in the first batch of each window and
+# in every eighth after it (counting each record would cost the route about a fifth more)
 
-    def task_of(key: object) -> int:
-        task = task_of_key_group(key_group_of(key, max_parallelism), parallelism, max_parallelism)
-        if len(cache) < 1 << 20:
-            cache[key] = task
-        return task
+
+class KeyGroupLoad:
+    """Records sent to each key group of one keyed target since the last ``take``: counted in a
+    sample of the batches, scaled to all of them."""
+
+    __slots__ = ("batches", "counted", "groups", "total")
+
+    def __init__(self, max_parallelism: int) -> None:
+        self.groups = [0] * max_parallelism
+        self.counted = 0  # records in the batches counted
+        self.total = 0  # records in every batch
+        self.batches = 0
+
+    def take(self) -> tuple[tuple[int, int], ...]:
+        """``((key group, records), ...)`` since the last call, and start again from zero."""
+        scale = self.total / self.counted if self.counted else 0.0
+        taken = tuple((g, round(n * scale)) for g, n in enumerate(self.groups) if n)
+        self.groups[:] = [0] * len(self.groups)
+        self.counted = self.total = self.batches = 0
+        return taken
+
+
+def _by_key(delivers: list[Deliver], key_fn: Callable, max_parallelism: int, operator: str,
+            assignment: tuple[int, ...] | None, load: KeyGroupLoad):
+    """Route each record to the task owning its key group, counting records per key group in
+    ``load`` (what a rebalance weighs key groups by)."""
+    parallelism = len(delivers)
+    owners = owner_table(parallelism, max_parallelism, assignment)
+    groups: dict[object, int] = {}  # key -> key group
+    tasks: dict[object, int] = {}  # key -> task
+
+    def group_of(key: object) -> int:
+        group = key_group_of(key, max_parallelism)
+        if len(groups) < 1 << 20:
+            groups[key] = group
+            tasks[key] = owners[group]
+        return group
 
     if key_fn is identity:
         key_fn = None
@@ -60,20 +91,36 @@ def _by_key(delivers: list[Deliver], key_fn: Callable, max_parallelism: int, ope
                 deliver(batch)
             return
         parts: list[list] = [[] for _ in range(parallelism)]
-        appends = [part.append for part in parts]
         record = None
+        counting = load.batches % SAMPLE_EVERY == 0
+        load.batches += 1
+        load.total += len(batch)
         try:
-            for record in batch:
-                key = record if key_fn is None else key_fn(record)
-                try:
-                    appends[cache[key]](record)
-                except KeyError:
-                    appends[task_of(key)](record)
+            if counting:
+                appends = [parts[owner].append for owner in owners]
+                loads = load.groups
+                for record in batch:
+                    key = record if key_fn is None else key_fn(record)
+                    try:
+                        group = groups[key]
+                    except KeyError:
+                        group = group_of(key)
+                    appends[group](record)
+                    loads[group] += 1
+                load.counted += len(batch)
+            else:
+                appends = [part.append for part in parts]
+                for record in batch:
+                    key = record if key_fn is None else key_fn(record)
+                    try:
+                        appends[tasks[key]](record)
+                    except KeyError:
+                        appends[owners[group_of(key)]](record)
         except TypeError as exc:
             cause: BaseException = exc
             if "unhashable" in str(exc):
                 try:  # stable_hash names the key's type and what keys may be
-                    task_of(record if key_fn is None else key_fn(record))
+                    group_of(record if key_fn is None else key_fn(record))
                 except TypeError as clear:
                     cause = clear
             raise RecordError(f"key_by of {operator}", record, cause) from exc
@@ -90,12 +137,14 @@ class OutputEdge:
     """The channels of one output edge of a task, one per target task, in target-index order."""
 
     def __init__(self, partitioning: Partitioning, delivers: list[Deliver],
-                 key_fn: Callable | None = None, target_name: str = "", task_index: int = 0):
+                 key_fn: Callable | None = None, target_name: str = "", task_index: int = 0,
+                 assignment: tuple[int, ...] | None = None):
         self.partitioning = partitioning
         self.delivers = delivers
         self.key_fn = key_fn
         self.target_name = target_name
         self.task_index = task_index
+        self.assignment = assignment  # the target's key groups by task, when rebalanced
 
 
 class EmitterService:
@@ -104,6 +153,8 @@ class EmitterService:
     def __init__(self, edges: list[OutputEdge], max_parallelism: int) -> None:
         self.edges = edges
         self.channels: list[Deliver] = [d for edge in edges for d in edge.delivers]
+        # Records sent to each key group of each keyed target since the last ``take_loads``.
+        self.loads: dict[str, KeyGroupLoad] = {}
         routes = []
         for edge in edges:
             if len(edge.delivers) == 1 or edge.partitioning is Partitioning.FORWARD:
@@ -111,12 +162,24 @@ class EmitterService:
             elif edge.partitioning is Partitioning.BROADCAST:
                 routes.append(_broadcast(edge.delivers))
             elif edge.partitioning is Partitioning.KEY:
-                routes.append(_by_key(edge.delivers, edge.key_fn, max_parallelism, edge.target_name))
+                load = self.loads.setdefault(edge.target_name, KeyGroupLoad(max_parallelism))
+                routes.append(_by_key(edge.delivers, edge.key_fn, max_parallelism, edge.target_name,
+                                      edge.assignment, load))
             else:
                 routes.append(_rebalance(edge.delivers, edge.task_index))
         self.routes = routes
         if len(routes) == 1:
             self.emit = routes[0]
+
+    def take_loads(self) -> tuple[tuple[str, tuple[tuple[int, int], ...]], ...]:
+        """``(target operator, ((key group, records), ...))`` sent since the last call; the
+        counts start again from zero."""
+        taken = []
+        for target, load in self.loads.items():
+            counted = load.take()
+            if counted:
+                taken.append((target, counted))
+        return tuple(taken)
 
     def emit(self, batch: list) -> None:
         """Send ``batch`` along every output edge."""

@@ -19,7 +19,7 @@ from gyreflow.runtime.dataflow.operators import CollectOperator, Operator, SinkO
 from gyreflow.runtime.errors import RecordError
 from gyreflow.runtime.faults import crash_point
 from gyreflow.scheduler.events import Done, EventKind, OperatorMetrics, TaskEvent
-from gyreflow.state.keys.keygroups import key_group_of, key_group_range
+from gyreflow.state.keys.keygroups import contiguous_runs, key_group_of, task_key_groups
 from gyreflow.state.shared.snapshot import (
     SnapshotCorruptedError,
     TaskRecord,
@@ -100,7 +100,9 @@ class Task:
     def create(self) -> None:
         """Build the operators, open state and, for a head task, its source reader."""
         max_parallelism = self.state_backend.max_parallelism
-        groups = key_group_range(self.spec.index, self.spec.parallelism, max_parallelism)
+        assignment = next((v.assignment for v in self.vertex.chain if v.assignment), None)
+        groups = task_key_groups(self.spec.index, self.spec.parallelism, max_parallelism,
+                                 assignment)
         state = self.state_backend.create_keyed_store(groups)
         self.ctx = OperatorContext(self.name, self.spec.index, self.spec.parallelism, state)
         chain = self.vertex.chain
@@ -293,7 +295,8 @@ class Task:
         samples, self.samples = tuple(self.samples), []
         self.report(Done(self.cycle, self.spec.id, window, EventKind.EXECUTE_COMPUTE,
                          metrics=tuple(metrics), collected=collected,
-                         seconds=now - self.window_started, samples=samples))
+                         seconds=now - self.window_started, samples=samples,
+                         loads=self.emitter.take_loads()))
         self.window_started = now
         self.ctx.window = window + 1
 
@@ -367,11 +370,14 @@ class Task:
         snapshot = TaskSnapshot(cp.job, version, self.ctx.state.key_groups, (), records,
                                 cp.horizon, tuple(chunks), tuple(self.ctx.state.tables))
         self.last_snapshot = version
+        parts = snapshot.by_runs()
+        for part in parts[:-1]:  # the writer keeps order: durable once the last part is
+            cp.writer.write(part, _nothing)
         if sized:
             size = snapshot.size
-            cp.writer.write(snapshot, lambda: on_durable(size))
+            cp.writer.write(parts[-1], lambda: on_durable(size))
         else:
-            cp.writer.write(snapshot, on_durable)
+            cp.writer.write(parts[-1], on_durable)
 
     def rollback(self, window: int, recover_sinks: bool = True, verify: bool = True) -> None:
         """Restore state, source offset and (unless the driver does it) sinks to ``window``; with
@@ -389,9 +395,10 @@ class Task:
             for table in state.tables.values():
                 data = table.data
                 data.clear()
-                if verify:
-                    store.verify_reached(cp.job, table.name, state.key_groups, reached)
-                store.read_into(cp.job, table.name, state.key_groups, window, data)
+                for run in contiguous_runs(state.key_groups):
+                    if verify:
+                        store.verify_reached(cp.job, table.name, run, reached)
+                    store.read_into(cp.job, table.name, run, window, data)
                 table.changed = set(data) if table.name in cp.rescaled else set()
                 table.removed = set()
         finally:

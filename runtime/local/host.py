@@ -175,7 +175,8 @@ class LocalHost:
             delivers.setdefault((s.id, id(edge)), []).append(runners[t.id].deliverer(channel))
         for t in tasks:
             edges = [OutputEdge(edge.partitioning, delivers.get((t.id, id(edge)), []), edge.key_fn,
-                                graph.vertex(edge.target).head.name, t.index)
+                                graph.vertex(edge.target).head.name, t.index,
+                                graph.vertex(edge.target).head.assignment)
                      for edge in graph.outputs(t.vertex_id)]
             runners[t.id].task.emitter = EmitterService(edges, self.backend.max_parallelism)
         wire_iterations([r.task for r in runners.values()])

@@ -21,10 +21,10 @@ from collections.abc import Callable
 
 from gyreflow.plan import operators as specs
 from gyreflow.plan.graph import Partitioning
-from gyreflow.runtime.dataflow.emitter import _by_key
+from gyreflow.runtime.dataflow.emitter import KeyGroupLoad, _by_key
 from gyreflow.runtime.dataflow.operators import AggregateOperator, CountOperator, fold_batch
 from gyreflow.runtime.errors import RecordError
-from gyreflow.state.keys.keygroups import key_group_of, task_of_key_group
+from gyreflow.state.keys.keygroups import key_group_of, owner_table
 
 COUNT = "count"
 AGGREGATE = "aggregate"
@@ -62,14 +62,18 @@ class CountCombiner:
     """Counts an edge's records per key (``Counter.update``, in C) and routes the distinct keys at the
     window's end: a keyed count shuffles at most one (key, count) per key and task."""
 
-    def __init__(self, delivers: list, key_fn: Callable, max_parallelism: int, target: str) -> None:
+    def __init__(self, delivers: list, key_fn: Callable, max_parallelism: int, target: str,
+                 assignment: tuple[int, ...] | None = None) -> None:
         self.delivers = delivers
         self.key_fn = None if key_fn is specs.identity else key_fn
         self.max_parallelism = max_parallelism
         self.counts: Counter = Counter()
-        self.targets: dict = {}
+        self.groups: dict = {}  # key -> key group
+        self.owners = owner_table(len(delivers), max_parallelism, assignment)
         self.target = target
-        self.exact = _by_key([_drop] * len(delivers), key_fn, max_parallelism, target)
+        self.load = KeyGroupLoad(max_parallelism)  # the emitter's, once built
+        self.exact = _by_key([_drop] * len(delivers), key_fn, max_parallelism, target, assignment,
+                             KeyGroupLoad(max_parallelism))
 
     def route(self, batch: list) -> None:
         """Count ``batch``; a failing key function or an unhashable key raises the routing error."""
@@ -96,18 +100,23 @@ class CountCombiner:
         parallelism = len(self.delivers)
         parts: list[dict] = [{} for _ in range(parallelism)]
         records = [0] * parallelism
-        targets, groups = self.targets, self.max_parallelism
+        known, owners, load = self.groups, self.owners, self.load
+        loads = load.groups
         for key, n in counts.items():
-            task = targets.get(key)
-            if task is None:
+            group = known.get(key)
+            if group is None:
                 try:
-                    task = task_of_key_group(key_group_of(key, groups), parallelism, groups)
+                    group = key_group_of(key, self.max_parallelism)
                 except TypeError as exc:
                     raise RecordError(f"key_by of {self.target}", key, exc) from exc
-                if len(targets) < 1 << 20:
-                    targets[key] = task
+                if len(known) < 1 << 20:
+                    known[key] = group
+            task = owners[group]
             parts[task][key] = n
             records[task] += n
+            loads[group] += n
+        load.counted += sum(records)
+        load.total += sum(records)
         for deliver, part, n in zip(self.delivers, parts, records, strict=True):
             if part:
                 deliver([Combined(n, part)])

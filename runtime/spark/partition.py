@@ -147,15 +147,18 @@ def _build_task(plan: RunPlan, spec: Round, index: int) -> tuple[Task, _Holder]:
         target = graph.vertex(edge.target).head
         kind = plan.combine.get((vertex.id, i))
         if kind == COUNT:
-            counters[i] = CountCombiner(delivers, edge.key_fn, max_parallelism, target.name)
+            counters[i] = CountCombiner(delivers, edge.key_fn, max_parallelism, target.name,
+                                        target.assignment)
             delivers = [counters[i].control(d) for d in delivers]
         elif kind == AGGREGATE:
             delivers = [AggregateCombiner(d, target.spec.key_fn, target.spec.function, target.name)
                         for d in delivers]
-        edges.append(OutputEdge(edge.partitioning, delivers, edge.key_fn, target.name, index))
+        edges.append(OutputEdge(edge.partitioning, delivers, edge.key_fn, target.name, index,
+                                target.assignment))
     emitter = EmitterService(edges, max_parallelism)
     for i, counter in counters.items():
         emitter.routes[i] = counter.route
+        counter.load = emitter.loads[counter.target]
     if counters and len(emitter.routes) == 1:
         emitter.emit = emitter.routes[0]
     task.emitter = emitter

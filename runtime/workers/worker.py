@@ -499,7 +499,8 @@ class Worker:
             delivers.setdefault((s.id, id(edge)), []).append(deliver)
         for t in mine:
             edges = [OutputEdge(edge.partitioning, delivers.get((t.id, id(edge)), []), edge.key_fn,
-                                graph.vertex(edge.target).head.name, t.index)
+                                graph.vertex(edge.target).head.name, t.index,
+                                graph.vertex(edge.target).head.assignment)
                      for edge in graph.outputs(t.vertex_id)]
             self.runners[t.id].task.emitter = EmitterService(edges, setup.backend.max_parallelism)
         self.runner_list = list(self.runners.values())

@@ -105,6 +105,60 @@ def key_group_range(task_index: int, parallelism: int, max_parallelism: int) -> 
     return range(start, stop)
 
 
+def owner_table(parallelism: int, max_parallelism: int,
+                assignment: tuple[int, ...] | None = None) -> list[int]:
+    """The task index owning each key group: ``assignment`` when an operator has one (a
+    rebalance gave it), else the ranges of ``task_of_key_group``.
+
+    >>> owner_table(2, 4), owner_table(2, 4, (1, 0, 0, 0))
+    ([0, 0, 1, 1], [1, 0, 0, 0])
+    """
+    if assignment is None:
+        return [g * parallelism // max_parallelism for g in range(max_parallelism)]
+    if len(assignment) != max_parallelism or not all(0 <= t < parallelism for t in assignment):
+        msg = (f"a key-group assignment needs one task index from 0 to {parallelism - 1} for each "
+               f"of the {max_parallelism} key groups (state.max_parallelism)")
+        raise ValueError(msg)
+    return list(assignment)
+
+
+def task_key_groups(task_index: int, parallelism: int, max_parallelism: int,
+                    assignment: tuple[int, ...] | None = None) -> range | tuple[int, ...]:
+    """The key groups task ``task_index`` owns: its range, or those ``assignment`` gives it.
+
+    >>> task_key_groups(1, 2, 4), task_key_groups(0, 2, 4, (1, 0, 1, 0))
+    (range(2, 4), (1, 3))
+    """
+    if assignment is None:
+        return key_group_range(task_index, parallelism, max_parallelism)
+    groups = tuple(g for g, t in enumerate(owner_table(parallelism, max_parallelism, assignment))
+                   if t == task_index)
+    runs = contiguous_runs(groups)
+    return runs[0] if len(runs) == 1 else groups
+
+
+def contiguous_runs(groups) -> list[range]:
+    """``groups`` (ascending) as ranges of consecutive key groups: what storage splits by.
+
+    >>> contiguous_runs((0, 1, 2, 5, 7, 8))
+    [range(0, 3), range(5, 6), range(7, 9)]
+    """
+    if isinstance(groups, range):
+        return [groups] if groups.step == 1 else [range(g, g + 1) for g in groups]
+    runs: list[range] = []
+    start = previous = None
+    for group in groups:
+        if previous is not None and group == previous + 1:
+            previous = group
+            continue
+        if start is not None:
+            runs.append(range(start, previous + 1))
+        start = previous = group
+    if start is not None:
+        runs.append(range(start, previous + 1))
+    return runs
+
+
 class KeyGroupCache:
     """Memoise ``key -> task index`` for one (parallelism, max_parallelism) pair.
 

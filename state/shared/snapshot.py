@@ -339,14 +339,15 @@ class TaskRecord(NamedTuple):
 class TaskSnapshot:
     """What one task writes for one version: changed rows and its records.
 
-    ``key_groups`` is the writing task's key-group range (backends that split storage by range use it).
+    ``key_groups`` is the writing task's key-group range (backends that split storage by range use it);
+    a task owning several runs of key groups writes one snapshot per run (``by_runs``).
     Changes come as per-key ``rows`` or as per-key-group ``chunks`` (what tasks write); a snapshot
     never holds the same key in both.
     """
 
     job: str
     version: int
-    key_groups: range
+    key_groups: range | tuple[int, ...]
     rows: tuple[StateRow, ...] = ()
     records: tuple[TaskRecord, ...] = ()
     horizon: int | None = None  # the oldest retained version, when the writer knows it
@@ -359,6 +360,22 @@ class TaskSnapshot:
         return (sum(len(c.keys) + len(c.values) for c in self.chunks)
                 + sum(len(r.key) + len(r.value or b"") for r in self.rows)
                 + sum(len(r.value) for r in self.records))
+
+    def by_runs(self) -> list[TaskSnapshot]:
+        """This snapshot as one per run of consecutive key groups (a task a rebalance gave key
+        groups from several places owns several runs; storage is split by run), the records in
+        the first."""
+        if isinstance(self.key_groups, range):
+            return [self]
+        from gyreflow.state.keys.keygroups import contiguous_runs
+
+        parts = []
+        for i, run in enumerate(contiguous_runs(self.key_groups)):
+            parts.append(attrs.evolve(
+                self, key_groups=run, records=self.records if i == 0 else (),
+                rows=tuple(r for r in self.rows if r.key_group in run),
+                chunks=tuple(c for c in self.chunks if c.key_group in run)))
+        return parts
 
     def all_rows(self) -> list[StateRow]:
         """``rows`` and the expanded ``chunks``: the changes one row per key."""
@@ -377,6 +394,8 @@ class JobMeta:
     last_completed: int
     retained: tuple[int, ...]
     parallelism: dict[str, int] = attrs.field(factory=dict)
+    # Stateful operators whose key groups a rebalance assigned: the task of each key group.
+    assignments: dict[str, tuple[int, ...]] = attrs.field(factory=dict)
 
     def to_bytes(self, seal=None) -> bytes:
         """Serialise with a checksum, or with ``seal``'s tag."""
