@@ -337,6 +337,8 @@ def test_a_strategy_that_gives_up_stops_the_job_with_one_error_line(tmp_path):
     assert run.returncode == 6, stderr
     first = stderr.splitlines()[0]
     assert first.startswith("error: worker 1 (pid ") and "killed by SIGKILL" in first, stderr
+    assert "Traceback" not in stderr and len(stderr.splitlines()) == 2, stderr  # the line, a hint
+    assert "--resume" in stderr.splitlines()[1], stderr
 
 
 def test_a_killed_worker_under_the_command_line_recovers_with_no_trace_in_its_log(tmp_path):

@@ -269,16 +269,22 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
 
 
 def _fail_other(console, error: Exception) -> None:
-    """Spark that did not start (exit 2, nothing ran) and a task that failed outside user functions
-    (exit 6, a fault of gyreflow or its host: one line, then its traceback for a report); anything
-    else is raised as it is."""
+    """Spark that did not start (exit 2, nothing ran), a worker process that died once the restart
+    strategy gave up (exit 6, one line: a signal or the machine, not a bug) and a task that failed
+    outside user functions (exit 6, a fault of gyreflow or its host: one line, then its traceback
+    for a report); anything else is raised as it is."""
     import traceback
 
     from gyreflow.runtime.dataflow.task_runner import TaskError
     from gyreflow.runtime.spark.session import SparkStartError
+    from gyreflow.runtime.workers.wire import WorkerLostError
 
     if isinstance(error, SparkStartError):
         _fail(console, str(error), 2)
+    if isinstance(error, WorkerLostError):  # a signal, the OOM killer, a lost executor: no bug
+        _fail(console, str(error), 6,
+              hint="Completed windows are kept: run again with --resume (restart.attempts sets "
+                   "how many times a run starts its workers again by itself).")
     if isinstance(error, TaskError):
         _fail(console, str(error), 6,
               hint="Completed windows are kept: run again with --resume; if it fails again, "
