@@ -3,9 +3,9 @@
 Every task's emitter counts the records it sends to each key group of a keyed operator and reports
 the counts with the window (``Done.loads``). The driver keeps them per operator, decayed window by
 window so that the recent load weighs most (a fixed amount of numbers per operator: nothing grows
-with the windows). A rebalance gives the key groups to tasks greedily, heaviest first to the least
-loaded task (a key group with no load stays where it is), and is worth a restart only when it lowers
-the busiest task's load by a tenth or more. The new assignment reaches the tasks like a rescale: at
+with the windows). A rebalance moves key groups from the busiest task to the least loaded one while
+that evens them out (a key group with no load stays where it is), and is worth a restart only when
+it lowers the busiest task's load by a tenth or more. The new assignment reaches the tasks like a rescale: at
 a window boundary, restored from the last completed snapshot (runtime/control.py).
 """
 
@@ -23,21 +23,34 @@ GAIN = 0.9  # a new assignment must bring the busiest task's load to this share 
 
 
 def balanced(loads: list[float], owners: list[int], parallelism: int) -> list[int]:
-    """An assignment of key groups to ``parallelism`` tasks that evens out ``loads``: the heaviest
-    group first, each to the least loaded task (ties: the group's current owner ``owners``, then
-    the lowest index); groups without load keep their owner.
+    """An assignment of key groups to ``parallelism`` tasks that evens out ``loads``, moving as few
+    groups as it can from ``owners`` (Chi moves hot key groups, it does not deal them all again):
+    while a group of the busiest task weighs less than its lead over the least loaded task, the
+    one that evens the pair best moves there. Each move lowers the sum of the squared task loads,
+    so it ends; few groups move, so a task's key groups stay in few runs (storage splits by run).
 
     >>> balanced([5, 1, 1, 1], [0, 0, 1, 1], 2)
     [0, 1, 1, 1]
     """
     assignment = list(owners)
-    totals = [0.0] * parallelism
-    for group in sorted((g for g, load in enumerate(loads) if load > 0),
-                        key=lambda g: (-loads[g], g)):
-        least = min(totals)
-        task = owners[group] if totals[owners[group]] == least else totals.index(least)
-        assignment[group] = task
-        totals[task] += loads[group]
+    totals = task_loads(loads, assignment, parallelism)
+    owned: list[list[int]] = [[] for _ in range(parallelism)]
+    for group, load in enumerate(loads):
+        if load > 0:
+            owned[assignment[group]].append(group)
+    for _ in range(len(loads) * parallelism):
+        busiest = max(range(parallelism), key=totals.__getitem__)
+        lightest = min(range(parallelism), key=totals.__getitem__)
+        lead = totals[busiest] - totals[lightest]
+        movable = [g for g in owned[busiest] if loads[g] < lead]
+        if not movable:
+            break
+        group = min(movable, key=lambda g: (abs(lead / 2 - loads[g]), g))
+        owned[busiest].remove(group)
+        owned[lightest].append(group)
+        assignment[group] = lightest
+        totals[busiest] -= loads[group]
+        totals[lightest] += loads[group]
     return assignment
 
 

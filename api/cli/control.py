@@ -191,10 +191,10 @@ def rescale(target: tuple[str, ...], job_name: str | None, config_path: str | No
 @_JSON
 def rebalance(operator: str | None, job_name: str | None, config_path: str | None,
               as_json: bool) -> None:
-    """From the next window boundary, give the key groups of OPERATOR (without it: of every keyed
-    operator with several tasks) to its tasks by the load measured so far, heaviest first to the
-    least loaded task; the state moves by key group. Nothing moves when that would not lower the
-    busiest task's load by a tenth."""
+    """From the next window boundary, move key groups of OPERATOR (without it: of every keyed
+    operator with several tasks) from its busiest task to its least loaded one, by the load
+    measured so far, while that evens them out; the state moves by key group. Nothing moves when
+    that would not lower the busiest task's load by a tenth."""
     answer = _ask(config_path, job_name, {"command": "rebalance", "operator": operator}, as_json)
     if not as_json:
         click.echo(answer["message"])
