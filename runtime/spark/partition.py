@@ -158,7 +158,8 @@ def _build_task(plan: RunPlan, spec: Round, index: int) -> tuple[Task, _Holder]:
     emitter = EmitterService(edges, max_parallelism)
     for i, counter in counters.items():
         emitter.routes[i] = counter.route
-        counter.load = emitter.loads[counter.target]
+        # The emitter's own, which ``take_loads`` reports (a one-task target has none yet).
+        counter.load = emitter.loads.setdefault(counter.target, counter.load)
     if counters and len(emitter.routes) == 1:
         emitter.emit = emitter.routes[0]
     task.emitter = emitter
