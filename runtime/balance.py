@@ -80,7 +80,7 @@ def rebalanceable(graph: PipelineGraph, name: str) -> str | None:
 class LoadTracker:
     """The decayed records per key group of every keyed operator whose key groups may move."""
 
-    def __init__(self, graph: PipelineGraph, max_parallelism: int, skew: float = 1.5,
+    def __init__(self, graph: PipelineGraph, max_parallelism: int, skew: float = 1.3,
                  min_records: int = 1000) -> None:
         self.graph = graph
         self.max_parallelism = max_parallelism

@@ -223,7 +223,7 @@ class JobDriver:
         if self.control is not None:
             self.desk = ControlDesk(self.control, host, graph, host.backend.max_parallelism)
             self.desk.balance = LoadTracker(graph.pipeline, host.backend.max_parallelism,
-                                            self.config.get("control.rebalance_skew", 1.5),
+                                            self.config.get("control.rebalance_skew", 1.3),
                                             self.config.get("control.rebalance_min_records", 1000))
             self.desk.start(resume_from)
             self.control.job = name

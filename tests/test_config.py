@@ -87,7 +87,7 @@ def test_defaults():
         "control.directory": "",
         "control.parameters": (),
         "control.auto_rebalance": False,
-        "control.rebalance_skew": 1.5,
+        "control.rebalance_skew": 1.3,
         "control.rebalance_min_records": 1000,
     }
     assert config["runtime.batch_size"] == 1024

@@ -169,9 +169,10 @@ SCHEMA: tuple[ConfigKey, ...] = (
               "window boundary when one task's records in a window exceed "
               "control.rebalance_skew times the median task's (gyreflow control rebalance does it "
               "on request)."),
-    ConfigKey("control.rebalance_skew", float, 1.5,
+    ConfigKey("control.rebalance_skew", float, 1.3,
               "How many times the median task's records in a window one task must receive before "
-              "control.auto_rebalance moves key groups.", minimum=1),
+              "control.auto_rebalance moves key groups (with two tasks the median is their mean: "
+              "1.3 is 65% of the records on one task).", minimum=1),
     ConfigKey("control.rebalance_min_records", int, 1000,
               "Windows with fewer records into an operator than this never trigger "
               "control.auto_rebalance (too few to tell skew from noise).", minimum=1),
