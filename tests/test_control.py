@@ -225,7 +225,7 @@ def test_a_rescale_up_then_down_mid_run_continues_from_the_state_the_run_holds(
     job.wait_windows(sample["window"])
     job.ask({"command": "pause"})  # and while paused (the job waits for the command line)
     down = job.answer("rescale", "quiet", "1")["window"]
-    assert job.answer("status")["state"] == "paused"  # the restarted tasks keep the pause
+    assert settled_status(job)["state"] == "paused"  # the restarted tasks keep the pause
     job.ask({"command": "resume"})
     assert job.wait() == 0, job.output()
     assert 4 < up < down < WINDOWS, (up, down)

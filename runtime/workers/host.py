@@ -46,6 +46,7 @@ from gyreflow.runtime.workers.worker import WorkerSetup, serve
 from gyreflow.scheduler.events import TaskFailed
 
 WAIT_SECONDS = 0.05  # one wait for worker messages while only the driver's writer has work
+LOSS_CHECK_SECONDS = 0.1  # how often a step asks the launcher whether a worker ended
 
 
 def refuse_in_process_sinks(setup: WorkerSetup) -> None:
@@ -136,6 +137,7 @@ class WorkerHost:
         self._conns: list = []
         self._lost: str | None = None
         self._closing = False
+        self._next_loss_check = 0.0
         self._wake_fds: tuple[int, ...] = ()
 
     @property
@@ -376,12 +378,19 @@ class WorkerHost:
         worker is lost)."""
         if self._lost is not None:
             return False
+        now = time.monotonic()
+        if now >= self._next_loss_check:
+            # A worker gone without its connection closing (yet): a Spark stage that ended may
+            # leave its workers running a while, so this is asked even while messages keep coming.
+            self._next_loss_check = now + LOSS_CHECK_SECONDS
+            lost = self.launcher.lost()
+            if lost is not None:
+                self._worker_lost(*lost)
+                if self._lost is not None:
+                    return False
         if self._pump(0):
             return True  # the driver handles what came before it waits
-        lost = self.launcher.lost()  # a worker gone without its connection closing (yet)
-        if lost is not None:
-            self._worker_lost(*lost)
-        if self._lost is not None or self._quiescent():
+        if self._quiescent():
             return False
         self._pump(WAIT_SECONDS)  # something is under way: wait for its next message
         return True
