@@ -1,8 +1,10 @@
 """The worker host against the in-process host: the same jobs with 2 worker processes and without.
 
-Two jobs, each at parallelism 2, timed interleaved in one run (best of ``--repeat``): the lambda-style
-word count (split, map to pairs, key by word, reduce with a lambda; 2M words in 20 windows) and an
-event-time tumbling count (1M events over 1,000 keys, 60-second windows). The ratio is the in-process
+Three jobs, each at parallelism 2, timed interleaved in one run (best of ``--repeat``): the
+lambda-style word count (split, map to pairs, key by word, reduce with a lambda; 2M words in 20
+windows), the same with the reduce declared associative (``reduce(fn, associative=True)``: each
+worker folds its words per key before they cross to the other) and an event-time tumbling count
+(1M events over 1,000 keys, 60-second windows). The ratio is the in-process
 time over the worker time; the target on a 2-core machine is 1.7x. A second table gives the CPU
 seconds of one run of each (driver and workers together): N cores can at best divide the workers'
 CPU seconds by N, so N times the in-process CPU seconds over the workers' bounds the speed-up,
@@ -48,6 +50,7 @@ MAX_DELAY = 5.0
 TARGET = 1.7
 SPARK_TARGET = 0.8  # Spark workers mode over local workers, large windows
 SPARK_MASTER = "local[2]"
+ASSOCIATIVE = "word count, associative reduce"
 
 err = Console(stderr=True)
 
@@ -62,7 +65,7 @@ def environment(workers: int) -> Environment:
                              config={"environment.workers": workers, "control.enabled": False})
 
 
-def word_count(lines: list[str], workers: int):
+def word_count(lines: list[str], workers: int, associative: bool = False):
     """The lambda-style word count: 20 windows over every source task together."""
     per_task = -(-len(lines) // (WINDOWS * PARALLELISM))
 
@@ -73,7 +76,8 @@ def word_count(lines: list[str], workers: int):
         def wordcount(ctx):
             (ctx.source(lines, SizeTumblingWindow(per_task)).flat_map(str.split)
              .map(lambda w: (w, 1)).key_by(lambda kv: kv[0])
-             .reduce(lambda a, b: (a[0], a[1] + b[1])).collect("counts"))
+             .reduce(lambda a, b: (a[0], a[1] + b[1]), associative=associative)
+             .collect("counts"))
 
         return pipeline.execute()
 
@@ -152,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     cases = {
         f"word count|{in_process}": word_count(lines, 1),
         f"word count|{workers}": word_count(lines, WORKERS),
+        f"{ASSOCIATIVE}|{in_process}": word_count(lines, 1, associative=True),
+        f"{ASSOCIATIVE}|{workers}": word_count(lines, WORKERS, associative=True),
         f"tumbling count|{in_process}": tumbling_count(events, 1),
         f"tumbling count|{workers}": tumbling_count(events, WORKERS),
     }
@@ -169,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     worst = None
     for job, amount in (("word count", f"{args.words:,} words"),
+                        (ASSOCIATIVE, f"{args.words:,} words"),
                         ("tumbling count", f"{args.events:,} events")):
         alone = timings[f"{job}|{in_process}"]
         spread = timings[f"{job}|{workers}"]
@@ -196,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
                     ["job", f"local {workers} s", f"{spark} s",
                      "speed (local s / Spark s)", "target"], spark_rows)
     cpu_rows = []
-    for job in ("word count", "tumbling count"):
+    for job in ("word count", ASSOCIATIVE, "tumbling count"):
         alone = cpu_seconds(cases[f"{job}|{in_process}"])
         spread = cpu_seconds(cases[f"{job}|{workers}"])
         cpus = os.cpu_count() or 1

@@ -80,10 +80,13 @@ class FilterSpec(OperatorSpec):
 
 @attrs.frozen(eq=False)
 class ReduceSpec(OperatorSpec):
-    """Fold records with equal ``key_fn(record)`` with ``fn``; state persists across windows."""
+    """Fold records with equal ``key_fn(record)`` with ``fn``; state persists across windows.
+    ``associative``: the user declares ``fn`` associative, so records may fold before they cross
+    between processes (map-side combine)."""
 
     key_fn: Callable
     fn: Callable
+    associative: bool = False
     op = "reduce"
     keyed = True
 

@@ -190,10 +190,20 @@ class KeyedStream(Stream):
         super().__init__(builder, node)
         self.key_fn = key_fn
 
-    def reduce(self, fn: Callable) -> Stream:
+    def reduce(self, fn: Callable, *, associative: bool = False) -> Stream:
         """Fold records of a key with ``fn(accumulated, record)``; emits each key's new value at the
-        end of every window in which the key was updated."""
-        return self._then(specs.ReduceSpec(self.key_fn, _callable(fn, "reduce")))
+        end of every window in which the key was updated.
+
+        ``associative=True`` declares ``fn(fn(a, b), c) == fn(a, fn(b, c))`` (a sum, a minimum, a
+        concatenation; commutativity is not needed). Where records cross between processes (worker
+        processes, Spark), each sending task then folds its records per key before they cross
+        and sends one partial value per key and window, as Spark's ``reduceByKey`` does. With a
+        function that is not associative the results would differ: leave it False then.
+        """
+        if not isinstance(associative, bool):
+            msg = f"reduce(associative=...) takes True or False, not {associative!r}"
+            raise TypeError(msg)
+        return self._then(specs.ReduceSpec(self.key_fn, _callable(fn, "reduce"), associative))
 
     def count(self) -> Stream:
         """Count records per key across windows; emits ``(key, count so far)`` for each key seen in a

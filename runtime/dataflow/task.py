@@ -11,6 +11,7 @@ import attrs
 
 from gyreflow.plan.execution import ExecutionTask, ExecutionVertex
 from gyreflow.runtime.control import TaskSample
+from gyreflow.runtime.dataflow.combine import accept_combined
 from gyreflow.runtime.dataflow.emitter import EmitterService
 from gyreflow.runtime.dataflow.fetch import FetchService, Worker
 from gyreflow.runtime.dataflow.fusion import fuse
@@ -78,6 +79,7 @@ class Task:
         self.collectors: list[CollectOperator] = []
         self.ctx: OperatorContext | None = None
         self.head: Operator | None = None
+        self.combined_input = False  # the head takes pre-combined messages (set by the host)
         self.source_reader = None
         self.window_spec = None
         self.worker = Worker(input_ordinals, self._process_input, self._finish_window,
@@ -123,6 +125,8 @@ class Task:
             self.head = steps[0]
         for op in self.operators:
             op.open(self.ctx)
+        if self.combined_input:  # upstream tasks fold records before they cross (combine.py)
+            accept_combined(self.head)
         self.source_records = 0
 
     def release(self) -> None:

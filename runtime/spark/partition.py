@@ -20,19 +20,11 @@ import attrs
 
 from gyreflow.plan.execution import ExecutionGraph
 from gyreflow.runtime.dataflow.channels import link_channels
-from gyreflow.runtime.dataflow.emitter import EmitterService, OutputEdge
+from gyreflow.runtime.dataflow.combine import build_emitter, combine_kinds, takes_combined
 from gyreflow.runtime.dataflow.iteration import task_class_for
 from gyreflow.runtime.dataflow.task import Task, TaskCheckpoints
 from gyreflow.runtime.dataflow.task_runner import Dispatcher, TaskError, TaskRunner
 from gyreflow.runtime.snapshot_writers import InlineSnapshotWriter
-from gyreflow.runtime.spark.combine import (
-    AGGREGATE,
-    COUNT,
-    AggregateCombiner,
-    CountCombiner,
-    accept_combined,
-    combine_kind,
-)
 from gyreflow.runtime.spark.round_order import RoundOrderError, tell_finished, wait_for_previous
 from gyreflow.scheduler.events import Done, EventKind, LaunchSource, TaskEvent, TaskFailed
 from gyreflow.state.shared.snapshot import SnapshotCorruptedError
@@ -49,21 +41,17 @@ class RunPlan:
     cycle_of: dict[int, int]
     channels: dict[int, list[tuple[int, int, int, int]]]  # task id -> [(edge, target vertex, idx, ch)]
     ordinals: dict[int, list[int]]  # task id -> input ordinals by channel
-    combine: dict[tuple[int, int], str]  # (vertex id, output edge index) -> COUNT | AGGREGATE
+    combine: dict[tuple[int, int], str]  # (vertex id, output edge index) -> combine kind
     forward_to: dict[int, int]  # vertex id -> the downstream vertex its Done events go to
 
     @classmethod
     def build(cls, job: str, graph: ExecutionGraph) -> RunPlan:
         ordinals, channels = _link_channels(graph)
         cycle_of = {t.id: c.id for c in graph.cycles() for t in c.tasks}
-        combine = {}
+        combine = combine_kinds(graph)
         forward_to = {}
         for vertex in graph.vertices:
             outputs = graph.outputs(vertex.id)
-            for index, edge in enumerate(outputs):
-                kind = combine_kind(edge, graph.vertex(edge.target).head.spec)
-                if kind is not None and len(graph.inputs(edge.target)) == 1:
-                    combine[(vertex.id, index)] = kind
             if outputs:
                 forward_to[vertex.id] = min(edge.target for edge in outputs)
         return cls(job, graph, cycle_of, channels, ordinals, combine, forward_to)
@@ -140,33 +128,10 @@ def _build_task(plan: RunPlan, spec: Round, index: int) -> tuple[Task, _Holder]:
     by_edge: dict[int, list] = {}
     for edge_index, target_vertex, target_index, channel in plan.channels[task_spec.id]:
         by_edge.setdefault(edge_index, []).append(deliverer(target_vertex, target_index, channel))
-    max_parallelism = spec.backend.max_parallelism
-    edges, counters = [], {}
-    for i, edge in enumerate(graph.outputs(vertex.id)):
-        delivers = by_edge.get(i, [])
-        target = graph.vertex(edge.target).head
-        kind = plan.combine.get((vertex.id, i))
-        if kind == COUNT:
-            counters[i] = CountCombiner(delivers, edge.key_fn, max_parallelism, target.name,
-                                        target.assignment)
-            delivers = [counters[i].control(d) for d in delivers]
-        elif kind == AGGREGATE:
-            delivers = [AggregateCombiner(d, target.spec.key_fn, target.spec.function, target.name)
-                        for d in delivers]
-        edges.append(OutputEdge(edge.partitioning, delivers, edge.key_fn, target.name, index,
-                                target.assignment))
-    emitter = EmitterService(edges, max_parallelism)
-    for i, counter in counters.items():
-        emitter.routes[i] = counter.route
-        # The emitter's own, which ``take_loads`` reports (a one-task target has none yet).
-        counter.load = emitter.loads.setdefault(counter.target, counter.load)
-    if counters and len(emitter.routes) == 1:
-        emitter.emit = emitter.routes[0]
-    task.emitter = emitter
+    task.emitter = build_emitter(graph, vertex.id, index, by_edge, plan.combine,
+                                 spec.backend.max_parallelism)
+    task.combined_input = takes_combined(graph, vertex.id, plan.combine)
     task.create()
-    if any(plan.combine.get((e.source, graph.outputs(e.source).index(e)))
-           for e in graph.inputs(vertex.id)):
-        accept_combined(task.head)
     return task, holder
 
 

@@ -30,7 +30,7 @@ import attrs
 
 from gyreflow.plan.execution import ExecutionGraph
 from gyreflow.runtime.dataflow.channels import link_channels
-from gyreflow.runtime.dataflow.emitter import EmitterService, OutputEdge
+from gyreflow.runtime.dataflow.combine import build_emitter, combine_kinds, takes_combined
 from gyreflow.runtime.dataflow.iteration import IterationTask, task_class_for
 from gyreflow.runtime.dataflow.task import TaskCheckpoints
 from gyreflow.runtime.dataflow.task_runner import TaskRunner
@@ -497,12 +497,14 @@ class Worker:
             else:
                 deliver = self._remote(target, t.id, channel)
             delivers.setdefault((s.id, id(edge)), []).append(deliver)
+        kinds = combine_kinds(graph)  # keyed counts, aggregates, associative reduces
         for t in mine:
-            edges = [OutputEdge(edge.partitioning, delivers.get((t.id, id(edge)), []), edge.key_fn,
-                                graph.vertex(edge.target).head.name, t.index,
-                                graph.vertex(edge.target).head.assignment)
-                     for edge in graph.outputs(t.vertex_id)]
-            self.runners[t.id].task.emitter = EmitterService(edges, setup.backend.max_parallelism)
+            by_edge = {i: delivers.get((t.id, id(edge)), [])
+                       for i, edge in enumerate(graph.outputs(t.vertex_id))}
+            task = self.runners[t.id].task
+            task.emitter = build_emitter(graph, t.vertex_id, t.index, by_edge, kinds,
+                                         setup.backend.max_parallelism)
+            task.combined_input = takes_combined(graph, t.vertex_id, kinds)
         self.runner_list = list(self.runners.values())
 
     def _remote(self, target: int, task: int, channel: int):
