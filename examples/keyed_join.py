@@ -7,10 +7,10 @@ Two text sources, each cut into windows of ``--window`` lines:
 
 Both are parsed with ``map`` and keyed by customer id; a per-window ``join`` pairs every order with
 every customer record of the same customer in the same window, giving ``(city, amount)``. A keyed
-``reduce`` then keeps the total amount per city across windows. One JSON-lines file per window, with
-a line ``{"window": w, "city": "...", "total": "1234.50"}`` for every city that had a joined order
-in window ``w``, its total over windows ``1..w``. Amounts are summed in integer cents, so totals do
-not depend on the order records arrive in.
+``reduce`` (declared associative: a sum) then keeps the total amount per city across windows. One
+JSON-lines file per window, with a line ``{"window": w, "city": "...", "total": "1234.50"}`` for
+every city that had a joined order in window ``w``, its total over windows ``1..w``. Amounts are
+summed in integer cents, so totals do not depend on the order records arrive in.
 
 Without ``--orders``/``--customers`` the script uses ``examples/data/keyed_join/orders.csv`` and
 ``customers.csv``, generating them first (fixed seed, so always the same data) when missing::
@@ -109,7 +109,10 @@ def build(pipeline, orders_path: str, customers_path: str, window: int, output: 
             .key_by(itemgetter(0))
         )
         joined = orders.join(customers, city_amount).with_name("join")
-        totals = joined.key_by(itemgetter(0)).reduce(add_amounts).with_name("totals")
+        # A sum is associative: where records cross between processes (worker processes, Spark),
+        # each join task folds its window's amounts per city before they go to the city's task.
+        totals = (joined.key_by(itemgetter(0)).reduce(add_amounts, associative=True)
+                  .with_name("totals"))
         if parallelism is not None:
             joined.with_parallelism(parallelism)
             totals.with_parallelism(parallelism)

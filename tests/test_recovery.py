@@ -590,6 +590,22 @@ def test_keyed_join_crash_then_resume(kind, parallelism, moment, join_input, joi
     resume(KEYED_JOIN, args, env, join_reference)
 
 
+@pytest.mark.parametrize("moment", ["before-commit:8", "kill@0.5"])
+def test_keyed_join_in_worker_processes_crash_then_resume(moment, join_input, join_reference,
+                                                          state_env, tmp_path):
+    # Two worker processes: each join task folds its window's amounts per city (an associative
+    # reduce) before they cross to the city's task; resumed in process.
+    orders, customers, _, _ = join_input
+    env = state_env("rocksdb")
+    out = tmp_path / "out"
+    args = ["--orders", str(orders), "--customers", str(customers), "--output", str(out),
+            "--window", str(JOIN_WINDOW), "--parallelism", "2"]
+    crash(KEYED_JOIN, args, {**env, "GYREFLOW_ENVIRONMENT__WORKERS": "2"}, moment,
+          reference=join_reference)
+    assert_visible_prefix(out, join_reference)
+    resume(KEYED_JOIN, args, env, join_reference)
+
+
 def test_keyed_join_resume_with_other_parallelism(join_input, join_reference, state_env, tmp_path):
     orders, customers, _, _ = join_input
     env = state_env("rocksdb")
