@@ -219,7 +219,16 @@ def sums(a: tuple, b: tuple) -> tuple:
 
 
 def test_an_associative_reduce_equals_a_plain_loop_on_every_environment(make_env):
-    pipeline = make_env(2).pipeline("associative")
+    check_associative_word_count(make_env(2))
+
+
+@pytest.mark.parametrize("environment_type", ["spark"])
+def test_an_associative_reduce_equals_a_plain_loop_in_spark_rounds(make_env, environment_type):
+    check_associative_word_count(make_env(2, **{"spark.mode": "rounds"}))
+
+
+def check_associative_word_count(env) -> None:
+    pipeline = env.pipeline("associative")
 
     @pipeline.task(name="job")
     def job(ctx):
