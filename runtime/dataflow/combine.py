@@ -32,6 +32,7 @@ from gyreflow.runtime.dataflow.operators import (
     CountOperator,
     ReduceOperator,
     fold_batch,
+    reduce_batch,
 )
 from gyreflow.runtime.errors import RecordError
 from gyreflow.state.keys.keygroups import key_group_of, owner_table
@@ -39,7 +40,7 @@ from gyreflow.state.keys.keygroups import key_group_of, owner_table
 COUNT = "count"
 AGGREGATE = "aggregate"
 REDUCE = "reduce"
-_ABSENT = object()  # a key without a stored value
+_NOTHING_STORED: dict = {}  # a sending task's fold starts from each key's first record
 
 
 class Combined:
@@ -224,19 +225,7 @@ class ReduceCombiner(AggregateCombiner):
 
     def _add(self, batch: list) -> None:
         self.records += len(batch)
-        key_fn, fn, partial = self.key_fn, self.fn, self.partial
-        record = None
-        try:
-            for record in batch:
-                key = key_fn(record)
-                try:
-                    partial[key] = fn(partial[key], record)
-                except KeyError:
-                    if key in partial:  # the KeyError came from the user's function
-                        raise
-                    partial[key] = record
-        except Exception as exc:
-            raise RecordError(self.operator, record, exc) from exc
+        reduce_batch(self.operator, batch, self.key_fn, self.fn, self.partial, _NOTHING_STORED)
 
 
 def accept_combined(op) -> None:
@@ -259,20 +248,11 @@ def accept_combined(op) -> None:
             except Exception as exc:
                 raise RecordError(op.name, key, exc) from exc
     elif isinstance(op, ReduceOperator):
-        fn = op.fn
 
         def merge(combined: Combined) -> None:
-            updated, values = op.updated, op.table.data
-            value = None
-            try:
-                for key, value in combined.values.items():
-                    if key in updated:
-                        updated[key] = fn(updated[key], value)
-                    else:
-                        old = values.get(key, _ABSENT)
-                        updated[key] = value if old is _ABSENT else fn(old, value)
-            except Exception as exc:
-                raise RecordError(op.name, value, exc) from exc
+            # A partial value is a record of its key: fold it in as the operator folds records.
+            reduce_batch(op.name, list(combined.values.values()), op.key_fn, op.fn, op.updated,
+                         op.table.data)
     else:
         msg = f"operator {op.name!r} cannot take pre-combined input"
         raise TypeError(msg)

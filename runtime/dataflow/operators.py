@@ -93,6 +93,27 @@ def fold_batch(name: str, batch: list, key_fn: Callable, function, partial: dict
         raise RecordError(name, record, exc) from exc
 
 
+def reduce_batch(name: str, batch: list, key_fn: Callable, fn: Callable, partial: dict,
+                 stored: dict) -> None:
+    """Fold ``batch`` into ``partial`` (key -> value) with ``fn``, in order; a key new to
+    ``partial`` starts from its ``stored`` value, else from its first record unchanged. A failing
+    record raises a RecordError naming the operator ``name`` and the record."""
+    record = None
+    try:
+        for record in batch:
+            key = key_fn(record)
+            # Subscript + KeyError is ~35% faster than .get with a sentinel on this hot loop.
+            try:
+                partial[key] = fn(partial[key], record)
+            except KeyError:
+                if key in partial:  # the KeyError came from the user's function
+                    raise
+                old = stored.get(key, _MISSING)
+                partial[key] = record if old is _MISSING else fn(old, record)
+    except Exception as exc:
+        raise RecordError(name, record, exc) from exc
+
+
 class MapOperator(Operator):
     def __init__(self, name: str, fn: Callable) -> None:
         super().__init__(name)
@@ -155,21 +176,7 @@ class ReduceOperator(Operator):
 
     def process(self, batch: list) -> None:
         self.records_in += len(batch)
-        key_fn, fn, updated, values = self.key_fn, self.fn, self.updated, self.table.data
-        record = None
-        try:
-            for record in batch:
-                key = key_fn(record)
-                # Subscript + KeyError is ~35% faster than .get with a sentinel on this hot loop.
-                try:
-                    updated[key] = fn(updated[key], record)
-                except KeyError:
-                    if key in updated:  # the KeyError came from the user's function
-                        raise
-                    old = values.get(key, _MISSING)
-                    updated[key] = record if old is _MISSING else fn(old, record)
-        except Exception as exc:
-            raise RecordError(self.name, record, exc) from exc
+        reduce_batch(self.name, batch, self.key_fn, self.fn, self.updated, self.table.data)
 
     def finish(self, window: int) -> None:
         updated, self.updated = self.updated, {}
