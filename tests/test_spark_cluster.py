@@ -50,7 +50,10 @@ from test_worker_host import published, updated_totals
 
 from gyreflow.state.stores.local_copies import COPIES_FOLDER
 
-pytestmark = [pytest.mark.xdist_group("spark-cluster")]  # one cluster, one worker
+# Each group is one parallel worker with a cluster of its own (the module's ``cluster``): the
+# executor kills in one, the rest in the other, so that neither waits for the other's cases.
+ON_ONE_CLUSTER = pytest.mark.xdist_group("spark-cluster")
+ON_ANOTHER_CLUSTER = pytest.mark.xdist_group("spark-cluster-executor-kills")
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "spark-cluster.sh"
@@ -116,6 +119,7 @@ def executor_pids(cluster_dir: Path) -> list[int]:
     return found
 
 
+@ON_ONE_CLUSTER
 def test_cluster_workers_have_folders_of_their_own(cluster):
     master, directory = cluster
     status = subprocess.run(["bash", str(SCRIPT), "status", str(directory)], capture_output=True,
@@ -127,6 +131,7 @@ def test_cluster_workers_have_folders_of_their_own(cluster):
     assert len({os.path.realpath(f) for f in folders}) == 6
 
 
+@ON_ONE_CLUSTER
 def test_graph_on_the_cluster_with_state_in_an_object_store(cluster, object_store_server, tmp_path):
     master, _ = cluster
     vertices = list(range(1, 41))
@@ -163,6 +168,7 @@ REFUSED = {
 }
 
 
+@ON_ONE_CLUSTER
 @pytest.mark.parametrize("case", list(REFUSED))
 def test_what_cannot_work_on_a_cluster_is_refused_before_any_data_moves(cluster, words, tmp_path,
                                                                         case):
@@ -178,6 +184,7 @@ def test_what_cannot_work_on_a_cluster_is_refused_before_any_data_moves(cluster,
     assert not out.exists() and published_windows(out) == []
 
 
+@ON_ONE_CLUSTER
 def test_an_output_only_the_driver_sees_is_refused(cluster, words, tmp_path):
     """The driver runs in a mount namespace of its own with a private tmpfs for its output folder:
     executors (started by the workers, outside it) cannot see what the driver writes there."""
@@ -205,6 +212,7 @@ def test_an_output_only_the_driver_sees_is_refused(cluster, words, tmp_path):
     assert not list((tmp_path / "checkpoints").glob("*/meta"))
 
 
+@ON_ONE_CLUSTER
 def test_driver_killed_mid_run_then_resume_on_the_cluster(cluster, words, object_store_server,
                                                           tmp_path):
     master, _ = cluster
@@ -220,6 +228,7 @@ def test_driver_killed_mid_run_then_resume_on_the_cluster(cluster, words, object
     resume(tmp_path, input_path, out, state, 2, expected, master=master)
 
 
+@ON_ANOTHER_CLUSTER
 def test_executor_killed_mid_run_the_output_is_still_exact(cluster, words, tmp_path):
     master, directory = cluster
     input_path, expected = words
@@ -251,6 +260,7 @@ def test_executor_killed_mid_run_the_output_is_still_exact(cluster, words, tmp_p
     assert any((directory / f"worker-{i}" / "work").iterdir() for i in (1, 2))
 
 
+@ON_ANOTHER_CLUSTER
 def test_executor_killed_in_workers_mode_the_job_recovers_by_itself(cluster, tmp_path):
     """Workers mode on the cluster: the barrier stage's workers keep their tasks for the whole job;
     an executor JVM SIGKILLed mid-run takes a worker with it, and the driver starts the stage again
