@@ -83,6 +83,22 @@ def make_env(environment_type, tmp_path):
     return make
 
 
+@pytest.fixture(scope="session")
+def spark():
+    """The process's SparkSession, for DataFrame oracles, shared with gyreflow's Spark environment.
+
+    gyreflow's Spark environment starts the session first when none is running, so that it is the
+    one gyreflow would create itself (its Python workers see the driver's import path): the Spark
+    cases that run after an oracle in the same process get the session they expect, whatever the
+    order the parallel workers take the tests in.
+    """
+    from pyspark.sql import SparkSession
+
+    Environment.spark(master=SPARK_MASTER, progress=False,
+                      config=cluster_state({}, Path(tempfile.mkdtemp()))).session()
+    return SparkSession.builder.master(SPARK_MASTER).getOrCreate()
+
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -256,7 +272,7 @@ def pytest_collection_finish(session) -> None:
     each worker would then start its own Spark cluster and its own reference runs, and the groups'
     tests would race on what they share. pytest-xdist marks a grouped test by a ``@group`` suffix
     on its node id, which some pytest versions do not take (pytest-xdist issue 1386)."""
-    if not session.config.getvalue("loadgroup"):
+    if not getattr(session.config.option, "loadgroup", False):  # set on parallel workers only
         return
     lost = [item.nodeid for item in session.items
             if item.get_closest_marker("xdist_group") is not None and "@" not in item.nodeid]

@@ -10,7 +10,6 @@ import random
 from collections import Counter
 
 import pytest
-from _spark_master import SPARK_MASTER  # the master tests/conftest.py gives make_env
 from event_time_oracle import expected
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the name PySpark documents
@@ -114,11 +113,6 @@ def test_results_do_not_depend_on_batches_or_processing_windows(make_env, enviro
                         **{"runtime.batch_size": batch})
             for size, batch in shapes]
     assert all(run == runs[0] for run in runs)
-
-
-@pytest.fixture(scope="module")
-def spark() -> SparkSession:
-    return SparkSession.builder.master(SPARK_MASTER).getOrCreate()
 
 
 def dataframe_oracle(spark: SparkSession, on_time: list[dict], window: str) -> list[tuple]:

@@ -16,16 +16,13 @@ gyreflow's Spark environment.
 from __future__ import annotations
 
 import random
-import tempfile
-from pathlib import Path
 
 import pytest
-from _spark_master import SPARK_MASTER, cluster_state  # the master tests/conftest.py gives make_env
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import Window as SqlWindow
 from pyspark.sql import functions as F  # noqa: N812 - the name PySpark documents
 
-from gyreflow.api import AggregateFunction, Environment, SizeTumblingWindow
+from gyreflow.api import AggregateFunction, SizeTumblingWindow
 
 SEED = 20240607
 LINES = 3_000
@@ -59,19 +56,6 @@ def city_amounts() -> list[tuple[str, int]]:
 
 
 # --- the oracle: PySpark DataFrame queries --------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def spark() -> SparkSession:
-    """The process's SparkSession, shared with gyreflow's Spark environment.
-
-    gyreflow's Spark environment starts the session first when none is running, so that the session
-    is the one gyreflow would create itself (its Python workers see the driver's import path): tests
-    that run after this one in the same process then get the session they expect.
-    """
-    Environment.spark(master=SPARK_MASTER, progress=False,
-                      config=cluster_state({}, Path(tempfile.mkdtemp()))).session()
-    return SparkSession.builder.master(SPARK_MASTER).getOrCreate()
 
 
 def _running_totals(per_window: DataFrame, key: str, columns: list[str]) -> DataFrame:
