@@ -40,11 +40,12 @@ if ! java -version 2>&1 | grep -qE 'version "17'; then
   }
 fi
 
-step "a class-data archive for the Spark driver JVMs the tests start (once per machine)"
+step "a class-data archive for the Spark driver JVMs the tests start (once per machine, meanwhile the next steps)"
 export GYREFLOW_TEST_SPARK_DRIVER_OPTIONS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-GYREFLOW_TEST_SPARK_CLASS_ARCHIVE=$("$PYTHON" scripts/spark_class_archive.py .cache/spark-classes \
-  "$GYREFLOW_TEST_SPARK_DRIVER_OPTIONS" || true)
-export GYREFLOW_TEST_SPARK_CLASS_ARCHIVE
+archive_path=$(mktemp /tmp/gyreflow-class-archive.XXXXXX)
+"$PYTHON" scripts/spark_class_archive.py .cache/spark-classes "$GYREFLOW_TEST_SPARK_DRIVER_OPTIONS" \
+  >"$archive_path" 2>/dev/null &
+archive_maker=$!
 
 step "checking Chromium, ChromeDriver and Graphviz (the web page and explain tests)"
 missing=()
@@ -90,6 +91,12 @@ fi
 
 step "building the documentation and its API reference (mkdocs --strict)"
 PYTHON="$PYTHON" bash scripts/build-docs.sh
+
+step "waiting for the class-data archive"
+wait "$archive_maker" || true
+GYREFLOW_TEST_SPARK_CLASS_ARCHIVE=$(cat "$archive_path")
+rm -f "$archive_path"
+export GYREFLOW_TEST_SPARK_CLASS_ARCHIVE
 
 step "running the tests (parallel workers; GYREFLOW_TEST_WORKERS overrides)"
 "$PYTHON" -m pytest -q -p no:benchmark -n "${GYREFLOW_TEST_WORKERS:-3}" --dist loadgroup --durations=15 "$@"
