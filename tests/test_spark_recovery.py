@@ -59,9 +59,9 @@ ROOT = Path(__file__).resolve().parents[1]
 WORD_COUNT = ROOT / "examples" / "word_count.py"
 JOB = "word-count/word_count"
 
-LINES = 1_950  # 10 windows of 200 lines, the last one short (150 lines)
+LINES = 1_150  # 6 windows of 200 lines, the last one short (150 lines)
 WINDOW = 200
-WINDOWS = 10
+WINDOWS = 6
 KILLED = -signal.SIGKILL
 RUN_TIMEOUT = 900  # seconds for one Spark run (10-15 s on an idle machine)
 LINGER_SECONDS = 20
@@ -407,7 +407,7 @@ def test_uninterrupted_spark_run_matches_the_oracle(uninterrupted, word_input):
 ARMED = [
     pytest.param("window-finished", 3, "rocksdb", 2, 2, id="window-finished-3-rocksdb"),
     pytest.param("after-commit", 4, "postgresql", 2, 2, id="after-commit-4-postgresql"),
-    pytest.param("mid-publish", 7, "sqlite", 3, 2, id="mid-publish-7-sqlite-resume-p2"),
+    pytest.param("mid-publish", 5, "sqlite", 3, 2, id="mid-publish-5-sqlite-resume-p2"),
 ]
 
 
@@ -451,16 +451,16 @@ def test_driver_crash_point_then_resume(point, window, kind, parallelism, resume
 @REFERENCE_GROUP
 def test_timed_kill_in_a_late_window_then_resume_with_other_parallelism(
         uninterrupted, word_input, state_env, tmp_path):
-    """RocksDB: kill the driver about half a window after window 4 was published (so inside window 5
-    or 6); resume with 4 counting tasks instead of 2 (state is read back by key group, the new tasks
+    """RocksDB: kill the driver about half a window after window 3 of 6 was published (so inside
+    window 4 or 5); resume with 4 counting tasks instead of 2 (state is read back by key group, the new tasks
     merge the old layout's ranges). The resume runs on ``local[4]`` so that the four counting tasks
     run at once, as on a cluster: two of them read the same old-layout range."""
     path, expected = word_input
     out = tmp_path / "out"
     state = state_env("rocksdb")
     job = Job("crash", tmp_path, path, out, state, 2)
-    killed = job.kill_when(lambda: 4 in published_windows(out), 0.5 * uninterrupted["per_window"])
+    killed = job.kill_when(lambda: 3 in published_windows(out), 0.5 * uninterrupted["per_window"])
     status = job.wait()
     assert killed and status == KILLED, f"the run ended (status {status}) before the kill:\n{job.output()}"
-    assert 4 <= assert_visible_prefix(out, expected) < WINDOWS
+    assert 3 <= assert_visible_prefix(out, expected) < WINDOWS
     resume(tmp_path, path, out, state, 4, expected, master=spark_master(4))
