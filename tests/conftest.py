@@ -202,11 +202,13 @@ _STARTS_PROCESSES: dict[str, bool] = {}
 
 
 def _starts_processes(item) -> bool:
-    """Whether the test's module starts processes (it uses subprocess), read once per module."""
+    """Whether the test's module starts processes (it uses subprocess, or runs jobs through
+    tests/test_recovery.py's helpers), read once per module."""
     path = str(item.path)
     if path not in _STARTS_PROCESSES:
         text = item.path.read_text(encoding="utf-8")
-        _STARTS_PROCESSES[path] = "subprocess" in text or "Popen" in text
+        _STARTS_PROCESSES[path] = any(
+            name in text for name in ("subprocess", "Popen", "run_job", "kill_at"))
     return _STARTS_PROCESSES[path]
 
 
