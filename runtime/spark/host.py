@@ -174,6 +174,9 @@ class SparkHost:
         """Ship the plan once (a broadcast). The driver's store is closed: it may hold state
         databases open that the tasks open next, in other processes."""
         store.close()
+        # The session first: whether the user's modules travel by value depends on who started
+        # its JVM, and the choice stays for the life of this process.
+        self._sc = self.session_factory().sparkContext
         ship_user_modules_if_needed(is_local_master(self.config["spark.master"]))
         plan = _shippable_plan(job, graph)  # fails before any data moves
         self._writer = _DriverWriter(self.backend)
@@ -183,7 +186,6 @@ class SparkHost:
         self.rescaled = rescaled
         self.horizon = horizon
         self.cycle_ends = tuple(sorted((cycle_ends or {}).items()))
-        self._sc = self.session_factory().sparkContext
         self._shipped = self._sc.broadcast(plan)  # travels once per run, not in every closure
         self._run_id = uuid.uuid4().hex
         self._graphs = SparkGraphRunner(link, graph, _by_index)  # graph vertices: a job per step
