@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         SinkWriter,
     )
     from gyreflow.api.connectors.sources import (
+        ArrowSource,
         CollectionSource,
         FileSource,
         GeneratorSource,
@@ -88,6 +89,7 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     "AggregateFunction": "gyreflow.api.language.functions",
     "AllWindow": "gyreflow.api.language.windows",
+    "ArrowSource": "gyreflow.api.connectors.sources",
     "CheckpointMetrics": "gyreflow.api.service.listeners",
     "CollectionSource": "gyreflow.api.connectors.sources",
     "Config": "gyreflow.api.config.loading",
@@ -135,6 +137,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "AggregateFunction",
     "AllWindow",
+    "ArrowSource",
     "CheckpointMetrics",
     "CollectionSource",
     "Config",

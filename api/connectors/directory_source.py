@@ -14,6 +14,7 @@ import attrs
 
 from gyreflow.api.config.loading import ConfigError
 from gyreflow.api.connectors.file_formats import (
+    COLUMNAR_FORMATS,
     FORMATS,
     CsvOptions,
     MalformedRecordError,
@@ -21,9 +22,11 @@ from gyreflow.api.connectors.file_formats import (
     open_cursor,
 )
 from gyreflow.api.connectors.sources import GrowingInputReader, Source, SourceReader
+from gyreflow.runtime.dataflow.columns import ColumnBatch, concat
 from gyreflow.runtime.errors import DataError
 
 ORDERS = ("name", "mtime")
+COLUMN_BATCH_ROWS = 65_536  # rows a columnar source task reads at a time
 
 # What reading a file raises when it cannot be read through: a cut .gz stream raises EOFError and
 # damaged compressed data zlib.error, neither of which is an OSError.
@@ -49,7 +52,9 @@ class DirectorySource(Source):
 
     ``format``: ``"text"`` (lines, without line endings), ``"jsonl"`` (one JSON value a line),
     ``"csv"`` (dicts by the header, or ``columns``; ``types`` converts cells) or ``"parquet"``
-    (dicts; ``columns`` selects columns; row groups are read as batches).
+    (dicts; ``columns`` selects columns; row groups are read as batches). ``columnar=True`` (Parquet)
+    keeps the batches as Arrow columns (``ColumnBatch``): ``key_by("column")`` and ``count()`` then
+    work on arrays, and user functions still see each record as a dict.
 
     Each file is read exactly once across crashes and resumes: the files done and the position
     in the current one are the source task's offset, stored with every snapshot.
@@ -77,6 +82,7 @@ class DirectorySource(Source):
     types: Mapping[str, Callable[[str], object]] = attrs.field(factory=dict, converter=dict)
     dead_letters: str | None = attrs.field(
         default=None, converter=lambda p: os.path.abspath(os.fspath(p)) if p is not None else None)
+    columnar: bool = False
 
     def __attrs_post_init__(self) -> None:
         # Checked where the pipeline is built, before any data moves.
@@ -95,6 +101,10 @@ class DirectorySource(Source):
             raise ConfigError(msg)
         if self.format == "csv":
             check_delimiter("DirectorySource", self.delimiter)
+        if self.columnar and self.format not in COLUMNAR_FORMATS:
+            msg = (f"DirectorySource: columnar=True reads {', '.join(COLUMNAR_FORMATS)}, not "
+                   f"format {self.format!r}")
+            raise ConfigError(msg)
         if self.format == "parquet":
             from gyreflow.api.connectors.file_formats import require_pyarrow
 
@@ -140,6 +150,7 @@ class _DirectoryReader(GrowingInputReader):
         self.source = source
         self.task = task_index
         self.parallelism = parallelism
+        self.rows_per_batch = COLUMN_BATCH_ROWS if source.columnar else 0
         self.done: set[str] = set()
         self.current: str | None = None
         self.cursor = None
@@ -185,7 +196,7 @@ class _DirectoryReader(GrowingInputReader):
         path = os.path.join(self.source.directory, name)
         try:
             self.cursor = open_cursor(path, self.source.format, self.source.csv_options,
-                                      self.source.columns, position)
+                                      self.source.columns, position, self.source.columnar)
         except MalformedRecordError as bad:
             self.cursor = None
             self._malformed(bad)
@@ -209,13 +220,15 @@ class _DirectoryReader(GrowingInputReader):
         if not self.trimmed:  # a start from nothing: dead letters of earlier runs go
             self._trim_letters(None, None)
         out: list = []
-        while len(out) < max_records:
+        columns: list[ColumnBatch] = []  # what a columnar cursor read
+        taken = 0
+        while taken < max_records:
             if self.cursor is None and (self.current is not None or not self._next_file()):
                 break
             if self.cursor is None:
                 continue  # a file that could not be opened as its format went to dead letters
             try:
-                batch = self.cursor.read(max_records - len(out))
+                batch = self.cursor.read(max_records - taken)
             except _DAMAGED as exc:  # a damaged or cut .gz stream, a file removed under us
                 path = os.path.join(self.source.directory, self.current)
                 msg = f"input file {path}: cannot be read ({exc})"
@@ -223,11 +236,25 @@ class _DirectoryReader(GrowingInputReader):
             if not batch:
                 self._finish_file()
                 continue
+            if type(batch) is ColumnBatch:
+                columns.append(batch)
+                taken += len(batch)
+                continue
             for record in batch:
                 if isinstance(record, MalformedRecordError):
                     self._malformed(record)
                 else:
                     out.append(record)
+                    taken += 1
+        if columns:  # a columnar source: its malformed row groups went to dead letters
+            try:
+                return concat(columns)
+            except Exception as exc:  # noqa: BLE001 - pyarrow: columns of types that do not mix
+                schemas = "; ".join(sorted({str(b.data.schema).replace("\n", ", ")
+                                            for b in columns}))
+                msg = (f"input files of {self.source.directory} (up to {self.current}): columns "
+                       f"whose types do not mix in one batch ({exc}): {schemas}")
+                raise DataError(msg) from None
         return out
 
     def _malformed(self, bad: MalformedRecordError) -> None:

@@ -11,8 +11,10 @@ from collections.abc import Callable, Iterable, Mapping
 import attrs
 
 from gyreflow.api.config.loading import ConfigError
+from gyreflow.runtime.dataflow.columns import ColumnBatch
 
 FORMATS = ("text", "jsonl", "csv", "parquet")
+COLUMNAR_FORMATS = ("parquet",)  # formats read as column batches with columnar=True
 
 
 class MalformedRecordError(Exception):
@@ -323,12 +325,16 @@ _JSON_WHITESPACE = " \t\r\n"  # what JSON itself skips; other blank-looking text
 class _ParquetCursor(FileCursor):
     """Parquet: row groups are read one at a time as batches; the position is (row group, row)."""
 
-    def __init__(self, path: str, columns: tuple[str, ...] | None, position) -> None:
+    def __init__(self, path: str, columns: tuple[str, ...] | None, position,
+                 columnar: bool = False) -> None:
         pq = require_pyarrow("a Parquet source")
         self.path = path
+        self.columnar = columnar  # batches as column batches (ColumnBatch), not lists of dicts
         self.columns = list(columns) if columns is not None else None
         try:
             self.file = pq.ParquetFile(path)
+            if columnar:  # text columns as dictionaries: counted and routed by their codes
+                self.file = pq.ParquetFile(path, read_dictionary=_text_columns(self.file))
         except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a bad file
             raise MalformedRecordError("file footer", f"not a Parquet file ({exc})") from None
         self.position = position if position is not None else (0, 0)
@@ -350,7 +356,8 @@ class _ParquetCursor(FileCursor):
             try:
                 # Values Python cannot hold exactly (nanoseconds in a timestamp) are refused here,
                 # with the row group, rather than rounded.
-                self._group = self.file.read_row_group(group, columns=self.columns).to_pylist()
+                table = self.file.read_row_group(group, columns=self.columns)
+                self._group = ColumnBatch.of(table) if self.columnar else table.to_pylist()
             except Exception as exc:  # noqa: BLE001
                 self.position = (group + 1, 0)
                 return [MalformedRecordError(f"row group {group}", f"cannot be read ({exc})")]
@@ -370,10 +377,22 @@ class _ParquetCursor(FileCursor):
             close()
 
 
-def open_cursor(path: str, fmt: str, csv_options: CsvOptions, columns, position) -> FileCursor:
-    """A cursor over ``path`` in format ``fmt`` from ``position`` (None: the start)."""
+def _text_columns(file) -> list[str]:
+    """The string and binary columns of a Parquet file (read as dictionary arrays: most such
+    columns repeat their values, and the file often stores them as dictionaries already)."""
+    import pyarrow as pa
+
+    kinds = (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary,
+             pa.types.is_large_binary)
+    return [field.name for field in file.schema_arrow if any(kind(field.type) for kind in kinds)]
+
+
+def open_cursor(path: str, fmt: str, csv_options: CsvOptions, columns, position,
+                columnar: bool = False) -> FileCursor:
+    """A cursor over ``path`` in format ``fmt`` from ``position`` (None: the start); ``columnar``
+    reads column batches (Parquet only)."""
     if fmt == "parquet":
-        return _ParquetCursor(path, columns, position)
+        return _ParquetCursor(path, columns, position, columnar)
     return _LineCursor(path, fmt, csv_options, position)
 
 

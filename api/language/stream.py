@@ -8,6 +8,7 @@ import attrs
 
 from gyreflow.plan import operators as specs
 from gyreflow.plan.graph import Partitioning, PipelineEdge, PipelineGraph, PipelineVertex
+from gyreflow.runtime.dataflow.columns import Column
 from gyreflow.runtime.errors import KeyRequiredError
 
 
@@ -126,11 +127,17 @@ class Stream:
         """Keep the records for which ``fn(record)`` is true."""
         return self._then(specs.FilterSpec(_callable(fn, "filter")))
 
-    def key_by(self, key_fn: Callable | None = None) -> KeyedStream:
+    def key_by(self, key_fn: Callable | str | None = None) -> KeyedStream:
         """Partition by ``key_fn(record)`` (the record itself when omitted): records with equal keys
-        meet in the same task."""
+        meet in the same task.
+
+        A column name (``key_by("word")``) keys a record by its value in that column: column
+        batches (``ArrowSource``, ``DirectorySource(format="parquet", columnar=True)``) are then
+        routed, and counted by ``count()``, as arrays; a row (a dict) by ``row["word"]``."""
         if key_fn is None:
             return KeyedStream(self.builder, self.node, specs.identity)
+        if isinstance(key_fn, str):
+            return KeyedStream(self.builder, self.node, Column(key_fn))
         return KeyedStream(self.builder, self.node, _callable(key_fn, "key_by"))
 
     def with_timestamps(self, timestamp: Callable, max_delay: float = 0.0,

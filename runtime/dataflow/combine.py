@@ -26,6 +26,7 @@ from collections.abc import Callable
 
 from gyreflow.plan import operators as specs
 from gyreflow.plan.graph import Partitioning
+from gyreflow.runtime.dataflow.columns import Column, ColumnBatch, PendingCounts, rows_of
 from gyreflow.runtime.dataflow.emitter import EmitterService, KeyGroupLoad, OutputEdge, _by_key
 from gyreflow.runtime.dataflow.operators import (
     AggregateOperator,
@@ -134,6 +135,7 @@ class CountCombiner:
         self.key_fn = None if key_fn is specs.identity else key_fn
         self.max_parallelism = max_parallelism
         self.counts: Counter = Counter()
+        self.pending = PendingCounts()  # key columns of column batches, counted at the barrier
         self.groups: dict = {}  # key -> key group
         self.owners = owner_table(len(delivers), max_parallelism, assignment)
         self.target = target
@@ -144,7 +146,11 @@ class CountCombiner:
     def route(self, batch: list) -> None:
         """Count ``batch``; a failing key function or an unhashable key raises the routing error."""
         try:
-            self.counts.update(batch if self.key_fn is None else map(self.key_fn, batch))
+            if type(batch) is ColumnBatch and isinstance(self.key_fn, Column):
+                self.pending.add(batch, self.key_fn, self.counts)
+            else:
+                batch = rows_of(batch)
+                self.counts.update(batch if self.key_fn is None else map(self.key_fn, batch))
         except Exception:
             self.exact(batch)  # raises the RecordError of the plain route, naming the record
             raise
@@ -153,13 +159,14 @@ class CountCombiner:
         """Wrap one target's deliver: a barrier or end of input first flushes the window's counts."""
 
         def send(message) -> None:
-            if type(message) is not list:
+            if type(message) is not list and type(message) is not ColumnBatch:
                 self.flush()
             deliver(message)
 
         return send
 
     def flush(self) -> None:
+        self.pending.fold(self.counts)
         counts, self.counts = self.counts, Counter()
         if not counts:
             return
@@ -201,8 +208,8 @@ class AggregateCombiner:
         self.records = 0
 
     def __call__(self, message) -> None:
-        if type(message) is list:
-            self._add(message)
+        if type(message) is list or type(message) is ColumnBatch:
+            self._add(rows_of(message))
             return
         partial, self.partial = self.partial, {}
         if partial:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from gyreflow.plan.graph import Partitioning
 from gyreflow.plan.operators import identity
 from gyreflow.runtime.dataflow.channels import END_OF_INPUT, Barrier
+from gyreflow.runtime.dataflow.columns import Column, ColumnBatch, encode_keys
 from gyreflow.runtime.dataflow.event_time import Watermark
 from gyreflow.runtime.errors import RecordError
 from gyreflow.state.keys.keygroups import key_group_of, owner_table
@@ -84,8 +85,15 @@ def _by_key(delivers: list[Deliver], key_fn: Callable, max_parallelism: int, ope
 
     if key_fn is identity:
         key_fn = None
+    by_column = _by_column(delivers, key_fn, group_of, groups, owners, operator, load) \
+        if isinstance(key_fn, Column) else None
 
     def route(batch: list) -> None:
+        if type(batch) is ColumnBatch:
+            if by_column is not None:
+                by_column(batch)
+                return
+            batch = batch.rows()
         if len(batch) == 1 and type(batch[0]) is Watermark:  # time, not a record: to every task
             for deliver in delivers:
                 deliver(batch)
@@ -129,6 +137,51 @@ def _by_key(delivers: list[Deliver], key_fn: Callable, max_parallelism: int, ope
         for deliver, part in zip(delivers, parts, strict=True):
             if part:
                 deliver(part)
+
+    return route
+
+
+def _by_column(delivers: list[Deliver], column: Column, group_of: Callable, groups: dict,
+               owners: list[int], operator: str, load: KeyGroupLoad):
+    """Route a column batch by the values of one column: the distinct values are looked up once
+    each, and every target task gets the rows of its key groups as one column batch."""
+    import numpy as np
+
+    parallelism = len(delivers)
+
+    def route(batch: ColumnBatch) -> None:
+        key = None
+        try:
+            values, indices = encode_keys(batch, column)
+            value_groups = []
+            for key in values:
+                try:
+                    value_groups.append(groups[key])
+                except KeyError:
+                    value_groups.append(group_of(key))
+        except Exception as exc:
+            raise RecordError(f"key_by of {operator}", key if key is not None else batch[0],
+                              exc) from exc
+        value_groups = np.asarray(value_groups, dtype=np.int64)
+        counting = load.batches % SAMPLE_EVERY == 0
+        load.batches += 1
+        load.total += len(batch)
+        if counting:
+            loads = load.groups
+            for group, n in zip(value_groups.tolist(),
+                                np.bincount(indices, minlength=len(values)).tolist(), strict=True):
+                loads[group] += n
+            load.counted += len(batch)
+        row_tasks = np.asarray(owners, dtype=np.int64)[value_groups][indices]
+        if parallelism == 1:
+            delivers[0](batch)
+            return
+        for task in range(parallelism):
+            rows = np.flatnonzero(row_tasks == task)
+            if len(rows) == len(batch):
+                delivers[task](batch)
+            elif len(rows):
+                delivers[task](batch.take(rows))
 
     return route
 

@@ -6,6 +6,7 @@ from collections import deque
 from collections.abc import Callable
 
 from gyreflow.runtime.dataflow.channels import Barrier, EndOfInput
+from gyreflow.runtime.dataflow.columns import ColumnBatch
 
 
 class Worker:
@@ -37,7 +38,7 @@ class Worker:
         self._advance()
 
     def _handle(self, channel: int, message: object) -> None:
-        if type(message) is list:
+        if type(message) is list or type(message) is ColumnBatch:
             self.process(self.ordinals[channel], message)
         elif isinstance(message, Barrier):
             if self.barrier_window is None:

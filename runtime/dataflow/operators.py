@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from gyreflow.plan import operators as specs
+from gyreflow.runtime.dataflow.columns import Column, ColumnBatch, PendingCounts
 from gyreflow.runtime.errors import DataError, RecordError, locate_failure
 
 _MISSING = object()
@@ -37,9 +38,16 @@ def _discard(batch: list) -> None:
 
 
 class Operator:
-    """Base of running operators: ``process`` a batch, ``finish`` a window, ``close`` at the end."""
+    """Base of running operators: ``process`` a batch, ``finish`` a window, ``close`` at the end.
+
+    An operator that works on column batches says so with ``takes_columns`` (the others get a
+    column batch as rows, converted once before them); one that may pass a column batch on as it
+    is says ``emits_columns``.
+    """
 
     emits_on_finish = False
+    takes_columns = False
+    emits_columns = False
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -237,14 +245,25 @@ class CountOperator(Operator):
         super().__init__(name)
         self.key_fn = None if key_fn is specs.identity else key_fn
         self.partial: Counter = Counter()
+        self.pending = PendingCounts()  # key columns of column batches, counted at the window's end
 
     def open(self, ctx) -> None:
         super().open(ctx)
         self.table = ctx.state.table(self.name)
 
+    takes_columns = True
+
     def process(self, batch: list) -> None:
         self.records_in += len(batch)
         key_fn = self.key_fn
+        if type(batch) is ColumnBatch:
+            if isinstance(key_fn, Column):
+                try:
+                    self.pending.add(batch, key_fn, self.partial)
+                except KeyError as exc:
+                    raise RecordError(self.name, batch[0], exc) from exc
+                return
+            batch = batch.rows()  # keyed by a function: it takes rows
         try:
             self.partial.update(batch if key_fn is None else map(key_fn, batch))
         except Exception as exc:
@@ -252,6 +271,7 @@ class CountOperator(Operator):
                                  exc) from exc
 
     def finish(self, window: int) -> None:
+        self.pending.fold(self.partial)
         partial, self.partial = self.partial, Counter()
         if not partial:
             return
@@ -266,6 +286,9 @@ class CountOperator(Operator):
 
 
 class UnionOperator(Operator):
+    takes_columns = True
+    emits_columns = True
+
     def process(self, batch: list) -> None:
         self.records_in += len(batch)
         self._emit(batch)

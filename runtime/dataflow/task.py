@@ -11,6 +11,7 @@ import attrs
 
 from gyreflow.plan.execution import ExecutionTask, ExecutionVertex
 from gyreflow.runtime.control import TaskSample
+from gyreflow.runtime.dataflow.columns import ColumnBatch, rows_into
 from gyreflow.runtime.dataflow.combine import accept_combined
 from gyreflow.runtime.dataflow.emitter import EmitterService
 from gyreflow.runtime.dataflow.fetch import FetchService, Worker
@@ -79,6 +80,8 @@ class Task:
         self.collectors: list[CollectOperator] = []
         self.ctx: OperatorContext | None = None
         self.head: Operator | None = None
+        self.head_takes_columns = False
+        self.read_size = batch_size  # records a source task reads at a time
         self.combined_input = False  # the head takes pre-combined messages (set by the host)
         self.source_reader = None
         self.window_spec = None
@@ -113,6 +116,9 @@ class Task:
             self.window_spec = source_spec.window
             self.source_reader = source_spec.source.create_reader(
                 self.spec.index, self.spec.parallelism)
+            # A columnar reader reads larger batches: its per-batch work is per array, not per row.
+            self.read_size = max(self.batch_size,
+                                 getattr(self.source_reader, "rows_per_batch", 0) or 0)
             chain = chain[1:]
         self.operators = [build_operator(v.name, v.spec) for v in chain]
         self.collectors = [op for op in self.operators if isinstance(op, CollectOperator)]
@@ -120,9 +126,13 @@ class Task:
         steps = fuse(self.operators)  # consecutive stateless operators run as one comprehension
         for upstream, downstream in zip(steps, steps[1:], strict=False):
             upstream.out = downstream.process
+            if getattr(upstream, "emits_columns", False) and not getattr(downstream, "takes_columns", False):
+                upstream.out = rows_into(downstream.process)
         if steps:
             steps[-1].out = self.emitter.emit
             self.head = steps[0]
+        # A column batch reaches an operator that works on rows as rows (converted once, here).
+        self.head_takes_columns = bool(steps) and getattr(steps[0], "takes_columns", False)
         for op in self.operators:
             op.open(self.ctx)
         if self.combined_input:  # upstream tasks fold records before they cross (combine.py)
@@ -196,7 +206,7 @@ class Task:
             self.window_started = self.clock()
             self.reading = _WindowRead.start(window, checkpoint, self.window_spec, self.clock)
         read = self.reading
-        budget = read.budget(self.batch_size)
+        budget = read.budget(self.read_size)
         live = getattr(self.source_reader, "live", False)
         batch = self._poll(budget, read) if live else self._take(budget)
         if read.count == 0:
@@ -205,6 +215,8 @@ class Task:
             read.count += len(batch)
             self.source_records += len(batch)
             if self.head is not None:
+                if type(batch) is ColumnBatch and not self.head_takes_columns:
+                    batch = batch.rows()
                 self.head.process(batch)
             else:
                 self.emitter.emit(batch)
@@ -263,6 +275,8 @@ class Task:
             self._apply_controls()
         head = self.head
         if head is not None:
+            if type(batch) is ColumnBatch and not self.head_takes_columns:
+                batch = batch.rows()
             head.process_input(ordinal, batch)
         else:
             self.emitter.emit(batch)

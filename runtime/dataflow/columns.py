@@ -1,0 +1,273 @@
+"""Columnar batches: a batch of records as Arrow columns, kept columnar through gyreflow's own operators.
+
+A source that yields columns (``ArrowSource``, ``DirectorySource(format="parquet", columnar=True)``)
+emits ``ColumnBatch`` objects instead of lists of records. The operators gyreflow defines on columns
+(``key_by(column)`` routing, ``count()``) work on the arrays; every other operator, and every user
+function, sees the batch as rows (one ``dict`` per record, as the row readers give them), converted
+once, where the first such operator takes it (``rows_into``). Between processes a column batch
+travels as one Arrow IPC stream, not one pickle per record.
+
+pyarrow is imported when a column batch is first built, so that jobs without columns do not pay for
+it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+
+
+def _pyarrow():
+    import pyarrow
+
+    return pyarrow
+
+
+class ColumnBatch:
+    """Records as one Arrow record batch; ``len`` is its number of rows.
+
+    >>> import pyarrow as pa
+    >>> batch = ColumnBatch(pa.record_batch({"word": ["a", "b"], "n": [1, 2]}))
+    >>> len(batch), batch.rows()
+    (2, [{'word': 'a', 'n': 1}, {'word': 'b', 'n': 2}])
+    """
+
+    __slots__ = ("data",)
+
+    def __init__(self, data) -> None:
+        self.data = data  # a pyarrow.RecordBatch
+
+    @classmethod
+    def of(cls, data) -> ColumnBatch:
+        """A column batch of a ``pyarrow.RecordBatch`` or ``pyarrow.Table`` (its chunks joined)."""
+        pa = _pyarrow()
+        if isinstance(data, pa.Table):
+            data = data.combine_chunks().to_batches()
+            data = data[0] if data else None
+        if data is None:
+            return cls(pa.record_batch({}))
+        if not isinstance(data, pa.RecordBatch):
+            msg = f"a column batch holds a pyarrow RecordBatch or Table, not {type(data).__name__}"
+            raise TypeError(msg)
+        return cls(data)
+
+    def __len__(self) -> int:
+        return self.data.num_rows
+
+    def __bool__(self) -> bool:
+        return self.data.num_rows > 0
+
+    def rows(self) -> list[dict]:
+        """The records as dicts, column name -> value."""
+        return self.data.to_pylist()
+
+    def __iter__(self):
+        return iter(self.rows())
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if step != 1:
+                return self.rows()[index]
+            return ColumnBatch(self.data.slice(start, max(0, stop - start)))
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self.data.slice(index, 1).to_pylist()[0]
+
+    def column(self, name: str):
+        """The Arrow array of column ``name``; a KeyError names the columns there are."""
+        index = self.data.schema.get_field_index(name)
+        if index < 0:
+            msg = f"no column {name!r} in a batch with columns {self.data.schema.names}"
+            raise KeyError(msg)
+        return self.data.column(index)
+
+    def take(self, indices) -> ColumnBatch:
+        """The rows at ``indices`` (an integer array), in that order."""
+        return ColumnBatch(self.data.take(indices))
+
+    def extend(self, more) -> None:
+        """Append the rows of ``more`` (a column batch, or an empty list at the end of input)."""
+        if not more:
+            return
+        if not isinstance(more, ColumnBatch):
+            msg = f"cannot append {type(more).__name__} records to a column batch"
+            raise TypeError(msg)
+        self.data = concat([self, more]).data
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, ColumnBatch) and self.data.equals(other.data)
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"ColumnBatch({len(self)} rows: {', '.join(self.data.schema.names)})"
+
+    def __reduce__(self):
+        return (_from_ipc, (to_ipc(self),))
+
+
+def to_ipc(batch: ColumnBatch) -> bytes:
+    """``batch`` as one Arrow IPC stream (what crosses a process boundary)."""
+    pa = _pyarrow()
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.data.schema) as writer:
+        writer.write_batch(batch.data)
+    return sink.getvalue().to_pybytes()
+
+
+def _from_ipc(data: bytes) -> ColumnBatch:
+    pa = _pyarrow()
+    with pa.ipc.open_stream(data) as reader:
+        batches = list(reader)
+        schema = reader.schema
+    if not batches:
+        return ColumnBatch(pa.RecordBatch.from_pylist([], schema=schema))
+    return ColumnBatch(batches[0] if len(batches) == 1 else
+                       pa.Table.from_batches(batches).combine_chunks().to_batches()[0])
+
+
+def concat(batches: list[ColumnBatch]) -> ColumnBatch:
+    """One batch of the rows of ``batches`` in order; columns that differ in type are promoted
+    (an integer column and a float one become float), a column missing from a batch is null there."""
+    pa = _pyarrow()
+    tables = [pa.Table.from_batches([b.data]) for b in batches if len(b)]
+    if not tables:
+        return batches[0] if batches else ColumnBatch(pa.record_batch({}))
+    if len(tables) == 1:
+        return ColumnBatch(tables[0].to_batches()[0])
+    table = pa.concat_tables(tables, promote_options="permissive").combine_chunks()
+    return ColumnBatch(table.to_batches()[0])
+
+
+def join_batches(first, more):
+    """``first`` followed by ``more``: two lists, or two column batches (or one of them empty)."""
+    if not more:
+        return first
+    if not first:
+        return more
+    if type(first) is ColumnBatch or type(more) is ColumnBatch:
+        if type(first) is not ColumnBatch or type(more) is not ColumnBatch:
+            msg = "a source gave column batches and lists of records in one window"
+            raise TypeError(msg)
+        return concat([first, more])
+    return first + more
+
+
+def as_record_batch(value):
+    """``value`` as one ``pyarrow.RecordBatch``: a RecordBatch, a Table, or a mapping of column
+    name -> sequence or numpy array."""
+    pa = _pyarrow()
+    if isinstance(value, pa.RecordBatch):
+        return value
+    if isinstance(value, pa.Table):
+        return ColumnBatch.of(value).data
+    if isinstance(value, dict):
+        return pa.record_batch(value)
+    msg = ("a columnar source yields pyarrow RecordBatches, Tables or dicts of column name -> "
+           f"array, not {type(value).__name__}")
+    raise TypeError(msg)
+
+
+def rows_of(batch):
+    """``batch`` as a list of records: a column batch as dicts, a list as it is."""
+    return batch.rows() if type(batch) is ColumnBatch else batch
+
+
+@attrs.frozen
+class Column:
+    """The key function of ``key_by("name")``: a record's value in column ``name``.
+
+    On a column batch the routing and ``count()`` read the column as an array; on a row (a dict,
+    as column batches and the CSV, JSON-lines and Parquet readers give them) it is ``row[name]``.
+
+    >>> Column("word")({"word": "a", "n": 1})
+    'a'
+    """
+
+    name: str
+
+    def __call__(self, record):
+        try:
+            return record[self.name]
+        except (KeyError, IndexError, TypeError) as exc:
+            msg = f"key_by({self.name!r}): the record has no column {self.name!r}"
+            raise KeyError(msg) from exc
+
+
+def encode_keys(batch: ColumnBatch, key: Column) -> tuple[list, object]:
+    """The distinct values of column ``key`` in ``batch`` (Python values, as the row path sees them;
+    a null is None) and, per row, the index of its value among them (a numpy array): what keyed
+    routing and counting work from."""
+    import numpy as np
+
+    array = batch.column(key.name)
+    pa = _pyarrow()
+    if pa.types.is_dictionary(array.type):  # only the codes this batch uses, once each
+        import pyarrow.compute as pc
+
+        codes = array.indices
+        codes = np.asarray(pc.fill_null(codes, -1) if codes.null_count else codes)
+        used, inverse = np.unique(codes, return_inverse=True)
+        keys = array.dictionary.take(pa.array(used[used >= 0])).to_pylist()
+        if len(used) and used[0] < 0:  # nulls: the code -1 sorts first
+            keys.insert(0, None)
+        return keys, inverse
+    encoded = array.dictionary_encode()
+    keys = encoded.dictionary.to_pylist()
+    indices = encoded.indices
+    if indices.null_count:  # a null key is a key like any other (None), as in the row path
+        import pyarrow.compute as pc
+
+        keys.append(None)
+        indices = pc.fill_null(indices, len(keys) - 1)
+    return keys, np.asarray(indices)
+
+
+class PendingCounts:
+    """Key columns of column batches waiting to be counted: counted together, in C, when the window
+    ends (or every ``FOLD_ROWS`` rows), so the Python work per window is per distinct key, not per
+    batch and key."""
+
+    FOLD_ROWS = 1 << 22
+
+    __slots__ = ("arrays", "rows")
+
+    def __init__(self) -> None:
+        self.arrays: list = []
+        self.rows = 0
+
+    def add(self, batch: ColumnBatch, key: Column, into: dict) -> None:
+        """Take the key column of ``batch`` (a KeyError names the columns there are)."""
+        array = batch.column(key.name)
+        if self.arrays and array.type != self.arrays[0].type:
+            self.fold(into)  # a later batch of another type (int, then float): counted apart
+        self.arrays.append(array)
+        self.rows += len(array)
+        if self.rows >= self.FOLD_ROWS:
+            self.fold(into)
+
+    def fold(self, into: dict) -> None:
+        """Add the counts of the columns taken so far into ``into`` (key -> count)."""
+        if not self.arrays:
+            return
+        pa = _pyarrow()
+        counted = pa.chunked_array(self.arrays).value_counts()
+        self.arrays, self.rows = [], 0
+        values = counted.field("values").to_pylist()
+        counts = counted.field("counts").to_pylist()
+        get = into.get
+        for value, n in zip(values, counts, strict=True):
+            into[value] = get(value, 0) + n
+
+
+def rows_into(process: Callable) -> Callable:
+    """``process`` behind a conversion: a column batch reaches it as a list of dicts, once."""
+
+    def take(batch) -> None:
+        process(batch.rows() if type(batch) is ColumnBatch else batch)
+
+    return take

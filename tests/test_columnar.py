@@ -1,0 +1,294 @@
+"""Columnar batches (runtime/dataflow/columns.py): Arrow record batches from ``ArrowSource`` and
+``DirectorySource(format="parquet", columnar=True)`` stay columnar through ``key_by("column")``
+routing and ``count()``, and user functions see dicts.
+
+Oracles: ``collections.Counter`` and plain-Python loops over the rows as written; on every
+environment (in-process, worker processes, Spark). Property tests: column batches survive a
+process boundary (pickle, as Arrow IPC) with every type, nulls, empty and huge strings; counting a
+column equals a Counter of its values whatever the batches; a reader read in random sizes and
+resumed from any offset gives every row once.
+"""
+
+from __future__ import annotations
+
+import pickle
+import random
+from collections import Counter
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gyreflow.api import AllWindow, ArrowSource, DirectorySource, SizeTumblingWindow, UserFunctionError
+from gyreflow.plan.graph import Partitioning
+from gyreflow.runtime.dataflow.columns import Column, ColumnBatch, PendingCounts, concat
+from gyreflow.runtime.dataflow.emitter import EmitterService, KeyGroupLoad, OutputEdge
+from gyreflow.state.keys.keygroups import key_group_of, task_of_key_group
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+VOCABULARY = ["a", "b", "café", "", "x" * 300, None, "Ärger", "w0"]
+
+
+def make_words(count: int, seed: int = 7) -> list:
+    rng = random.Random(seed)
+    return [rng.choice(VOCABULARY) for _ in range(count)]
+
+
+def cumulative_by_window(words: list, window: int) -> dict[int, dict]:
+    """Window w -> the count over windows 1..w of every word seen in window w (a Counter loop)."""
+    totals: Counter = Counter()
+    expected = {}
+    for w, start in enumerate(range(0, len(words), window), start=1):
+        chunk = words[start:start + window]
+        totals.update(chunk)
+        expected[w] = {word: totals[word] for word in set(chunk)}
+    return expected
+
+
+def final_counts(records: list[tuple]) -> dict:
+    last: dict = {}
+    for key, count in records:
+        last[key] = count
+    return last
+
+
+# Pipelines on every environment ---------------------------------------------------------------
+
+
+def test_a_column_count_per_window_equals_a_counter(make_env):
+    words = make_words(1_000)
+    table = pa.table({"word": words, "n": list(range(len(words)))})
+    pipeline = make_env(1).pipeline("columns")
+
+    @pipeline.task
+    def count(ctx):
+        ctx.source(ArrowSource(table, rows_per_batch=97), SizeTumblingWindow(250)) \
+            .key_by("word").count().collect("counts")
+
+    result = pipeline.execute()["count"]
+    assert {w: dict(records) for w, records in result.by_window("counts").items()} == \
+        cumulative_by_window(words, 250)
+
+
+def test_batches_of_a_generator_are_routed_by_column_to_parallel_counts(make_env):
+    words = make_words(3_000, seed=11)
+
+    def batches(task_index, parallelism):  # each source task its own share, in batches of 101
+        share = words[task_index::parallelism]
+        for start in range(0, len(share), 101):
+            yield {"word": share[start:start + 101]}
+
+    pipeline = make_env(2).pipeline("routed")
+
+    @pipeline.task
+    def count(ctx):
+        ctx.source(ArrowSource(batches)).key_by("word").count().with_parallelism(3) \
+            .collect("counts")
+
+    assert final_counts(pipeline.execute()["count"].output("counts")) == Counter(words)
+
+
+def test_user_functions_see_each_record_as_a_dict(make_env):
+    table = pa.table({"word": ["a", "bb", None, "ccc"], "n": [1, 2, 3, 4]})
+    pipeline = make_env(2).pipeline("rows")
+
+    @pipeline.task
+    def rows(ctx):
+        source = ctx.source(ArrowSource(table))
+        source.filter(lambda r: r["word"] is not None).map(lambda r: (r["word"], r["n"] * 10)) \
+            .collect("mapped")
+        source.key_by(lambda r: r["n"] % 2).count().collect("by_parity")
+
+    result = pipeline.execute()["rows"]
+    assert sorted(result.output("mapped")) == [("a", 10), ("bb", 20), ("ccc", 40)]
+    assert final_counts(result.output("by_parity")) == {0: 2, 1: 2}
+
+
+def test_columns_and_rows_meet_in_a_union(make_env):
+    columns = make_words(400, seed=3)
+    rows = [{"word": w} for w in make_words(300, seed=4)]
+    pipeline = make_env(2).pipeline("union")
+
+    @pipeline.task
+    def both(ctx):
+        merged = ctx.source(ArrowSource(pa.table({"word": columns}))).union(ctx.source(rows))
+        merged.key_by("word").count().collect("counts")
+        merged.map(lambda r: r["word"]).collect("words")
+
+    result = pipeline.execute()["both"]
+    everything = columns + [r["word"] for r in rows]
+    assert final_counts(result.output("counts")) == Counter(everything)
+    assert Counter(result.output("words")) == Counter(everything)
+
+
+def test_a_columnar_parquet_directory_counts_what_was_written(make_env, tmp_path):
+    folder = tmp_path / "words"
+    folder.mkdir()
+    written = []
+    for index, size in enumerate((500, 0, 333, 1)):  # an empty file and a one-row file too
+        words = make_words(size, seed=index)
+        written += words
+        pq.write_table(pa.table({"word": pa.array(words, pa.string()), "i": list(range(size))}),
+                       folder / f"part-{index}.parquet", row_group_size=64)
+    pipeline = make_env(1).pipeline("parquet")
+
+    @pipeline.task
+    def count(ctx):
+        source = ctx.source(DirectorySource(folder, "*.parquet", format="parquet", columnar=True),
+                            SizeTumblingWindow(200))
+        source.key_by("word").count().collect("counts")
+        source.map(lambda r: r["i"]).collect("rows")
+
+    result = pipeline.execute()["count"]
+    assert {w: dict(r) for w, r in result.by_window("counts").items()} == \
+        cumulative_by_window(written, 200)
+    assert len(result.output("rows")) == len(written)
+
+
+def test_a_whole_input_window_counts_on_every_environment(make_env):
+    # One AllWindow: on Spark a batch job, which runs in rounds mode (each window a Spark job).
+    words = make_words(2_000, seed=5)
+    pipeline = make_env(2).pipeline("batch")
+
+    @pipeline.task
+    def count(ctx):
+        ctx.source(ArrowSource(pa.table({"word": words})), AllWindow()).key_by("word").count() \
+            .collect("counts")
+
+    assert dict(pipeline.execute()["count"].output("counts")) == Counter(words)
+
+
+def test_a_missing_key_column_names_the_operator_and_the_column(make_env):
+    pipeline = make_env(1).pipeline("missing")
+
+    @pipeline.task
+    def count(ctx):
+        ctx.source(ArrowSource(pa.table({"word": ["a"]}))).key_by("wrod").count() \
+            .with_name("tally").collect("counts")
+
+    with pytest.raises(UserFunctionError) as raised:
+        pipeline.execute()
+    text = str(raised.value)
+    assert "'wrod'" in text and "word" in text, text
+
+
+def test_a_columnar_source_of_another_format_is_refused_before_any_data_moves(tmp_path):
+    from gyreflow.api import ConfigError
+
+    with pytest.raises(ConfigError, match="columnar=True reads parquet, not format 'csv'"):
+        DirectorySource(tmp_path, format="csv", columnar=True)
+
+
+# Parts, against plain loops ---------------------------------------------------------------------
+
+@st.composite
+def record_batches(draw):
+    size = draw(st.integers(0, 40))
+    kinds = {
+        "text": st.one_of(st.none(), st.text(max_size=30)),
+        "big": st.sampled_from(["", "é\r\n" * 3_000, "x" * 100_000, '"quoted",\n']),
+        "int": st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1)),
+        "float": st.one_of(st.none(), st.floats(allow_nan=False)),
+        "bool": st.one_of(st.none(), st.booleans()),
+        "bytes": st.one_of(st.none(), st.binary(max_size=30)),
+    }
+    data = {name: draw(st.lists(kind, min_size=size, max_size=size)) for name, kind in kinds.items()}
+    schema = pa.schema([("text", pa.string()), ("big", pa.string()), ("int", pa.int64()),
+                        ("float", pa.float64()), ("bool", pa.bool_()), ("bytes", pa.binary())])
+    return pa.RecordBatch.from_pydict(data, schema=schema), data
+
+
+@settings(max_examples=60)
+@given(record_batches())
+def test_a_column_batch_crosses_a_process_boundary_unchanged(drawn):
+    batch, data = drawn
+    crossed = pickle.loads(pickle.dumps(ColumnBatch(batch), protocol=5))
+    assert crossed.data.schema == batch.schema
+    rows = [dict(zip(data, values, strict=True)) for values in zip(*data.values(), strict=True)]
+    assert crossed.rows() == rows
+
+
+@settings(max_examples=60)
+@given(st.lists(st.lists(st.one_of(st.none(), st.sampled_from(VOCABULARY), st.text(max_size=3)),
+                         max_size=50), max_size=8))
+def test_counting_a_column_equals_a_counter_whatever_the_batches(chunks):
+    counts: dict = {}
+    pending = PendingCounts()
+    for chunk in chunks:
+        pending.add(ColumnBatch(pa.record_batch({"w": pa.array(chunk, pa.string())})),
+                    Column("w"), counts)
+    pending.fold(counts)
+    assert counts == Counter(w for chunk in chunks for w in chunk)
+
+
+@settings(max_examples=60)
+@given(st.lists(st.one_of(st.none(), st.integers(-5, 5)), max_size=120), st.integers(1, 4),
+       st.sampled_from(["plain", "dictionary", "dictionary slice"]))
+def test_routing_by_column_sends_each_row_to_its_key_groups_task(keys, parallelism, encoding):
+    received: list[list] = [[] for _ in range(parallelism)]
+    edge = OutputEdge(Partitioning.KEY, [received[t].append for t in range(parallelism)],
+                      Column("k"), "count")
+    emitter = EmitterService([edge], 128)
+    column = pa.array(keys, pa.int64())
+    if encoding != "plain":  # as a columnar Parquet source reads text: codes into a dictionary
+        column = column.dictionary_encode()
+    batch = ColumnBatch(pa.record_batch({"k": column, "i": list(range(len(keys)))}))
+    if encoding == "dictionary slice":  # a slice uses only some of its dictionary's values
+        keys = keys[len(keys) // 3:]
+        batch = batch[len(batch) // 3:]
+        batch = ColumnBatch(batch.data.set_column(1, "i", pa.array(range(len(keys)), pa.int64())))
+    emitter.emit(batch)
+    for task, messages in enumerate(received):
+        for message in messages:
+            assert type(message) is ColumnBatch
+        rows = [row for message in messages for row in message.rows()]
+        expected = [{"k": k, "i": i} for i, k in enumerate(keys)
+                    if task_of_key_group(key_group_of(k, 128), parallelism, 128) == task]
+        assert rows == expected  # a task's rows keep the order they came in
+    if parallelism > 1:  # one target task: the batch goes as it is, uncounted
+        load = emitter.loads["count"]
+        assert isinstance(load, KeyGroupLoad) and load.total == len(keys)
+
+
+@settings(max_examples=40)
+@given(st.lists(st.integers(0, 30), min_size=1, max_size=6), st.lists(st.integers(1, 50),
+                                                                        min_size=1, max_size=20),
+       st.data())
+def test_an_arrow_reader_read_in_any_sizes_and_resumed_anywhere_gives_every_row_once(
+        sizes, reads, data):
+    rows = list(range(sum(sizes)))
+    chunks, start = [], 0
+    for size in sizes:
+        chunks.append({"n": rows[start:start + size]})
+        start += size
+    reader = ArrowSource(lambda: iter(chunks), rows_per_batch=7).create_reader(0, 1)
+    got: list = []
+    stop_at = data.draw(st.integers(0, len(reads)))
+    for count in reads[:stop_at]:
+        batch = reader.read(count)
+        assert len(batch) <= count
+        got += [r["n"] for r in (batch.rows() if batch else [])]
+    resumed = ArrowSource(lambda: iter(chunks)).create_reader(0, 1)
+    resumed.seek(reader.offset())
+    while batch := resumed.read(13):
+        got += [r["n"] for r in batch.rows()]
+    assert got == rows
+
+
+def test_batches_whose_columns_differ_in_type_are_joined_with_promotion():
+    joined = concat([ColumnBatch(pa.record_batch({"n": [1, 2]})),
+                     ColumnBatch(pa.record_batch({"n": [0.5]})),
+                     ColumnBatch(pa.record_batch({"n": [3], "extra": ["x"]}))])
+    assert joined.rows() == [{"n": 1.0, "extra": None}, {"n": 2.0, "extra": None},
+                             {"n": 0.5, "extra": None}, {"n": 3.0, "extra": "x"}]
+
+
+def test_a_count_across_batches_of_two_types_keeps_both():
+    counts: dict = {}
+    pending = PendingCounts()
+    pending.add(ColumnBatch(pa.record_batch({"k": [1, 2, 1]})), Column("k"), counts)
+    pending.add(ColumnBatch(pa.record_batch({"k": ["1", "2"]})), Column("k"), counts)
+    pending.fold(counts)
+    assert counts == Counter([1, 2, 1, "1", "2"])
