@@ -129,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     notes = [f"Machine: {machine_line()}.",
              f"Command: `{command_line()}`; best of {args.repeat}, interleaved; every run's "
              "counts equal a Counter of the generated words.",
+             "pyarrow alone reads the word column as strings and counts them; gyreflow's columnar "
+             "reader reads text columns as dictionaries (as Parquet stores them) and counts codes.",
              f"Target: columns at least {TARGET:.0f}x today's row word count: {ratio:.2f}x, "
              f"{verdict}."]
     for note in notes:
