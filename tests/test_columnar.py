@@ -21,7 +21,13 @@ from hypothesis import strategies as st
 
 from gyreflow.api import AllWindow, ArrowSource, DirectorySource, SizeTumblingWindow, UserFunctionError
 from gyreflow.plan.graph import Partitioning
-from gyreflow.runtime.dataflow.columns import Column, ColumnBatch, PendingCounts, concat
+from gyreflow.runtime.dataflow.columns import (
+    Column,
+    ColumnAggregate,
+    ColumnBatch,
+    PendingCounts,
+    concat,
+)
 from gyreflow.runtime.dataflow.emitter import EmitterService, KeyGroupLoad, OutputEdge
 from gyreflow.state.keys.keygroups import key_group_of, task_of_key_group
 
@@ -160,6 +166,59 @@ def test_a_whole_input_window_counts_on_every_environment(make_env):
     assert dict(pipeline.execute()["count"].output("counts")) == Counter(words)
 
 
+def aggregate_oracle(rows: list[dict], window: int, kind: str) -> dict[int, dict]:
+    """Window w -> each key seen in window w with its sum/min/max/mean over windows 1..w of the
+    non-None values (a plain loop)."""
+    seen: dict = {}
+    expected = {}
+    for number, start in enumerate(range(0, len(rows), window), start=1):
+        chunk = rows[start:start + window]
+        for row in chunk:
+            seen.setdefault(row["city"], [])
+            if row["price"] is not None:
+                seen[row["city"]].append(row["price"])
+        result = {}
+        for city in {row["city"] for row in chunk}:
+            values = seen[city]
+            if kind == "sum":
+                result[city] = sum(values)
+            elif kind == "mean":
+                result[city] = sum(values) / len(values) if values else None
+            else:
+                result[city] = (min if kind == "min" else max)(values) if values else None
+        expected[number] = result
+    return expected
+
+
+@pytest.mark.parametrize("form", ["columns", "rows"])
+def test_sum_min_max_and_mean_of_a_column_equal_a_plain_loop(make_env, form):
+    rng = random.Random(17)
+    cities = ["Oslo", "Rome", None, "Lima"]
+    rows = [{"city": rng.choice(cities),
+             "price": rng.choice([None, rng.randint(-50, 50), 2**62 + rng.randint(0, 9)])}
+            for _ in range(600)]
+    source = ArrowSource(pa.Table.from_pylist(rows), rows_per_batch=64) if form == "columns" \
+        else rows
+    pipeline = make_env(2).pipeline("aggregates")
+
+    @pipeline.task
+    def prices(ctx):
+        keyed = ctx.source(source, SizeTumblingWindow(150)).with_parallelism(1).key_by("city")
+        for kind in ("sum", "min", "max", "mean"):
+            getattr(keyed, kind)("price").collect(kind)
+
+    result = pipeline.execute()["prices"]
+    for kind in ("sum", "min", "max"):
+        assert {w: dict(r) for w, r in result.by_window(kind).items()} == \
+            aggregate_oracle(rows, 150, kind), kind
+    means = {w: dict(r) for w, r in result.by_window("mean").items()}
+    expected = aggregate_oracle(rows, 150, "mean")
+    assert {w: set(m) for w, m in means.items()} == {w: set(m) for w, m in expected.items()}
+    for window, by_city in expected.items():
+        for city, mean in by_city.items():
+            assert means[window][city] == (None if mean is None else pytest.approx(mean)), city
+
+
 def test_a_missing_key_column_names_the_operator_and_the_column(make_env):
     pipeline = make_env(1).pipeline("missing")
 
@@ -275,6 +334,23 @@ def test_an_arrow_reader_read_in_any_sizes_and_resumed_anywhere_gives_every_row_
     while batch := resumed.read(13):
         got += [r["n"] for r in batch.rows()]
     assert got == rows
+
+
+@settings(max_examples=60)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", None]),
+                          st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1))), max_size=40),
+       st.sampled_from(["sum", "min", "max", "mean"]))
+def test_an_aggregate_of_a_column_batch_equals_the_same_aggregate_of_its_rows(pairs, kind):
+    function = ColumnAggregate(kind, "v")
+    rows = [{"k": k, "v": v} for k, v in pairs]
+    by_rows: dict = {}
+    for row in rows:
+        by_rows[row["k"]] = function.add(by_rows.get(row["k"], function.init()), row)
+    batch = ColumnBatch(pa.RecordBatch.from_pylist(
+        rows, schema=pa.schema([("k", pa.string()), ("v", pa.int64())])))
+    by_columns = function.add_columns(batch, Column("k"))
+    assert {k: function.result(a) for k, a in by_columns.items()} == \
+        {k: function.result(a) for k, a in by_rows.items()}
 
 
 def test_batches_whose_columns_differ_in_type_are_joined_with_promotion():

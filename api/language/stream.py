@@ -8,7 +8,7 @@ import attrs
 
 from gyreflow.plan import operators as specs
 from gyreflow.plan.graph import Partitioning, PipelineEdge, PipelineGraph, PipelineVertex
-from gyreflow.runtime.dataflow.columns import Column
+from gyreflow.runtime.dataflow.columns import Column, ColumnAggregate
 from gyreflow.runtime.errors import KeyRequiredError
 
 
@@ -226,6 +226,35 @@ class KeyedStream(Stream):
         {1: [('a', 1), ('b', 1)], 2: [('a', 3)]}
         """
         return self._then(specs.CountSpec(self.key_fn))
+
+    def sum(self, column: str) -> Stream:
+        """The sum of ``column`` per key across windows: emits ``(key, sum so far)`` for each key
+        seen in a window. Records are dicts (or column batches, aggregated in Arrow when keyed by
+        a column: ``key_by("city").sum("price")``); a None value is skipped.
+
+        >>> from gyreflow.api import Environment
+        >>> p = Environment.local(progress=False).pipeline("sum")
+        >>> @p.task
+        ... def totals(ctx):
+        ...     rows = [{"city": "Oslo", "price": 2}, {"city": "Oslo", "price": 3}]
+        ...     ctx.source(rows).key_by("city").sum("price").collect("out")
+        >>> p.execute()["totals"].output("out")
+        [('Oslo', 5)]
+        """
+        return self.aggregate(ColumnAggregate("sum", column))
+
+    def min(self, column: str) -> Stream:
+        """The smallest value of ``column`` per key so far (None values skipped), as ``sum``."""
+        return self.aggregate(ColumnAggregate("min", column))
+
+    def max(self, column: str) -> Stream:
+        """The largest value of ``column`` per key so far (None values skipped), as ``sum``."""
+        return self.aggregate(ColumnAggregate("max", column))
+
+    def mean(self, column: str) -> Stream:
+        """The mean of ``column`` per key so far (None values skipped; None when a key has no
+        value), as ``sum``."""
+        return self.aggregate(ColumnAggregate("mean", column))
 
     def aggregate(self, function) -> Stream:
         """Aggregate records per key with an ``AggregateFunction``; emits ``(key, result)`` for

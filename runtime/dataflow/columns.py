@@ -271,3 +271,98 @@ def rows_into(process: Callable) -> Callable:
         process(batch.rows() if type(batch) is ColumnBatch else batch)
 
     return take
+
+
+AGGREGATIONS = ("sum", "min", "max", "mean")
+
+
+class ColumnAggregate:
+    """The aggregate function of ``sum``/``min``/``max``/``mean`` of one column per key.
+
+    On rows (dicts) it runs as any ``AggregateFunction``; on a column batch keyed by a column,
+    ``add_columns`` aggregates the whole batch per key in Arrow (``Table.group_by``). A null value
+    is skipped, as SQL's aggregates skip it: the sum of none is 0, the minimum, maximum and mean of
+    none are None. Integer sums are exact (Python's integers): a batch whose sum could leave 64 bits
+    is summed as 38-digit decimals.
+
+    >>> mean = ColumnAggregate("mean", "x")
+    >>> acc = mean.add(mean.add(mean.init(), {"x": 2}), {"x": None})
+    >>> mean.result(mean.merge(acc, mean.add(mean.init(), {"x": 4})))
+    3.0
+    """
+
+    __slots__ = ("column", "kind")
+
+    def __init__(self, kind: str, column: str) -> None:
+        if kind not in AGGREGATIONS:
+            msg = f"an aggregation of a column is one of {', '.join(AGGREGATIONS)}, not {kind!r}"
+            raise ValueError(msg)
+        if not isinstance(column, str):
+            msg = f"{kind}(column) takes a column name, got {type(column).__name__}"
+            raise TypeError(msg)
+        self.kind = kind
+        self.column = column
+
+    def __repr__(self) -> str:
+        return f"{self.kind}({self.column!r})"
+
+    def init(self):
+        return (0, 0) if self.kind == "mean" else (0 if self.kind == "sum" else None)
+
+    def add(self, accumulator, record):
+        try:
+            value = record[self.column]
+        except (KeyError, IndexError, TypeError) as exc:
+            msg = f"{self.kind}({self.column!r}): the record has no column {self.column!r}"
+            raise KeyError(msg) from exc
+        if value is None:
+            return accumulator
+        return self.merge(accumulator, (value, 1) if self.kind == "mean" else value)
+
+    def merge(self, left, right):
+        kind = self.kind
+        if kind == "sum":
+            return left + right
+        if kind == "mean":
+            return (left[0] + right[0], left[1] + right[1])
+        if left is None or right is None:
+            return right if left is None else left
+        if kind == "min":
+            return right if right < left else left
+        return right if right > left else left
+
+    def result(self, accumulator):
+        if self.kind == "mean":
+            total, count = accumulator
+            return total / count if count else None
+        return accumulator
+
+    def add_columns(self, batch: ColumnBatch, key: Column) -> dict:
+        """``{key: accumulator}`` of the rows of ``batch``, aggregated in Arrow."""
+        import pyarrow.compute as pc
+
+        pa = _pyarrow()
+        values = batch.column(self.column)
+        if self.kind in ("sum", "mean") and pa.types.is_integer(values.type) and len(values):
+            bounds = pc.min_max(values)
+            largest = max(abs(bounds["min"].as_py() or 0), abs(bounds["max"].as_py() or 0))
+            if largest * len(values) >= 1 << 63:
+                values = values.cast(pa.decimal128(38, 0))
+        table = pa.table({"key": batch.column(key.name), "value": values})
+        every = pc.ScalarAggregateOptions(min_count=0)
+        if self.kind == "mean":
+            grouped = table.group_by("key").aggregate([("value", "sum", every), ("value", "count")])
+            sums, counts = grouped["value_sum"].to_pylist(), grouped["value_count"].to_pylist()
+            accumulators = [(_exact(s), c) for s, c in zip(sums, counts, strict=True)]
+        else:
+            spec = ("value", "sum", every) if self.kind == "sum" else ("value", self.kind)
+            grouped = table.group_by("key").aggregate([spec])
+            accumulators = [_exact(v) for v in grouped[f"value_{self.kind}"].to_pylist()]
+        return dict(zip(grouped["key"].to_pylist(), accumulators, strict=True))
+
+
+def _exact(value):
+    """A decimal sum of integers back as an int."""
+    from decimal import Decimal
+
+    return int(value) if type(value) is Decimal else value

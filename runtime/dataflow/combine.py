@@ -33,6 +33,7 @@ from gyreflow.runtime.dataflow.operators import (
     CountOperator,
     ReduceOperator,
     fold_batch,
+    merge_columns,
     reduce_batch,
 )
 from gyreflow.runtime.errors import RecordError
@@ -209,7 +210,7 @@ class AggregateCombiner:
 
     def __call__(self, message) -> None:
         if type(message) is list or type(message) is ColumnBatch:
-            self._add(rows_of(message))
+            self._add(message)
             return
         partial, self.partial = self.partial, {}
         if partial:
@@ -219,7 +220,11 @@ class AggregateCombiner:
 
     def _add(self, batch: list) -> None:
         self.records += len(batch)
-        fold_batch(self.operator, batch, self.key_fn, self.function, self.partial)
+        if (type(batch) is ColumnBatch and isinstance(self.key_fn, Column)
+                and hasattr(self.function, "add_columns")):
+            merge_columns(self.operator, batch, self.key_fn, self.function, self.partial)
+            return
+        fold_batch(self.operator, rows_of(batch), self.key_fn, self.function, self.partial)
 
 
 class ReduceCombiner(AggregateCombiner):
@@ -232,6 +237,7 @@ class ReduceCombiner(AggregateCombiner):
 
     def _add(self, batch: list) -> None:
         self.records += len(batch)
+        batch = rows_of(batch)
         reduce_batch(self.operator, batch, self.key_fn, self.fn, self.partial, _NOTHING_STORED)
 
 

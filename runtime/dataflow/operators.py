@@ -101,6 +101,18 @@ def fold_batch(name: str, batch: list, key_fn: Callable, function, partial: dict
         raise RecordError(name, record, exc) from exc
 
 
+def merge_columns(name: str, batch, key_fn: Callable, function, partial: dict) -> None:
+    """Aggregate a column batch per key in Arrow (``function.add_columns``) and merge the result
+    into ``partial`` (key -> accumulator); a missing column raises a RecordError naming ``name``."""
+    try:
+        added = function.add_columns(batch, key_fn)
+    except KeyError as exc:
+        raise RecordError(name, batch[0] if len(batch) else None, exc) from exc
+    merge = function.merge
+    for key, accumulator in added.items():
+        partial[key] = merge(partial[key], accumulator) if key in partial else accumulator
+
+
 def reduce_batch(name: str, batch: list, key_fn: Callable, fn: Callable, partial: dict,
                  stored: dict) -> None:
     """Fold ``batch`` into ``partial`` (key -> value) with ``fn``, in order; a key new to
@@ -207,6 +219,8 @@ class AggregateOperator(Operator):
         self.key_fn = key_fn
         self.function = function
         self.partial: dict = {}
+        # sum/min/max/mean of a column, keyed by a column: a column batch is aggregated in Arrow
+        self.takes_columns = isinstance(key_fn, Column) and hasattr(function, "add_columns")
 
     def open(self, ctx) -> None:
         super().open(ctx)
@@ -214,6 +228,11 @@ class AggregateOperator(Operator):
 
     def process(self, batch: list) -> None:
         self.records_in += len(batch)
+        if type(batch) is ColumnBatch:
+            if self.takes_columns:
+                merge_columns(self.name, batch, self.key_fn, self.function, self.partial)
+                return
+            batch = batch.rows()
         fold_batch(self.name, batch, self.key_fn, self.function, self.partial)
 
     def finish(self, window: int) -> None:
