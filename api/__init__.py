@@ -74,6 +74,9 @@ if TYPE_CHECKING:
         TaskResult,
         WindowMetrics,
     )
+    from gyreflow.runtime.dataflow.column_expressions import (
+        col,
+    )
     from gyreflow.runtime.dataflow.event_time import (
         EventWindow,
         LateRecord,
@@ -90,6 +93,7 @@ _EXPORTS: dict[str, str] = {
     "AggregateFunction": "gyreflow.api.language.functions",
     "AllWindow": "gyreflow.api.language.windows",
     "ArrowSource": "gyreflow.api.connectors.sources",
+    "col": "gyreflow.runtime.dataflow.column_expressions",
     "CheckpointMetrics": "gyreflow.api.service.listeners",
     "CollectionSource": "gyreflow.api.connectors.sources",
     "Config": "gyreflow.api.config.loading",
@@ -180,6 +184,7 @@ __all__ = [
     "WindowMetrics",
     "WindowResult",
     "WindowedStream",
+    "col",
 ]
 
 

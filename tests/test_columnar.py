@@ -19,7 +19,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gyreflow.api import AllWindow, ArrowSource, DirectorySource, SizeTumblingWindow, UserFunctionError
+from gyreflow.api import (
+    AllWindow,
+    ArrowSource,
+    DirectorySource,
+    SizeTumblingWindow,
+    UserFunctionError,
+    col,
+)
 from gyreflow.plan.graph import Partitioning
 from gyreflow.runtime.dataflow.columns import (
     Column,
@@ -368,3 +375,91 @@ def test_a_count_across_batches_of_two_types_keeps_both():
     pending.add(ColumnBatch(pa.record_batch({"k": ["1", "2"]})), Column("k"), counts)
     pending.fold(counts)
     assert counts == Counter([1, 2, 1, "1", "2"])
+
+
+# Column predicates ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("form", ["columns", "rows"])
+def test_a_column_filter_keeps_what_a_plain_condition_keeps(make_env, form):
+    rng = random.Random(23)
+    rows = [{"city": rng.choice(["Oslo", "Rome", None]), "price": rng.choice([None, *range(-5, 30)])}
+            for _ in range(500)]
+    source = ArrowSource(pa.Table.from_pylist(rows), rows_per_batch=50) if form == "columns" \
+        else rows
+    pipeline = make_env(2).pipeline("filters")
+
+    @pipeline.task
+    def cheap(ctx):
+        kept = ctx.source(source).filter(
+            ((col("price") >= 3) & (col("price") < 20)) | col("city").is_null())
+        kept.map(lambda r: (r["city"], r["price"])).collect("kept")
+        kept.key_by("city").count().collect("per_city")
+
+    def condition(row) -> bool:  # the same condition written out
+        price = row["price"]
+        return (price is not None and 3 <= price < 20) or row["city"] is None
+
+    expected = [(r["city"], r["price"]) for r in rows if condition(r)]
+    result = pipeline.execute()["cheap"]
+    assert Counter(result.output("kept")) == Counter(expected)
+    assert final_counts(result.output("per_city")) == Counter(city for city, _ in expected)
+
+
+@st.composite
+def predicates(draw, depth: int = 0):
+    """A predicate and the plain-Python condition it stands for, built side by side."""
+    roll = draw(st.integers(0, 5 if depth < 3 else 2))
+    if roll <= 1:
+        symbol = draw(st.sampled_from(["==", "!=", "<", "<=", ">", ">="]))
+        value = draw(st.integers(-3, 3))
+        plain = {"==": lambda v: v == value, "!=": lambda v: v != value,
+                 "<": lambda v: v < value, "<=": lambda v: v <= value,
+                 ">": lambda v: v > value, ">=": lambda v: v >= value}[symbol]
+        made = {"==": col("n") == value, "!=": col("n") != value, "<": col("n") < value,
+                "<=": col("n") <= value, ">": col("n") > value, ">=": col("n") >= value}[symbol]
+        return made, lambda row: row["n"] is not None and plain(row["n"])
+    if roll == 2:
+        values = draw(st.lists(st.integers(-3, 3), max_size=3))
+        null = draw(st.booleans())
+        if null:
+            return col("n").is_null(), lambda row: row["n"] is None
+        return col("n").isin(values), lambda row: row["n"] is not None and row["n"] in values
+    left, left_plain = draw(predicates(depth + 1))
+    if roll == 3:
+        return ~left, lambda row: not left_plain(row)
+    right, right_plain = draw(predicates(depth + 1))
+    if roll == 4:
+        return left & right, lambda row: left_plain(row) and right_plain(row)
+    return left | right, lambda row: left_plain(row) or right_plain(row)
+
+
+@settings(max_examples=100)
+@given(predicates(), st.lists(st.one_of(st.none(), st.integers(-4, 4)), max_size=40))
+def test_a_predicate_on_a_batch_and_on_rows_keeps_what_its_plain_condition_keeps(drawn, values):
+    predicate, plain = drawn
+    rows = [{"n": v} for v in values]
+    batch = pa.RecordBatch.from_pylist(rows, schema=pa.schema([("n", pa.int64())]))
+    expected = [plain(row) for row in rows]
+    assert batch.filter(predicate.mask(batch)).to_pylist() == \
+        [row for row, keep in zip(rows, expected, strict=True) if keep]
+    assert [predicate(row) for row in rows] == expected
+
+
+def test_a_predicate_that_cannot_compare_names_the_operator_and_the_record(make_env):
+    pipeline = make_env(1).pipeline("mismatch")
+
+    @pipeline.task
+    def bad(ctx):
+        ctx.source(ArrowSource(pa.table({"city": ["Oslo", "Rome"]}))) \
+            .filter(col("city") > 3).with_name("cheap").collect("out")
+
+    with pytest.raises(UserFunctionError) as raised:
+        pipeline.execute()
+    text = str(raised.value)
+    assert "cheap" in text and "Oslo" in text, text
+
+
+def test_comparing_with_none_is_refused_with_the_way_to_ask_for_nulls():
+    with pytest.raises(ValueError, match=r"is_null\(\)"):
+        col("city") == None  # noqa: B015, E711 - the comparison is the test

@@ -101,7 +101,8 @@ def _compile(operators: list[Operator]) -> Callable[[list], list]:
 
 def fuse(operators: list[Operator]) -> list:
     """The processing steps of a chain: runs of two or more stateless operators (with at most one
-    that changes the record count) become a ``FusedOperator``; the others stay as they are."""
+    that changes the record count) become a ``FusedOperator``; the others stay as they are (a
+    filter on columns too: it filters a column batch whole)."""
     steps: list = []
     run: list[Operator] = []
 
@@ -113,7 +114,7 @@ def fuse(operators: list[Operator]) -> list:
         run.clear()
 
     for op in operators:
-        if type(op) in _STATELESS:
+        if type(op) in _STATELESS and not getattr(op, "takes_columns", False):
             if isinstance(op, _RESIZING) and any(isinstance(o, _RESIZING) for o in run):
                 close_run()
             run.append(op)

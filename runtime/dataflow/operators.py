@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from gyreflow.plan import operators as specs
+from gyreflow.runtime.dataflow.column_expressions import Predicate
 from gyreflow.runtime.dataflow.columns import Column, ColumnBatch, PendingCounts
 from gyreflow.runtime.errors import DataError, RecordError, locate_failure
 
@@ -168,10 +169,20 @@ class FilterOperator(Operator):
     def __init__(self, name: str, fn: Callable) -> None:
         super().__init__(name)
         self.fn = fn
+        # A column predicate (``col("price") > 10``) filters a column batch as a whole, in Arrow.
+        self.takes_columns = self.emits_columns = isinstance(fn, Predicate)
 
     def process(self, batch: list) -> None:
         self.records_in += len(batch)
         fn = self.fn
+        if type(batch) is ColumnBatch:
+            try:
+                kept = ColumnBatch(batch.data.filter(fn.mask(batch.data)))
+            except Exception as exc:
+                rows = batch.rows()
+                raise locate_failure(self.name, rows, fn, exc) from exc
+            self._emit(kept)
+            return
         try:
             result = [x for x in batch if fn(x)]
         except Exception as exc:
