@@ -463,3 +463,23 @@ def test_a_predicate_that_cannot_compare_names_the_operator_and_the_record(make_
 def test_comparing_with_none_is_refused_with_the_way_to_ask_for_nulls():
     with pytest.raises(ValueError, match=r"is_null\(\)"):
         col("city") == None  # noqa: B015, E711 - the comparison is the test
+
+
+def test_a_value_python_cannot_hold_stops_the_job_naming_the_columns(tmp_path):
+    from gyreflow.api import Environment
+    from gyreflow.runtime.errors import DataError
+
+    folder = tmp_path / "times"
+    folder.mkdir()
+    pq.write_table(pa.table({"at": pa.array([1_000_000_001], pa.timestamp("ns")), "k": ["a"]}),
+                   folder / "a.parquet")
+    pipeline = Environment.local(progress=False).pipeline("nanoseconds")
+
+    @pipeline.task
+    def times(ctx):
+        source = ctx.source(DirectorySource(folder, "*.parquet", format="parquet", columnar=True))
+        source.key_by("k").count().collect("counts")  # on the columns: no row is made
+        source.map(lambda r: r["at"]).collect("at")  # rows: the nanoseconds do not fit
+
+    with pytest.raises(DataError, match=r"columns at, k\) cannot be given to a user function"):
+        pipeline.execute()

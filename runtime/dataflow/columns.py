@@ -17,6 +17,8 @@ from collections.abc import Callable
 
 import attrs
 
+from gyreflow.runtime.errors import DataError
+
 
 def _pyarrow():
     import pyarrow
@@ -59,8 +61,15 @@ class ColumnBatch:
         return self.data.num_rows > 0
 
     def rows(self) -> list[dict]:
-        """The records as dicts, column name -> value."""
-        return self.data.to_pylist()
+        """The records as dicts, column name -> value; a value Python cannot hold exactly (a
+        nanosecond timestamp) raises a DataError naming the columns."""
+        try:
+            return self.data.to_pylist()
+        except (ValueError, TypeError, OverflowError) as exc:
+            msg = (f"a column batch (columns {', '.join(self.data.schema.names)}) cannot be given "
+                   f"to a user function as rows: {exc}; select the columns it needs "
+                   "(DirectorySource(columns=...)) or convert them before it")
+            raise DataError(msg) from None
 
     def __iter__(self):
         return iter(self.rows())
