@@ -32,6 +32,9 @@ class WindowMetrics:
 
     sources: tuple[str, ...] = ()
     watermark: float | None = None  # the lowest finite event-time watermark at the window's end
+    # Bytes sent to other processes per edge ("source->target"), where the host measures them
+    # (the worker host, and Spark in workers mode); empty when every channel stayed in process.
+    sent: dict[str, int] = attrs.field(factory=dict)
 
     @classmethod
     def from_dones(cls, task: str, cycle: int, window: int, seconds: float,
@@ -39,7 +42,10 @@ class WindowMetrics:
         """Sum the metrics every task of the window reported."""
         totals: dict[str, list[int]] = {}
         watermark = None
+        sent: dict[str, int] = {}
         for done in dones:
+            for edge, size in done.sent:
+                sent[edge] = sent.get(edge, 0) + size
             for name, m in done.metrics:
                 pair = totals.setdefault(name, [0, 0])
                 pair[0] += m.records_in
@@ -49,7 +55,7 @@ class WindowMetrics:
                         watermark is None or mark < watermark):
                     watermark = mark
         operators = {name: OperatorMetrics(i, o) for name, (i, o) in totals.items()}
-        return cls(task, cycle, window, seconds, operators, sources, watermark)
+        return cls(task, cycle, window, seconds, operators, sources, watermark, sent)
 
 
 HISTOGRAM_BUCKETS = 40  # window times in powers of two from 1 microsecond to about 6 days
@@ -71,6 +77,7 @@ class WindowSummary:
     seconds: float = 0.0
     max_seconds: float = 0.0
     operators: dict[str, list[int]] = attrs.field(factory=dict)  # name -> [records in, out]
+    sent: dict[str, int] = attrs.field(factory=dict)  # edge -> bytes sent to other processes
     histogram: list[int] = attrs.field(factory=lambda: [0] * HISTOGRAM_BUCKETS)
 
     def add(self, metrics: WindowMetrics) -> None:
@@ -85,6 +92,8 @@ class WindowSummary:
                 totals = self.operators[name] = [0, 0]
             totals[0] += m.records_in
             totals[1] += m.records_out
+        for edge, size in metrics.sent.items():
+            self.sent[edge] = self.sent.get(edge, 0) + size
 
     def percentile(self, fraction: float) -> float:
         """An upper bound (within a factor of two) of the window time below which ``fraction`` of

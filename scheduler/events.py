@@ -143,6 +143,9 @@ class Done:
     # EXECUTE_COMPUTE: records the task sent to each key group of a keyed operator in this window,
     # as ``(operator, ((key group, records), ...))``: what a rebalance weighs key groups by.
     loads: tuple = ()
+    # EXECUTE_COMPUTE: bytes the task sent to other processes in this window, per output edge, as
+    # ``(("source->target", bytes), ...)`` (hosts whose channels cross processes measure them).
+    sent: tuple = ()
 
 
 @attrs.frozen

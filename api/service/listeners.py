@@ -59,6 +59,7 @@ class JsonLinesListener(JobListener):
             "watermark": metrics.watermark,
             "operators": {name: {"records_in": m.records_in, "records_out": m.records_out}
                           for name, m in metrics.operators.items()},
+            "bytes_sent": dict(metrics.sent),
         })
 
     def on_checkpoint(self, checkpoint: CheckpointMetrics) -> None:

@@ -55,6 +55,7 @@ class JobMonitor(JobListener):
         self.records = 0
         self.started = clock()
         self.operators: dict[tuple[str, str], list[int]] = {}  # (task, operator) -> [in, out]
+        self.sent: dict[tuple[str, str], int] = {}  # (task, edge) -> bytes to other processes
         self.last_completed_window = 0
         self.checkpoint_bytes = 0
         self.watermark_lag: float | None = None
@@ -130,6 +131,8 @@ class JobMonitor(JobListener):
                     pair = operators[(task, operator)] = [0, 0]
                 pair[0] += m.records_in
                 pair[1] += m.records_out
+            for edge, size in metrics.sent.items():
+                self.sent[(task, edge)] = self.sent.get((task, edge), 0) + size
             self.window_seconds.observe(metrics.seconds)
             if lag is not None:
                 self.watermark_lag = lag
@@ -203,6 +206,8 @@ class JobMonitor(JobListener):
                 "operators": [{"task": task, "operator": operator, "records_in": pair[0],
                                "records_out": pair[1]}
                               for (task, operator), pair in self.operators.items()],
+                "edges": [{"task": task, "edge": edge, "bytes_sent": size}
+                          for (task, edge), size in self.sent.items()],
                 "trends": {"windows": _window_columns(self.window_trend.stretches()),
                            "checkpoints": _checkpoint_columns(self.checkpoint_trend.stretches())},
                 "events": list(self.events),
@@ -437,8 +442,13 @@ class _Collector:
             for (task, operator), (count_in, count_out) in m.operators.items():
                 records_in.add_metric((task, operator), count_in)
                 records_out.add_metric((task, operator), count_out)
+            sent = CounterMetricFamily("gyreflow_edge_bytes_sent",
+                                       "Bytes an edge sent to other processes (worker processes, "
+                                       "Spark workers mode).", labels=("task", "edge"))
+            for (task, edge), size in m.sent.items():
+                sent.add_metric((task, edge), size)
             families = [
-                windows, records_in, records_out, rescales, rebalances, restarts,
+                windows, records_in, records_out, sent, rescales, rebalances, restarts,
                 GaugeMetricFamily("gyreflow_last_completed_window",
                                   "The job's last completed window id.",
                                   value=m.last_completed_window),

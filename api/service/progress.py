@@ -143,6 +143,7 @@ def metrics_document(summaries: list) -> dict:
                                    "max": summary.max_seconds},
                 "operators": {op: {"records_in": i, "records_out": o}
                               for op, (i, o) in summary.operators.items()},
+                "bytes_sent": dict(summary.sent),
             })
         pipelines.append({"pipeline": name, "tasks": tasks})
     return {"pipelines": pipelines}

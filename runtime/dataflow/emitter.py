@@ -223,6 +223,18 @@ class EmitterService:
         self.routes = routes
         if len(routes) == 1:
             self.emit = routes[0]
+        # Bytes sent to other processes per output edge ("source->target"), counted by the
+        # delivers of a host whose channels cross processes (the worker host).
+        self.sent: dict[str, list[int]] = {}
+
+    def take_sent(self) -> tuple[tuple[str, int], ...]:
+        """``(("source->target", bytes), ...)`` sent since the last call; the counts start again."""
+        taken = []
+        for edge, counter in self.sent.items():
+            if counter[0]:
+                taken.append((edge, counter[0]))
+                counter[0] = 0
+        return tuple(taken)
 
     def take_loads(self) -> tuple[tuple[str, tuple[tuple[int, int], ...]], ...]:
         """``(target operator, ((key group, records), ...))`` sent since the last call; the

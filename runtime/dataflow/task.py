@@ -314,7 +314,7 @@ class Task:
         self.report(Done(self.cycle, self.spec.id, window, EventKind.EXECUTE_COMPUTE,
                          metrics=tuple(metrics), collected=collected,
                          seconds=now - self.window_started, samples=samples,
-                         loads=self.emitter.take_loads()))
+                         loads=self.emitter.take_loads(), sent=self.emitter.take_sent()))
         self.window_started = now
         self.ctx.window = window + 1
 

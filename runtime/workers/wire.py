@@ -5,9 +5,10 @@ element names it. Driver -> worker: ``events``, ``controls``, ``ack`` (a snapsho
 ``reply`` (to a store read), ``call`` (publish a window; set a draining limit), ``stop``. Worker ->
 driver: ``reports``, ``write``, ``read``, ``reply``, ``idle`` (the worker has no work: how many driver
 messages it took and how many messages it sent to and took from each peer, which lets the driver
-count the job quiescent). Worker <-> worker: ``data`` (channel messages: batches, barriers, the end of
-input), ``loop`` (graph messages of a superstep) and ``sealed`` (a worker's tasks of a graph vertex
-finished a superstep: every message of it was sent before).
+count the job quiescent). Worker <-> worker: ``data`` (channel messages: batches, each ``Encoded``
+on its own so that its bytes count for its edge, barriers, the end of input), ``loop`` (graph
+messages of a superstep) and ``sealed`` (a worker's tasks of a graph vertex finished a superstep:
+every message of it was sent before).
 """
 
 from __future__ import annotations
@@ -33,6 +34,25 @@ def encode(items: list) -> bytes:
 
 def decode(data: bytes) -> list:
     return pickle.loads(data)
+
+
+class Encoded:
+    """A batch encoded on its own (see ``encode``), inside a message: its bytes are counted per
+    edge, and decoded where it arrives."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __reduce__(self):
+        return Encoded, (self.data,)
+
+
+def edge_label(graph, edge) -> str:
+    """An execution edge as the metrics name it: ``"last operator of its source->first of its
+    target"``."""
+    return f"{graph.vertex(edge.source).chain[-1].name}->{graph.vertex(edge.target).head.name}"
 
 
 def no_delay(conn, family: str):

@@ -30,11 +30,20 @@ import attrs
 
 from gyreflow.plan.execution import ExecutionGraph
 from gyreflow.runtime.dataflow.channels import link_channels
+from gyreflow.runtime.dataflow.columns import ColumnBatch
 from gyreflow.runtime.dataflow.combine import build_emitter, combine_kinds, takes_combined
 from gyreflow.runtime.dataflow.iteration import IterationTask, task_class_for
 from gyreflow.runtime.dataflow.task import TaskCheckpoints
 from gyreflow.runtime.dataflow.task_runner import TaskRunner
-from gyreflow.runtime.workers.wire import decode, encode, no_delay, portable, worker_of
+from gyreflow.runtime.workers.wire import (
+    Encoded,
+    decode,
+    edge_label,
+    encode,
+    no_delay,
+    portable,
+    worker_of,
+)
 from gyreflow.scheduler.events import EventKind, TaskFailed
 
 DRIVER = -1  # the source index of the driver's connection
@@ -355,6 +364,8 @@ class Worker:
         kind = item[0]
         if kind == "data":
             _, task, channel, message = item
+            if type(message) is Encoded:
+                message = decode(message.data)
             self.runners[task].inbox.append((channel, message))
         elif kind == "events":
             for event in item[1]:
@@ -488,6 +499,7 @@ class Worker:
                                            for i in range(t.parallelism)}
             self.runners[t.id] = TaskRunner(task, report)
         delivers: dict[tuple[int, int], list] = {}
+        sent: dict[int, dict[str, list[int]]] = {}  # source task -> edge -> bytes sent (a cell)
         for edge, s, t, channel in links:
             if worker_of(s.index, self.count) != self.index:
                 continue
@@ -495,7 +507,9 @@ class Worker:
             if target == self.index:
                 deliver = self.runners[t.id].deliverer(channel)
             else:
-                deliver = self._remote(target, t.id, channel)
+                label = edge_label(graph, edge)
+                counter = sent.setdefault(s.id, {}).setdefault(label, [0])
+                deliver = self._remote(target, t.id, channel, counter)
             delivers.setdefault((s.id, id(edge)), []).append(deliver)
         kinds = combine_kinds(graph)  # keyed counts, aggregates, associative reduces
         for t in mine:
@@ -504,13 +518,20 @@ class Worker:
             task = self.runners[t.id].task
             task.emitter = build_emitter(graph, t.vertex_id, t.index, by_edge, kinds,
                                          setup.backend.max_parallelism)
+            task.emitter.sent = sent.get(t.id, {})
             task.combined_input = takes_combined(graph, t.vertex_id, kinds)
         self.runner_list = list(self.runners.values())
 
-    def _remote(self, target: int, task: int, channel: int):
+    def _remote(self, target: int, task: int, channel: int, counter: list[int]):
+        """A deliver to a task of another worker: a batch is encoded here, alone (a list of
+        records as one pickle, a column batch as one Arrow IPC stream), so that its bytes count
+        for its edge; barriers and the end of input travel as they are."""
         append = self.out[target].append  # ``_flush`` empties the list in place
 
         def deliver(message) -> None:
+            if type(message) is list or type(message) is ColumnBatch:
+                message = Encoded(encode(message))
+                counter[0] += len(message.data)
             append(("data", task, channel, message))
 
         return deliver
