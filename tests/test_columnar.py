@@ -18,6 +18,7 @@ from collections import Counter
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_rebalance import running_counts
 
 from gyreflow.api import (
     AllWindow,
@@ -49,15 +50,11 @@ def make_words(count: int, seed: int = 7) -> list:
     return [rng.choice(VOCABULARY) for _ in range(count)]
 
 
-def cumulative_by_window(words: list, window: int) -> dict[int, dict]:
-    """Window w -> the count over windows 1..w of every word seen in window w (a Counter loop)."""
-    totals: Counter = Counter()
-    expected = {}
-    for w, start in enumerate(range(0, len(words), window), start=1):
-        chunk = words[start:start + window]
-        totals.update(chunk)
-        expected[w] = {word: totals[word] for word in set(chunk)}
-    return expected
+def source_of(rows: list[dict], form: str, rows_per_batch: int):
+    """``rows`` as the test's form asks: Arrow columns (an ArrowSource) or the dicts themselves."""
+    if form == "columns":
+        return ArrowSource(pa.Table.from_pylist(rows), rows_per_batch=rows_per_batch)
+    return rows
 
 
 def final_counts(records: list[tuple]) -> dict:
@@ -82,7 +79,7 @@ def test_a_column_count_per_window_equals_a_counter(make_env):
 
     result = pipeline.execute()["count"]
     assert {w: dict(records) for w, records in result.by_window("counts").items()} == \
-        cumulative_by_window(words, 250)
+        running_counts(words, 250)
 
 
 def test_batches_of_a_generator_are_routed_by_column_to_parallel_counts(make_env):
@@ -156,7 +153,7 @@ def test_a_columnar_parquet_directory_counts_what_was_written(make_env, tmp_path
 
     result = pipeline.execute()["count"]
     assert {w: dict(r) for w, r in result.by_window("counts").items()} == \
-        cumulative_by_window(written, 200)
+        running_counts(written, 200)
     assert len(result.output("rows")) == len(written)
 
 
@@ -204,8 +201,7 @@ def test_sum_min_max_and_mean_of_a_column_equal_a_plain_loop(make_env, form):
     rows = [{"city": rng.choice(cities),
              "price": rng.choice([None, rng.randint(-50, 50), 2**62 + rng.randint(0, 9)])}
             for _ in range(600)]
-    source = ArrowSource(pa.Table.from_pylist(rows), rows_per_batch=64) if form == "columns" \
-        else rows
+    source = source_of(rows, form, rows_per_batch=64)
     pipeline = make_env(2).pipeline("aggregates")
 
     @pipeline.task
@@ -385,8 +381,7 @@ def test_a_column_filter_keeps_what_a_plain_condition_keeps(make_env, form):
     rng = random.Random(23)
     rows = [{"city": rng.choice(["Oslo", "Rome", None]), "price": rng.choice([None, *range(-5, 30)])}
             for _ in range(500)]
-    source = ArrowSource(pa.Table.from_pylist(rows), rows_per_batch=50) if form == "columns" \
-        else rows
+    source = source_of(rows, form, rows_per_batch=50)
     pipeline = make_env(2).pipeline("filters")
 
     @pipeline.task

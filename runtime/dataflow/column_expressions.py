@@ -9,8 +9,11 @@ record is dropped (``is_null`` asks for them).
 
 from __future__ import annotations
 
+import abc
 import operator
 from collections.abc import Iterable
+
+from gyreflow.runtime.dataflow.columns import column_of, value_of
 
 _COMPARISONS = {
     "==": (operator.eq, "equal"),
@@ -22,21 +25,22 @@ _COMPARISONS = {
 }
 
 
-class Predicate:
+class Predicate(abc.ABC):
     """A condition on a record's columns: callable on a row, ``mask(batch)`` on a column batch."""
 
+    @abc.abstractmethod
     def __call__(self, row) -> bool:
-        raise NotImplementedError
+        """Whether the row (a dict) passes."""
 
+    @abc.abstractmethod
     def mask(self, data):
         """A boolean Arrow array, one value per row of ``data`` (a RecordBatch); null is false."""
-        raise NotImplementedError
 
     def __and__(self, other: Predicate) -> Predicate:
-        return _Both(self, _predicate(other))
+        return _Both(self, _predicate(other), all, "and_", "&")
 
     def __or__(self, other: Predicate) -> Predicate:
-        return _Either(self, _predicate(other))
+        return _Both(self, _predicate(other), any, "or_", "|")
 
     def __invert__(self) -> Predicate:
         return _Not(self)
@@ -54,19 +58,11 @@ def _predicate(value) -> Predicate:
 
 
 def _value(row, name: str):
-    try:
-        return row[name]
-    except (KeyError, IndexError, TypeError) as exc:
-        msg = f"col({name!r}): the record has no column {name!r}"
-        raise KeyError(msg) from exc
+    return value_of(row, name, f"col({name!r})")
 
 
 def _column(data, name: str):
-    index = data.schema.get_field_index(name)
-    if index < 0:
-        msg = f"col({name!r}): no column {name!r} in a batch with columns {data.schema.names}"
-        raise KeyError(msg)
-    return data.column(index)
+    return column_of(data, name, f"col({name!r})")
 
 
 class col:  # noqa: N801 - named as the expression it starts, like pyspark.sql.functions.col
@@ -191,39 +187,25 @@ class _IsNull(Predicate):
 
 
 class _Both(Predicate):
-    __slots__ = ("left", "right")
+    """Two predicates joined by ``&`` (``combine`` is ``all``) or ``|`` (``any``)."""
 
-    def __init__(self, left: Predicate, right: Predicate) -> None:
+    __slots__ = ("combine", "compute", "left", "right", "symbol")
+
+    def __init__(self, left: Predicate, right: Predicate, combine, compute: str,
+                 symbol: str) -> None:
         self.left, self.right = left, right
+        self.combine, self.compute, self.symbol = combine, compute, symbol
 
     def __call__(self, row) -> bool:
-        return self.left(row) and self.right(row)
+        return self.combine(side(row) for side in (self.left, self.right))
 
     def mask(self, data):
         import pyarrow.compute as pc
 
-        return pc.and_(self.left.mask(data), self.right.mask(data))
+        return getattr(pc, self.compute)(self.left.mask(data), self.right.mask(data))
 
     def __repr__(self) -> str:
-        return f"({self.left!r}) & ({self.right!r})"
-
-
-class _Either(Predicate):
-    __slots__ = ("left", "right")
-
-    def __init__(self, left: Predicate, right: Predicate) -> None:
-        self.left, self.right = left, right
-
-    def __call__(self, row) -> bool:
-        return self.left(row) or self.right(row)
-
-    def mask(self, data):
-        import pyarrow.compute as pc
-
-        return pc.or_(self.left.mask(data), self.right.mask(data))
-
-    def __repr__(self) -> str:
-        return f"({self.left!r}) | ({self.right!r})"
+        return f"({self.left!r}) {self.symbol} ({self.right!r})"
 
 
 class _Not(Predicate):

@@ -88,11 +88,7 @@ class ColumnBatch:
 
     def column(self, name: str):
         """The Arrow array of column ``name``; a KeyError names the columns there are."""
-        index = self.data.schema.get_field_index(name)
-        if index < 0:
-            msg = f"no column {name!r} in a batch with columns {self.data.schema.names}"
-            raise KeyError(msg)
-        return self.data.column(index)
+        return column_of(self.data, name)
 
     def take(self, indices) -> ColumnBatch:
         """The rows at ``indices`` (an integer array), in that order."""
@@ -117,6 +113,26 @@ class ColumnBatch:
 
     def __reduce__(self):
         return (_from_ipc, (to_ipc(self),))
+
+
+def column_of(data, name: str, what: str = ""):
+    """Column ``name`` of the record batch ``data``; a KeyError names ``what`` asked for it (e.g.
+    ``col('price')``) and the columns there are."""
+    index = data.schema.get_field_index(name)
+    if index < 0:
+        asked = f"{what}: " if what else ""
+        msg = f"{asked}no column {name!r} in a batch with columns {data.schema.names}"
+        raise KeyError(msg)
+    return data.column(index)
+
+
+def value_of(row, name: str, what: str):
+    """``row[name]``; a KeyError names ``what`` asked for it (e.g. ``key_by('word')``)."""
+    try:
+        return row[name]
+    except (KeyError, IndexError, TypeError) as exc:
+        msg = f"{what}: the record has no column {name!r}"
+        raise KeyError(msg) from exc
 
 
 def to_ipc(batch: ColumnBatch) -> bytes:
@@ -200,11 +216,7 @@ class Column:
     name: str
 
     def __call__(self, record):
-        try:
-            return record[self.name]
-        except (KeyError, IndexError, TypeError) as exc:
-            msg = f"key_by({self.name!r}): the record has no column {self.name!r}"
-            raise KeyError(msg) from exc
+        return value_of(record, self.name, f"key_by({self.name!r})")
 
 
 def encode_keys(batch: ColumnBatch, key: Column) -> tuple[list, object]:
@@ -319,11 +331,7 @@ class ColumnAggregate:
         return (0, 0) if self.kind == "mean" else (0 if self.kind == "sum" else None)
 
     def add(self, accumulator, record):
-        try:
-            value = record[self.column]
-        except (KeyError, IndexError, TypeError) as exc:
-            msg = f"{self.kind}({self.column!r}): the record has no column {self.column!r}"
-            raise KeyError(msg) from exc
+        value = value_of(record, self.column, f"{self.kind}({self.column!r})")
         if value is None:
             return accumulator
         return self.merge(accumulator, (value, 1) if self.kind == "mean" else value)
