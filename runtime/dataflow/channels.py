@@ -7,13 +7,16 @@ from gyreflow.plan.graph import Partitioning
 
 class Barrier:
     """Marks the end of window ``window`` on one channel; ``checkpoint`` says whether the job driver
-    asked for a snapshot of it (asynchronous barrier snapshots: the request travels with the data)."""
+    asked for a snapshot of it (asynchronous barrier snapshots: the request travels with the data);
+    ``last``: the sender's input ended with this window (nothing follows but the end of input), so
+    that event time can close every window when the window is finished."""
 
-    __slots__ = ("checkpoint", "window")
+    __slots__ = ("checkpoint", "last", "window")
 
-    def __init__(self, window: int, checkpoint: bool = True) -> None:
+    def __init__(self, window: int, checkpoint: bool = True, last: bool = False) -> None:
         self.window = window
         self.checkpoint = checkpoint
+        self.last = last
 
     def __repr__(self) -> str:
         return f"Barrier({self.window})" if self.checkpoint else f"Barrier({self.window}, checkpoint=False)"

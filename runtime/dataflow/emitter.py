@@ -251,9 +251,10 @@ class EmitterService:
         for route in self.routes:
             route(batch)
 
-    def barrier(self, window: int, checkpoint: bool = True) -> None:
-        """Close ``window`` on every output channel; ``checkpoint`` asks downstream tasks to snapshot it."""
-        barrier = Barrier(window, checkpoint)
+    def barrier(self, window: int, checkpoint: bool = True, last: bool = False) -> None:
+        """Close ``window`` on every output channel; ``checkpoint`` asks downstream tasks to snapshot
+        it; ``last``: this task's input ended with it."""
+        barrier = Barrier(window, checkpoint, last)
         for deliver in self.channels:
             deliver(barrier)
 

@@ -26,6 +26,8 @@ class Worker:
         self.blocked: set[int] = set()
         self.barrier_window: int | None = None
         self.barrier_checkpoint = False
+        self.barrier_last = True  # every barrier of the window being aligned said its input ended
+        self.inputs_ended = False  # ... of the window last finished
         self.buffers: dict[int, deque] = {c: deque() for c in range(len(ordinals))}
         self.ended = not ordinals
 
@@ -44,7 +46,9 @@ class Worker:
             if self.barrier_window is None:
                 self.barrier_window = message.window
                 self.barrier_checkpoint = message.checkpoint
-            elif message.window != self.barrier_window:
+                self.barrier_last = True
+            self.barrier_last = self.barrier_last and message.last
+            if message.window != self.barrier_window:
                 msg = (f"channel {channel} sent the barrier of window {message.window} while "
                        f"window {self.barrier_window} is being aligned")
                 raise RuntimeError(msg)
@@ -75,6 +79,8 @@ class Worker:
 
     def _aligned(self) -> None:
         window, checkpoint = self.barrier_window, self.barrier_checkpoint
+        # Channels that ended before this window's barrier send nothing more either.
+        self.inputs_ended = self.barrier_last
         self.barrier_window = None
         self.blocked.clear()
         self.finish_window(window, checkpoint)

@@ -285,6 +285,8 @@ class Task:
         """Every record of ``window`` is in: finish the operators, forward the barrier, snapshot the
         window when the driver asked for it (``checkpoint``, carried by the barrier), report Done."""
         self.ctx.window = window
+        if self.source_reader is None and self.worker is not None:  # every sender ended with it
+            self.ctx.input_ended = self.worker.inputs_ended
         if self.controls:
             self._apply_controls()
         for op in self.operators:
@@ -302,7 +304,7 @@ class Task:
             self.totals[0] += first.records_out if self.source_reader is not None else first.records_in
             self.totals[1] += last.records_out
         collected = tuple((op.result_name, tuple(op.take())) for op in self.collectors)
-        self.emitter.barrier(window, checkpoint)
+        self.emitter.barrier(window, checkpoint, self.ctx.input_ended)
         cp = self.checkpoints
         if cp is not None:
             if checkpoint:
