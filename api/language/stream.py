@@ -140,11 +140,13 @@ class Stream:
             return KeyedStream(self.builder, self.node, Column(key_fn))
         return KeyedStream(self.builder, self.node, _callable(key_fn, "key_by"))
 
-    def with_timestamps(self, timestamp: Callable, max_delay: float = 0.0,
+    def with_timestamps(self, timestamp: Callable | str, max_delay: float = 0.0,
                         idle_timeout: float | None = None):
         """Event time: ``timestamp(record)`` gives each record its time (seconds, or a
-        ``datetime``); the watermark is the largest time seen before a record minus ``max_delay``
-        (the out-of-orderness allowed), +infinity at the end of bounded input. A task that reads
+        ``datetime``), or a column does (``with_timestamps("ts")``: column batches are then
+        stamped, windowed and aggregated as arrays, with ``key_by("column")``); the watermark is
+        the largest time seen before a record minus ``max_delay`` (the out-of-orderness allowed),
+        +infinity at the end of bounded input. A task that reads
         nothing for ``idle_timeout`` seconds stops holding the watermark back. Then ``key_by`` and
         ``window(Tumbling | Sliding | Session)``."""
         from gyreflow.api.language.windowed import EventTimeStream
@@ -152,6 +154,7 @@ class Stream:
         if max_delay < 0:
             msg = f"max_delay must be >= 0 seconds, got {max_delay!r}"
             raise ValueError(msg)
+        timestamp = Column(timestamp) if isinstance(timestamp, str) else timestamp
         spec = specs.TimestampSpec(_callable(timestamp, "with_timestamps"), float(max_delay),
                                    idle_timeout)
         return EventTimeStream(self._then(spec))

@@ -25,6 +25,8 @@ from collections.abc import Callable
 
 from gyreflow.plan import operators as specs
 from gyreflow.runtime.dataflow import windowing
+from gyreflow.runtime.dataflow.columns import Column
+from gyreflow.runtime.dataflow.event_columns import EventColumn
 from gyreflow.runtime.dataflow.event_time import LateRecord, WindowResult
 from gyreflow.runtime.errors import KeyRequiredError
 
@@ -61,8 +63,11 @@ class EventTimeStream:
                "stream.with_timestamps(...).key_by(fn).window(Tumbling(60)).count()")
         raise AttributeError(msg)
 
-    def key_by(self, key_fn: Callable | None = None) -> EventKeyedStream:
-        """Partition by ``key_fn(record)`` (the record itself when omitted)."""
+    def key_by(self, key_fn: Callable | str | None = None) -> EventKeyedStream:
+        """Partition by ``key_fn(record)`` (the record itself when omitted), or by a column
+        (``key_by("user")``): column batches are then windowed and aggregated as arrays."""
+        if isinstance(key_fn, str):
+            return EventKeyedStream(self._stream, Column(key_fn))
         if key_fn is not None and not callable(key_fn):
             msg = f"key_by needs a function, got {type(key_fn).__name__}"
             raise TypeError(msg)
@@ -113,6 +118,8 @@ class WindowedStream:
         key_fn = self.key_fn
         if not self.timestamped:
             return key_fn
+        if isinstance(key_fn, Column):  # routes stamped column batches by the column
+            return EventColumn(key_fn.name)
         return lambda item: key_fn(item[4])  # (ts, watermark, source, sources, record)
 
     def _build(self, aggregation, count: bool = False):
@@ -127,16 +134,25 @@ class WindowedStream:
         """The number of records per key and window."""
         return self._build(windowing.counting(), count=True)
 
-    def sum(self, value: Callable = _identity):
-        """The sum of ``value(record)`` per key and window."""
+    def sum(self, value: Callable | str = _identity):
+        """The sum of ``value(record)`` per key and window; of a column when ``value`` is its name
+        (None values skipped; column batches aggregated in Arrow)."""
+        if isinstance(value, str):
+            return self._build(windowing.of_column("sum", value))
         return self._build(windowing.summing(value))
 
-    def min(self, value: Callable = _identity):
-        """The smallest ``value(record)`` per key and window."""
+    def min(self, value: Callable | str = _identity):
+        """The smallest ``value(record)`` per key and window; of a column when ``value`` is its name
+        (None values skipped; column batches aggregated in Arrow)."""
+        if isinstance(value, str):
+            return self._build(windowing.of_column("min", value))
         return self._build(windowing.minimum(value))
 
-    def max(self, value: Callable = _identity):
-        """The largest ``value(record)`` per key and window."""
+    def max(self, value: Callable | str = _identity):
+        """The largest ``value(record)`` per key and window; of a column when ``value`` is its name
+        (None values skipped; column batches aggregated in Arrow)."""
+        if isinstance(value, str):
+            return self._build(windowing.of_column("max", value))
         return self._build(windowing.maximum(value))
 
     def reduce(self, fn: Callable):

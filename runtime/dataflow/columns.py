@@ -19,6 +19,11 @@ import attrs
 
 from gyreflow.runtime.errors import DataError
 
+# The columns of event time a timestamp operator adds to a batch (event_columns.py): the time, the
+# watermark before the row, the source task and the number of source tasks.
+STAMP_COLUMNS = ("__gyreflow_ts", "__gyreflow_watermark", "__gyreflow_source",
+                 "__gyreflow_sources")
+
 
 def _pyarrow():
     import pyarrow
@@ -62,7 +67,10 @@ class ColumnBatch:
 
     def rows(self) -> list[dict]:
         """The records as dicts, column name -> value; a value Python cannot hold exactly (a
-        nanosecond timestamp) raises a DataError naming the columns."""
+        nanosecond timestamp) raises a DataError naming the columns. A batch stamped with event
+        time gives the row path's ``(ts, watermark, source, sources, record)`` items."""
+        if self.data.schema.get_field_index(STAMP_COLUMNS[0]) >= 0:
+            return self._stamped_items()
         try:
             return self.data.to_pylist()
         except (ValueError, TypeError, OverflowError) as exc:
@@ -70,6 +78,15 @@ class ColumnBatch:
                    f"to a user function as rows: {exc}; select the columns it needs "
                    "(DirectorySource(columns=...)) or convert them before it")
             raise DataError(msg) from None
+
+    def _stamped_items(self) -> list:
+        """A stamped batch as the row path's items ``(ts, watermark, source, sources, record)``."""
+        data = self.data
+        stamps = [data.column(data.schema.get_field_index(name)).to_pylist()
+                  for name in STAMP_COLUMNS]
+        for name in STAMP_COLUMNS:
+            data = data.remove_column(data.schema.get_field_index(name))
+        return list(zip(*stamps, ColumnBatch(data).rows(), strict=True))
 
     def __iter__(self):
         return iter(self.rows())
@@ -359,26 +376,34 @@ class ColumnAggregate:
         import pyarrow.compute as pc
 
         pa = _pyarrow()
-        values = batch.column(self.column)
-        if self.kind in ("sum", "mean") and pa.types.is_integer(values.type) and len(values):
-            bounds = pc.min_max(values)
-            largest = max(abs(bounds["min"].as_py() or 0), abs(bounds["max"].as_py() or 0))
-            if largest * len(values) >= 1 << 63:
-                values = values.cast(pa.decimal128(38, 0))
+        values = self.exact_values(batch.column(self.column))
         table = pa.table({"key": batch.column(key.name), "value": values})
         every = pc.ScalarAggregateOptions(min_count=0)
         if self.kind == "mean":
             grouped = table.group_by("key").aggregate([("value", "sum", every), ("value", "count")])
             sums, counts = grouped["value_sum"].to_pylist(), grouped["value_count"].to_pylist()
-            accumulators = [(_exact(s), c) for s, c in zip(sums, counts, strict=True)]
+            accumulators = [(exact(s), c) for s, c in zip(sums, counts, strict=True)]
         else:
             spec = ("value", "sum", every) if self.kind == "sum" else ("value", self.kind)
             grouped = table.group_by("key").aggregate([spec])
-            accumulators = [_exact(v) for v in grouped[f"value_{self.kind}"].to_pylist()]
+            accumulators = [exact(v) for v in grouped[f"value_{self.kind}"].to_pylist()]
         return dict(zip(grouped["key"].to_pylist(), accumulators, strict=True))
 
+    def exact_values(self, values):
+        """``values`` (an Arrow array) ready to be summed exactly: integers whose sum could leave
+        64 bits as 38-digit decimals."""
+        import pyarrow.compute as pc
 
-def _exact(value):
+        pa = _pyarrow()
+        if self.kind in ("sum", "mean") and pa.types.is_integer(values.type) and len(values):
+            bounds = pc.min_max(values)
+            largest = max(abs(bounds["min"].as_py() or 0), abs(bounds["max"].as_py() or 0))
+            if largest * len(values) >= 1 << 63:
+                values = values.cast(pa.decimal128(38, 0))
+        return values
+
+
+def exact(value):
     """A decimal sum of integers back as an int."""
     from decimal import Decimal
 

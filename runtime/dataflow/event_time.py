@@ -14,8 +14,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from datetime import datetime
+from operator import itemgetter
 from typing import NamedTuple
 
+from gyreflow.runtime.dataflow import event_columns
+from gyreflow.runtime.dataflow.columns import Column, ColumnBatch
 from gyreflow.runtime.dataflow.operators import Operator, frozen
 from gyreflow.runtime.errors import RecordError
 from gyreflow.state.keys.keygroups import key_group_of
@@ -102,6 +105,10 @@ class TimestampOperator(Operator):
         self.idle_timeout = idle_timeout
         self.last_record_at = None
         self.watermark: float | None = None
+        # Times in a column: a column batch is stamped whole and stays columnar.
+        self.emits_columns = isinstance(ts_fn, Column)
+
+    takes_columns = True
 
     def open(self, ctx) -> None:
         super().open(ctx)
@@ -110,6 +117,10 @@ class TimestampOperator(Operator):
 
     def process(self, batch: list) -> None:
         self.records_in += len(batch)
+        if type(batch) is ColumnBatch:
+            if self.emits_columns and self._stamp_columns(batch):
+                return
+            batch = batch.rows()
         ts_fn, delay, index, of = self.ts_fn, self.max_delay, self.ctx.task_index, self.ctx.parallelism
         data = self.table.data
         latest = data.get(self.key, -INF)
@@ -130,6 +141,30 @@ class TimestampOperator(Operator):
             self.table.mark_changed((self.key,))
             self.last_record_at = _now()
         self._emit(out)
+
+    def _stamp_columns(self, batch: ColumnBatch) -> bool:
+        """Stamp a column batch whose times are numbers (or zoned timestamps) as arrays; False
+        when the row path must read them."""
+        try:
+            ts = event_columns.timestamp_seconds(batch, self.ts_fn.name)
+        except KeyError as exc:
+            raise RecordError(self.name, batch[0], exc) from exc
+        if ts is None:
+            return False
+        if batch.column(self.ts_fn.name).null_count:  # the row path's error, naming the record
+            nulls = batch.column(self.ts_fn.name).is_null().to_pylist()
+            raise RecordError(self.name, batch[nulls.index(True)], TypeError(
+                "a timestamp must be seconds (int or float) or a datetime, got NoneType"))
+        data = self.table.data
+        before, latest = event_columns.watermarks_before(ts, data.get(self.key, -INF))
+        before -= self.max_delay
+        if len(batch):
+            data[self.key] = latest
+            self.table.mark_changed((self.key,))
+            self.last_record_at = _now()
+        self._emit(event_columns.stamp(batch, ts, before, self.ctx.task_index,
+                                       self.ctx.parallelism))
+        return True
 
     def finish(self, window: int) -> None:
         ctx = self.ctx
@@ -210,6 +245,11 @@ class EventWindowOperator(Operator):
         self.key_fn = key_fn
         self.assigner = assigner
         self.aggregation = aggregation  # a windowing.Aggregation
+        # Tumbling and sliding counts, sums, minima and maxima keyed by a column: a stamped column
+        # batch is assigned and aggregated whole, in Arrow (others get it as rows).
+        self.form = event_columns.column_form(aggregation)
+        self.takes_columns = (self.form is not None and assigner[0] != "session"
+                              and isinstance(key_fn, Column))
 
     def open(self, ctx) -> None:
         super().open(ctx)
@@ -220,6 +260,10 @@ class EventWindowOperator(Operator):
     def process(self, batch: list) -> None:
         if not self.marks.loaded:
             self.marks.load()
+        if type(batch) is ColumnBatch:
+            if self._fixed_columns(batch):
+                return
+            batch = batch.rows()
         if type(batch[0]) is Watermark:
             for mark in batch:
                 self.marks.see(mark.source, mark.of, mark.value, mark.idle)
@@ -270,6 +314,47 @@ class EventWindowOperator(Operator):
             return joined
 
         self._assign(batch, place)
+
+    def _fixed_columns(self, batch: ColumnBatch) -> bool:
+        """Assign and aggregate a stamped column batch of one source task whose times are finite;
+        False when the row path must take it. The watermark before each row is the row path's:
+        the minimum over the source tasks, this batch's own advancing row by row."""
+        import numpy as np
+
+        source = event_columns.single_source(batch)
+        if source is None:
+            return False
+        marks = self.marks
+        own, of = source
+        if marks.sources.get(own, (-INF, False))[1]:
+            return False  # an idle source that speaks again: the row path's rules, row by row
+        data = batch.data
+        ts = data.column(data.schema.get_field_index(event_columns.TS)).to_numpy()
+        if not event_columns.finite(ts):
+            return False
+        self.records_in += len(batch)
+        befores = data.column(data.schema.get_field_index(event_columns.WATERMARK)).to_numpy()
+        marks.see(own, of, float(befores[0]))  # what the first row tells (as the row path)
+        others = [marks.sources.get(s, (-INF, False)) for s in range(marks.of) if s != own]
+        floor = min((value for value, idle in others if not idle), default=INF)
+        seen = np.fmax.accumulate(np.fmax(befores, marks.sources[own][0]))
+        current = np.minimum(seen, floor)
+        marks.see(own, of, float(seen[-1]))
+        size = self.assigner[1]
+        slide = self.assigner[2] if len(self.assigner) > 2 else size
+        rows, starts, late = event_columns.window_starts(ts, current, size, slide)
+        try:
+            if len(rows):
+                groups = event_columns.aggregate_windows(batch, self.key_fn, rows, starts,
+                                                         self.form)
+                event_columns.merge_windows(self.table.data, self.table.changed, groups,
+                                            self.aggregation.merge)
+        except Exception as exc:
+            raise RecordError(self.name, batch[0], exc) from exc
+        if len(late):
+            late_rows = batch.take(late).rows()
+            self._emit([LateRecord(item[4]) for item in late_rows])
+        return True
 
     def _sessions(self, batch: list) -> None:
         agg = self.aggregation
@@ -329,9 +414,9 @@ class EventWindowOperator(Operator):
                     table.changed.add(key)
             else:
                 fired = [start for start in entry if start + size <= wm]
-                for start in fired:
-                    out.append((key, start, start + size, entry.pop(start)))
                 if fired:
+                    pop = entry.pop
+                    out.extend([(key, start, start + size, pop(start)) for start in fired])
                     table.changed.add(key)
             if not entry:
                 emptied.append(key)
@@ -340,19 +425,32 @@ class EventWindowOperator(Operator):
         self.pending = []
         if not out:
             return
-        out.sort(key=lambda r: (r[1], r[2]))
+        out.sort(key=itemgetter(1, 2))
         result = self.aggregation.result
         window_fn = getattr(self.aggregation, "window_fn", None)
         fired_results = []
         key = None
         try:
-            for key, start, end, acc in out:
-                value = (result(acc) if window_fn is None
-                         else window_fn(key, acc, EventWindow(start, end)))
-                fired_results.append(WindowResult(key, start, end, frozen(value)))
+            if window_fn is None:
+                fired_results = [WindowResult(key, start, end, frozen(result(acc)))
+                                 for key, start, end, acc in out]
+            else:
+                for key, start, end, acc in out:
+                    value = window_fn(key, acc, EventWindow(start, end))
+                    fired_results.append(WindowResult(key, start, end, frozen(value)))
         except Exception as exc:
+            if window_fn is None:  # the comprehension does not say which key: find it
+                key = next((k for k, _, _, acc in out if _fails(result, acc)), None)
             raise RecordError(self.name, key, exc) from exc
         self._emit(fired_results)
+
+
+def _fails(fn: Callable, value) -> bool:
+    try:
+        fn(value)
+    except Exception:  # noqa: BLE001 - looking for the value that failed
+        return True
+    return False
 
 
 def _starts(ts: float, size: float, slide: float) -> list[float]:

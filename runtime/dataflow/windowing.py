@@ -16,6 +16,8 @@ from gyreflow.runtime.errors import RecordError
 class Aggregation:
     """What a window computes: ``init``/``add``/``merge``/``result`` (an ``AggregateFunction``)."""
 
+    columns: tuple | None = None  # (kind, column) when column batches are aggregated in Arrow
+
     def __init__(self, init: Callable, add: Callable, merge: Callable,
                  result: Callable = lambda acc: acc) -> None:
         self.init = init
@@ -43,7 +45,19 @@ def _append(acc: list, record) -> list:
 
 
 def counting() -> Aggregation:
-    return Aggregation(lambda: 0, lambda acc, _r: acc + 1, lambda a, b: a + b)
+    counted = Aggregation(lambda: 0, lambda acc, _r: acc + 1, lambda a, b: a + b)
+    counted.columns = ("count", None)
+    return counted
+
+
+def of_column(kind: str, column: str) -> Aggregation:
+    """``sum``/``min``/``max`` of a column (None values skipped): on rows as any aggregation, on
+    column batches in Arrow (``columns``)."""
+    from gyreflow.runtime.dataflow.columns import ColumnAggregate
+
+    aggregation = Aggregation.of(ColumnAggregate(kind, column))
+    aggregation.columns = (kind, column)
+    return aggregation
 
 
 def summing(value: Callable) -> Aggregation:
