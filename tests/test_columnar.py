@@ -236,13 +236,6 @@ def test_a_missing_key_column_names_the_operator_and_the_column(make_env):
     assert "'wrod'" in text and "word" in text, text
 
 
-def test_a_columnar_source_of_another_format_is_refused_before_any_data_moves(tmp_path):
-    from gyreflow.api import ConfigError
-
-    with pytest.raises(ConfigError, match="columnar=True reads parquet, not format 'csv'"):
-        DirectorySource(tmp_path, format="csv", columnar=True)
-
-
 # Parts, against plain loops ---------------------------------------------------------------------
 
 @st.composite

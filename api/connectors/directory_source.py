@@ -13,13 +13,13 @@ from collections.abc import Callable, Mapping
 import attrs
 
 from gyreflow.api.config.loading import ConfigError
+from gyreflow.api.connectors.column_formats import open_any_cursor
 from gyreflow.api.connectors.file_formats import (
     COLUMNAR_FORMATS,
     FORMATS,
     CsvOptions,
     MalformedRecordError,
     check_delimiter,
-    open_cursor,
 )
 from gyreflow.api.connectors.sources import GrowingInputReader, Source, SourceReader
 from gyreflow.runtime.dataflow.columns import ColumnBatch, concat
@@ -195,7 +195,7 @@ class _DirectoryReader(GrowingInputReader):
         self.current = name
         path = os.path.join(self.source.directory, name)
         try:
-            self.cursor = open_cursor(path, self.source.format, self.source.csv_options,
+            self.cursor = open_any_cursor(path, self.source.format, self.source.csv_options,
                                       self.source.columns, position, self.source.columnar)
         except MalformedRecordError as bad:
             self.cursor = None
@@ -243,6 +243,9 @@ class _DirectoryReader(GrowingInputReader):
             for record in batch:
                 if isinstance(record, MalformedRecordError):
                     self._malformed(record)
+                elif type(record) is ColumnBatch:  # a columnar cursor's rows beside bad lines
+                    columns.append(record)
+                    taken += len(record)
                 else:
                     out.append(record)
                     taken += 1

@@ -14,7 +14,7 @@ from gyreflow.api.config.loading import ConfigError
 from gyreflow.runtime.dataflow.columns import ColumnBatch
 
 FORMATS = ("text", "jsonl", "csv", "parquet")
-COLUMNAR_FORMATS = ("parquet",)  # formats read as column batches with columnar=True
+COLUMNAR_FORMATS = ("jsonl", "parquet")  # formats read as column batches with columnar=True
 
 
 class MalformedRecordError(Exception):
@@ -87,7 +87,8 @@ def strip_line_ending(raw: bytes) -> bytes:
     return raw
 
 
-def _open_binary(path: str):
+def open_binary(path: str):
+    """``path`` opened for reading bytes, decompressed when it ends in ``.gz``."""
     return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
 
 
@@ -122,7 +123,7 @@ class _LineCursor(FileCursor):
         self.path = path
         self.fmt = fmt
         self.options = csv_options
-        self.file = _open_binary(path)
+        self.file = open_binary(path)
         self.columns = csv_options.columns
         self.pending = b""  # CSV: the rest of a line read past a lone CR
         self.position = (0, 0)
@@ -390,9 +391,12 @@ def _text_columns(file) -> list[str]:
 def open_cursor(path: str, fmt: str, csv_options: CsvOptions, columns, position,
                 columnar: bool = False) -> FileCursor:
     """A cursor over ``path`` in format ``fmt`` from ``position`` (None: the start); ``columnar``
-    reads column batches (Parquet only)."""
+    reads column batches (Parquet; ``column_formats`` reads the other ``COLUMNAR_FORMATS``)."""
     if fmt == "parquet":
         return _ParquetCursor(path, columns, position, columnar)
+    if columnar:
+        msg = f"columnar=True of format {fmt!r} is read by column_formats.open_column_cursor"
+        raise ValueError(msg)
     return _LineCursor(path, fmt, csv_options, position)
 
 
