@@ -37,6 +37,7 @@ ALL_PEERS = ("bytewax", "pyflink", "pathway", "spark")
 LOOP, API, EXAMPLE = "plain Python loop", "gyreflow API", "gyreflow example"
 LABELS = {"bytewax": "Bytewax", "pyflink": "PyFlink Table/SQL (batch)", "pathway": "Pathway"}
 TIMEOUT_SECONDS = 1800
+WORKLOADS = ("events", "words", "windows")
 
 
 @dataclass
@@ -272,6 +273,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--peers", default=",".join(ALL_PEERS),
                         help=f"comma-separated subset of {','.join(ALL_PEERS)}")
+    parser.add_argument("--workloads", default=",".join(WORKLOADS),
+                        help=f"comma-separated subset of {','.join(WORKLOADS)}")
     parser.add_argument("--small", action="store_true", help="small inputs for a quick check")
     parser.add_argument("--repeat", type=int, default=3, help="median of N runs per engine")
     parser.add_argument("--venv", default=str(ROOT / ".cache" / "peers-venv"),
@@ -284,6 +287,9 @@ def main(argv: list[str] | None = None) -> None:
     unknown = sorted(set(peers) - set(ALL_PEERS))
     if unknown or args.repeat < 1:
         parser.error(f"unknown peers {unknown}" if unknown else "--repeat must be >= 1")
+    chosen = [name.strip() for name in args.workloads.split(",") if name.strip()]
+    if not chosen or set(chosen) - set(WORKLOADS):
+        parser.error(f"--workloads: choose from {', '.join(WORKLOADS)}")
     venv = Path(args.venv)
     failures = install_peers(venv, peers)
     python = venv_python(venv)
@@ -299,6 +305,8 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="gyreflow-peers-") as tmp:
         scratch = Path(tmp)
         for workload in workloads(scratch, args.small, args.seed):
+            if workload.name not in chosen:
+                continue
             from _peers_jobs import run_loop
 
             workload.expected = normalize(run_loop(workload.name, str(workload.input_path),

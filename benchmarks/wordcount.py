@@ -324,19 +324,18 @@ def write_events(path: Path, count: int, keys: int, seed: int = DEFAULT_SEED) ->
 
 def api_event_time(config: str, source: str, output: str):
     """``examples/event_time.py --window tumbling:60 --agg sum --max-delay 5`` through the API."""
-    from operator import itemgetter
-
-    from gyreflow.api import FileSink, FileSource, Tumbling
+    from gyreflow.api import DirectorySource, FileSink, Tumbling
 
     example = load_example("event_time")
     pipeline = Environment.from_config(config).pipeline("event-time")
+    folder, name = os.path.split(source)
 
     @pipeline.task(name="event_time")
     def event_time(ctx):
-        events = (ctx.source(FileSource(source), SizeTumblingWindow(example.LINES_PER_WINDOW))
-                  .with_parallelism(1).map(json.loads).with_parallelism(1))
-        results = (events.with_timestamps(itemgetter("ts"), max_delay=5.0).with_parallelism(1)
-                   .key_by(itemgetter("key")).window(Tumbling(60)).sum(itemgetter("value")))
+        events = ctx.source(DirectorySource(folder, name, format="jsonl", columnar=True),
+                            SizeTumblingWindow(example.LINES_PER_WINDOW)).with_parallelism(1)
+        results = (events.with_timestamps("ts", max_delay=5.0).with_parallelism(1)
+                   .key_by("key").window(Tumbling(60)).sum("value"))
         results.sink(FileSink(output, format=example.format_result, prefix="results"))
         results.late().sink(FileSink(output, format=example.format_late, prefix="late"))
 

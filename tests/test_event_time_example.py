@@ -50,7 +50,8 @@ def run(tmp_path: Path, window: str, agg: str, delay: float, *flags: str, env_ty
     return subprocess.run(
         [sys.executable, "-m", "gyreflow", "run", "--quiet", "--env", env_type, *flags,
          str(EXAMPLE), "--", "--input", str(tmp_path / "events.jsonl"), "--window", window,
-         "--agg", agg, "--max-delay", str(delay), "--output", str(tmp_path / "out")],
+         "--agg", agg, "--max-delay", str(delay), "--lines-per-window", "200",
+         "--output", str(tmp_path / "out")],
         env=env, capture_output=True, text=True, timeout=600, check=False)
 
 
