@@ -142,22 +142,23 @@ def _read_json(block, longest: int):
     block = pa.py_buffer(block)
     options = pj.ReadOptions(block_size=max(1 << 20, 2 * longest + 2))
     table = pj.read_json(pa.BufferReader(block), read_options=options)
-    if any(_has_timestamp(field.type) for field in table.schema):
+    if any(_holds(field.type, pa.types.is_timestamp) for field in table.schema):
         schema = pa.schema([pa.field(f.name, _timestamps_as_text(f.type)) for f in table.schema])
         parse = pj.ParseOptions(explicit_schema=schema)
         table = pj.read_json(pa.BufferReader(block), read_options=options, parse_options=parse)
     return table
 
 
-def _has_timestamp(kind) -> bool:
+def _holds(kind, test) -> bool:
+    """Whether the Arrow type ``kind``, or a type nested in it (structs, lists), passes ``test``."""
     import pyarrow as pa
 
-    if pa.types.is_timestamp(kind):
+    if test(kind):
         return True
     if pa.types.is_struct(kind):
-        return any(_has_timestamp(kind.field(i).type) for i in range(kind.num_fields))
+        return any(_holds(kind.field(i).type, test) for i in range(kind.num_fields))
     if pa.types.is_list(kind) or pa.types.is_large_list(kind):
-        return _has_timestamp(kind.value_type)
+        return _holds(kind.value_type, test)
     return False
 
 
@@ -216,20 +217,8 @@ def _may_hold_long_integers(table) -> bool:
             low, high = bounds["min"].as_py(), bounds["max"].as_py()
             if high is not None and max(abs(low), abs(high)) >= 2.0**63:
                 return True
-        elif pa.types.is_nested(kind) and _has_float(kind):
+        elif pa.types.is_nested(kind) and _holds(kind, pa.types.is_floating):
             return True
-    return False
-
-
-def _has_float(kind) -> bool:
-    import pyarrow as pa
-
-    if pa.types.is_floating(kind):
-        return True
-    if pa.types.is_struct(kind):
-        return any(_has_float(kind.field(i).type) for i in range(kind.num_fields))
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
-        return _has_float(kind.value_type)
     return False
 
 
