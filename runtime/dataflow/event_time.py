@@ -321,6 +321,8 @@ class EventWindowOperator(Operator):
         the minimum over the source tasks, this batch's own advancing row by row."""
         import numpy as np
 
+        if not len(batch):
+            return True
         source = event_columns.single_source(batch)
         if source is None:
             return False
