@@ -173,6 +173,7 @@ class TableJoinSpec(OperatorSpec):
     fn: Callable
     inner: bool = True
     ttl: int | None = None
+    merged: bool = False  # emit the record with the table value's fields added
     op = "table_join"
     kind = OperatorKind.TWO_INPUT
     keyed = True

@@ -292,21 +292,28 @@ class KeyedStream(Stream):
 
     def join_table(self, table: KeyedStream, fn: Callable | None = None,
                    value: Callable | None = None, inner: bool = True,
-                   ttl: int | None = None) -> Stream:
+                   ttl: int | None = None, merged: bool = False) -> Stream:
         """Enrich this stream with the latest value per key of ``table`` (a changelog stream, kept
         across windows and snapshotted): emits ``fn(record, value)`` (``(record, value)`` when
         ``fn`` is None), where ``value`` is ``value(latest table record)`` (the record itself by
         default). Within a window the table's updates apply before the stream's records are
         joined. ``inner=False`` keeps records without a value (``value`` None); ``ttl`` forgets a
-        key not updated for that many windows."""
+        key not updated for that many windows.
+
+        ``merged=True`` emits each record (a dict) with the table value's fields added (a field
+        both have keeps the record's value): keyed by columns on both sides
+        (``key_by("user")``), column batches are joined whole, in Arrow."""
         if not isinstance(table, KeyedStream):
             msg = "join_table needs a keyed table stream: call .key_by(...) on it"
             raise TypeError(msg)
+        if merged and fn is not None:
+            msg = "join_table(merged=True) builds each output record itself: give no fn"
+            raise ValueError(msg)
         if ttl is not None and (not isinstance(ttl, int) or ttl < 1):
             msg = f"ttl is a number of windows >= 1, got {ttl!r}"
             raise ValueError(msg)
         spec = specs.TableJoinSpec(self.key_fn, table.key_fn, value or specs.identity,
-                                   fn or _pair, inner, ttl)
+                                   fn or _pair, inner, ttl, merged)
         return self._then(spec, [self, table])
 
     def join(self, other: KeyedStream, fn: Callable | None = None) -> Stream:

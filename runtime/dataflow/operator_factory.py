@@ -61,7 +61,7 @@ def build_operator(name: str, spec: specs.OperatorSpec) -> Operator:
         return windowing.WindowAggregateOperator(name, spec.key_fn, spec.aggregation)
     if isinstance(spec, specs.TableJoinSpec):
         return windowing.TableJoinOperator(name, spec.stream_key, spec.table_key, spec.value_fn,
-                                           spec.fn, spec.inner, spec.ttl)
+                                           spec.fn, spec.inner, spec.ttl, spec.merged)
     if isinstance(spec, specs.ProcessSpec):
         return notifications.ProcessOperator(name, spec.key_fn, spec.function)
     msg = f"no running operator for {type(spec).__name__}"

@@ -7,7 +7,10 @@ from collections import Counter
 from collections.abc import Callable
 from typing import NamedTuple
 
+from gyreflow.plan.operators import identity
+from gyreflow.runtime.dataflow.columns import Column, ColumnBatch
 from gyreflow.runtime.dataflow.operators import Operator, fold_batch, frozen
+from gyreflow.runtime.dataflow.table_join_columns import last_per_key, merge_columns, merge_row
 from gyreflow.runtime.errors import RecordError
 
 # --- aggregations -----------------------------------------------------------------------------
@@ -237,14 +240,19 @@ class TableJoinOperator(Operator):
     emits_on_finish = True
 
     def __init__(self, name: str, stream_key: Callable, table_key: Callable,
-                 value_fn: Callable, fn: Callable, inner: bool, ttl: int | None) -> None:
+                 value_fn: Callable, fn: Callable, inner: bool, ttl: int | None,
+                 merged: bool = False) -> None:
         super().__init__(name)
         self.keys = (stream_key, table_key)
         self.value_fn = value_fn
-        self.fn = fn
+        self.fn = merge_row if merged else fn
         self.inner = inner
         self.ttl = ttl
+        self.merged = merged
         self.waiting: list = []
+        # Merged records of a stream keyed by a column: column batches are joined whole
+        # (table_join_columns.py); a table keyed by a column is then read as columns too.
+        self.takes_columns = merged and isinstance(stream_key, Column)
 
     def open(self, ctx) -> None:
         super().open(ctx)
@@ -256,12 +264,25 @@ class TableJoinOperator(Operator):
     def process_input(self, ordinal: int, batch: list) -> None:
         self.records_in += len(batch)
         if ordinal == 0:
-            self.waiting.extend(batch)
+            if type(batch) is ColumnBatch:
+                self.waiting.append(batch)  # joined whole at the window's end
+            else:
+                self.waiting.append(batch if isinstance(batch, list) else list(batch))
             return
         key_fn, value_fn = self.keys[1], self.value_fn
         data, changed = self.table.data, self.table.changed
         window = self.ctx.window
         record = None
+        if type(batch) is ColumnBatch:
+            if isinstance(key_fn, Column) and value_fn is identity:
+                try:
+                    for key, record in last_per_key(batch, key_fn):
+                        data[key] = (record, window)
+                        changed.add(key)
+                except KeyError as exc:
+                    raise RecordError(self.name, batch[0], exc) from exc
+                return
+            batch = batch.rows()
         try:
             for record in batch:
                 key = key_fn(record)
@@ -272,21 +293,42 @@ class TableJoinOperator(Operator):
 
     def finish(self, window: int) -> None:
         waiting, self.waiting = self.waiting, []
+        for batch in waiting:
+            self._join(batch)
+        if self.ttl is not None:
+            data = self.table.data
+            expired = [k for k, (_, at) in data.items() if window - at >= self.ttl]
+            for key in expired:
+                self.table.delete(key)
+
+    def _join(self, batch) -> None:
         key_fn, fn, data = self.keys[0], self.fn, self.table.data
+        if type(batch) is ColumnBatch:
+            joined = None
+            try:
+                if self.takes_columns:
+                    joined = merge_columns(batch, key_fn, lambda key: _value(data.get(key)),
+                                           self.inner)
+            except KeyError as exc:
+                raise RecordError(self.name, batch[0], exc) from exc
+            if joined is not None:
+                self._emit(joined)
+                return
+            batch = batch.rows()
         out = []
         record = None
         try:
-            for record in waiting:
+            for record in batch:
                 found = data.get(key_fn(record))
                 if found is None:
                     if not self.inner:
-                        out.append(fn(record, None))
+                        out.append(dict(record) if self.merged else fn(record, None))
                     continue
                 out.append(fn(record, found[0]))
         except Exception as exc:
             raise RecordError(self.name, record, exc) from exc
-        if self.ttl is not None:
-            expired = [k for k, (_, at) in data.items() if window - at >= self.ttl]
-            for key in expired:
-                self.table.delete(key)
         self._emit(out)
+
+
+def _value(found):
+    return None if found is None else found[0]
