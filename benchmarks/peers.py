@@ -91,20 +91,30 @@ def venv_python(venv: Path) -> Path:
     return venv / "bin" / "python"
 
 
-def install_peers(venv: Path, peers: list[str]) -> dict[str, str]:
-    """Create ``venv`` if needed and install the missing peers; return {peer: why not} for failures."""
+def peer_python(root: Path, peer: str) -> Path:
+    """The interpreter that runs ``peer``: a virtual environment of its own under ``root`` (their
+    pins conflict: PyFlink holds protobuf below 6, Pathway needs 6.33 or later); Spark runs in
+    gyreflow's own, which has pyspark."""
+    return Path(sys.executable) if peer == "spark" else venv_python(root / peer)
+
+
+def install_peers(root: Path, peers: list[str]) -> dict[str, str]:
+    """Create each peer's virtual environment under ``root`` if needed and install the peer there;
+    return {peer: why not} for failures."""
     failures: dict[str, str] = {}
-    python = venv_python(venv)
-    if not python.exists():
-        made = subprocess.run([sys.executable, "-m", "venv", str(venv)], capture_output=True,
-                              text=True, check=False)
-        if made.returncode != 0:
-            reason = f"python -m venv {venv} failed: {last_line(made.stderr)}"
-            return {peer: reason for peer in peers}
     for peer in peers:
-        if peer == "spark" or installed_version(python, peer):
+        if peer == "spark":
             continue
-        print(f"installing {PEER_PACKAGES[peer]} into {venv} ...", file=sys.stderr)
+        python = peer_python(root, peer)
+        if not python.exists():
+            made = subprocess.run([sys.executable, "-m", "venv", str(python.parents[1])],
+                                  capture_output=True, text=True, check=False)
+            if made.returncode != 0:
+                failures[peer] = f"python -m venv {python.parents[1]} failed: {last_line(made.stderr)}"
+                continue
+        if installed_version(python, peer):
+            continue
+        print(f"installing {PEER_PACKAGES[peer]} into {python.parents[1]} ...", file=sys.stderr)
         done = subprocess.run([str(python), "-m", "pip", "install", "-q", PEER_PACKAGES[peer]],
                               capture_output=True, text=True, check=False)
         if done.returncode != 0:
@@ -277,8 +287,8 @@ def main(argv: list[str] | None = None) -> None:
                         help=f"comma-separated subset of {','.join(WORKLOADS)}")
     parser.add_argument("--small", action="store_true", help="small inputs for a quick check")
     parser.add_argument("--repeat", type=int, default=3, help="median of N runs per engine")
-    parser.add_argument("--venv", default=str(ROOT / ".cache" / "peers-venv"),
-                        help="virtual environment for the peers")
+    parser.add_argument("--venvs", default=str(ROOT / ".cache" / "peers"),
+                        help="folder of the peers' virtual environments (one each)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--write-docs", action="store_true",
                         help="write the tables to the Peers section of docs/benchmarks.md")
@@ -290,14 +300,12 @@ def main(argv: list[str] | None = None) -> None:
     chosen = [name.strip() for name in args.workloads.split(",") if name.strip()]
     if not chosen or set(chosen) - set(WORKLOADS):
         parser.error(f"--workloads: choose from {', '.join(WORKLOADS)}")
-    venv = Path(args.venv)
-    failures = install_peers(venv, peers)
-    python = venv_python(venv)
-    versions = {peer: installed_version(Path(sys.executable) if peer == "spark" else python, peer)
+    root = Path(args.venvs)
+    failures = install_peers(root, peers)
+    versions = {peer: installed_version(peer_python(root, peer), peer)
                 for peer in peers if peer not in failures}
     engines = {"loop": Path(sys.executable), "gyreflow": Path(sys.executable)}
-    engines.update({peer: Path(sys.executable) if peer == "spark" else python
-                    for peer in peers if peer not in failures})
+    engines.update({peer: peer_python(root, peer) for peer in peers if peer not in failures})
     header = "peers: " + ", ".join(f"{DISTRIBUTIONS[p]} {versions.get(p) or 'not installed'}"
                                    for p in peers)
     print(machine_line(), header, sep="\n")
