@@ -17,6 +17,7 @@ from gyreflow.api.connectors.file_formats import (
     CsvOptions,
     FileCursor,
     MalformedRecordError,
+    _LineCursor,
     open_binary,
     open_cursor,
     strip_line_ending,
@@ -247,10 +248,170 @@ def _has_long_integer(value) -> bool:
     return False
 
 
+class CsvColumnsCursor(_BlockCursor):
+    """CSV as column batches, by the header's (or ``columns``') names; cells are text unless
+    ``types`` converts them (in Python, as the row reader does: ``int``, ``float``, any callable).
+
+    A block of lines without a quote and without a lone CR is cut by pyarrow (every line is one
+    row, its cells lie between the delimiters); a block with either is read by the row reader
+    itself (a quoted cell may hold delimiters and line breaks) and turned into columns, so that
+    both give what the csv module gives.
+    """
+
+    def __init__(self, path: str, options: CsvOptions, position) -> None:
+        self.rows = _LineCursor(path, "csv", options, position)  # the header, and quoted blocks
+        if not self.rows.columns:
+            self.rows.close()
+            raise MalformedRecordError("the header", "no column names: columnar=True reads CSV "
+                                       "by names (a header, or columns=)")
+        self.options = options
+        self.columns = list(self.rows.columns)
+        single = options.delimiter.encode("utf-8")
+        self.delimiter = single[0] if len(single) == 1 else None
+        super().__init__(path, self.rows.position)
+        self.position = self.rows.position
+
+    def read(self, max_records: int):
+        while True:
+            offset, line = self.position
+            block, count, longest = self._take_lines(max_records)
+            if not count:
+                return []
+            raw = bytes(block)
+            out = None
+            if b'"' not in raw and raw.count(b"\r") == raw.count(b"\r\n") and self.delimiter:
+                self.position = (offset + len(raw), line + count)
+                out = self._read_block(raw, line + 1, longest)
+            if out is None:
+                out = self._read_rows(offset, line, max_records)
+            if out:
+                return out
+
+    def close(self) -> None:
+        super().close()
+        self.rows.close()
+
+    def _read_rows(self, offset: int, line: int, max_records: int) -> list:
+        """Rows from ``(offset, line)`` read by the row reader, as columns."""
+        rows = self.rows
+        rows.file.seek(offset)
+        rows.pending = b""
+        rows.position = (offset, line)
+        records = rows.read(max_records)
+        self.position = rows.position
+        self.file.seek(self.position[0])  # what was read ahead is read again from here
+        self.buffer, self.start, self.next, self.ended = b"", 0, 0, False
+        self.ends = self.ends[:0]
+        bad = [r for r in records if isinstance(r, MalformedRecordError)]
+        good = [r for r in records if not isinstance(r, MalformedRecordError)]
+        if not good:
+            return bad
+        return [*bad, self._columns({name: [r[name] for r in good] for name in self.columns})]
+
+    def _read_block(self, raw: bytes, first: int, longest: int) -> list | None:
+        """Lines without quotes or lone CRs (from line ``first``): every line a row, cut by
+        pyarrow; None when pyarrow cannot (no UTF-8): the row reader then reads them."""
+        import numpy as np
+
+        data = np.frombuffer(raw, np.uint8)
+        ends = np.flatnonzero(data == _NEWLINE)
+        if raw[-1:] != b"\n":
+            ends = np.append(ends, len(raw))  # the last line, without its ending
+        starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
+        before_end = data[np.clip(ends - 1, 0, len(raw) - 1)]
+        lengths = ends - starts - ((ends > starts) & (ends < len(raw)) & (before_end == 13))
+        cells = np.bincount(np.searchsorted(ends, np.flatnonzero(data == self.delimiter)),
+                            minlength=len(ends))[:len(ends)] + 1
+        empty = lengths <= 0
+        wrong = ~empty & (cells != len(self.columns))
+        bad = []
+        for index in np.flatnonzero(wrong).tolist():
+            text = raw[starts[index]:starts[index] + lengths[index]].decode("utf-8", "replace")
+            bad.append(MalformedRecordError(
+                f"line {first + index}",
+                f"{int(cells[index])} cells, the header has {len(self.columns)}", text))
+        if bad:
+            raw = b"".join(raw[starts[i]:ends[i] + 1] for i in np.flatnonzero(~wrong).tolist())
+        numbers = (np.flatnonzero(~empty & ~wrong) + first).tolist()
+        if not numbers:
+            return bad
+        try:
+            table = _read_csv(raw, self.columns, self.options.delimiter, longest)
+        except Exception:  # noqa: BLE001 - pyarrow: no UTF-8, say; the row reader names the line
+            return None
+        return self._typed(table, numbers, bad)
+
+    def _typed(self, table, numbers: list[int], bad: list) -> list:
+        """Convert the typed columns cell by cell, as the row reader does: an empty cell is None,
+        a cell the type refuses makes its row malformed."""
+        types = self.options.types
+        if not types:
+            return [*bad, ColumnBatch.of(table)]
+        columns = {name: table.column(name).to_pylist() for name in self.columns}
+        texts = columns.copy()
+        failed: dict[int, MalformedRecordError] = {}
+        for column, convert in types.items():
+            if column not in columns:
+                continue
+            values = []
+            for index, cell in enumerate(columns[column]):
+                if cell == "":
+                    values.append(None)
+                    continue
+                try:
+                    values.append(convert(cell))
+                except (TypeError, ValueError) as exc:
+                    values.append(None)
+                    if index not in failed:
+                        row = self.options.delimiter.join(texts[n][index] for n in self.columns)
+                        failed[index] = MalformedRecordError(
+                            f"line {numbers[index]}", f"column {column!r}: {cell!r} is not "
+                            f"{getattr(convert, '__name__', convert)} ({exc})", row)
+            columns[column] = values
+        if failed:
+            keep = [i for i in range(len(numbers)) if i not in failed]
+            columns = {name: [values[i] for i in keep] for name, values in columns.items()}
+            bad = sorted([*bad, *failed.values()], key=lambda m: int(m.where.split()[-1]))
+            if not keep:
+                return bad
+        return [*bad, self._columns(columns)]
+
+    def _columns(self, columns: dict[str, list]) -> ColumnBatch:
+        import pyarrow as pa
+
+        try:
+            return ColumnBatch(pa.record_batch(
+                {name: pa.array(values, None if name in self.options.types else pa.string())
+                 for name, values in columns.items()}))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
+            msg = (f"input file {self.path}: the values of a typed column cannot make one Arrow "
+                   f"column ({exc}); read it with columnar=False")
+            raise DataError(msg) from None
+
+
+def _read_csv(raw: bytes, names: list[str], delimiter: str, longest: int):
+    """Lines of cells without quotes, every cell as text."""
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    return pcsv.read_csv(
+        pa.BufferReader(raw),
+        read_options=pcsv.ReadOptions(column_names=names,
+                                      block_size=max(1 << 20, 2 * longest + 2)),
+        parse_options=pcsv.ParseOptions(delimiter=delimiter, quote_char=False, escape_char=False,
+                                        newlines_in_values=False, ignore_empty_lines=True),
+        convert_options=pcsv.ConvertOptions(column_types=dict.fromkeys(names, pa.string()),
+                                            strings_can_be_null=False, null_values=[],
+                                            check_utf8=True))
+
+
 def open_any_cursor(path: str, fmt: str, csv_options: CsvOptions, columns, position,
                     columnar: bool = False) -> FileCursor:
     """A cursor over ``path`` in format ``fmt`` from ``position`` (None: the start): column
-    batches of JSON lines here with ``columnar``, everything else through ``open_cursor``."""
+    batches of JSON lines and CSV here with ``columnar``, everything else through
+    ``open_cursor``."""
     if columnar and fmt == "jsonl":
         return JsonColumnsCursor(path, position)
+    if columnar and fmt == "csv":
+        return CsvColumnsCursor(path, csv_options, position)
     return open_cursor(path, fmt, csv_options, columns, position, columnar)

@@ -52,9 +52,10 @@ class DirectorySource(Source):
 
     ``format``: ``"text"`` (lines, without line endings), ``"jsonl"`` (one JSON value a line),
     ``"csv"`` (dicts by the header, or ``columns``; ``types`` converts cells) or ``"parquet"``
-    (dicts; ``columns`` selects columns; row groups are read as batches). ``columnar=True`` (Parquet)
-    keeps the batches as Arrow columns (``ColumnBatch``): ``key_by("column")`` and ``count()`` then
-    work on arrays, and user functions still see each record as a dict.
+    (dicts; ``columns`` selects columns; row groups are read as batches). ``columnar=True`` (JSON
+    lines, CSV and Parquet) keeps the batches as Arrow columns (``ColumnBatch``): ``key_by("column")``,
+    ``count()`` and the other column operations then work on arrays, and user functions still see
+    each record as a dict.
 
     Each file is read exactly once across crashes and resumes: the files done and the position
     in the current one are the source task's offset, stored with every snapshot.
@@ -101,6 +102,10 @@ class DirectorySource(Source):
             raise ConfigError(msg)
         if self.format == "csv":
             check_delimiter("DirectorySource", self.delimiter)
+            if self.columnar and not self.header and self.columns is None:
+                msg = ("DirectorySource: columnar=True reads CSV by column names: keep "
+                       "header=True or give columns=")
+                raise ConfigError(msg)
         if self.columnar and self.format not in COLUMNAR_FORMATS:
             msg = (f"DirectorySource: columnar=True reads {', '.join(COLUMNAR_FORMATS)}, not "
                    f"format {self.format!r}")

@@ -14,7 +14,7 @@ from gyreflow.api.config.loading import ConfigError
 from gyreflow.runtime.dataflow.columns import ColumnBatch
 
 FORMATS = ("text", "jsonl", "csv", "parquet")
-COLUMNAR_FORMATS = ("jsonl", "parquet")  # formats read as column batches with columnar=True
+COLUMNAR_FORMATS = ("csv", "jsonl", "parquet")  # formats read as column batches with columnar=True
 
 
 class MalformedRecordError(Exception):
