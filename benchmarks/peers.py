@@ -35,6 +35,7 @@ DISTRIBUTIONS = {"bytewax": "bytewax", "pyflink": "apache-flink", "pathway": "pa
                  "spark": "pyspark"}
 ALL_PEERS = ("bytewax", "pyflink", "pathway", "spark")
 LOOP, API, EXAMPLE = "plain Python loop", "gyreflow API", "gyreflow example"
+ARROW = "pyarrow alone (no engine)"
 LABELS = {"bytewax": "Bytewax", "pyflink": "PyFlink Table/SQL (batch)", "pathway": "Pathway"}
 TIMEOUT_SECONDS = 1800
 WORKLOADS = ("events", "words", "windows")
@@ -184,7 +185,7 @@ def engine_commands(workload: Workload, engines: dict[str, Path], scratch: Path)
     commands = {}
     for engine, python in engines.items():
         output = scratch / f"{workload.name}-{engine}.jsonl"
-        label = {"loop": LOOP, "gyreflow": API}.get(engine) or LABELS.get(engine)
+        label = {"loop": LOOP, "gyreflow": API, "pyarrow": ARROW}.get(engine) or LABELS.get(engine)
         if engine == "spark":
             label = "Spark Structured Streaming" if workload.name == "events" else "Spark DataFrame"
         command = [str(python), str(JOBS), engine, workload.name, str(workload.input_path),
@@ -304,7 +305,8 @@ def main(argv: list[str] | None = None) -> None:
     failures = install_peers(root, peers)
     versions = {peer: installed_version(peer_python(root, peer), peer)
                 for peer in peers if peer not in failures}
-    engines = {"loop": Path(sys.executable), "gyreflow": Path(sys.executable)}
+    engines = {"loop": Path(sys.executable), "pyarrow": Path(sys.executable),
+               "gyreflow": Path(sys.executable)}
     engines.update({peer: peer_python(root, peer) for peer in peers if peer not in failures})
     header = "peers: " + ", ".join(f"{DISTRIBUTIONS[p]} {versions.get(p) or 'not installed'}"
                                    for p in peers)
