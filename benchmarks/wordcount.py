@@ -409,8 +409,8 @@ def run_main_job(args) -> int:
         "Reference: the plain loop (Counter per window, json.dumps per line, one file per window, "
         "no staging or fsync). Every run's files were checked against the plain loop's.",
         f"Event time: {EVENTS:,} JSON-lines events over {EVENT_KEYS:,} keys, --window tumbling:60 "
-        "--agg sum --max-delay 5; reference: the same job through the API (itemgetter functions); "
-        "the API's files were checked against the example's.",
+        "--agg sum --max-delay 5; reference: the same job through the API (JSON lines read as "
+        "columns, as the example reads them); the API's files were checked against the example's.",
         f"Best of {args.repeat} interleaved repetitions.",
     ]
     print()
