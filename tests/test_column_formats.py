@@ -65,12 +65,13 @@ def without_nulls(value):
     return value
 
 
-def read_all(path, sizes: list[int], resume_every: int):
-    """Rows and bad line numbers read through a columnar cursor, ``sizes`` at a time, reopened
-    from its position every ``resume_every`` reads."""
+def read_all(path, sizes: list[int], resume_every: int, fmt: str = "jsonl",
+             options: CsvOptions | None = None):
+    """Rows and bad (first) line numbers read through a columnar cursor, ``sizes`` at a time,
+    reopened from its position every ``resume_every`` reads."""
+    options = options or CsvOptions()
     rows, bad, reads = [], [], 0
-    position = None
-    cursor = open_any_cursor(str(path), "jsonl", CsvOptions(), None, position, columnar=True)
+    cursor = open_any_cursor(str(path), fmt, options, None, None, columnar=True)
     while True:
         out = cursor.read(sizes[reads % len(sizes)])
         reads += 1
@@ -78,14 +79,14 @@ def read_all(path, sizes: list[int], resume_every: int):
             break
         for item in out:
             if isinstance(item, MalformedRecordError):
-                bad.append(int(item.where.split()[-1]))
+                bad.append(int(item.where.split()[-1].split("-")[0]))
             else:
                 assert type(item) is ColumnBatch
                 rows += item.rows()
         if reads % resume_every == 0:
             position = cursor.position
             cursor.close()
-            cursor = open_any_cursor(str(path), "jsonl", CsvOptions(), None, position, columnar=True)
+            cursor = open_any_cursor(str(path), fmt, options, None, position, columnar=True)
     cursor.close()
     return rows, bad
 
@@ -247,24 +248,8 @@ def test_csv_as_columns_reads_what_the_csv_module_reads(tmp_path_factory, table,
         return
     path = tmp_path_factory.mktemp("csv") / "data.csv"
     path.write_bytes(text.encode())
-    options = CsvOptions(delimiter=delimiter, types=types)
-    rows, bad, reads, position = [], [], 0, None
-    cursor = open_any_cursor(str(path), "csv", options, None, position, columnar=True)
-    while True:
-        out = cursor.read(sizes[reads % len(sizes)])
-        reads += 1
-        if not out:
-            break
-        for item in out:
-            if isinstance(item, MalformedRecordError):
-                bad.append(int(item.where.split()[-1].split("-")[0]))
-            else:
-                rows += item.rows()
-        if reads % resume_every == 0:
-            position = cursor.position
-            cursor.close()
-            cursor = open_any_cursor(str(path), "csv", options, None, position, columnar=True)
-    cursor.close()
+    rows, bad = read_all(path, sizes, resume_every, "csv",
+                         CsvOptions(delimiter=delimiter, types=types))
     _, want_rows, want_bad = expected
     assert rows == want_rows
     assert bad == want_bad

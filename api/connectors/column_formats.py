@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from abc import ABC, abstractmethod
 
 from gyreflow.api.connectors.file_formats import (
     CsvOptions,
@@ -30,7 +31,7 @@ _NEWLINE = 10
 _LONG_INTEGER = re.compile(rb"\d{19,}")  # may not fit 64 bits: checked line by line
 
 
-class _BlockCursor(FileCursor):
+class _BlockCursor(FileCursor, ABC):
     """Whole lines of a file, ``max_records`` at most at a time, with the position after them.
 
     The line endings of what was read ahead are found once, as an array, when it is read.
@@ -87,6 +88,25 @@ class _BlockCursor(FileCursor):
         self.start = cut
         return memoryview(self.buffer)[start:cut], count, longest
 
+    def read(self, max_records: int) -> list:
+        """The records of the next lines, up to ``max_records`` (column batches, and
+        MalformedRecordErrors for lines the format cannot read); lines without a record are read
+        past; an empty list at the end of the file."""
+        while True:
+            offset, line = self.position
+            block, count, longest = self._take_lines(max_records)
+            if not count:
+                return []
+            out = self._records(block, (offset, line), count, longest, max_records)
+            if out:
+                return out
+
+    @abstractmethod
+    def _records(self, block: memoryview, start: tuple[int, int], count: int, longest: int,
+                 max_records: int) -> list:
+        """The records of ``count`` lines taken at position ``start``; sets the position after
+        what was read."""
+
     def close(self) -> None:
         self.file.close()
 
@@ -94,16 +114,9 @@ class _BlockCursor(FileCursor):
 class JsonColumnsCursor(_BlockCursor):
     """JSON lines as column batches: one object a line (blank lines carry none)."""
 
-    def read(self, max_records: int):
-        while True:
-            offset, line = self.position
-            block, count, longest = self._take_lines(max_records)
-            if not count:
-                return []
-            self.position = (offset + len(block), line + count)
-            out = self._parse(block, line + 1, longest)
-            if out:
-                return out
+    def _records(self, block, start, count, longest, max_records) -> list:
+        self.position = (start[0] + len(block), start[1] + count)
+        return self._parse(block, start[1] + 1, longest)
 
     def _parse(self, block: memoryview, first: int, longest: int) -> list:
         """The records of ``block`` (lines from ``first``): ``[ColumnBatch]``, with a
@@ -271,21 +284,15 @@ class CsvColumnsCursor(_BlockCursor):
         super().__init__(path, self.rows.position)
         self.position = self.rows.position
 
-    def read(self, max_records: int):
-        while True:
-            offset, line = self.position
-            block, count, longest = self._take_lines(max_records)
-            if not count:
-                return []
-            raw = bytes(block)
-            out = None
-            if b'"' not in raw and raw.count(b"\r") == raw.count(b"\r\n") and self.delimiter:
-                self.position = (offset + len(raw), line + count)
-                out = self._read_block(raw, line + 1, longest)
-            if out is None:
-                out = self._read_rows(offset, line, max_records)
-            if out:
+    def _records(self, block, start, count, longest, max_records) -> list:
+        offset, line = start
+        raw = bytes(block)
+        if b'"' not in raw and raw.count(b"\r") == raw.count(b"\r\n") and self.delimiter:
+            self.position = (offset + len(raw), line + count)
+            out = self._read_block(raw, line + 1, longest)
+            if out is not None:
                 return out
+        return self._read_rows(offset, line, max_records)
 
     def close(self) -> None:
         super().close()
