@@ -18,6 +18,10 @@ from collections import Counter
 TUMBLE_SECONDS = 10
 
 
+class UnsupportedWorkloadError(Exception):
+    """An engine cannot express this workload (reported as "not supported", exit status 3)."""
+
+
 def write_rows(path: str, rows) -> None:
     with open(path, "w", encoding="utf-8") as out:
         for row in rows:
@@ -202,7 +206,7 @@ def run_pyflink(workload: str, input_path: str, window: int) -> list:
             GROUP BY word"""
     else:
         msg = "the filesystem source has no line numbers to cut windows of lines"
-        raise NotImplementedError(msg)
+        raise UnsupportedWorkloadError(msg)
     with env.execute_sql(query).collect() as results:
         return [tuple(row) for row in results]
 
@@ -215,7 +219,7 @@ def run_pathway(workload: str, input_path: str, window: int) -> list:
 
     if workload == "windows":
         msg = "the reducers see no input order to cut windows of lines"
-        raise NotImplementedError(msg)
+        raise UnsupportedWorkloadError(msg)
     if workload == "events":
         class Event(pw.Schema):
             key: str
@@ -315,7 +319,7 @@ def run_pyarrow(workload: str, input_path: str, _window: int) -> list:
         return list(zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist(),
                         strict=True))
     msg = "a cumulative count per window of lines needs an engine (or a loop) around pyarrow"
-    raise NotImplementedError(msg)
+    raise UnsupportedWorkloadError(msg)
 
 
 ENGINES = {"loop": run_loop, "gyreflow": run_gyreflow, "bytewax": run_bytewax,
@@ -327,7 +331,7 @@ def main(argv: list[str]) -> int:
     engine, workload, input_path, output, window = argv
     try:
         rows = ENGINES[engine](workload, input_path, int(window))
-    except NotImplementedError as exc:
+    except UnsupportedWorkloadError as exc:
         print(f"not supported: {exc}", file=sys.stderr)
         return 3
     write_rows(output, rows)
