@@ -1,8 +1,9 @@
 """Incremental connected components over a stream of edges, window by window.
 
-Edges arrive as ``src dst`` lines, cut into windows of ``--window`` edges. The graph grows with each
-window, and the components are updated from the vertices the new edges touched instead of being
-recomputed: each window writes one JSON-lines file with a line ``{"window": w, "vertex": v,
+Edges arrive as ``src dst`` lines, cut into windows of ``--window`` lines; a line ``- src dst`` removes
+the edges between ``src`` and ``dst``. The components are updated from the vertices the new edges
+touched instead of being recomputed (a removal restarts only the component it was in): each window
+writes one JSON-lines file with a line ``{"window": w, "vertex": v,
 "component": c}`` for every vertex whose component label (the smallest vertex id in its component)
 changed in window ``w``, new vertices included. Reading the files in order and keeping each vertex's
 last label gives the components of the graph so far.
@@ -22,7 +23,7 @@ import random
 from pathlib import Path
 
 from gyreflow.api import Environment, FileSink, FileSource, SizeTumblingWindow
-from gyreflow.api.graph import GraphView
+from gyreflow.api.graph import GraphView, RemoveEdge
 from gyreflow.api.graph_algorithms import incremental_wcc
 
 DATA = Path(__file__).parent / "data" / "graph"
@@ -44,10 +45,15 @@ def generate(edges: str | os.PathLike, n: int = 6_000, m: int = 6_000, seed: int
     os.replace(partial, path)  # never a half-written input, even with concurrent runs
 
 
-def parse_edge(line: str) -> list[tuple[int, int]]:
-    """``src dst`` -> ``[(src, dst)]`` (``[]`` for a blank line)."""
+def parse_edge(line: str) -> list:
+    """``src dst`` -> ``[(src, dst)]``, ``- src dst`` -> ``[RemoveEdge(src, dst)]`` (``[]`` for a
+    blank line)."""
     columns = line.split()
-    return [(int(columns[0]), int(columns[1]))] if columns else []
+    if not columns:
+        return []
+    if columns[0] == "-":
+        return [RemoveEdge(int(columns[1]), int(columns[2]))]
+    return [(int(columns[0]), int(columns[1]))]
 
 
 def format_label(window: int, record: tuple[int, int]) -> str:

@@ -155,3 +155,88 @@ def test_crash_then_resume_equals_the_uninterrupted_run(edge_file, reference, tm
     assert sorted(actual) == sorted(reference), "file names differ (a staged file left?)"
     different = [name for name in sorted(reference) if actual[name] != reference[name]]
     assert not different, f"files with other content than the reference: {different}"
+
+
+# --- a changing graph: removals survive a crash too ----------------------------------------------
+
+CHANGING_LINES = 1_200
+CHANGING_WINDOW = 150  # 8 windows
+
+
+def make_changes(seed: int = 23) -> list[tuple]:
+    """Edge lines over 300 ids; one line in six removes a present edge (``("-", s, d)``)."""
+    rng = random.Random(seed)
+    present: list[tuple[int, int]] = []
+    lines: list[tuple] = []
+    while len(lines) < CHANGING_LINES:
+        if present and rng.random() < 1 / 6:
+            src, dst = present.pop(rng.randrange(len(present)))
+            lines.append(("-", src, dst))
+        else:
+            edge = (rng.randrange(300), rng.randrange(300))
+            present.append(edge)
+            lines.append(edge)
+    return lines
+
+
+def changing_oracle() -> dict[int, dict[int, int]]:
+    """The components after each window: a removal takes every edge between its two ids."""
+    lines = make_changes()
+    windows = CHANGING_LINES // CHANGING_WINDOW
+    after, edges, seen = {}, [], {}
+    for window in range(1, windows + 1):
+        for line in lines[(window - 1) * CHANGING_WINDOW:window * CHANGING_WINDOW]:
+            if line[0] == "-":
+                pair = {line[1], line[2]}
+                edges = [e for e in edges if {e[0], e[1]} != pair]
+            else:
+                edges.append(line)
+                seen.update(dict.fromkeys(line))
+        after[window] = ref.wcc(list(seen), edges)
+    return after
+
+
+@pytest.fixture(scope="module")
+def changing_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("changing-input") / "changes.txt"
+    path.write_text("".join(" ".join(map(str, line)) + "\n" for line in make_changes()),
+                    encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def changing_reference(changing_file, tmp_path_factory) -> dict[str, list[str]]:
+    out = tmp_path_factory.mktemp("changing-reference") / "out"
+    done = run_job(["--edges", str(changing_file), "--window", str(CHANGING_WINDOW), "--output",
+                    str(out), "--parallelism", "2"], {"GYREFLOW_STATE__BACKEND": "memory"})
+    assert done.returncode == 0, done.stderr
+    files = read_dir(out)
+    assert fold(files, CHANGING_LINES // CHANGING_WINDOW) == changing_oracle()
+    return files
+
+
+# (backend, crash point, parallelism, resumed parallelism, iteration snapshot interval)
+CHANGING_CASES = [
+    ("rocksdb", "window-finished:3", 2, 2, 0),
+    ("sqlite", "before-commit:6", 2, 1, 0),
+    ("rocksdb", "superstep:5.3", 2, 2, 1),  # killed inside a window's supersteps
+]
+
+
+@pytest.mark.parametrize(("backend", "moment", "parallelism", "resume_parallelism", "every"),
+                         CHANGING_CASES)
+def test_a_changing_graph_resumes_to_the_uninterrupted_output(changing_file, changing_reference,
+                                                              tmp_path, backend, moment,
+                                                              parallelism, resume_parallelism,
+                                                              every):
+    store = {"GYREFLOW_STATE__BACKEND": "rocksdb" if backend == "rocksdb" else "jdbc",
+             "GYREFLOW_STATE__PATH": str(tmp_path / "state"),
+             "GYREFLOW_STATE__ITERATION_CHECKPOINT_INTERVAL": str(every)}
+    out = tmp_path / "out"
+    args = ["--edges", str(changing_file), "--window", str(CHANGING_WINDOW), "--output", str(out)]
+    crashed = run_job([*args, "--parallelism", str(parallelism)],
+                      {**store, "GYREFLOW_CRASH_AT": moment})
+    assert crashed.returncode == KILLED, crashed.stderr
+    resumed = run_job([*args, "--parallelism", str(resume_parallelism)], store, ("--resume",))
+    assert resumed.returncode == 0, resumed.stderr
+    assert read_dir(out) == changing_reference

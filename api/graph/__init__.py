@@ -23,6 +23,7 @@ from gyreflow.api.graph.views import (
     VertexContext,
     identity_default,
 )
+from gyreflow.plan.graph_changes import RemoveEdge, RemoveVertex, VertexStillConnectedError
 
 __all__ = [
     "Aggregator",
@@ -34,11 +35,14 @@ __all__ = [
     "GraphView",
     "Query",
     "QuerySyntaxError",
+    "RemoveEdge",
+    "RemoveVertex",
     "UnsupportedQueryError",
     "Vertex",
     "VertexBlock",
     "VertexCentricCompute",
     "VertexContext",
+    "VertexStillConnectedError",
     "identity_default",
     "parse_query",
     "query_graph",

@@ -457,17 +457,37 @@ def sssp(graph: GraphView, source: Any) -> Stream:
 
 
 def incremental_wcc(graph: GraphView) -> Stream:
-    """Components of a growing graph: each window emits ``(vertex, label)`` for the vertices whose
-    label changed (including new vertices); folding the windows gives the current labelling."""
+    """Components of a changing graph: each window emits ``(vertex, label)`` for the vertices whose
+    label changed (including new vertices, and ``(vertex, None)`` for removed ones); folding the
+    windows gives the current labelling. A removed edge restarts only the component it was in."""
     return graph.incremental_compute(arrays.ArrayIncrementalConnectedComponents(graph.directed),
                                      name="incremental-wcc")
 
 
 def incremental_bfs(graph: GraphView, source: Any) -> Stream:
-    """Hop counts from ``source`` in a growing graph: each window emits ``(vertex, hops)`` for the
-    vertices whose hop count changed (including new vertices)."""
+    """Hop counts from ``source`` in a changing graph: each window emits ``(vertex, hops)`` for the
+    vertices whose hop count changed (including new vertices). A removed edge restarts only the
+    vertices farther from ``source`` than its nearer end."""
     return graph.incremental_compute(arrays.ArrayIncrementalBreadthFirstSearch(source),
                                      name="incremental-bfs")
+
+
+def incremental_sssp(graph: GraphView, source: Any) -> Stream:
+    """Weighted distances from ``source`` in a changing graph: each window emits ``(vertex,
+    distance)`` for the vertices whose distance changed (``inf``: unreachable)."""
+    from gyreflow.api.graph.incremental_algorithms import ArrayIncrementalShortestPaths
+
+    return graph.incremental_compute(ArrayIncrementalShortestPaths(source), name="incremental-sssp")
+
+
+def incremental_pagerank(graph: GraphView, damping: float = 0.85,
+                         tolerance: float = 1e-9) -> Stream:
+    """PageRank of a changing graph, iterated in every window from the last window's ranks until
+    no rank moves by more than ``tolerance``; emits ``(vertex, rank)`` for the ranks that moved."""
+    from gyreflow.api.graph.incremental_algorithms import ArrayIncrementalPageRank
+
+    return graph.incremental_compute(ArrayIncrementalPageRank(damping, tolerance),
+                                     name="incremental-pagerank")
 
 
 def khop(graph: GraphView, requests: Stream, k: int, direction: str = "out") -> Stream:

@@ -109,12 +109,29 @@ class ArrayBreadthFirstSearch(ArrayVertexCompute):
 
 
 class ArrayIncrementalBreadthFirstSearch(ArrayBreadthFirstSearch):
-    """Hop counts in a growing graph: in a window's first superstep the vertices its input touched
-    offer their count along every out-edge; improvements spread as in ``ArrayBreadthFirstSearch``."""
+    """Hop counts in a changing graph: in a window's first superstep the vertices its input touched
+    offer their count along every out-edge; improvements spread as in ``ArrayBreadthFirstSearch``.
+
+    A window that removed edges: no shortest path to a vertex at most ``d`` hops away can use an
+    edge whose ends are ``d`` or more hops away, ``d`` the smallest count at the ends of the removed
+    edges. The vertices farther than ``d`` start again, and those exactly ``d`` away offer their
+    count again: the only vertices with an edge into the restarted ones that keep their count."""
 
     def starters(self, part) -> np.ndarray:
-        """The touched vertices that know their count."""
-        return np.flatnonzero(part.touched & (part.values != UNREACHABLE))
+        """The touched vertices that know their count, and the vertices at the removal depth."""
+        known = part.values != UNREACHABLE
+        starting = part.touched & known
+        if part.removal_scope:
+            starting |= known & (part.values == min(part.removal_scope))
+        return np.flatnonzero(starting)
+
+    def removal_scope(self, values: np.ndarray) -> frozenset:
+        """The smallest count at the ends of this task's removed edges."""
+        return frozenset((int(values.min()),))
+
+    def restarts(self, values: np.ndarray, scope: frozenset) -> np.ndarray:
+        """The vertices farther than the removal depth."""
+        return values > min(scope)
 
 
 class ArrayConnectedComponents(ArrayVertexCompute):
@@ -178,9 +195,20 @@ class ArrayConnectedComponents(ArrayVertexCompute):
 
 
 class ArrayIncrementalConnectedComponents(ArrayConnectedComponents):
-    """Components of a growing graph: in a window's first superstep the label classes join along
+    """Components of a changing graph: in a window's first superstep the label classes join along
     the edges the window added, and the vertices its input touched offer their label along its
-    new edges to other tasks; labels only drop, so values kept across windows stay exact."""
+    new edges to other tasks; labels only drop, so values kept across windows stay exact.
+
+    A removed edge may split its component: the components that lost an edge (their labels are
+    the scope) start again from their own ids, every other component keeps its label."""
+
+    def removal_scope(self, values: np.ndarray) -> frozenset:
+        """The labels of the components that lost an edge."""
+        return frozenset(values.tolist())
+
+    def restarts(self, values: np.ndarray, scope: frozenset) -> np.ndarray:
+        """The vertices of those components."""
+        return np.isin(values, np.array(list(scope), dtype=values.dtype))
 
     def starters(self, part) -> np.ndarray:
         """The touched vertices."""

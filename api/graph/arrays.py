@@ -44,6 +44,12 @@ class ArrayVertexCompute(abc.ABC):
     label propagation) or None (every message is delivered). ``max_iterations``, ``always_active``
     (the iteration goes on while no messages are in flight), ``aggregators`` and ``terminate`` mean
     what they mean for ``VertexCentricCompute``.
+
+    Incremental compute, a window that removed edges or vertices: each task gives
+    ``removal_scope`` the values of its vertices that lost an edge; the scopes of all tasks are
+    joined (a set union) and ``restarts`` picks, on every task, the vertices that start again from
+    ``init``. Those count as touched, and every edge counts as new in that window. The defaults
+    start every vertex again; ``incremental_wcc`` restarts the components that lost an edge.
     """
 
     array_program: ClassVar[bool] = True
@@ -66,6 +72,15 @@ class ArrayVertexCompute(abc.ABC):
     def terminate(self, iteration: int, aggregates: dict[str, Any]) -> bool:
         """Whether to stop after ``iteration``, given the aggregates combined in it."""
         return False
+
+    def removal_scope(self, values: np.ndarray) -> frozenset | None:
+        """From the values of this task's vertices that lost an edge in the window, what every task
+        needs to pick the vertices that start again (None: all of them)."""
+        return None
+
+    def restarts(self, values: np.ndarray, scope: frozenset) -> np.ndarray:
+        """A mask of the vertices that start again from ``init``, given the tasks' joined scope."""
+        return np.ones(len(values), dtype=bool)
 
     @identity_default
     def result(self, ids: np.ndarray, values: np.ndarray) -> np.ndarray:

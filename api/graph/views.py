@@ -11,6 +11,7 @@ import attrs
 
 from gyreflow.api.language.stream import Stream
 from gyreflow.plan.graph import Partitioning
+from gyreflow.plan.graph_changes import REMOVE_IN, REMOVE_OUT, REMOVE_VERTEX, RemoveEdge, RemoveVertex
 from gyreflow.plan.operators import GraphComputeSpec, GraphMode
 
 
@@ -82,6 +83,12 @@ class VertexCentricCompute(abc.ABC):
     values (a program may keep bookkeeping in a value object whose equality looks at the result
     only). A vertex's edges keep their arrival order and a window's new edges are appended at the
     end, so a program can tell the new ones by remembering how many it has seen.
+
+    When a window removes edges or vertices (``RemoveEdge``, ``RemoveVertex``), an incremental
+    program starts every vertex again from ``init`` and runs over the whole graph in that window,
+    which keeps its results exact whatever it remembers (array programs can narrow that down:
+    ``ArrayVertexCompute.removal_scope``). A removed vertex is emitted as ``(vertex_id, None)``, an
+    upsert stream's delete.
     """
 
     max_iterations: int = 100
@@ -181,6 +188,8 @@ class VertexBlock:
 def _vertex_record(item: Any) -> tuple[Any, Any]:
     if isinstance(item, Vertex):
         return item.id, item.value
+    if isinstance(item, RemoveVertex):
+        return item.id, item  # the graph operator knows the marker by its type
     if isinstance(item, tuple):
         if len(item) == 2:
             return item
@@ -224,8 +233,10 @@ class GraphView:
 
     Vertices are ids, ``(id, value)`` pairs or ``Vertex``; edges are ``(src, dst)``, ``(src, dst,
     value)`` or ``Edge``. A vertex named by an edge but absent from the vertex stream is created with
-    value ``None``. Each window appends what its streams carry; the graph and the results live in the
-    configured state backend and are snapshotted and restored with the window.
+    value ``None``; a vertex record for a vertex the graph has replaces its value. Each window
+    applies what its streams carry: additions, and the removals ``RemoveEdge`` (edge stream) and
+    ``RemoveVertex`` (either stream). The graph and the results live in the configured state backend
+    and are snapshotted and restored with the window.
     """
 
     def __init__(self, vertices: Stream | None, edges: Stream, directed: bool = True,
@@ -310,6 +321,10 @@ class _EdgeHalves:
             value = None
         elif type(item) is tuple and len(item) == 3:
             src, dst, value = item
+        elif isinstance(item, RemoveEdge):
+            return self.removal(item)
+        elif isinstance(item, RemoveVertex):
+            return ((item.id, None, None, REMOVE_VERTEX),)
         else:
             src, dst, value = _edge_record(item)
         if self.directed:
@@ -317,3 +332,12 @@ class _EdgeHalves:
         if src == dst:
             return ((src, dst, value, _OUT),)
         return ((src, dst, value, _OUT), (dst, src, value, _OUT))
+
+    def removal(self, item: RemoveEdge) -> tuple:
+        """The halves that remove ``item``'s edges at both ends."""
+        src, dst = item.src, item.dst
+        if self.directed:
+            return ((src, dst, None, REMOVE_OUT), (dst, src, None, REMOVE_IN))
+        if src == dst:
+            return ((src, dst, None, REMOVE_OUT),)
+        return ((src, dst, None, REMOVE_OUT), (dst, src, None, REMOVE_OUT))

@@ -17,10 +17,16 @@ from collections.abc import Callable
 
 import numpy as np
 
+from gyreflow.plan.graph_changes import RemoveVertex, VertexStillConnectedError
 from gyreflow.plan.operators import GraphComputeSpec, GraphMode
 from gyreflow.runtime.dataflow.graph_arrays import COMBINES
 from gyreflow.runtime.dataflow.graph_context import Slots
-from gyreflow.runtime.dataflow.graph_operator import VERTEX_COUNT, GraphOperator
+from gyreflow.runtime.dataflow.graph_operator import (
+    REMOVAL_SCOPE,
+    REMOVALS,
+    VERTEX_COUNT,
+    GraphOperator,
+)
 from gyreflow.runtime.dataflow.graph_partition import (
     ArrayContext,
     Partition,
@@ -29,6 +35,7 @@ from gyreflow.runtime.dataflow.graph_partition import (
     receive,
     split_outgoing,
 )
+from gyreflow.runtime.dataflow.graph_removals import apply_changes, has_removals
 from gyreflow.runtime.errors import RecordError
 
 
@@ -59,6 +66,8 @@ class ArrayGraphOperator(GraphOperator):
         self.values = None
         self.before = None  # incremental: the values when the window's supersteps started
         self.fresh = np.zeros(0, np.int64)
+        self.scope = self.local_scope = frozenset()  # removals: see ``_restart``
+        self.lost = None
         self.touched = np.zeros(0, dtype=bool)
         self.added = _NO_EDGES
         self.plain_result = getattr(getattr(type(self.program), "result", None), "identity_default",
@@ -99,7 +108,11 @@ class ArrayGraphOperator(GraphOperator):
         chunks = self.graph.data
         touched = None
         self.added = _NO_EDGES
-        if any(batch for _, batch in records):
+        self.removals, self.removed, self.scope, self.lost = 0, [], frozenset(), None
+        if has_removals(records):
+            self._apply_removals(chunks, records)
+            touched = self.touched_ids
+        elif any(batch for _, batch in records):
             changed, touched, self.added = add_window_input(
                 chunks, records, self.max_parallelism, self.spec.directed,
                 self.ctx.state.key_groups)
@@ -132,7 +145,73 @@ class ArrayGraphOperator(GraphOperator):
                 self.values, fresh = self._continue_values(part, dict(self.value_chunks.data))
             self.before = self.values.copy()
             self.fresh = fresh
+            if self.removals:
+                self.local_scope = self._removal_scope()
         return n
+
+    def _removal_scope(self):
+        """What this task's vertices that lost an edge say of the vertices to start again."""
+        positions, found = self.part.index.lookup(self.lost)
+        if not found.any():
+            return frozenset()
+        try:
+            scope = self.program.removal_scope(self.values[np.unique(positions[found])])
+        except Exception as exc:
+            raise RecordError(self.name, ("removal_scope", int(found.sum()), "vertices"),
+                              exc) from exc
+        return None if scope is None else frozenset(scope)
+
+    def removal_partials(self) -> tuple:
+        """The window's removals and, incremental, this task's part of the removal scope."""
+        if not self.removals:
+            return ()
+        if self.mode is not GraphMode.INCREMENTAL:
+            return ((REMOVALS, self.removals),)
+        return ((REMOVALS, self.removals), (REMOVAL_SCOPE, self.local_scope))
+
+    def _restart(self, scope) -> None:
+        """Incremental, a window that removed something: the vertices ``restarts`` picks start
+        again from ``init`` and count as touched; every edge counts as new."""
+        n = self.part.n
+        if scope is None:
+            mask = np.ones(n, dtype=bool)
+        else:
+            try:
+                mask = np.asarray(self.program.restarts(self.values, scope), dtype=bool)
+            except Exception as exc:
+                raise RecordError(self.name, ("restarts", n, "vertices"), exc) from exc
+            if mask.shape != (n,):
+                msg = f"{type(self.program).__name__}.restarts gave shape {mask.shape} for {n} vertices"
+                raise RecordError(self.name, ("restarts", n, "vertices"), ValueError(msg))
+        if mask.any():
+            positions = np.flatnonzero(mask)
+            values = self.values.copy()
+            values[positions] = self._init(positions)
+            self.values = values
+            self.touched = self.touched | mask
+        self.added = None
+        self.scope = scope
+
+    def _apply_removals(self, chunks: dict, records: list) -> None:
+        """A window that removes edges or vertices: apply it in order, drop the removed vertices'
+        stored values, and build the partition again."""
+        try:
+            changed, self.touched_ids, self.lost, self.removals, kept, self.removed = apply_changes(
+                chunks, records, self.max_parallelism, self.spec.directed,
+                self.ctx.state.key_groups)
+        except VertexStillConnectedError as exc:
+            raise RecordError(self.name, RemoveVertex(exc.vertex), exc) from exc
+        self.graph.mark_changed(changed)
+        if self.mode is GraphMode.INCREMENTAL:
+            stored = self.value_chunks.data
+            for key, mask in kept.items():
+                values = stored.get(key)
+                if values is not None:
+                    stored[key] = values[mask[:len(values)]]
+                    self.value_chunks.changed.add(key)
+        self.part = None
+        self.values = None
+        self.added = None  # every edge counts as new
 
     def _build(self, chunks: dict) -> Partition:
         mp = self.max_parallelism
@@ -184,6 +263,9 @@ class ArrayGraphOperator(GraphOperator):
         combined = self._combine_partials(payload)
         if iteration == 1:
             self.num_vertices = combined.pop(VERTEX_COUNT, 0)
+            scope = combined.pop(REMOVAL_SCOPE, frozenset())
+            if combined.pop(REMOVALS, 0) and self.mode is GraphMode.INCREMENTAL:
+                self._restart(scope)
             combined = {name: agg.zero for name, agg in self.aggregators.items()}
         elif self._terminates(iteration - 1, combined):
             self.loop.discard(self.index)
@@ -197,6 +279,7 @@ class ArrayGraphOperator(GraphOperator):
         ctx.values = self.values
         ctx.touched = self.touched
         ctx.added = self.added if self.mode is GraphMode.INCREMENTAL else None
+        ctx.removal_scope = self.scope
         ctx.iteration = iteration
         ctx.window = self.window
         ctx.num_vertices = self.num_vertices
@@ -254,7 +337,11 @@ class ArrayGraphOperator(GraphOperator):
             except Exception as exc:
                 raise RecordError(self.name, ("result", len(ids), "vertices"), exc) from exc
         results = chosen.tolist() if isinstance(chosen, np.ndarray) else list(chosen)
-        self._emit(list(zip(ids.tolist(), results, strict=True)))
+        records = list(zip(ids.tolist(), results, strict=True))
+        if self.mode is GraphMode.INCREMENTAL and self.removed:
+            records.extend((vid, None) for vid in self.removed)  # an upsert stream's delete
+        self.removed = []
+        self._emit(records)
 
     def _store_values(self, positions: np.ndarray) -> None:
         """Incremental: write the value chunks of the groups whose values changed."""
@@ -274,13 +361,14 @@ class ArrayGraphOperator(GraphOperator):
         """Where the window stands after superstep ``done`` (an iteration snapshot)."""
         return pickle.dumps((self.window, done, self.parallelism, payload, self.values, inbox,
                              (self.touched, self.added), (self.before, self.fresh),
-                             self.num_vertices, [], {}),
+                             self.num_vertices, [], {}, self.removed),
                             pickle.HIGHEST_PROTOCOL)
 
     def restore_progress(self, record: tuple) -> tuple:
         """Go on from ``progress``'s record; returns the payload superstep ``done + 1`` takes."""
         (_, done, _, payload, self.values, inbox, (self.touched, self.added),
-         (self.before, self.fresh), self.num_vertices, _, _) = record
+         (self.before, self.fresh), self.num_vertices, _, _) = record[:11]
+        self.removed = record[11] if len(record) > 11 else []
         if inbox:
             self.loop.put(self.index, done + 1, inbox, self.merge)
         return payload
@@ -296,12 +384,14 @@ class ArrayGraphOperator(GraphOperator):
         # Not the CSR partition: it is rebuilt from the chunks where needed, and leaving it out
         # keeps the bytes a Spark step persists per task to the graph itself.
         return (tables, self.values, self.collecting, self.pending, (self.touched, self.added),
-                self.before, self.fresh, self.num_vertices, self.window)
+                self.before, self.fresh, self.num_vertices, self.window,
+                (self.removed, self.removals))
 
     def import_state(self, state: tuple) -> None:
         """Take over what ``export_state`` gave."""
         (tables, self.values, self.collecting, self.pending, (self.touched, self.added),
-         self.before, self.fresh, self.num_vertices, self.window) = state
+         self.before, self.fresh, self.num_vertices, self.window,
+         (self.removed, self.removals)) = state
         for name, (data, changed, removed) in tables.items():
             table = self.ctx.state.table(name)
             table.data, table.changed, table.removed = data, changed, removed

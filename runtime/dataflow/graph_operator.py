@@ -16,6 +16,7 @@ from __future__ import annotations
 import pickle
 from collections.abc import Callable
 
+from gyreflow.plan.graph_changes import REMOVE_VERTEX, RemoveVertex, VertexStillConnectedError
 from gyreflow.plan.operators import GraphComputeSpec, GraphMode
 from gyreflow.runtime.dataflow.graph_context import EMPTY, Slots, context_class
 from gyreflow.runtime.dataflow.operators import Operator
@@ -23,7 +24,10 @@ from gyreflow.runtime.errors import RecordError
 from gyreflow.state.keys.keygroups import key_group_of
 
 VERTEX_COUNT = "__vertices__"
+REMOVALS = "__removals__"  # partial of an InitIteration report: the elements the window removed
+REMOVAL_SCOPE = "__removal_scope__"  # and what picks the vertices that start again (None: all)
 _MISSING = object()
+_COUNTS = (VERTEX_COUNT, REMOVALS)
 
 
 
@@ -77,6 +81,20 @@ class LocalLoopExchange:
             del self.boxes[key]
 
 
+def _remove_half(entry: list, side: int, other) -> int:
+    """Remove every ``other`` from the ``side`` list of a vertex's graph entry (and its values);
+    returns how many were removed."""
+    targets = entry[side]
+    if other not in targets:
+        return 0
+    values = entry[side + 1]
+    keep = [i for i, target in enumerate(targets) if target != other]
+    entry[side] = [targets[i] for i in keep]
+    if values is not None:
+        entry[side + 1] = [values[i] for i in keep]
+    return len(targets) - len(keep)
+
+
 def _append_valued(entry: list, side: int, other, value) -> None:
     targets = entry[side]
     values = entry[side + 1]
@@ -110,6 +128,9 @@ class GraphOperator(Operator):
         self.owner_cache: dict = {}
         self.plain_result = _base_method(self.program, "result")
         self.plain_init = _base_method(self.program, "init")
+        self.removed: list = []  # the vertices the window removed
+        self.removals = 0  # the edge halves and vertices the window removed in this task
+        self.before: dict | None = None  # incremental, restarted window: the values before it
 
     def open(self, ctx) -> None:
         super().open(ctx)
@@ -157,9 +178,14 @@ class GraphOperator(Operator):
         directed = self.spec.directed
         new_vertices = []
         updated = set()
+        removed_vertices: list = []
+        removals = 0
         for role, batch in self.pending.pop(window, ()):
             if role == "vertex":
                 for vid, value in batch:
+                    if type(value) is RemoveVertex:
+                        removed_vertices.append((vid, value))
+                        continue
                     entry = get(vid)
                     if entry is None:
                         graph[vid] = [value, [], None, [] if directed else None, None]
@@ -169,6 +195,12 @@ class GraphOperator(Operator):
                 ends = {vertex[0] for vertex in batch}
             elif role == "edge":
                 for vid, other, value, side in batch:
+                    if side <= 0:  # a removal
+                        if side == REMOVE_VERTEX:
+                            removed_vertices.append((vid, RemoveVertex(vid)))
+                        elif (entry := get(vid)) is not None:
+                            removals += _remove_half(entry, -side, other)
+                        continue
                     entry = get(vid)
                     if entry is None:
                         entry = graph[vid] = [None, [], None, [] if directed else None, None]
@@ -184,6 +216,11 @@ class GraphOperator(Operator):
                 continue
             touched |= ends
             updated |= ends
+        self.removed = self._remove_vertices(removed_vertices, touched, updated)
+        self.removals = removals + len(self.removed)
+        self.before = None
+        if self.removed:
+            new_vertices = [vid for vid in new_vertices if vid in graph]
         self.graph.mark_changed(updated)
         slot = self.slots.slot  # the graph's own vertices first: neighbour slots then hit directly
         for vid in new_vertices:
@@ -203,6 +240,44 @@ class GraphOperator(Operator):
         if starts:
             self.loop.put(self.index, 1, starts, self.merge)
         return len(graph)
+
+    def _remove_vertices(self, removed: list, touched: set, updated: set) -> list:
+        """Apply the window's vertex removals, after its other changes; returns the removed ids."""
+        table = self.graph
+        graph = table.data
+        gone = []
+        for vid, record in removed:
+            entry = graph.get(vid)
+            if entry is None:
+                continue
+            edges = entry[1] + (entry[3] or [])
+            if edges:
+                shown = ", ".join(repr(other) for other in list(dict.fromkeys(edges))[:5])
+                msg = (f"vertex {vid!r} still has {len(edges)} edge(s) at the end of the window "
+                       f"(to or from {shown}): remove them with RemoveEdge first")
+                raise RecordError(self.name, record, VertexStillConnectedError(msg))
+            table.delete(vid)
+            touched.discard(vid)
+            updated.discard(vid)
+            gone.append(vid)
+        if gone:
+            self.slots.forget(gone)
+            if self.mode is GraphMode.INCREMENTAL:
+                values = self.values_table()
+                for vid in gone:
+                    values.delete(vid)
+                self.changed.difference_update(gone)
+        return gone
+
+    def _restart(self) -> None:
+        """Incremental, a window that removed something from the graph: every vertex starts again
+        from ``init`` (this window recomputes all, whatever the program remembers)."""
+        values = self.values
+        self.before = before = dict(values)
+        for vid in self.changed:  # the window's new vertices: emitted whatever their value
+            before.pop(vid, None)
+        for vid, entry in self.graph.data.items():
+            values[vid] = self._init(vid, entry[0])
 
     def _init(self, vid, value):
         try:
@@ -234,6 +309,8 @@ class GraphOperator(Operator):
         combined = self._combine_partials(payload)
         if iteration == 1:
             self.num_vertices = combined.pop(VERTEX_COUNT, 0)
+            if combined.pop(REMOVALS, 0) and self.mode is GraphMode.INCREMENTAL:
+                self._restart()
             combined = {name: agg.zero for name, agg in self.aggregators.items()}
         elif self._terminates(iteration - 1, combined):
             self.loop.discard(self.index)
@@ -248,7 +325,7 @@ class GraphOperator(Operator):
                 if vid not in values and vid in graph:
                     values[vid] = self._init(vid, graph[vid][0])
         if iteration == 1:
-            active = (values.keys() if self.mode is GraphMode.STATIC
+            active = (values.keys() if self.mode is GraphMode.STATIC or self.before is not None
                       else self.touched if self.mode is GraphMode.INCREMENTAL else inbox.keys())
         elif program.always_active:
             active = values.keys()
@@ -319,11 +396,18 @@ class GraphOperator(Operator):
         except Exception as exc:
             raise RecordError(self.name, (vid, f"notification of superstep {step}"), exc) from exc
 
+    def removal_partials(self) -> tuple:
+        """What an InitIteration report says of the window's removals (nothing when none)."""
+        return ((REMOVALS, self.removals),) if self.removals else ()
+
     def _combine_partials(self, payload: tuple) -> dict:
         combined: dict = {}
         for partials in payload:
             for name, value in partials:
-                if name == VERTEX_COUNT:
+                if name == REMOVAL_SCOPE:
+                    known = combined.get(name, frozenset())
+                    combined[name] = None if value is None or known is None else known | value
+                elif name in _COUNTS:
                     combined[name] = combined.get(name, 0) + value
                 elif name in combined:
                     combined[name] = self.aggregators[name].combine(combined[name], value)
@@ -381,6 +465,11 @@ class GraphOperator(Operator):
             if self.mode is GraphMode.STATIC:
                 keys = values.keys()
             else:
+                if self.before is not None:  # a restarted window: compare with the values before it
+                    before = self.before
+                    self.changed = {vid for vid, value in values.items()
+                                    if before.get(vid, _MISSING) != value}
+                    self.before = None
                 keys = list(self.changed)
                 self.values_table().mark_changed(self.changed)
                 self.changed = set()
@@ -393,6 +482,9 @@ class GraphOperator(Operator):
                     records = [(vid, result(vid, values[vid])) for vid in keys]
                 except Exception as exc:
                     raise RecordError(self.name, (vid, values.get(vid)), exc) from exc
+            if self.mode is GraphMode.INCREMENTAL and self.removed:
+                records.extend((vid, None) for vid in self.removed)  # an upsert stream's delete
+        self.removed = []
         self._emit(records)
 
     def progress(self, done: int, payload: tuple, inbox: dict) -> bytes:
@@ -401,12 +493,14 @@ class GraphOperator(Operator):
         values = dict(self.values) if self.mode is GraphMode.INCREMENTAL else self.values
         return pickle.dumps((self.window, done, self.parallelism, payload, values, inbox,
                              self.touched, self.changed, self.num_vertices, self.context.emitted,
-                             self.context.notifications), pickle.HIGHEST_PROTOCOL)
+                             self.context.notifications, (self.before, self.removed)),
+                            pickle.HIGHEST_PROTOCOL)
 
     def restore_progress(self, record: tuple) -> tuple:
         """Go on from ``progress``'s record; returns the payload superstep ``done + 1`` takes."""
         (_, done, _, payload, values, inbox, self.touched, self.changed, self.num_vertices,
-         self.context.emitted, self.context.notifications) = record
+         self.context.emitted, self.context.notifications) = record[:11]
+        self.before, self.removed = record[11] if len(record) > 11 else (None, [])
         if self.mode is GraphMode.INCREMENTAL:
             self.values.clear()
             self.values.update(values)
@@ -432,12 +526,13 @@ class GraphOperator(Operator):
         values = None if self.mode is GraphMode.INCREMENTAL else self.values
         return (tables, values, self.collecting, self.pending, self.touched, self.changed,
                 self.num_vertices, self.window, self.context.emitted, self.slots,
-                self.context.notifications)
+                self.context.notifications, (self.before, self.removed, self.removals))
 
     def import_state(self, state: tuple) -> None:
         """Take over what ``export_state`` gave."""
         (tables, values, self.collecting, self.pending, self.touched, self.changed,
-         self.num_vertices, self.window, emitted, slots, self.context.notifications) = state
+         self.num_vertices, self.window, emitted, slots, self.context.notifications,
+         (self.before, self.removed, self.removals)) = state
         for name, (data, changed, removed) in tables.items():
             table = self.ctx.state.table(name)
             table.data, table.changed, table.removed = data, changed, removed

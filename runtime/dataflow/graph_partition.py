@@ -450,6 +450,7 @@ class ArrayContext:
         self.values = None
         self.touched = None
         self.added = None  # the window's new edge halves; None: every edge is new
+        self.removal_scope = frozenset()  # a window that removed edges: the tasks' joined scope
         self.iteration = 0
         self.window = 0
         self.num_vertices = 0

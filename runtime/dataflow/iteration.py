@@ -32,6 +32,7 @@ class IterationTask(Task):
             self._iterating = self._iterating | {event.window}
             count = self.graph.init_iteration(event.window)
             partials = ((VERTEX_COUNT, count),)
+            partials += self.graph.removal_partials()
             if self._saved and event.window == next(iter(self._saved.values()))[0]:
                 partials += ((SAVED, tuple(sorted(self._saved))),)
             self._report_step(event, 0, partials)

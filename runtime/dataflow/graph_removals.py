@@ -1,0 +1,175 @@
+"""Removals on a task's graph chunks (array programs): edge halves and vertices taken out of the
+per-key-group chunks of ``graph_partition``, in the order the window's streams carried them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gyreflow.plan.graph_changes import REMOVE_VERTEX, RemoveVertex, VertexStillConnectedError
+from gyreflow.runtime.dataflow.graph_arrays import concat_ids, id_array, key_groups
+from gyreflow.runtime.dataflow.graph_partition import add_window_input, chunk_key
+
+
+def has_removals(records: list) -> bool:
+    """Whether a window's input (``(role, batch)`` pairs of tuples) removes anything."""
+    for role, batch in records:
+        if not batch or type(batch[0]) is not tuple:
+            continue
+        if role == "edge":
+            if min(half[3] for half in batch) <= 0:
+                return True
+        elif role == "vertex" and any(type(value) is RemoveVertex for _, value in batch):
+            return True
+    return False
+
+
+def _runs(records: list):
+    """The window's input as runs in arrival order: ``("add", [(role, batch)])``, ``("remove",
+    halves)``; and the vertices to remove after everything else."""
+    runs: list = []
+    vertices: list = []
+
+    def add(role, batch):
+        if runs and runs[-1][0] == "add":
+            runs[-1][1].append((role, batch))
+        else:
+            runs.append(("add", [(role, batch)]))
+
+    def remove(half):
+        if runs and runs[-1][0] == "remove":
+            runs[-1][1].append(half)
+        else:
+            runs.append(("remove", [half]))
+
+    for role, batch in records:
+        if role == "vertex":
+            kept = []
+            for vertex in batch:
+                if type(vertex[1]) is RemoveVertex:
+                    vertices.append(vertex[0])
+                else:
+                    kept.append(vertex)
+            if kept:
+                add(role, kept)
+        elif role == "edge":
+            start = 0
+            for i, half in enumerate(batch):
+                if half[3] > 0:
+                    continue
+                if i > start:
+                    add(role, batch[start:i])
+                start = i + 1
+                if half[3] == REMOVE_VERTEX:
+                    vertices.append(half[0])
+                else:
+                    remove(half)
+            if start < len(batch):
+                add(role, batch[start:])
+        else:
+            add(role, batch)
+    return runs, vertices
+
+
+def apply_changes(chunks: dict, records: list, max_parallelism: int, directed: bool,
+                  owned) -> tuple[set, np.ndarray, np.ndarray, int, dict, list]:
+    """Apply a window's input that removes something: additions and edge removals in arrival
+    order, then the vertex removals. Returns the chunk keys that changed, the ids touched, the ids
+    that lost an edge, how many halves and vertices were removed, the mask of the vertices kept
+    per chunk key whose vertices shrank (stored values follow a chunk's vertices by position), and
+    the removed vertices."""
+    runs, vertices = _runs(records)
+    changed: set = set()
+    touched: list = []
+    ends: list = []
+    removed = 0
+    for kind, body in runs:
+        if kind == "add":
+            more, ids, _ = add_window_input(chunks, body, max_parallelism, directed, owned)
+            changed |= more
+            touched.append(ids)
+        else:
+            keys, count, lost = _remove_halves(chunks, body, max_parallelism)
+            changed |= keys
+            removed += count
+            touched.append(lost)
+            ends.append(lost)
+    kept, gone = _remove_vertices(chunks, vertices, max_parallelism) if vertices else ({}, [])
+    changed |= set(kept)
+    removed += len(gone)
+    return changed, concat_ids(touched), concat_ids(ends), removed, kept, gone
+
+
+def _by_chunk(ids: np.ndarray, max_parallelism: int) -> dict[int, np.ndarray]:
+    """Positions of ``ids`` grouped by the key of their chunk."""
+    groups = key_groups(ids, max_parallelism)
+    found: dict[int, np.ndarray] = {}
+    for group in np.unique(groups).tolist():
+        found[chunk_key(group, max_parallelism)] = np.flatnonzero(groups == group)
+    return found
+
+
+def _remove_halves(chunks: dict, halves: list, max_parallelism: int) -> tuple[set, int, np.ndarray]:
+    """Remove every stored half equal to a removal half (vertex, other end, side)."""
+    vids = id_array([h[0] for h in halves])
+    changed, count = set(), 0
+    for key, at in _by_chunk(vids, max_parallelism).items():
+        chunk = chunks.get(key)
+        if chunk is None:
+            continue
+        wanted = {(halves[i][0], halves[i][1], -halves[i][3]) for i in at.tolist()}
+        stored_vids = chunk[2]
+        candidates = np.flatnonzero(np.isin(stored_vids, id_array([w[0] for w in wanted])))
+        if len(candidates) == 0:
+            continue
+        pairs = zip(stored_vids[candidates].tolist(), chunk[3][candidates].tolist(),
+                    chunk[5][candidates].tolist(), strict=True)
+        drop = candidates[[triple in wanted for triple in pairs]]
+        if len(drop) == 0:
+            continue
+        keep = np.ones(len(stored_vids), dtype=bool)
+        keep[drop] = False
+        chunks[key] = _keep_halves(chunk, keep)
+        changed.add(key)
+        count += len(drop)
+    return changed, count, vids
+
+
+def _keep_halves(chunk: list, keep: np.ndarray) -> list:
+    chunk = list(chunk)
+    chunk[2], chunk[3], chunk[5] = chunk[2][keep], chunk[3][keep], chunk[5][keep]
+    if chunk[4] is not None:
+        chunk[4] = chunk[4][keep]
+    return chunk
+
+
+def _remove_vertices(chunks: dict, vertices: list, max_parallelism: int) -> tuple[dict, list]:
+    """Remove the vertices (which must have no edges left); returns the kept-vertex mask per chunk
+    key that lost vertices, and the removed ids."""
+    ids = id_array(list(dict.fromkeys(vertices)))
+    kept: dict[int, np.ndarray] = {}
+    gone_ids: list = []
+    for key, at in _by_chunk(ids, max_parallelism).items():
+        chunk = chunks.get(key)
+        if chunk is None:
+            continue
+        gone = ids[at]
+        connected = np.isin(chunk[2], gone)
+        if connected.any():
+            vertex = chunk[2][connected][0]
+            vertex = vertex.item() if isinstance(vertex, np.generic) else vertex
+            others = chunk[3][chunk[2] == vertex]
+            shown = ", ".join(repr(o) for o in list(dict.fromkeys(others.tolist()))[:5])
+            msg = (f"vertex {vertex!r} still has {len(others)} edge(s) at the end of the window "
+                   f"(to or from {shown}): remove them with RemoveEdge first")
+            error = VertexStillConnectedError(msg)
+            error.vertex = vertex
+            raise error
+        mask = ~np.isin(chunk[0], gone)
+        if mask.all():
+            continue
+        gone_ids.extend(chunk[0][~mask].tolist())
+        chunk = list(chunk)
+        chunk[0], chunk[1] = chunk[0][mask], chunk[1][mask]
+        chunks[key] = chunk
+        kept[key] = mask
+    return kept, gone_ids

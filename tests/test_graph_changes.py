@@ -1,0 +1,183 @@
+"""Dynamic graphs with removals: ``RemoveEdge`` and ``RemoveVertex`` on a graph view's streams.
+
+A seeded generator writes windows of changes (new edges, removals of present edges, weight changes
+as a removal and the edge again, removals of vertices left without edges). The oracle keeps the
+graph of every version as plain sets and asks networkx: after each window, folding the incremental
+algorithms' output (``(vertex, None)`` deletes) must equal networkx on that version; static compute
+must equal it in every window. Every case runs on every environment.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import networkx as nx
+import pytest
+
+from gyreflow.api import SizeTumblingWindow, UserFunctionError
+from gyreflow.api import graph_algorithms as algorithms
+from gyreflow.api.graph import Edge, GraphView, RemoveEdge, RemoveVertex
+from gyreflow.api.graph_algorithms import UNREACHABLE
+
+
+def change_windows(seed: int, n: int, windows: int, per_window: int, removal_share: float,
+                   directed: bool):
+    """``(batches, versions)``: each window's change records, and after it the graph as
+    ``(vertices, {(src, dst): weight})`` (undirected: the pair in sorted order)."""
+    rng = random.Random(seed)
+    vertices: set = set()
+    edges: dict = {}
+    batches, versions = [], []
+
+    def norm(src, dst):
+        return (src, dst) if directed else (min(src, dst), max(src, dst))
+
+    for _ in range(windows):
+        batch = []
+        for _ in range(per_window):
+            roll = rng.random()
+            if edges and roll < removal_share:
+                pair = rng.choice(sorted(edges))
+                del edges[pair]
+                batch.append(RemoveEdge(*pair) if rng.random() < 0.5 or directed
+                             else RemoveEdge(pair[1], pair[0]))  # either order, undirected
+            elif edges and roll < removal_share + 0.05:
+                pair = rng.choice(sorted(edges))  # a new weight: the edge removed and added again
+                edges[pair] = rng.randint(1, 9)
+                batch += [RemoveEdge(*pair), Edge(*pair, edges[pair])]
+            else:
+                src, dst = rng.randrange(n), rng.randrange(n)
+                if src == dst or norm(src, dst) in edges:
+                    continue
+                edges[norm(src, dst)] = rng.randint(1, 9)
+                vertices |= {src, dst}
+                batch.append(Edge(src, dst, edges[norm(src, dst)]))
+        linked = {v for pair in edges for v in pair}
+        isolated = sorted(vertices - linked)
+        for vertex in rng.sample(isolated, min(2, len(isolated))):
+            vertices.discard(vertex)
+            batch.append(RemoveVertex(vertex))
+        batches.append(batch)
+        versions.append((set(vertices), dict(edges)))
+    return batches, versions
+
+
+def nx_graph(version, directed: bool):
+    vertices, edges = version
+    graph = nx.DiGraph() if directed else nx.Graph()
+    graph.add_nodes_from(vertices)
+    graph.add_weighted_edges_from((s, d, w) for (s, d), w in edges.items())
+    return graph
+
+
+def expected(version, directed: bool, source) -> dict[str, dict]:
+    graph = nx_graph(version, directed)
+    components = nx.weakly_connected_components(graph) if directed else nx.connected_components(graph)
+    wcc = {v: min(component) for component in components for v in component}
+    hops = nx.single_source_shortest_path_length(graph, source) if source in graph else {}
+    distance = nx.single_source_dijkstra_path_length(graph, source) if source in graph else {}
+    ranks = nx.pagerank(graph, alpha=0.85, tol=1e-13, max_iter=10_000, weight=None)
+    return {"wcc": wcc,
+            "bfs": {v: hops.get(v, UNREACHABLE) for v in graph},
+            "sssp": {v: float(distance.get(v, math.inf)) for v in graph},
+            "pagerank": ranks}
+
+
+def run_changes(env, batches, directed: bool, source, names):
+    pipeline = env.pipeline("changing-graph")
+
+    @pipeline.task
+    def changing(ctx):
+        edges = ctx.source(batches, SizeTumblingWindow(1), parallelism=1).flat_map(list)
+        graph = GraphView(None, edges, directed=directed, parallelism=2)
+        outputs = {"wcc": lambda: algorithms.incremental_wcc(graph),
+                   "bfs": lambda: algorithms.incremental_bfs(graph, source),
+                   "sssp": lambda: algorithms.incremental_sssp(graph, source),
+                   "pagerank": lambda: algorithms.incremental_pagerank(graph, tolerance=1e-12),
+                   "record_wcc": lambda: graph.incremental_compute(
+                       algorithms.ConnectedComponents(directed)),
+                   "static_wcc": lambda: algorithms.wcc(graph)}
+        for name in names:
+            outputs[name]().collect(name)
+
+    result = pipeline.execute()
+    return {name: result.by_window(name) for name in names}
+
+
+def fold(by_window: dict, windows: int, exact: bool = True):
+    """The state after each window from an upsert stream: None deletes; with ``exact``, a window
+    must not emit a vertex twice or one whose value did not change."""
+    state: dict = {}
+    after = []
+    for window in range(1, windows + 1):
+        records = by_window.get(window, [])
+        if exact:
+            assert len({v for v, _ in records}) == len(records), f"window {window}: twice"
+            same = [v for v, x in records if v in state and state[v] == x]
+            assert not same, f"window {window} emitted unchanged vertices {same}"
+        for vertex, value in records:
+            if value is None:
+                state.pop(vertex, None)
+            else:
+                state[vertex] = value
+        after.append(dict(state))
+    return after
+
+
+@pytest.mark.parametrize("directed", [False, True], ids=["undirected", "directed"])
+def test_incremental_algorithms_equal_networkx_on_every_version(make_env, directed):
+    batches, versions = change_windows(7 + directed, 30, 6, 24, 0.2, directed)
+    assert any(isinstance(r, RemoveVertex) for b in batches for r in b)  # the generator's reach
+    source = next(r.src for r in batches[0] if isinstance(r, Edge))
+    names = ["wcc", "bfs", "sssp", "pagerank", "record_wcc"]
+    outputs = run_changes(make_env(), batches, directed, source, names)
+    for name in names:
+        folded = fold(outputs[name], len(batches), exact=name != "pagerank")
+        for window, version in enumerate(versions, start=1):
+            want = expected(version, directed, source)["wcc" if name == "record_wcc" else name]
+            got = folded[window - 1]
+            if name == "pagerank":
+                assert set(got) == set(want), f"pagerank vertices after window {window}"
+                off = {v: (got[v], want[v]) for v in want if not math.isclose(got[v], want[v],
+                                                                            rel_tol=1e-6)}
+                assert not off, f"pagerank after window {window}: {off}"
+            else:
+                assert got == want, f"{name} after window {window}"
+
+
+@pytest.mark.parametrize("environment_type", ["local"])
+def test_static_compute_sees_every_version_without_the_removed_elements(make_env):
+    batches, versions = change_windows(11, 25, 5, 20, 0.3, False)
+    outputs = run_changes(make_env(), batches, False, 0, ["static_wcc"])
+    for window, version in enumerate(versions, start=1):
+        got = dict(outputs["static_wcc"][window])
+        assert got == expected(version, False, 0)["wcc"], f"window {window}"
+
+
+@pytest.mark.parametrize("environment_type", ["local"])
+def test_a_removal_restarts_only_the_component_it_split(make_env):
+    """Two components; a window removes an edge of the first: the second emits nothing."""
+    batches = [[Edge(1, 2), Edge(2, 3), Edge(10, 11), Edge(11, 12)], [RemoveEdge(2, 3)]]
+    outputs = run_changes(make_env(), batches, False, 1, ["wcc", "record_wcc"])
+    assert sorted(outputs["wcc"][2]) == [(3, 3)]
+    assert sorted(outputs["record_wcc"][2]) == [(3, 3)]
+
+
+@pytest.mark.parametrize("environment_type", ["local"])
+def test_removing_a_vertex_that_still_has_edges_names_it(make_env):
+    batches = [[Edge(1, 2), Edge(2, 3)], [RemoveVertex(2), RemoveEdge(1, 2)]]
+    for name in ("wcc", "record_wcc"):
+        with pytest.raises(UserFunctionError) as failure:
+            run_changes(make_env(), batches, False, 1, [name])
+        text = str(failure.value)
+        assert "vertex 2 still has 1 edge(s)" in text and "RemoveEdge" in text, text
+        assert failure.value.window == 2
+
+
+@pytest.mark.parametrize("environment_type", ["local"])
+def test_a_removed_and_added_again_vertex_comes_back(make_env):
+    batches = [[Edge(1, 2)], [RemoveEdge(1, 2), RemoveVertex(2)], [Edge(3, 2)]]
+    outputs = run_changes(make_env(), batches, False, 1, ["wcc", "record_wcc"])
+    for name in ("wcc", "record_wcc"):
+        assert fold(outputs[name], 3) == [{1: 1, 2: 1}, {1: 1}, {1: 1, 2: 2, 3: 2}], name
