@@ -4,7 +4,8 @@ Three jobs, each at parallelism 2, timed interleaved in one run (best of ``--rep
 lambda-style word count (split, map to pairs, key by word, reduce with a lambda; 2M words in 20
 windows), the same with the reduce declared associative (``reduce(fn, associative=True)``: each
 worker folds its words per key before they cross to the other) and an event-time tumbling count
-(1M events over 1,000 keys, 60-second windows). The ratio is the in-process
+(1M events over 1,000 keys, 60-second windows), on rows with key and time functions and on columns
+(an Arrow table, ``with_timestamps("ts").key_by("key")``). The ratio is the in-process
 time over the worker time; the target on a 2-core machine is 1.7x. A second table gives the CPU
 seconds of one run of each (driver and workers together): N cores can at best divide the workers'
 CPU seconds by N, so N times the in-process CPU seconds over the workers' bounds the speed-up,
@@ -51,6 +52,7 @@ TARGET = 1.7
 SPARK_TARGET = 0.8  # Spark workers mode over local workers, large windows
 SPARK_MASTER = "local[2]"
 ASSOCIATIVE = "word count, associative reduce"
+COLUMNS = "tumbling count, columns"
 
 err = Console(stderr=True)
 
@@ -120,6 +122,30 @@ def tumbling_count(events: list, workers: int):
     return run
 
 
+def tumbling_count_columns(events: list, workers: int):
+    """The same tumbling count on columns: the events as one Arrow table, time and key by column
+    name, so each batch is stamped, routed and counted as arrays."""
+    import pyarrow as pa
+
+    from gyreflow.api import ArrowSource
+
+    table = pa.table({"key": [key for key, _ in events], "ts": [ts for _, ts in events]})
+    per_task = -(-len(events) // (WINDOWS * PARALLELISM))
+
+    def run():
+        pipeline = environment(workers).pipeline("event-time-columns")
+
+        @pipeline.task(name="tumbling")
+        def tumbling(ctx):
+            (ctx.source(ArrowSource(table, rows_per_batch=per_task), SizeTumblingWindow(per_task))
+             .with_timestamps("ts", max_delay=MAX_DELAY)
+             .key_by("key").window(Tumbling(EVENT_WINDOW)).count().collect("counts"))
+
+        return pipeline.execute()
+
+    return run
+
+
 def check_tumbling(events: list):
     # Windows that end well before the last watermark (the slowest source's): all of them fired.
     safe = (max(ts for _, ts in events) - MAX_DELAY - 600.0) // EVENT_WINDOW * EVENT_WINDOW
@@ -160,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{ASSOCIATIVE}|{workers}": word_count(lines, WORKERS, associative=True),
         f"tumbling count|{in_process}": tumbling_count(events, 1),
         f"tumbling count|{workers}": tumbling_count(events, WORKERS),
+        f"{COLUMNS}|{in_process}": tumbling_count_columns(events, 1),
+        f"{COLUMNS}|{workers}": tumbling_count_columns(events, WORKERS),
     }
     spark = f"Spark {SPARK_MASTER} workers"
     if args.spark:
@@ -176,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     worst = None
     for job, amount in (("word count", f"{args.words:,} words"),
                         (ASSOCIATIVE, f"{args.words:,} words"),
-                        ("tumbling count", f"{args.events:,} events")):
+                        ("tumbling count", f"{args.events:,} events"),
+                        (COLUMNS, f"{args.events:,} events")):
         alone = timings[f"{job}|{in_process}"]
         spread = timings[f"{job}|{workers}"]
         ratio = alone.best / spread.best
@@ -203,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
                     ["job", f"local {workers} s", f"{spark} s",
                      "speed (local s / Spark s)", "target"], spark_rows)
     cpu_rows = []
-    for job in ("word count", ASSOCIATIVE, "tumbling count"):
+    for job in ("word count", ASSOCIATIVE, "tumbling count", COLUMNS):
         alone = cpu_seconds(cases[f"{job}|{in_process}"])
         spread = cpu_seconds(cases[f"{job}|{workers}"])
         cpus = os.cpu_count() or 1
