@@ -216,6 +216,9 @@ class GraphMode(enum.Enum):
     TRAVERSAL = "traversal"  # starts from request messages; emits what the program emits
 
 
+COMPLETED = "completed"  # a graph version: the latest completed one (the window before the current)
+
+
 @attrs.frozen(eq=False)
 class GraphComputeSpec(OperatorSpec):
     """Run a vertex-centric ``program`` over a graph view in supersteps inside every window.
@@ -223,7 +226,10 @@ class GraphComputeSpec(OperatorSpec):
     Inputs by ordinal: vertices ``(id, value)`` (when ``has_vertices``), edge halves ``(vertex, other,
     value, side)``, start messages ``(vertex, message)`` (when ``has_starts``), and the loop edge that
     carries messages between supersteps. ``arrays``: the program is an array program (one call per
-    task and superstep on numpy arrays), not a per-vertex one.
+    task and superstep on numpy arrays), not a per-vertex one. ``versioned``: the operator keeps
+    ``retained_versions`` past versions readable; start messages are then ``(vertex, (version,
+    message))``, and a static compute reads ``version`` (a window id or ``COMPLETED``; None: the
+    current window's).
     """
 
     program: object
@@ -232,6 +238,9 @@ class GraphComputeSpec(OperatorSpec):
     has_vertices: bool = True
     has_starts: bool = False
     arrays: bool = False
+    versioned: bool = False
+    retained_versions: int = 0
+    version: object = None
     op = "graph"
     kind = OperatorKind.ITERATION
     keyed = True

@@ -181,3 +181,91 @@ def test_a_removed_and_added_again_vertex_comes_back(make_env):
     outputs = run_changes(make_env(), batches, False, 1, ["wcc", "record_wcc"])
     for name in ("wcc", "record_wcc"):
         assert fold(outputs[name], 3) == [{1: 1, 2: 1}, {1: 1}, {1: 1, 2: 2, 3: 2}], name
+
+
+# --- versions -----------------------------------------------------------------------------------
+
+
+def run_versions(env, batches, requests, directed: bool, retained: int, k: int = 2):
+    """k-hop traversals whose requests ``(key, start, version)`` name a version, and WCC on the
+    latest completed version, in every window."""
+    pipeline = env.pipeline("graph-versions")
+
+    @pipeline.task
+    def versions(ctx):
+        edges = ctx.source(batches, SizeTumblingWindow(1), parallelism=1).flat_map(list)
+        asked = ctx.source(requests, SizeTumblingWindow(1), parallelism=1).flat_map(list)
+        graph = GraphView(None, edges, directed=directed, parallelism=2,
+                          retained_versions=retained)
+        graph.traversal(asked, algorithms.KHopNeighbourhood(k), version=_third).collect("khop")
+        graph.snapshot().compute(algorithms.ConnectedComponents(directed)).collect("completed")
+        graph.snapshot(2).compute(algorithms.ConnectedComponents(directed)).collect("second")
+
+    result = pipeline.execute()
+    return {name: result.by_window(name) for name in ("khop", "completed", "second")}
+
+
+def _third(request):
+    return request[2]
+
+
+def khop_oracle(version, directed: bool, start, k: int) -> dict:
+    graph = nx_graph(version, directed)
+    if start not in graph:
+        return {}
+    return nx.single_source_shortest_path_length(graph, start, cutoff=k)
+
+
+@pytest.mark.parametrize("directed", [False, True], ids=["undirected", "directed"])
+def test_traversals_and_snapshots_read_the_versions_they_name(make_env, directed):
+    batches, versions = change_windows(3 + directed, 25, 6, 20, 0.25, directed)
+    rng = random.Random(5)
+    requests, asked = [], {}
+    for window in range(1, len(batches) + 1):
+        here = []
+        for i in range(3):
+            version = rng.choice([None, "completed", *range(max(0, window - 2), window + 1)])
+            key, start = f"w{window}r{i}", rng.randrange(25)
+            here.append((key, start, version))
+            number = window if version is None else window - 1 if version == "completed" else version
+            asked[key] = (window, start, number)
+        requests.append(here)
+    outputs = run_versions(make_env(), batches, requests, directed, retained=2)
+    states = [(set(), {})] + versions  # version 0: the empty graph
+    got: dict = {}
+    for window, records in outputs["khop"].items():
+        for key, vertex, hops in records:
+            assert asked[key][0] == window, f"{key} answered in window {window}"
+            got.setdefault(key, {})[vertex] = hops
+    for key, (_, start, number) in asked.items():
+        assert got.get(key, {}) == khop_oracle(states[number], directed, start, 2), key
+    for window in range(1, len(batches) + 1):
+        want = expected(states[window - 1], directed, 0)["wcc"]
+        assert dict(outputs["completed"].get(window, [])) == want, f"completed, window {window}"
+    assert {w for w, records in outputs["second"].items() if records} == {2}
+    assert dict(outputs["second"][2]) == expected(states[2], directed, 0)["wcc"]
+
+
+@pytest.mark.parametrize("environment_type", ["local"])
+def test_a_version_beyond_the_retained_ones_is_refused_naming_it(make_env):
+    batches = [[Edge(1, 2)], [Edge(2, 3)], [Edge(3, 4)], [Edge(4, 5)]]
+    requests = [[], [], [], [("late", 1, 1)]]
+    with pytest.raises(UserFunctionError) as failure:
+        run_versions(make_env(), batches, requests, False, retained=2)
+    text = str(failure.value).splitlines()[0]
+    assert "version 1 is not readable in window 4" in text and "2..4" in text, text
+    assert failure.value.window == 4
+
+
+@pytest.mark.parametrize("environment_type", ["local"])
+def test_a_snapshot_needs_retained_versions(make_env):
+    pipeline = make_env().pipeline("no-versions")
+
+    @pipeline.task
+    def build(ctx):
+        edges = ctx.source([(1, 2)])
+        with pytest.raises(ValueError, match="retained_versions >= 1"):
+            GraphView(None, edges).snapshot()
+        ctx.source([1]).collect("nothing")
+
+    pipeline.execute()

@@ -12,7 +12,7 @@ import attrs
 from gyreflow.api.language.stream import Stream
 from gyreflow.plan.graph import Partitioning
 from gyreflow.plan.graph_changes import REMOVE_IN, REMOVE_OUT, REMOVE_VERTEX, RemoveEdge, RemoveVertex
-from gyreflow.plan.operators import GraphComputeSpec, GraphMode
+from gyreflow.plan.operators import COMPLETED, GraphComputeSpec, GraphMode
 
 
 @attrs.frozen
@@ -237,15 +237,24 @@ class GraphView:
     applies what its streams carry: additions, and the removals ``RemoveEdge`` (edge stream) and
     ``RemoveVertex`` (either stream). The graph and the results live in the configured state backend
     and are snapshotted and restored with the window.
+
+    Every window is a version of the graph: version ``w`` is the graph after window ``w`` (version
+    0 is empty). With ``retained_versions = k`` the computations that read versions (``snapshot``,
+    ``traversal(..., version=...)``) can read versions ``w - k`` to ``w`` in window ``w``.
     """
 
     def __init__(self, vertices: Stream | None, edges: Stream, directed: bool = True,
-                 parallelism: int | None = None, name: str | None = None) -> None:
+                 parallelism: int | None = None, name: str | None = None,
+                 retained_versions: int = 0) -> None:
+        if not isinstance(retained_versions, int) or retained_versions < 0:
+            msg = f"retained_versions must be an int >= 0, got {retained_versions!r}"
+            raise ValueError(msg)
         self.vertices = vertices
         self.edges = edges
         self.directed = directed
         self.parallelism = parallelism
         self.name = name
+        self.retained_versions = retained_versions
         self.blocks = False
 
     @classmethod
@@ -271,19 +280,42 @@ class GraphView:
         return self._operator(program, GraphMode.INCREMENTAL, None, name)
 
     def traversal(self, requests: Stream, program: VertexCentricCompute,
-                  name: str | None = None) -> Stream:
-        """Traversal on the current graph: each request's ``program.start(request)`` messages start
-        the iteration in the request's window; emits what ``ctx.emit`` produced."""
+                  name: str | None = None, version: Callable[[Any], Any] | None = None) -> Stream:
+        """Traversal: each request's ``program.start(request)`` messages start the iteration in the
+        request's window, on the current graph or, with ``version``, on the version
+        ``version(request)`` names (a window id; None: the current one; ``"completed"``: the window
+        before); emits what ``ctx.emit`` produced."""
         if _is_array_program(program):
             msg = f"traversal runs per-vertex programs; {type(program).__name__} is an array program"
             raise TypeError(msg)
         if type(program).start is VertexCentricCompute.start:
             msg = f"traversal needs a program that defines start(request); {type(program).__name__} does not"
             raise TypeError(msg)
-        starts = requests.flat_map(program.start)
-        return self._operator(program, GraphMode.TRAVERSAL, starts, name)
+        if version is None:
+            starts = requests.flat_map(program.start)
+            return self._operator(program, GraphMode.TRAVERSAL, starts, name)
+        if type(program).on_notify is not VertexCentricCompute.on_notify:
+            msg = (f"a traversal that reads versions does not run on_notify; "
+                   f"{type(program).__name__} defines it")
+            raise TypeError(msg)
+        starts = requests.flat_map(_VersionedStarts(program.start, version))
+        return self._operator(program, GraphMode.TRAVERSAL, starts, name, versioned=True)
 
-    def _operator(self, program, mode, starts, name) -> Stream:
+    def snapshot(self, version: int | None = None) -> GraphSnapshot:
+        """A read view of one version: ``version`` (a window id), or, None, the latest completed
+        version (in window ``w``: version ``w - 1``), while later windows go on changing the graph.
+        Needs ``retained_versions`` of at least 1."""
+        if self.retained_versions < 1:
+            msg = "a snapshot reads past versions: build the GraphView with retained_versions >= 1"
+            raise ValueError(msg)
+        if version is not None and (not isinstance(version, int) or isinstance(version, bool)
+                                    or version < 0):
+            msg = f"a version is a window id (an int >= 0) or None (the latest completed), not {version!r}"
+            raise ValueError(msg)
+        return GraphSnapshot(self, COMPLETED if version is None else version)
+
+    def _operator(self, program, mode, starts, name, versioned: bool = False,
+                  version: Any = None) -> Stream:
         _check_program(program)
         if self.blocks:
             if not _is_array_program(program):
@@ -295,13 +327,63 @@ class GraphView:
             edges = self.edges.flat_map(_EdgeHalves(self.directed))
             vertices = self.vertices.map(_vertex_record) if self.vertices is not None else None
             inputs = [s.key_by(_first) for s in (vertices, edges, starts) if s is not None]
+        if versioned and _is_array_program(program):
+            msg = (f"versions are read by per-vertex programs; {type(program).__name__} is an array "
+                   "program (it runs on the current version)")
+            raise TypeError(msg)
         spec = GraphComputeSpec(program, self.directed, mode, self.vertices is not None,
-                                starts is not None, arrays=_is_array_program(program))
+                                starts is not None, arrays=_is_array_program(program),
+                                versioned=versioned, retained_versions=self.retained_versions,
+                                version=version)
         builder = self.edges.builder
         node = builder.add(spec, inputs, self.parallelism, name or self.name)
         # Messages between supersteps travel on a loop edge from the operator to itself.
         builder.drafts[node].inputs.append((node, Partitioning.LOOP, None))
         return Stream(builder, node)
+
+
+class GraphSnapshot:
+    """One version of a ``GraphView`` (``GraphView.snapshot``): a fixed window's, or the latest
+    completed one in every window."""
+
+    def __init__(self, graph: GraphView, version: int | str) -> None:
+        self.graph = graph
+        self.version = version
+
+    def compute(self, program: VertexCentricCompute, name: str | None = None) -> Stream:
+        """Static compute on the version: every vertex starts from ``program.init``; emits
+        ``(vertex_id, result)`` for every vertex of the version. A fixed version is computed in its
+        own window; the latest completed one in every window."""
+        return self.graph._operator(program, GraphMode.STATIC, None, name, versioned=True,
+                                    version=self.version)
+
+    def traversal(self, requests: Stream, program: VertexCentricCompute,
+                  name: str | None = None) -> Stream:
+        """Traversal on the version: every request is answered on it (a fixed version from its own
+        window on, while it is retained)."""
+        return self.graph.traversal(requests, program, name, version=_Fixed(self.version))
+
+
+@attrs.frozen
+class _Fixed:
+    """The version of every request: one fixed version."""
+
+    version: Any
+
+    def __call__(self, request: Any) -> Any:
+        return self.version
+
+
+@attrs.frozen
+class _VersionedStarts:
+    """A request's start messages, each with the version the request names."""
+
+    start: Callable[[Any], Iterable[tuple[Any, Any]]]
+    version: Callable[[Any], Any]
+
+    def __call__(self, request: Any) -> list[tuple[Any, Any]]:
+        version = self.version(request)
+        return [(vid, (version, message)) for vid, message in self.start(request)]
 
 
 _OUT, _IN = 1, 3  # where an edge half goes in a vertex's graph entry

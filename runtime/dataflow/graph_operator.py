@@ -156,6 +156,7 @@ class GraphOperator(Operator):
     def _tables(self) -> None:
         # Looked up again for every window: a rollback may have replaced the tables' contents.
         self.graph = self.ctx.state.table(f"{self.name}:graph")
+        self.view = self.graph.data  # what the supersteps read (a versioned operator: a version)
         if self.mode is GraphMode.INCREMENTAL:
             self.values = self.values_table().data
 
@@ -318,7 +319,7 @@ class GraphOperator(Operator):
         inbox = self.loop.take(self.index, iteration)
         if save is not None:
             save(self.progress(iteration - 1, payload, inbox))
-        graph = self.graph.data
+        graph = self.view
         values = self.values
         if self.mode is GraphMode.TRAVERSAL:
             for vid in inbox:
@@ -376,7 +377,7 @@ class GraphOperator(Operator):
     def _notify(self, completed: int | None) -> None:
         """Run ``on_notify`` for the requests of supersteps up to ``completed`` (None: all; the
         window's supersteps ended), in superstep order, each once."""
-        ctx, values, graph = self.context, self.values, self.graph.data
+        ctx, values, graph = self.context, self.values, self.view
         requests = ctx.notifications
         incremental = self.mode is GraphMode.INCREMENTAL
         vid = step = None

@@ -47,6 +47,10 @@ def build_operator(name: str, spec: specs.OperatorSpec) -> Operator:
             from gyreflow.runtime.dataflow.array_graph_operator import ArrayGraphOperator
 
             return ArrayGraphOperator(name, spec)
+        if spec.versioned:
+            from gyreflow.runtime.dataflow.graph_versioned_operator import VersionedGraphOperator
+
+            return VersionedGraphOperator(name, spec)
         return GraphOperator(name, spec)
     if isinstance(spec, specs.ContextMapSpec):
         return windowing.ContextMapOperator(name, spec.fn)
