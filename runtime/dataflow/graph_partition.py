@@ -74,15 +74,20 @@ def _first_seen(ids: np.ndarray) -> np.ndarray:
 
 def add_window_input(chunks: dict, records: list, max_parallelism: int, directed: bool = True,
                      owned: range | None = None) -> tuple[set, np.ndarray, tuple]:
-    """Add a window's input (``(role, batch)`` pairs) to the chunks (chunk key -> chunk); returns
+    """Add a window's input (``(role, batch)`` pairs; role ``"ensure"``: ids of vertices to create
+    when missing) to the chunks (chunk key -> chunk); returns
     the chunk keys that changed, the ids the input touched and the edge halves it added
     (``(vertex ids, other ends, sides, values or None)``). Vertex and edge *blocks* (arrays of
     many, broadcast to every task) contribute the vertices of the ``owned`` key groups."""
     given: dict = {}
     halves: list = []
     blocks: list = []
+    ensured: list = []  # vertices to create when missing, their values left alone
     for role, batch in records:
         if not batch:
+            continue
+        if role == "ensure":
+            ensured.extend(batch)
             continue
         tuples = type(batch[0]) is tuple and type(batch[-1]) is tuple
         if role == "vertex":
@@ -112,22 +117,26 @@ def add_window_input(chunks: dict, records: list, max_parallelism: int, directed
                                  for b in blocks])
     else:
         values = None
-    touched = concat_ids([vertex_ids, vids])
+    ensured_ids = id_array(ensured)
+    touched = concat_ids([vertex_ids, vids, ensured_ids])
     added = (vids, others, sides, values)
     changed = set()
     vertex_groups, vertex_order, vertex_bounds = _grouped(vertex_ids, max_parallelism)
     half_groups, half_order, half_bounds = _grouped(vids, max_parallelism)
+    ensured_groups, ensured_order, ensured_bounds = _grouped(ensured_ids, max_parallelism)
+    ensured_ids = ensured_ids[ensured_order]
     vertex_ids = vertex_ids[vertex_order]
     vids, others, sides = vids[half_order], others[half_order], sides[half_order]
     if values is not None:
         values = values[half_order]
-    for group in np.union1d(vertex_groups, half_groups).tolist():
+    for group in np.union1d(np.union1d(vertex_groups, half_groups), ensured_groups).tolist():
         key = chunk_key(group, max_parallelism)
         chunk = chunks.get(key)
         chunk = empty_chunk() if chunk is None else list(chunk)
         ids_here = vertex_ids[vertex_bounds[group]:vertex_bounds[group + 1]]
         lo, hi = half_bounds[group], half_bounds[group + 1]
-        candidates = _first_seen(concat_ids([ids_here, vids[lo:hi]]))
+        candidates = _first_seen(concat_ids([
+            ids_here, vids[lo:hi], ensured_ids[ensured_bounds[group]:ensured_bounds[group + 1]]]))
         _, found = IdIndex(chunk[0]).lookup(candidates)
         new = candidates[~found]
         if len(new):

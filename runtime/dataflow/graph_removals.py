@@ -23,80 +23,76 @@ def has_removals(records: list) -> bool:
     return False
 
 
-def _runs(records: list):
-    """The window's input as runs in arrival order: ``("add", [(role, batch)])``, ``("remove",
-    halves)``; and the vertices to remove after everything else."""
-    runs: list = []
+def _split(records: list) -> tuple[list, list, list]:
+    """The window's input as ``(additions, removal halves, removed vertices)``.
+
+    Removals apply to the stored graph first, then the additions, then the vertex removals. That
+    keeps the arrival order of every edge: an addition that a removal of the same half follows in
+    the window is dropped (the removal takes it), one that follows the removal stays."""
+    additions: list = []
+    removals: list = []
     vertices: list = []
-
-    def add(role, batch):
-        if runs and runs[-1][0] == "add":
-            runs[-1][1].append((role, batch))
-        else:
-            runs.append(("add", [(role, batch)]))
-
-    def remove(half):
-        if runs and runs[-1][0] == "remove":
-            runs[-1][1].append(half)
-        else:
-            runs.append(("remove", [half]))
-
+    last_removal: dict = {}
+    position = 0
     for role, batch in records:
         if role == "vertex":
-            kept = []
-            for vertex in batch:
-                if type(vertex[1]) is RemoveVertex:
-                    vertices.append(vertex[0])
-                else:
-                    kept.append(vertex)
+            kept = [vertex for vertex in batch if type(vertex[1]) is not RemoveVertex]
+            vertices.extend(vertex[0] for vertex in batch if type(vertex[1]) is RemoveVertex)
             if kept:
-                add(role, kept)
+                additions.append((role, kept, None))
         elif role == "edge":
-            start = 0
-            for i, half in enumerate(batch):
-                if half[3] > 0:
-                    continue
-                if i > start:
-                    add(role, batch[start:i])
-                start = i + 1
-                if half[3] == REMOVE_VERTEX:
-                    vertices.append(half[0])
-                else:
-                    remove(half)
-            if start < len(batch):
-                add(role, batch[start:])
+            for half in batch:
+                side = half[3]
+                if side <= 0:
+                    if side == REMOVE_VERTEX:
+                        vertices.append(half[0])
+                    else:
+                        removals.append(half)
+                        last_removal[(half[0], half[1], -side)] = position
+                position += 1
+            additions.append((role, batch, position - len(batch)))
         else:
-            add(role, batch)
-    return runs, vertices
+            additions.append((role, batch, None))
+    kept_additions = []
+    ensured = []  # the ends of dropped additions: an edge creates its vertices all the same
+    for role, batch, first in additions:
+        if role != "edge":
+            kept_additions.append((role, batch))
+            continue
+        kept = []
+        for at, half in enumerate(batch, first):
+            if half[3] > 0:
+                if last_removal.get((half[0], half[1], half[3]), -1) < at:
+                    kept.append(half)
+                else:
+                    ensured.append(half[0])
+        if kept:
+            kept_additions.append((role, kept))
+    if ensured:
+        kept_additions.append(("ensure", ensured))
+    return kept_additions, removals, vertices
 
 
 def apply_changes(chunks: dict, records: list, max_parallelism: int, directed: bool,
                   owned) -> tuple[set, np.ndarray, np.ndarray, int, dict, list]:
-    """Apply a window's input that removes something: additions and edge removals in arrival
-    order, then the vertex removals. Returns the chunk keys that changed, the ids touched, the ids
+    """Apply a window's input that removes something, with the effect of its arrival order
+    (``_split``), then the vertex removals. Returns the chunk keys that changed, the ids touched, the ids
     that lost an edge, how many halves and vertices were removed, the mask of the vertices kept
     per chunk key whose vertices shrank (stored values follow a chunk's vertices by position), and
     the removed vertices."""
-    runs, vertices = _runs(records)
-    changed: set = set()
-    touched: list = []
-    ends: list = []
-    removed = 0
-    for kind, body in runs:
-        if kind == "add":
-            more, ids, _ = add_window_input(chunks, body, max_parallelism, directed, owned)
-            changed |= more
-            touched.append(ids)
-        else:
-            keys, count, lost = _remove_halves(chunks, body, max_parallelism)
-            changed |= keys
-            removed += count
-            touched.append(lost)
-            ends.append(lost)
+    additions, removals, vertices = _split(records)
+    changed, removed, lost = set(), 0, np.zeros(0, np.int64)
+    if removals:
+        changed, removed, lost = _remove_halves(chunks, removals, max_parallelism)
+    touched = [lost]
+    if additions:
+        more, ids, _ = add_window_input(chunks, additions, max_parallelism, directed, owned)
+        changed |= more
+        touched.append(ids)
     kept, gone = _remove_vertices(chunks, vertices, max_parallelism) if vertices else ({}, [])
     changed |= set(kept)
     removed += len(gone)
-    return changed, concat_ids(touched), concat_ids(ends), removed, kept, gone
+    return changed, concat_ids(touched), lost, removed, kept, gone
 
 
 def _by_chunk(ids: np.ndarray, max_parallelism: int) -> dict[int, np.ndarray]:
