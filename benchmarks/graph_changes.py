@@ -25,8 +25,15 @@ import time
 import networkx as nx
 import numpy as np
 import scipy.sparse as sparse
-from _common import command_line, format_ratio, format_seconds, machine_line, print_table
-from _common import markdown_table, update_docs_section
+from _common import (
+    command_line,
+    format_ratio,
+    format_seconds,
+    machine_line,
+    markdown_table,
+    print_table,
+    update_docs_section,
+)
 from rich.console import Console
 from scipy.sparse import csgraph
 
