@@ -9,16 +9,21 @@ must equal it in every window. Every case runs on every environment.
 
 from __future__ import annotations
 
+import copy
 import math
 import random
 
 import networkx as nx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gyreflow.api import SizeTumblingWindow, UserFunctionError
 from gyreflow.api import graph_algorithms as algorithms
-from gyreflow.api.graph import Edge, GraphView, RemoveEdge, RemoveVertex
+from gyreflow.api.graph import Edge, GraphView, Query, RemoveEdge, RemoveVertex, query_graph
 from gyreflow.api.graph_algorithms import UNREACHABLE
+from gyreflow.runtime.dataflow.graph_versions import History, VersionView
+from gyreflow.state.keys.keyed import KeyedTable, StateKind
 
 
 def change_windows(seed: int, n: int, windows: int, per_window: int, removal_share: float,
@@ -269,3 +274,66 @@ def test_a_snapshot_needs_retained_versions(make_env):
         ctx.source([1]).collect("nothing")
 
     pipeline.execute()
+
+
+@pytest.mark.parametrize("environment_type", ["local", "workers"])
+def test_queries_name_the_version_they_ask_about(make_env):
+    """Ann knows Bo in version 1; window 2 replaces Bo with Cy: a request about version 1 still
+    finds Bo, one about the current version finds Cy, and the plain-loop answer agrees."""
+    people = {1: {"label": "Person", "name": "Ann"}, 2: {"label": "Person", "name": "Bo"},
+              3: {"label": "Person", "name": "Cy"}}
+    knows = {"label": "KNOWS"}
+    windows = [[Edge(1, 2, knows)], [RemoveEdge(1, 2), Edge(1, 3, knows)], []]
+    edges_at = {1: {(1, 2)}, 2: {(1, 3)}, 3: {(1, 3)}}
+    asks = [[], [("old", {}, 1), ("now", {}, None)], [("before", {}, "completed")]]
+    query = Query("MATCH (a:Person {name: 'Ann'})-[:KNOWS]->(b) RETURN b.name")
+    pipeline = make_env().pipeline("versioned-queries")
+
+    @pipeline.task
+    def versioned(ctx):
+        vertices = ctx.source([list(people.items()), [], []], SizeTumblingWindow(1),
+                              parallelism=1).flat_map(list)
+        edges = ctx.source(windows, SizeTumblingWindow(1), parallelism=1).flat_map(list)
+        requests = ctx.source(asks, SizeTumblingWindow(1), parallelism=1).flat_map(list)
+        graph = GraphView(vertices, edges, parallelism=2, retained_versions=2)
+        query_graph(graph, query, requests, list(people), versions=True).collect("matches")
+
+    matches = pipeline.execute().output("matches")
+    window_of = {request[0]: w for w, here in enumerate(asks, 1) for request in here}
+    for request_id, _, version in (r for here in asks for r in here):
+        number = {None: window_of[request_id], "completed": window_of[request_id] - 1}.get(
+            version, version)
+        want = sorted(people[dst]["name"] for src, dst in edges_at[number] if src == 1)
+        got = query.rows([m for r, m in matches if r == request_id])
+        assert sorted(row["b.name"] for row in got) == want, request_id
+
+
+# --- the history behind versions, alone -----------------------------------------------------------
+
+
+@settings(max_examples=60)
+@given(st.integers(0, 3), st.lists(st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7),
+                                                      st.booleans()), max_size=6), max_size=25))
+def test_a_version_view_equals_a_copy_taken_at_that_version(retained, windows):
+    """Random edge changes window by window; the view of every retained version equals a deep copy
+    of the graph taken when that version was current, and nothing older is kept."""
+    table = KeyedTable("g:history", StateKind.VALUE)
+    graph: dict = {}
+    history = History(retained)
+    copies = {0: {}}
+    for window, changes in enumerate(windows, start=1):
+        history.trim(table, window)
+        history.remember(table, graph, window, {src for src, _, _ in changes})
+        for src, dst, add in changes:
+            entry = graph.setdefault(src, [None, [], None, [], None])
+            if add:
+                entry[1].append(dst)
+            elif dst in entry[1]:
+                entry[1] = [d for d in entry[1] if d != dst]
+        copies[window] = copy.deepcopy(graph)
+        for version in range(history.oldest(window), window + 1):
+            view = VersionView(graph, table.data, version)
+            assert dict(view.items()) == copies[version], (window, version)
+        assert all(window - retained < image[0] or image[0] == window
+                   for images in table.data.values() for image in images)
+        assert len(history.index) <= retained + 1

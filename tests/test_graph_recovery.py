@@ -240,3 +240,92 @@ def test_a_changing_graph_resumes_to_the_uninterrupted_output(changing_file, cha
     resumed = run_job([*args, "--parallelism", str(resume_parallelism)], store, ("--resume",))
     assert resumed.returncode == 0, resumed.stderr
     assert read_dir(out) == changing_reference
+
+
+# --- versions: the history of a snapshot survives a crash -----------------------------------------
+
+VERSIONS_SCRIPT = ROOT / "examples" / "graph_versions.py"
+
+
+def run_versions_job(args: list[str], extra: dict[str, str], flags: tuple[str, ...] = ()):
+    command = [sys.executable, "-m", "gyreflow", "run", "--quiet", *flags, str(VERSIONS_SCRIPT),
+               "--", *args]
+    return subprocess.run(command, env=environ(extra), capture_output=True, text=True,
+                          timeout=TIMEOUT, check=False)
+
+
+def versions_oracle() -> dict[int, dict[int, int]]:
+    """Window w lists the components of version w - 1 (version 0: the empty graph)."""
+    after = changing_oracle()
+    return {window: after.get(window - 1, {}) for window in range(1, len(after) + 1)}
+
+
+def read_versions(directory: Path) -> dict[int, dict[int, int]]:
+    found: dict[int, dict[int, int]] = {}
+    for name, lines in read_dir(directory).items():
+        for line in lines:
+            record = json.loads(line)
+            assert record["version"] == record["window"] - 1 and name.endswith(
+                f"{record['window']:06d}.jsonl"), line
+            found.setdefault(record["window"], {})[record["vertex"]] = record["component"]
+    return found
+
+
+def make_requests(windows: int, seed: int = 29) -> list[tuple]:
+    """Per window 3 requests about version w - 2, w - 1 or the current one (``-``)."""
+    rng = random.Random(seed)
+    return [(f"w{w}r{i}", rng.randrange(300), rng.choice(["-", w - 1, max(0, w - 2)]))
+            for w in range(1, windows + 1) for i in range(3)]
+
+
+def khop_oracle(requests: list[tuple]) -> dict[str, dict[int, int]]:
+    """Each request's vertices within two hops (either direction) on the version it names."""
+    import networkx as nx
+
+    lines = make_changes()
+    versions = {0: []}
+    edges: list = []
+    for window in range(1, CHANGING_LINES // CHANGING_WINDOW + 1):
+        for line in lines[(window - 1) * CHANGING_WINDOW:window * CHANGING_WINDOW]:
+            if line[0] == "-":
+                pair = {line[1], line[2]}
+                edges = [e for e in edges if {e[0], e[1]} != pair]
+            else:
+                edges.append(line)
+        versions[window] = list(edges)
+    answers = {}
+    for number, (key, start, version) in enumerate(requests):
+        window = number // 3 + 1
+        graph = nx.Graph(versions[window if version == "-" else version])
+        answers[key] = (nx.single_source_shortest_path_length(graph, start, cutoff=2)
+                        if start in graph else {})
+    return answers
+
+
+@pytest.mark.parametrize(("backend", "moment"), [("rocksdb", "window-finished:4"),
+                                                 ("sqlite", "before-commit:6")])
+def test_snapshots_and_versioned_requests_resume_after_a_crash(changing_file, tmp_path,
+                                                               backend, moment):
+    """The history a later window reads (two versions back) was written before the crash."""
+    windows = CHANGING_LINES // CHANGING_WINDOW
+    requests = make_requests(windows)
+    request_file = tmp_path / "requests.txt"
+    request_file.write_text("".join(f"{k} {s} {v}\n" for k, s, v in requests), encoding="utf-8")
+    store = {"GYREFLOW_STATE__BACKEND": "rocksdb" if backend == "rocksdb" else "jdbc",
+             "GYREFLOW_STATE__PATH": str(tmp_path / "state")}
+    out = tmp_path / "out"
+    args = ["--edges", str(changing_file), "--window", str(CHANGING_WINDOW), "--output", str(out),
+            "--parallelism", "2", "--requests", str(request_file), "--requests-window", "3"]
+    crashed = run_versions_job(args, {**store, "GYREFLOW_CRASH_AT": moment})
+    assert crashed.returncode == KILLED, crashed.stderr
+    resumed = run_versions_job(args, store, ("--resume",))
+    assert resumed.returncode == 0, resumed.stderr
+    got = read_versions(out)
+    assert {w: got.get(w, {}) for w in range(1, windows + 1)} == versions_oracle()
+    answers: dict = {}
+    for lines in read_dir(tmp_path / "out-khop").values():
+        for line in lines:
+            record = json.loads(line)
+            answers.setdefault(record["key"], {})[record["vertex"]] = record["hops"]
+    want = khop_oracle(requests)
+    assert {key: answers.get(key, {}) for key in want} == want

@@ -46,7 +46,7 @@ class MatchProgram(VertexCentricCompute):
         self.max_iterations = max_iterations
 
     def start(self, request: Any) -> Iterable[tuple[Any, Any]]:
-        request_id, params = request if isinstance(request, tuple) else (request, {})
+        request_id, params = request[:2] if isinstance(request, tuple) else (request, {})
         return [(vertex, (request_id, params or {}, 0, {}, frozenset(), ()))
                 for vertex in self._targets(0, {})]
 
@@ -210,12 +210,26 @@ def parse_query(text: str) -> Query:
     return Query(text)
 
 
-def query_graph(graph, query: Query | str, requests, vertex_ids: Iterable, name: str | None = None):
+def query_graph(graph, query: Query | str, requests, vertex_ids: Iterable, name: str | None = None,
+                versions: bool = False):
     """The stream of ``(request_id, bindings)`` matches of ``query`` for each request ``(request_id,
-    params)`` on ``graph``; ``Query.rows`` turns one request's bindings into rows."""
+    params)`` on ``graph``; ``Query.rows`` turns one request's bindings into rows.
+
+    ``vertex_ids`` are the candidates of a path's first node (those a version lacks are skipped).
+    With ``versions``, a request ``(request_id, params, version)`` is answered on the version it
+    names (a window id, None: the current one, ``"completed"``: the window before; see
+    ``GraphView.retained_versions``)."""
     if isinstance(query, str):
         query = Query(query)
-    return graph.traversal(requests, query.program(vertex_ids, graph.directed), name=name or "query")
+    program = query.program(vertex_ids, graph.directed)
+    if not versions:
+        return graph.traversal(requests, program, name=name or "query")
+    return graph.traversal(requests, program, name=name or "query", version=request_version)
+
+
+def request_version(request: Any) -> Any:
+    """The version a query request ``(request_id, params, version)`` names (None: the current)."""
+    return request[2] if isinstance(request, tuple) and len(request) > 2 else None
 
 
 __all__ = ["MatchProgram", "Query", "QuerySyntaxError", "parse_query", "query_graph"]
