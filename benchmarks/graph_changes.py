@@ -186,8 +186,10 @@ def main(argv: list[str] | None = None) -> int:
     print_table(title, columns, rows)
     print(f"command: {command_line()}")
     if args.write_docs:
-        update_docs_section("graph-changes", f"{title}\n\n{markdown_table(columns, rows)}\n\n"
-                            f"`{command_line()}`")
+        update_docs_section("graph-changes", "## Changing graphs\n\n"
+                            f"{title}\n\n{markdown_table(columns, rows)}\n\n"
+                            f"- Machine: {machine_line()}.\n- Command: `{command_line()}`; every "
+                            "job's output after the last window equals networkx on that version.")
     return 0 if worst <= TARGET else 1
 
 
