@@ -179,12 +179,14 @@ def make_changes(seed: int = 23) -> list[tuple]:
     return lines
 
 
-def changing_oracle() -> dict[int, dict[int, int]]:
-    """The components after each window: a removal takes every edge between its two ids."""
+def changing_versions() -> dict[int, tuple[list, list]]:
+    """Every version (0: empty) as ``(vertices seen, edges)``: a removal takes every edge between
+    its two ids, and no vertex."""
     lines = make_changes()
-    windows = CHANGING_LINES // CHANGING_WINDOW
-    after, edges, seen = {}, [], {}
-    for window in range(1, windows + 1):
+    versions: dict[int, tuple[list, list]] = {0: ([], [])}
+    edges: list = []
+    seen: dict = {}
+    for window in range(1, CHANGING_LINES // CHANGING_WINDOW + 1):
         for line in lines[(window - 1) * CHANGING_WINDOW:window * CHANGING_WINDOW]:
             if line[0] == "-":
                 pair = {line[1], line[2]}
@@ -192,8 +194,13 @@ def changing_oracle() -> dict[int, dict[int, int]]:
             else:
                 edges.append(line)
                 seen.update(dict.fromkeys(line))
-        after[window] = ref.wcc(list(seen), edges)
-    return after
+        versions[window] = (list(seen), list(edges))
+    return versions
+
+
+def changing_oracle() -> dict[int, dict[int, int]]:
+    """The components after each window."""
+    return {window: ref.wcc(*version) for window, version in changing_versions().items() if window}
 
 
 @pytest.fixture(scope="module")
@@ -282,17 +289,7 @@ def khop_oracle(requests: list[tuple]) -> dict[str, dict[int, int]]:
     """Each request's vertices within two hops (either direction) on the version it names."""
     import networkx as nx
 
-    lines = make_changes()
-    versions = {0: []}
-    edges: list = []
-    for window in range(1, CHANGING_LINES // CHANGING_WINDOW + 1):
-        for line in lines[(window - 1) * CHANGING_WINDOW:window * CHANGING_WINDOW]:
-            if line[0] == "-":
-                pair = {line[1], line[2]}
-                edges = [e for e in edges if {e[0], e[1]} != pair]
-            else:
-                edges.append(line)
-        versions[window] = list(edges)
+    versions = {window: edges for window, (_, edges) in changing_versions().items()}
     answers = {}
     for number, (key, start, version) in enumerate(requests):
         window = number // 3 + 1

@@ -307,18 +307,10 @@ class GraphOperator(Operator):
         far (``progress``): an iteration snapshot."""
         program = self.program
         ctx = self.context
-        combined = self._combine_partials(payload)
-        if iteration == 1:
-            self.num_vertices = combined.pop(VERTEX_COUNT, 0)
-            if combined.pop(REMOVALS, 0) and self.mode is GraphMode.INCREMENTAL:
-                self._restart()
-            combined = {name: agg.zero for name, agg in self.aggregators.items()}
-        elif self._terminates(iteration - 1, combined):
-            self.loop.discard(self.index)
+        opened = self._open_superstep(iteration, payload, save)
+        if opened is None:
             return 0, ()
-        inbox = self.loop.take(self.index, iteration)
-        if save is not None:
-            save(self.progress(iteration - 1, payload, inbox))
+        combined, inbox = opened
         graph = self.view
         values = self.values
         if self.mode is GraphMode.TRAVERSAL:
@@ -373,6 +365,24 @@ class GraphOperator(Operator):
         if program.always_active:
             work += len(values)
         return work, tuple(ctx._aggregates.items())
+
+    def _open_superstep(self, iteration: int, payload: tuple, save) -> tuple[dict, dict] | None:
+        """The aggregates superstep ``iteration`` reads and this task's messages; None when the
+        program terminated after the previous one. The first superstep learns the vertex count and
+        the window's removals; ``save`` receives the iteration snapshot."""
+        combined = self._combine_partials(payload)
+        if iteration == 1:
+            self.num_vertices = combined.pop(VERTEX_COUNT, 0)
+            if combined.pop(REMOVALS, 0) and self.mode is GraphMode.INCREMENTAL:
+                self._restart()
+            combined = {name: agg.zero for name, agg in self.aggregators.items()}
+        elif self._terminates(iteration - 1, combined):
+            self.loop.discard(self.index)
+            return None
+        inbox = self.loop.take(self.index, iteration)
+        if save is not None:
+            save(self.progress(iteration - 1, payload, inbox))
+        return combined, inbox
 
     def _notify(self, completed: int | None) -> None:
         """Run ``on_notify`` for the requests of supersteps up to ``completed`` (None: all; the

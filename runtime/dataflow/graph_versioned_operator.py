@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from gyreflow.plan.operators import COMPLETED, GraphMode
 from gyreflow.runtime.dataflow.graph_context import EMPTY, Slots, context_class
-from gyreflow.runtime.dataflow.graph_operator import VERTEX_COUNT, GraphOperator
+from gyreflow.runtime.dataflow.graph_operator import GraphOperator
 from gyreflow.runtime.dataflow.graph_versions import History, VersionView
 from gyreflow.runtime.errors import RecordError
 from gyreflow.state.keys.keygroups import key_group_of
@@ -111,16 +111,10 @@ class VersionedGraphOperator(GraphOperator):
                   save: Callable[[bytes], None] | None = None) -> tuple[int, tuple]:
         if self.mode is not GraphMode.TRAVERSAL:
             return super().superstep(iteration, payload, save)
-        combined = self._combine_partials(payload)
-        if iteration == 1:
-            self.num_vertices = combined.pop(VERTEX_COUNT, 0)
-            combined = {name: agg.zero for name, agg in self.aggregators.items()}
-        elif self._terminates(iteration - 1, combined):
-            self.loop.discard(self.index)
+        opened = self._open_superstep(iteration, payload, save)
+        if opened is None:
             return 0, ()
-        inbox = self.loop.take(self.index, iteration)
-        if save is not None:
-            save(self.progress(iteration - 1, payload, inbox))
+        combined, inbox = opened
         boxes: dict[int, dict] = {}
         for (version, vid), messages in inbox.items():
             boxes.setdefault(version, {})[vid] = messages
