@@ -316,11 +316,13 @@ def test_queries_name_the_version_they_ask_about(make_env):
                                                       st.booleans()), max_size=6), max_size=25))
 def test_a_version_view_equals_a_copy_taken_at_that_version(retained, windows):
     """Random edge changes window by window; the view of every retained version equals a deep copy
-    of the graph taken when that version was current, and nothing older is kept."""
+    of the graph taken when that version was current, nothing older is kept, and the changes a
+    snapshot writes (written keys, then removed ones) rebuild the history exactly."""
     table = KeyedTable("g:history", StateKind.VALUE)
     graph: dict = {}
     history = History(retained)
     copies = {0: {}}
+    persisted: dict = {}  # the history as the snapshots so far would restore it
     for window, changes in enumerate(windows, start=1):
         history.trim(table, window)
         history.remember(table, graph, window, {src for src, _, _ in changes})
@@ -337,3 +339,8 @@ def test_a_version_view_equals_a_copy_taken_at_that_version(retained, windows):
         assert all(window - retained < image[0] or image[0] == window
                    for images in table.data.values() for image in images)
         assert len(history.index) <= retained + 1
+        written, removed = table.take_changes()  # what a snapshot of the window persists
+        persisted.update(copy.deepcopy(written))
+        for vid in removed:
+            persisted.pop(vid, None)
+        assert persisted == table.data, window

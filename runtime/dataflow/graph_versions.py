@@ -91,7 +91,7 @@ class History:
             images = data.get(vid)
             image = (window, copy_entry(graph.get(vid)))
             if images is None:
-                data[vid] = [image]
+                table.put(vid, [image])  # not a plain write: this window's trim may have deleted it
             else:
                 images.append(image)
         table.mark_changed(recorded)
