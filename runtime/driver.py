@@ -23,7 +23,6 @@ from gyreflow.plan.execution import ExecutionGraph, build_execution_graph
 from gyreflow.plan.graph import PipelineGraph
 from gyreflow.runtime.balance import LoadTracker, describe
 from gyreflow.runtime.checkpoint import CheckpointCoordinator, RecoveryOptions
-from gyreflow.runtime.collection import collecting_less
 from gyreflow.runtime.control import ControlDesk, ControlInbox, RescaleRequested
 from gyreflow.runtime.faults import crash_point
 from gyreflow.runtime.host import Host, HostLink
@@ -511,11 +510,6 @@ class JobRun:
                 recovery: RecoveryOptions | None = None) -> TaskResult:
         """Run ``graph`` to the end of its input (restarting it as rescales ask) and return its
         result."""
-        with collecting_less():
-            return self._execute(name, graph, recovery)
-
-    def _execute(self, name: str, graph: PipelineGraph,
-                 recovery: RecoveryOptions | None) -> TaskResult:
         store = self.backend.open_store()  # an unreachable backend fails here, before any data moves
         try:
             lock = store.lock_job(name)  # one writer per job: a second run stops here
