@@ -3,11 +3,15 @@ per-key-group chunks of ``graph_partition``, in the order the window's streams c
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 import numpy as np
 
 from gyreflow.plan.graph_changes import REMOVE_VERTEX, RemoveVertex, VertexStillConnectedError
 from gyreflow.runtime.dataflow.graph_arrays import concat_ids, id_array, key_groups
 from gyreflow.runtime.dataflow.graph_partition import add_window_input, chunk_key
+
+_SIDE = itemgetter(3)
 
 
 def has_removals(records: list) -> bool:
@@ -16,7 +20,7 @@ def has_removals(records: list) -> bool:
         if not batch or type(batch[0]) is not tuple:
             continue
         if role == "edge":
-            if min(half[3] for half in batch) <= 0:
+            if min(map(_SIDE, batch)) <= 0:
                 return True
         elif role == "vertex" and any(type(value) is RemoveVertex for _, value in batch):
             return True
