@@ -299,11 +299,19 @@ def _fail_other(console, error: Exception) -> None:
 @click.option("--format", "fmt", type=click.Choice(EXPLAIN_FORMATS), default="text", show_default=True)
 @click.option("--config", "config_path", type=click.Path(dir_okay=False))
 def explain(script: str, script_args: tuple[str, ...], fmt: str, config_path: str | None) -> None:
-    """Print the PipelineGraph and ExecutionGraph of the pipelines SCRIPT defines, without running."""
+    """Print the PipelineGraph and ExecutionGraph of the pipelines SCRIPT defines, without running.
+
+    SCRIPT may also be a graph query (``'MATCH ...'``, see ``gyreflow query``): its compiled plan
+    is printed, as text.
+    """
     from rich.console import Console
 
     from gyreflow.api.config.loading import ConfigError
     from gyreflow.api.config.session import RunSettings
+
+    if not os.path.exists(script) and script.lstrip()[:5].upper() == "MATCH":
+        _explain_query(script, fmt)
+        return
 
     settings = RunSettings(config_path=config_path, quiet=True, explain_format=fmt, explained=[])
     try:
@@ -316,6 +324,19 @@ def explain(script: str, script_args: tuple[str, ...], fmt: str, config_path: st
     from gyreflow.plan.explain import explain_all
 
     sys.stdout.write(explain_all(settings.explained, fmt) + "\n")
+
+
+def _explain_query(text: str, fmt: str) -> None:
+    from rich.console import Console
+
+    from gyreflow.api.graph.query import Query, QuerySyntaxError
+
+    if fmt != "text":
+        _fail(Console(stderr=True), f"a query's plan is text only, not {fmt}: leave out --format", 2)
+    try:
+        click.echo(Query(text).explain())
+    except QuerySyntaxError as exc:
+        _fail(Console(stderr=True), str(exc), 2)
 
 
 @main.command()

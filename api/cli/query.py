@@ -1,8 +1,9 @@
-"""``gyreflow query``: run a graph query (an openCypher MATCH subset) on vertex and edge files."""
+"""``gyreflow query``: run a graph query (an openCypher MATCH subset) on files, a folder or a job's graph."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
@@ -34,20 +35,18 @@ def _read_json_lines(path: str, kind: str) -> list:
                 try:
                     item = json.loads(line)
                 except ValueError as exc:
-                    msg = f"{path}:{number}: not a JSON object ({exc.msg})"
-                    raise GraphFileError(msg) from None
+                    raise GraphFileError(path, number, f"not a JSON object ({exc.msg})") from None
                 keys = ("id",) if kind == "vertex" else ("src", "dst")
                 if not isinstance(item, dict) or any(k not in item for k in keys):
-                    msg = f"{path}:{number}: a {kind} line is a JSON object with {', '.join(keys)}"
-                    raise GraphFileError(msg)
+                    article = "an" if kind == "edge" else "a"
+                    problem = f"{article} {kind} line is a JSON object with {', '.join(keys)}"
+                    raise GraphFileError(path, number, problem)
                 value = {k: v for k, v in item.items() if k not in keys}
                 records.append((*(item[k] for k in keys), value))
     except OSError as exc:
-        msg = f"cannot read {path}: {exc.strerror}"
-        raise GraphFileError(msg) from None
+        raise GraphFileError(path, None, f"cannot read it: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
-        msg = f"{path}: not UTF-8 text at byte {exc.start}"
-        raise GraphFileError(msg) from None
+        raise GraphFileError(path, None, f"not UTF-8 text at byte {exc.start}") from None
     return records
 
 
@@ -72,27 +71,85 @@ def read_graph(vertices_path: str, edges_path: str) -> tuple[list, list]:
     return vertices, edges
 
 
+def _properties_directed(path: str) -> bool | None:
+    """``graph.NAME.directed`` of a Graphalytics properties file, when it says."""
+    with open(path, encoding="utf-8") as file:
+        for line in file:
+            key, sep, value = line.partition("=")
+            if sep and key.strip().endswith(".directed"):
+                return value.strip().lower() == "true"
+    return None
+
+
+def graph_files(path: str) -> tuple[str, str, bool | None]:
+    """``(vertices, edges, directed or None)`` of a graph folder or a Graphalytics properties file.
+
+    A folder holds ``vertices.jsonl`` and ``edges.jsonl``, or one Graphalytics dataset
+    (``NAME.v``, ``NAME.e`` and optionally ``NAME.properties``, which says whether it is directed).
+    """
+    from gyreflow.api.graph.files import GraphFileError
+
+    if os.path.isfile(path) and path.endswith(".properties"):
+        base = path[: -len(".properties")]
+        if not (os.path.isfile(base + ".v") and os.path.isfile(base + ".e")):
+            raise GraphFileError(path, None, f"no {os.path.basename(base)}.v and .e beside it")
+        return base + ".v", base + ".e", _properties_directed(path)
+    names = sorted(os.listdir(path))
+    if "vertices.jsonl" in names and "edges.jsonl" in names:
+        return os.path.join(path, "vertices.jsonl"), os.path.join(path, "edges.jsonl"), None
+    datasets = [name[:-2] for name in names if name.endswith(".v") and f"{name[:-2]}.e" in names]
+    if len(datasets) != 1:
+        found = f": {', '.join(datasets)}; pass NAME.properties" if datasets else ""
+        problem = (f"a graph folder holds vertices.jsonl and edges.jsonl, or one NAME.v and NAME.e "
+                   f"pair; it has {len(datasets)} pairs{found}")
+        raise GraphFileError(path, None, problem)
+    base = os.path.join(path, datasets[0])
+    properties = base + ".properties"
+    return (base + ".v", base + ".e",
+            _properties_directed(properties) if os.path.isfile(properties) else None)
+
+
+def _job_graph(job: str, config_path: str | None, window: int | None, graph: str | None):
+    """The graph a job's state holds (see ``gyreflow.api.graph.stored``)."""
+    from gyreflow.api.config.loading import Config
+    from gyreflow.api.graph.stored import read_job_graph
+    from gyreflow.state.backends import backend_from_config
+
+    backend = backend_from_config(Config.load(config_path))
+    store = backend.open_store()
+    try:
+        return read_job_graph(store, job, backend.max_parallelism, window=window, graph=graph)
+    finally:
+        store.close()
+
+
 @click.command(name="query")
-@click.argument("vertices_path", metavar="VERTICES", type=click.Path(dir_okay=False))
-@click.argument("edges_path", metavar="EDGES", type=click.Path(dir_okay=False))
-@click.argument("text", metavar="QUERY")
+@click.argument("arguments", metavar="GRAPH QUERY | VERTICES EDGES QUERY", nargs=-1, required=True)
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE",
               help="A query parameter $NAME; VALUE is read as JSON, else as a string.")
-@click.option("--directed/--undirected", default=True, show_default=True,
-              help="Whether edges go from src to dst.")
+@click.option("--directed/--undirected", default=None,
+              help="Whether edges go from src to dst (default: what the graph says, else directed).")
+@click.option("--graph", "graph_name", default=None, metavar="NAME",
+              help="A job's graph, when the job has more than one.")
+@click.option("--window", type=int, default=None, metavar="W",
+              help="A job's graph as a retained completed window left it (default: the last).")
 @click.option("--explain", is_flag=True, help="Print the query's plan instead of running it.")
 @click.option("--env", "environment", type=click.Choice(("spark", "local")),
               help="Environment to run on (default: environment.type of the configuration).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
-              help="TOML config file (see conf/default.toml).")
-def query(vertices_path: str, edges_path: str, text: str, params: tuple[str, ...], directed: bool,
-          explain: bool, environment: str | None, config_path: str | None) -> None:
+              help="TOML config file (see conf/default.toml); a job's state is found through it.")
+def query(arguments: tuple[str, ...], params: tuple[str, ...], directed: bool | None,
+          graph_name: str | None, window: int | None, explain: bool, environment: str | None,
+          config_path: str | None) -> None:
     """Run QUERY on a graph and print one JSON object per result row (keys: the RETURN columns).
 
-    VERTICES and EDGES are Graphalytics files or JSON-lines files (``.jsonl``): a vertex line
-    ``{"id": 1, "label": "Person", "name": "Ann"}``, an edge line ``{"src": 1, "dst": 2, "label":
-    "KNOWS"}``. Exit status 2: a query that does not parse or is outside the subset, a missing
-    parameter, an unreadable file.
+    GRAPH is a folder (``vertices.jsonl`` and ``edges.jsonl``, or one Graphalytics dataset
+    ``NAME.v``/``NAME.e``/``NAME.properties``), a Graphalytics ``.properties`` file, or the name of
+    a job with stored state (``gyreflow snapshots`` lists them): its graph as its last completed
+    window left it. VERTICES and EDGES are Graphalytics files or JSON-lines files (``.jsonl``): a
+    vertex line ``{"id": 1, "label": "Person", "name": "Ann"}``, an edge line ``{"src": 1, "dst":
+    2, "label": "KNOWS"}``. Exit status 2: a query that does not parse or is outside the subset, a
+    missing parameter, an unreadable file, a job, window or graph the store does not have.
     """
     from rich.console import Console
 
@@ -101,10 +158,16 @@ def query(vertices_path: str, edges_path: str, text: str, params: tuple[str, ...
     from gyreflow.api.config.session import RunSettings, using_settings
     from gyreflow.api.graph.files import GraphFileError
     from gyreflow.api.graph.query import Query, QuerySyntaxError, query_graph
+    from gyreflow.api.graph.stored import StoredGraphError
     from gyreflow.api.graph.views import GraphView
     from gyreflow.runtime.errors import UserFunctionError
+    from gyreflow.state.shared.snapshot import BackendUnavailableError, SnapshotCorruptedError
 
     console = Console(stderr=True)
+    if len(arguments) not in (2, 3):
+        raise click.UsageError(f"expected GRAPH QUERY or VERTICES EDGES QUERY, got {len(arguments)} "
+                               "arguments")
+    *where, text = arguments
     try:
         parsed = Query(text)
         values = dict(_parse_param(p) for p in params)
@@ -114,13 +177,26 @@ def query(vertices_path: str, edges_path: str, text: str, params: tuple[str, ...
         parsed.check_parameters(values)
         if config_path is not None:
             Config.load(config_path)
-        vertices, edges = read_graph(vertices_path, edges_path)
+        stored_job = False
+        if len(where) == 2:
+            vertices, edges = read_graph(*where)
+        elif os.path.isdir(where[0]) or where[0].endswith(".properties"):
+            vertices_path, edges_path, said = graph_files(where[0])
+            vertices, edges = read_graph(vertices_path, edges_path)
+            directed = said if directed is None else directed
+        else:
+            stored = _job_graph(where[0], config_path, window, graph_name)
+            vertices, edges, stored_job = stored.vertices, stored.edges, True
+            directed = stored.directed if directed is None else directed
+        directed = True if directed is None else directed
+        # A job's graph is read from its state store: the query's own pipeline leaves it alone.
+        overrides = {"state.backend": "memory"} if stored_job else {}
         settings = RunSettings(config_path=config_path, environment=environment, quiet=True,
                                show_progress=False, summaries=[])
         with using_settings(settings):
             from gyreflow.api.language.environment import Environment
 
-            env = Environment.from_config()
+            env = Environment.from_config(overrides=overrides)
             pipeline = env.pipeline("query")
             ids = [vertex for vertex, _ in vertices]
 
@@ -134,12 +210,14 @@ def query(vertices_path: str, edges_path: str, text: str, params: tuple[str, ...
             matches = [bindings for _, bindings in
                        pipeline.execute(fresh=True).output("matches")]
         rows = parsed.rows(matches, values)
-    except (QuerySyntaxError, GraphFileError) as exc:
+    except (QuerySyntaxError, GraphFileError, StoredGraphError) as exc:
         _fail(console, str(exc), 2)
     except (KeyError, ValueError, TypeError) as exc:
         _fail(console, str(exc.args[0] if exc.args else exc), 2)
-    except ConfigError as exc:
+    except (ConfigError, BackendUnavailableError) as exc:
         _fail(console, f"configuration: {exc}", 2)
+    except SnapshotCorruptedError as exc:
+        _fail(console, str(exc), 3)
     except UserFunctionError as exc:
         fail_user_function(console, exc, None)
     for row in rows:

@@ -491,6 +491,10 @@ class SnapshotStore:
         """Stored bytes per state table and for records (for ``gyreflow snapshots``)."""
         raise NotImplementedError
 
+    def tables(self, job: str) -> list[str]:
+        """The names of ``job``'s state tables."""
+        return sorted(label for label in self.sizes(job) if label not in ("(records)", "records"))
+
     def lock_job(self, job: str):
         """Hold ``job``'s state for this run (``JobLock``); raises ``JobLockedError`` naming the
         holder when another live run holds it. Stores that live in one process need no lock."""

@@ -566,6 +566,9 @@ class RocksDBSnapshotStore(SnapshotStore):
                 names.append(job)
         return names
 
+    def tables(self, job: str) -> list[str]:
+        return sorted({table for table, _, _ in self._range_paths(job)})
+
     def sizes(self, job: str) -> dict[str, int]:
         sizes: dict[str, int] = {}
         for table, kgs, path in self._range_paths(job):

@@ -177,7 +177,8 @@ class Query:
             if step[0] == "node":
                 start = "start at every vertex" if step[2] and (
                     pattern.variable is None or step is self.steps[0]) else "continue"
-                lines.append(f"  Node ({pattern.variable or '_'}:{':'.join(pattern.labels)}) "
+                labels = "".join(f":{label}" for label in pattern.labels)
+                lines.append(f"  Node ({pattern.variable or '_'}{labels}) "
                              f"props={[k for k, _ in pattern.properties]} [{start if step[2] else 'here'}]")
             else:
                 lines.append(f"  Expand -[{pattern.variable or '_'}:{'|'.join(pattern.types)}]- "
