@@ -67,6 +67,7 @@ def test_defaults():
         "state.snapshot_every": 1,
         "state.retained_snapshots": 2,
         "state.iteration_checkpoint_interval": 0,
+        "graph.retained_versions": 0,
         "progress.enabled": True,
         "metrics.kept_windows": 1000,
         "spark.master": "local[*]",
@@ -214,7 +215,7 @@ def test_unknown_section_in_file_lists_sections(tmp_path):
         Config.load(path, environ={})
     message = str(info.value)
     assert "[sate]" in message and str(path) in message
-    assert "valid sections: environment, scheduler, runtime, state, progress" in message
+    assert "valid sections: environment, scheduler, runtime, state, graph, progress" in message
 
 
 def test_unknown_key_in_file_lists_keys_of_section(tmp_path):
@@ -315,7 +316,7 @@ def test_non_utf8_file_is_a_config_error(tmp_path):
     [
         ("GYREFLOW_SATE__BACKEND", "memory",
          "unknown section [sate] from environment variable GYREFLOW_SATE__BACKEND; "
-         "valid sections: environment, scheduler, runtime, state, progress"),
+         "valid sections: environment, scheduler, runtime, state, graph, progress"),
         ("GYREFLOW_STATE__BAKEND", "memory",
          "unknown key [state] bakend from environment variable GYREFLOW_STATE__BAKEND; "
          "valid keys of [state]: backend, "),

@@ -191,7 +191,7 @@ def test_a_removed_and_added_again_vertex_comes_back(make_env):
 # --- versions -----------------------------------------------------------------------------------
 
 
-def run_versions(env, batches, requests, directed: bool, retained: int, k: int = 2):
+def run_versions(env, batches, requests, directed: bool, retained: int | None, k: int = 2):
     """k-hop traversals whose requests ``(key, start, version)`` name a version, and WCC on the
     latest completed version, in every window."""
     pipeline = env.pipeline("graph-versions")
@@ -252,11 +252,14 @@ def test_traversals_and_snapshots_read_the_versions_they_name(make_env, directed
 
 
 @pytest.mark.parametrize("environment_type", ["local"])
-def test_a_version_beyond_the_retained_ones_is_refused_naming_it(make_env):
+@pytest.mark.parametrize(("retained", "configured"), [(2, 0), (None, 2)],
+                         ids=["argument", "graph.retained_versions"])
+def test_a_version_beyond_the_retained_ones_is_refused_naming_it(make_env, retained, configured):
     batches = [[Edge(1, 2)], [Edge(2, 3)], [Edge(3, 4)], [Edge(4, 5)]]
     requests = [[], [], [], [("late", 1, 1)]]
+    env = make_env(**{"graph.retained_versions": configured})
     with pytest.raises(UserFunctionError) as failure:
-        run_versions(make_env(), batches, requests, False, retained=2)
+        run_versions(env, batches, requests, False, retained=retained)
     text = str(failure.value).splitlines()[0]
     assert "version 1 is not readable in window 4" in text and "2..4" in text, text
     assert failure.value.window == 4
@@ -271,6 +274,16 @@ def test_a_snapshot_needs_retained_versions(make_env):
         edges = ctx.source([(1, 2)])
         with pytest.raises(ValueError, match="retained_versions >= 1"):
             GraphView(None, edges).snapshot()
+        ctx.source([1]).collect("nothing")
+
+    pipeline.execute()
+    pipeline = make_env(**{"graph.retained_versions": 3}).pipeline("configured")
+
+    @pipeline.task
+    def configured(ctx):
+        edges = ctx.source([(1, 2)])
+        assert GraphView(None, edges).retained_versions == 3
+        assert GraphView(None, edges, retained_versions=1).retained_versions == 1
         ctx.source([1]).collect("nothing")
 
     pipeline.execute()

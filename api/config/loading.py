@@ -145,6 +145,9 @@ SCHEMA: tuple[ConfigKey, ...] = (
               "Graph computations snapshot vertex values and the messages in flight every this "
               "many supersteps inside a window, so that a resumed window goes on from there "
               "instead of superstep 1 (0: never).", minimum=0),
+    ConfigKey("graph.retained_versions", int, 0,
+              "Past versions a dynamic graph keeps readable (snapshot, traversal(..., version=)) "
+              "in each window, for the GraphViews that do not set retained_versions.", minimum=0),
     ConfigKey("progress.enabled", bool, True, "Show a progress display while running."),
     ConfigKey("metrics.kept_windows", int, 1000,
               "Per-window metrics kept of the first and of the last windows (the rest are summed).",

@@ -240,12 +240,16 @@ class GraphView:
 
     Every window is a version of the graph: version ``w`` is the graph after window ``w`` (version
     0 is empty). With ``retained_versions = k`` the computations that read versions (``snapshot``,
-    ``traversal(..., version=...)``) can read versions ``w - k`` to ``w`` in window ``w``.
+    ``traversal(..., version=...)``) can read versions ``w - k`` to ``w`` in window ``w``; None
+    takes ``graph.retained_versions`` from the configuration.
     """
 
     def __init__(self, vertices: Stream | None, edges: Stream, directed: bool = True,
                  parallelism: int | None = None, name: str | None = None,
-                 retained_versions: int = 0) -> None:
+                 retained_versions: int | None = None) -> None:
+        if retained_versions is None:
+            config = getattr(edges.builder, "config", None)
+            retained_versions = 0 if config is None else config["graph.retained_versions"]
         if not isinstance(retained_versions, int) or retained_versions < 0:
             msg = f"retained_versions must be an int >= 0, got {retained_versions!r}"
             raise ValueError(msg)

@@ -55,7 +55,7 @@ class PipelineTask:
 
     def build(self, config) -> PipelineGraph:
         """Run the task's function and return the graph it built."""
-        builder = GraphBuilder(config["environment.parallelism"])
+        builder = GraphBuilder(config["environment.parallelism"], config)
         self.fn(PipelineTaskContext(builder, config))
         return builder.build()
 

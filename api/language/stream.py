@@ -24,8 +24,9 @@ class _Draft:
 class GraphBuilder:
     """Collects operators while a pipeline task's function runs, then builds the PipelineGraph."""
 
-    def __init__(self, default_parallelism: int) -> None:
+    def __init__(self, default_parallelism: int, config=None) -> None:
         self.default_parallelism = default_parallelism
+        self.config = config  # the run's Config (None when built outside a pipeline)
         self.drafts: list[_Draft] = []
 
     def add(self, spec: specs.OperatorSpec, inputs: list[Stream], parallelism: int | None = None,
