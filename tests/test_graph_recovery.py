@@ -203,12 +203,16 @@ def changing_oracle() -> dict[int, dict[int, int]]:
     return {window: ref.wcc(*version) for window, version in changing_versions().items() if window}
 
 
-@pytest.fixture(scope="module")
-def changing_file(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("changing-input") / "changes.txt"
+def write_changes(path: Path) -> Path:
+    """``make_changes()`` as the examples read it: ``src dst`` and ``- src dst`` lines."""
     path.write_text("".join(" ".join(map(str, line)) + "\n" for line in make_changes()),
                     encoding="utf-8")
     return path
+
+
+@pytest.fixture(scope="module")
+def changing_file(tmp_path_factory) -> Path:
+    return write_changes(tmp_path_factory.mktemp("changing-input") / "changes.txt")
 
 
 @pytest.fixture(scope="module")

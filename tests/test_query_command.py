@@ -17,7 +17,7 @@ from test_graph_recovery import (
     CHANGING_WINDOW,
     changing_versions,
     environ,
-    make_changes,
+    write_changes,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,24 +84,17 @@ def neighbour_pairs(edges) -> Counter:
 
 
 @pytest.fixture(scope="module")
-def changes(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("query-changes") / "changes.txt"
-    path.write_text("".join(" ".join(map(str, line)) + "\n" for line in make_changes()),
-                    encoding="utf-8")
-    return path
-
-
-@pytest.fixture(scope="module")
-def stored(changes, tmp_path_factory) -> dict[str, dict[str, str]]:
+def stored(tmp_path_factory) -> dict[str, dict[str, str]]:
     """Three jobs with stored state: the array WCC on RocksDB, the per-vertex snapshot components
     on SQLite (JDBC), and a directed property graph with two computations on RocksDB."""
     root = tmp_path_factory.mktemp("query-jobs")
+    changing_file = write_changes(root / "changes.txt")
     stores = {
         "array": {"GYREFLOW_STATE__BACKEND": "rocksdb", "GYREFLOW_STATE__PATH": str(root / "a")},
         "entries": {"GYREFLOW_STATE__BACKEND": "jdbc", "GYREFLOW_STATE__PATH": str(root / "b")},
         "social": {"GYREFLOW_STATE__BACKEND": "rocksdb", "GYREFLOW_STATE__PATH": str(root / "c")},
     }
-    args = ["--edges", str(changes), "--window", str(CHANGING_WINDOW), "--parallelism", "2"]
+    args = ["--edges", str(changing_file), "--window", str(CHANGING_WINDOW), "--parallelism", "2"]
     for kind, script in (("array", "incremental_wcc.py"), ("entries", "graph_versions.py")):
         done = gyreflow("run", "--quiet", str(ROOT / "examples" / script), "--", *args,
                         "--output", str(root / f"out-{kind}"), store=stores[kind])
