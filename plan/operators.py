@@ -219,6 +219,22 @@ class GraphMode(enum.Enum):
 COMPLETED = "completed"  # a graph version: the latest completed one (the window before the current)
 
 
+class _EveryVertex:
+    """The target of a traversal's start message that starts it at every vertex of the graph (of
+    the version the request reads): ``EVERY_VERTEX``, one object in every process."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "EVERY_VERTEX"
+
+    def __reduce__(self) -> str:
+        return "EVERY_VERTEX"  # unpickled as this module's one instance
+
+
+EVERY_VERTEX = _EveryVertex()
+
+
 @attrs.frozen(eq=False)
 class GraphComputeSpec(OperatorSpec):
     """Run a vertex-centric ``program`` over a graph view in supersteps inside every window.
@@ -229,7 +245,8 @@ class GraphComputeSpec(OperatorSpec):
     task and superstep on numpy arrays), not a per-vertex one. ``versioned``: the operator keeps
     ``retained_versions`` past versions readable; start messages are then ``(vertex, (version,
     message))``, and a static compute reads ``version`` (a window id or ``COMPLETED``; None: the
-    current window's).
+    current window's). ``broadcast_starts``: every task receives every start message, and one
+    addressed to ``EVERY_VERTEX`` starts at each vertex of the task (its version's vertices).
     """
 
     program: object
@@ -237,6 +254,7 @@ class GraphComputeSpec(OperatorSpec):
     mode: GraphMode
     has_vertices: bool = True
     has_starts: bool = False
+    broadcast_starts: bool = False
     arrays: bool = False
     versioned: bool = False
     retained_versions: int = 0

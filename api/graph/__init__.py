@@ -24,12 +24,14 @@ from gyreflow.api.graph.views import (
     identity_default,
 )
 from gyreflow.plan.graph_changes import RemoveEdge, RemoveVertex, VertexStillConnectedError
+from gyreflow.plan.operators import EVERY_VERTEX
 
 __all__ = [
     "Aggregator",
     "ArrayInbox",
     "ArrayPartition",
     "ArrayVertexCompute",
+    "EVERY_VERTEX",
     "Edge",
     "EdgeBlock",
     "GraphView",

@@ -295,15 +295,18 @@ class GraphView:
         if type(program).start is VertexCentricCompute.start:
             msg = f"traversal needs a program that defines start(request); {type(program).__name__} does not"
             raise TypeError(msg)
+        everywhere = bool(getattr(program, "starts_at_every_vertex", False))
         if version is None:
             starts = requests.flat_map(program.start)
-            return self._operator(program, GraphMode.TRAVERSAL, starts, name)
+            return self._operator(program, GraphMode.TRAVERSAL, starts, name,
+                                  broadcast_starts=everywhere)
         if type(program).on_notify is not VertexCentricCompute.on_notify:
             msg = (f"a traversal that reads versions does not run on_notify; "
                    f"{type(program).__name__} defines it")
             raise TypeError(msg)
         starts = requests.flat_map(_VersionedStarts(program.start, version))
-        return self._operator(program, GraphMode.TRAVERSAL, starts, name, versioned=True)
+        return self._operator(program, GraphMode.TRAVERSAL, starts, name, versioned=True,
+                              broadcast_starts=everywhere)
 
     def snapshot(self, version: int | None = None) -> GraphSnapshot:
         """A read view of one version: ``version`` (a window id), or, None, the latest completed
@@ -319,7 +322,7 @@ class GraphView:
         return GraphSnapshot(self, COMPLETED if version is None else version)
 
     def _operator(self, program, mode, starts, name, versioned: bool = False,
-                  version: Any = None) -> Stream:
+                  version: Any = None, broadcast_starts: bool = False) -> Stream:
         _check_program(program)
         if self.blocks:
             if not _is_array_program(program):
@@ -330,7 +333,9 @@ class GraphView:
         else:
             edges = self.edges.flat_map(_EdgeHalves(self.directed))
             vertices = self.vertices.map(_vertex_record) if self.vertices is not None else None
-            inputs = [s.key_by(_first) for s in (vertices, edges, starts) if s is not None]
+            inputs = [s.key_by(_first) for s in (vertices, edges) if s is not None]
+            if starts is not None:  # every task sees every start when one may be for every vertex
+                inputs.append(starts.broadcast() if broadcast_starts else starts.key_by(_first))
         if versioned and _is_array_program(program):
             msg = (f"versions are read by per-vertex programs; {type(program).__name__} is an array "
                    "program (it runs on the current version)")
@@ -338,7 +343,7 @@ class GraphView:
         spec = GraphComputeSpec(program, self.directed, mode, self.vertices is not None,
                                 starts is not None, arrays=_is_array_program(program),
                                 versioned=versioned, retained_versions=self.retained_versions,
-                                version=version)
+                                version=version, broadcast_starts=broadcast_starts)
         builder = self.edges.builder
         node = builder.add(spec, inputs, self.parallelism, name or self.name)
         # Messages between supersteps travel on a loop edge from the operator to itself.

@@ -17,7 +17,7 @@ import pickle
 from collections.abc import Callable
 
 from gyreflow.plan.graph_changes import REMOVE_VERTEX, RemoveVertex, VertexStillConnectedError
-from gyreflow.plan.operators import GraphComputeSpec, GraphMode
+from gyreflow.plan.operators import EVERY_VERTEX, GraphComputeSpec, GraphMode
 from gyreflow.runtime.dataflow.graph_context import EMPTY, Slots, context_class
 from gyreflow.runtime.dataflow.operators import Operator
 from gyreflow.runtime.errors import RecordError
@@ -180,6 +180,7 @@ class GraphOperator(Operator):
         new_vertices = []
         updated = set()
         removed_vertices: list = []
+        everywhere: list = []  # start messages for every vertex: the graph is complete after the loop
         removals = 0
         for role, batch in self.pending.pop(window, ()):
             if role == "vertex":
@@ -213,6 +214,8 @@ class GraphOperator(Operator):
                 ends = {half[0] for half in batch}
                 self.slots.forget(ends)
             else:
+                if self.spec.broadcast_starts:
+                    batch = self._own_starts(batch, everywhere)
                 self._deposit(starts, batch)
                 continue
             touched |= ends
@@ -238,9 +241,28 @@ class GraphOperator(Operator):
             self.changed.update(new_vertices)
         else:
             self.values = {}
+        if everywhere:
+            self._deposit(starts, self._everywhere(everywhere))
         if starts:
             self.loop.put(self.index, 1, starts, self.merge)
         return len(graph)
+
+    def _own_starts(self, batch: list, everywhere: list) -> list:
+        """Broadcast start messages: those for every vertex are put aside in ``everywhere``; of the
+        others, those for this task's vertices are kept."""
+        groups, most = self.ctx.state.key_groups, self.max_parallelism
+        own = []
+        for start in batch:
+            if start[0] is EVERY_VERTEX:
+                everywhere.append(start)
+            elif key_group_of(start[0], most) in groups:
+                own.append(start)
+        return own
+
+    def _everywhere(self, starts: list) -> list:
+        """``(vertex, message)`` for each of this task's vertices and each message of ``starts``."""
+        vertices = list(self.graph.data)
+        return [(vid, message) for _, message in starts for vid in vertices]
 
     def _remove_vertices(self, removed: list, touched: set, updated: set) -> list:
         """Apply the window's vertex removals, after its other changes; returns the removed ids."""

@@ -97,6 +97,16 @@ class VersionedGraphOperator(GraphOperator):
         self.values = {vid: init(vid, entry[0]) for vid, entry in view.items()}
         return len(self.values)
 
+    def _everywhere(self, starts: list) -> list:
+        """Each message of ``starts`` for every vertex of the version it names."""
+        window = self.window
+        found = []
+        for start in starts:
+            spec, message = start[1]
+            vertices = list(self.view_of(self._resolve(spec, window, start)).keys())
+            found.extend((vid, (spec, message)) for vid in vertices)
+        return found
+
     def _deposit(self, box: dict, batch: list) -> None:
         """Start messages ``(vertex, (version, message))``, keyed ``(version, vertex)``."""
         window = self.window

@@ -14,6 +14,7 @@ from gyreflow.api.graph.query.evaluate import (
 )
 from gyreflow.api.graph.query.parser import NodePattern, QueryAst, QuerySyntaxError, parse
 from gyreflow.api.graph.views import VertexCentricCompute
+from gyreflow.plan.operators import EVERY_VERTEX
 
 
 def _steps(ast: QueryAst) -> tuple:
@@ -36,13 +37,15 @@ class MatchProgram(VertexCentricCompute):
     """The traversal that matches a query's patterns: a message is a partial match ``(request,
     params, step, bindings, used edges, path so far)``; a complete one is emitted as ``(request,
     bindings)``. Binding a node pattern that starts a path sends to every candidate vertex
-    (``vertex_ids``) or to the vertex its variable is already bound to."""
+    (``vertex_ids``; None: every vertex of the graph the request reads) or to the vertex its
+    variable is already bound to."""
 
-    def __init__(self, steps: tuple, vertex_ids: tuple, max_iterations: int,
+    def __init__(self, steps: tuple, vertex_ids: tuple | None, max_iterations: int,
                  directed: bool = True) -> None:
         self.steps = steps
         self.directed = directed
-        self.vertex_ids = vertex_ids
+        self.vertex_ids = (EVERY_VERTEX,) if vertex_ids is None else vertex_ids
+        self.starts_at_every_vertex = vertex_ids is None
         self.max_iterations = max_iterations
 
     def start(self, request: Any) -> Iterable[tuple[Any, Any]]:
@@ -158,9 +161,28 @@ class Query:
             msg = f"the query needs parameter ${missing[0]}"
             raise QuerySyntaxError(msg)
 
-    def program(self, vertex_ids: Iterable, directed: bool = True) -> MatchProgram:
-        """The traversal program; ``vertex_ids`` are the candidates of a path's first node."""
+    def program(self, vertex_ids: Iterable | None = None, directed: bool = True) -> MatchProgram:
+        """The traversal program; ``vertex_ids`` are the candidates of a path's first node (None:
+        every vertex of the graph a request reads, for a query whose later patterns each share a
+        variable with an earlier one)."""
+        if vertex_ids is None:
+            self._check_joined()
+            return MatchProgram(self.steps, None, self.max_iterations, directed)
         return MatchProgram(self.steps, tuple(vertex_ids), self.max_iterations, directed)
+
+    def _check_joined(self) -> None:
+        """Refuse a later pattern whose first node is not bound yet: its candidates would be every
+        vertex of every task, a message no superstep can address."""
+        bound: set = set()
+        for index, step in enumerate(self.steps):
+            pattern = step[1]
+            if step[0] == "node" and step[2] and index > 0 and pattern.variable not in bound:
+                msg = (f"the pattern starting at ({pattern.variable or ''}) shares no variable with "
+                       "the patterns before it: start it with a node they bind, or give "
+                       "query_graph the vertex ids to start from")
+                raise QuerySyntaxError(msg)
+            if pattern.variable is not None:
+                bound.add(pattern.variable)
 
     def rows(self, matches: Iterable[dict], params: dict | None = None) -> list[dict]:
         """The result rows (dicts keyed by column) of one request's ``bindings``."""
@@ -211,12 +233,14 @@ def parse_query(text: str) -> Query:
     return Query(text)
 
 
-def query_graph(graph, query: Query | str, requests, vertex_ids: Iterable, name: str | None = None,
-                versions: bool = False):
+def query_graph(graph, query: Query | str, requests, vertex_ids: Iterable | None = None,
+                name: str | None = None, versions: bool = False):
     """The stream of ``(request_id, bindings)`` matches of ``query`` for each request ``(request_id,
     params)`` on ``graph``; ``Query.rows`` turns one request's bindings into rows.
 
-    ``vertex_ids`` are the candidates of a path's first node (those a version lacks are skipped).
+    ``vertex_ids`` are the candidates of a path's first node (those a version lacks are skipped);
+    None (the default) starts at every vertex of the version each request reads, so a changing
+    graph needs no list of its vertices.
     With ``versions``, a request ``(request_id, params, version)`` is answered on the version it
     names (a window id, None: the current one, ``"completed"``: the window before; see
     ``GraphView.retained_versions``)."""
