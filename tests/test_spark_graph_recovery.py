@@ -23,8 +23,15 @@ import graph_reference as ref
 import pytest
 from _spark_master import ON_CLUSTER, cluster_state_env
 from _spark_master import master as spark_master
+from test_graph_recovery import (
+    CHANGING_LINES,
+    CHANGING_WINDOW,
+    changing_oracle,
+    make_edges,
+    read_dir,
+    write_changes,
+)
 from test_graph_recovery import fold as fold_windows
-from test_graph_recovery import make_edges, read_dir
 
 # One worker runs this module: its uninterrupted reference run is made once, not once per worker.
 pytestmark = pytest.mark.xdist_group("spark-graph-recovery")
@@ -139,3 +146,23 @@ def test_driver_killed_then_resumed_equals_the_uninterrupted_run(edge_file, refe
     assert sorted(actual) == sorted(reference), "file names differ (a staged file left?)"
     different = [name for name in sorted(reference) if actual[name] != reference[name]]
     assert not different, f"files with other content than the uninterrupted run: {different}"
+
+
+def test_a_changing_graph_killed_inside_a_window_resumes_to_union_find(tmp_path):
+    """Edges added and removed (``- src dst`` lines): the driver SIGKILLs itself inside window 4's
+    supersteps (workers mode, RocksDB, iteration snapshots every superstep); ``--resume`` with
+    another graph parallelism gives, window by window, the components union-find finds on each
+    version."""
+    changes = write_changes(tmp_path / "changes.txt")
+    store = cluster_state_env({"GYREFLOW_STATE__BACKEND": "rocksdb",
+                               "GYREFLOW_STATE__PATH": str(tmp_path / "state"),
+                               "GYREFLOW_STATE__ITERATION_CHECKPOINT_INTERVAL": "1"}, tmp_path)
+    out = tmp_path / "out"
+    args = ["--edges", str(changes), "--window", str(CHANGING_WINDOW), "--output", str(out)]
+    crashed = run_job([*args, "--parallelism", "2"], {**store, "GYREFLOW_CRASH_AT": "superstep:4.2"})
+    assert crashed.returncode == KILLED, crashed.stderr[-4000:]
+    visible = sorted(name for name in read_dir(out) if not name.startswith("."))
+    assert visible == [f"window-{w:06d}.jsonl" for w in range(1, 4)], visible
+    resumed = run_job([*args, "--parallelism", "3"], store, ("--resume",))
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    assert fold_windows(read_dir(out), CHANGING_LINES // CHANGING_WINDOW) == changing_oracle()
