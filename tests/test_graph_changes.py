@@ -21,7 +21,16 @@ from hypothesis import strategies as st
 
 from gyreflow.api import SizeTumblingWindow, UserFunctionError
 from gyreflow.api import graph_algorithms as algorithms
-from gyreflow.api.graph import Edge, GraphView, Query, RemoveEdge, RemoveVertex, query_graph
+from gyreflow.api.graph import (
+    EVERY_VERTEX,
+    Edge,
+    GraphView,
+    Query,
+    RemoveEdge,
+    RemoveVertex,
+    VertexCentricCompute,
+    query_graph,
+)
 from gyreflow.api.graph.query import QuerySyntaxError
 from gyreflow.api.graph_algorithms import UNREACHABLE
 from gyreflow.runtime.dataflow.graph_versions import History, VersionView
@@ -398,6 +407,40 @@ def test_queries_start_at_every_vertex_of_the_version_they_read(make_env, enviro
             assert got == [{"n": sum(value["age"] > 40 for value in values.values())}], request_id
     assert any(versions[w][1] != versions[w - 1][1] for w in range(2, len(edge_windows) + 1))
     assert any(set(versions[w - 1][0]) - set(versions[w][0]) for w in range(2, len(edge_windows) + 1))
+
+
+class OutDegrees(VertexCentricCompute):
+    """A request ``(key, None)`` asks every vertex for its out-degree, ``(key, v)`` only ``v``."""
+
+    starts_at_every_vertex = True
+    max_iterations = 2
+
+    def start(self, request):
+        key, target = request
+        return [(EVERY_VERTEX if target is None else target, key)]
+
+    def compute(self, vertex, messages):
+        for key in messages:
+            vertex.emit((key, vertex.id, len(vertex.out_edges)))
+
+
+@pytest.mark.parametrize("environment_type", ["local", "workers"])
+def test_a_program_starts_at_every_vertex_or_at_the_ones_it_names(make_env):
+    edges = [(a, b) for a in range(12) for b in range(a + 1, 12) if (a * b) % 5 == 1]
+    asks = [("all", None), ("three", 3), ("eleven", 11)]
+    pipeline = make_env().pipeline("every-vertex")
+
+    @pipeline.task
+    def degrees(ctx):
+        graph = GraphView(ctx.source([(v, None) for v in range(12)]), ctx.source(edges),
+                          parallelism=2)
+        graph.traversal(ctx.source(asks), OutDegrees()).collect("degrees")
+
+    got = sorted(pipeline.execute().output("degrees"))
+    degree = Counter(a for a, _ in edges)
+    want = sorted([("all", v, degree[v]) for v in range(12)]
+                  + [("three", 3, degree[3]), ("eleven", 11, degree[11])])
+    assert got == want
 
 
 def test_a_query_whose_patterns_share_nothing_needs_vertex_ids():
