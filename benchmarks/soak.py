@@ -8,6 +8,13 @@ window 1,000 and at the end, its peak, and the size of the job's state after win
 end. The targets (checked, and printed as pass/fail):
 last/first at most 1.2, memory growth after window 1,000 at most 16 MB, final state at most 2x its
 size at window 1,000. The reference row is a plain-Python loop doing the same counting per window.
+
+With ``--job graph`` the job is a changing graph instead: each window adds two edges between 300
+vertices and removes the two added ``KEPT_EDGE_WINDOWS`` windows before (so the graph's size is
+steady), keeps ``RETAINED_VERSIONS`` past versions (``retained_versions``), computes the
+components of the latest completed version (``snapshot()``) and answers a 2-hop request on the version
+two windows back. Versions, their history and the snapshots must cost the same per window at
+the end of the run as after window 1,000; the columns and targets are the word count's.
 """
 
 from __future__ import annotations
@@ -31,6 +38,9 @@ BACKENDS = ("memory", "rocksdb", "sqlite", "postgresql")
 LINES_PER_WINDOW = 2
 VOCABULARY = 500
 CHECKPOINT = 1_000  # the window after which memory and state size are read the first time
+GRAPH_VERTICES = 300
+KEPT_EDGE_WINDOWS = 200  # an edge lives this many windows: 400 edges in the steady graph
+RETAINED_VERSIONS = 3
 TIME_RATIO_TARGET = 1.2
 MEMORY_GROWTH_TARGET_MB = 16
 STATE_GROWTH_TARGET = 2.0
@@ -40,6 +50,25 @@ def lines(windows: int) -> list[str]:
     """Deterministic input: ``LINES_PER_WINDOW`` lines of three words per window."""
     return [f"w{(i * 7) % VOCABULARY} w{(i * 13 + 1) % VOCABULARY} w{(i * 31 + 2) % VOCABULARY}"
             for i in range(windows * LINES_PER_WINDOW)]
+
+
+def graph_windows(windows: int) -> tuple[list[list], list[list]]:
+    """Deterministic changes and requests: per window two new edges, the removal of the two added
+    ``KEPT_EDGE_WINDOWS`` windows before, and one request ``(key, start, version)``."""
+    from gyreflow.api.graph import RemoveEdge
+
+    def edge(i: int) -> tuple[int, int]:
+        return (i * 7) % GRAPH_VERTICES, (i * 37 + 11) % GRAPH_VERTICES
+
+    changes, requests = [], []
+    for w in range(windows):
+        here = [edge(2 * w), edge(2 * w + 1)]
+        if w >= KEPT_EDGE_WINDOWS:
+            old = 2 * (w - KEPT_EDGE_WINDOWS)
+            here = [RemoveEdge(*edge(old)), RemoveEdge(*edge(old + 1)), *here]
+        changes.append(here)
+        requests.append([(f"r{w}", (w * 11) % GRAPH_VERTICES, max(0, w - 1))])  # 2 windows back
+    return changes, requests
 
 
 def memory_kb(field: str) -> int:
@@ -65,9 +94,11 @@ def directory_bytes(path: str) -> int:
 # The child: one backend, one run ---------------------------------------------------------------
 
 
-def child(backend: str, windows: int, state_dir: str, url: str) -> dict:
+def child(backend: str, windows: int, state_dir: str, url: str, job: str = "words") -> dict:
     from gyreflow.api import Environment, SizeTumblingWindow
     from gyreflow.api.connectors.sinks import Sink, SinkWriter
+    from gyreflow.api.graph import GraphView
+    from gyreflow.api.graph_algorithms import ConnectedComponents, KHopNeighbourhood
     from gyreflow.runtime.driver import JobListener
 
     class CountingWriter(SinkWriter):
@@ -117,6 +148,16 @@ def child(backend: str, windows: int, state_dir: str, url: str) -> dict:
 
     @pipeline.task(name="count")
     def count(ctx):
+        if job == "graph":
+            changes, requests = graph_windows(windows)
+            edges = ctx.source(changes, SizeTumblingWindow(1), parallelism=1).flat_map(list)
+            asked = ctx.source(requests, SizeTumblingWindow(1), parallelism=1).flat_map(list)
+            graph = GraphView(None, edges, directed=False, parallelism=2,
+                              retained_versions=RETAINED_VERSIONS)
+            graph.snapshot().compute(ConnectedComponents(directed=False)).sink(CountingSink())
+            (graph.traversal(asked, KHopNeighbourhood(2), version=lambda request: request[2])
+             .sink(CountingSink()))
+            return
         (ctx.source(lines(windows), SizeTumblingWindow(LINES_PER_WINDOW)).with_name("lines")
          .flat_map(str.split).map(lambda word: (word, 1))
          .key_by(lambda pair: pair[0]).reduce(lambda a, b: (a[0], a[1] + b[1]))
@@ -152,6 +193,48 @@ def state_size(backend: str, state_dir: str, url: str):
     return lambda: directory_bytes(state_dir)
 
 
+def _find(parent: dict, v):
+    while parent.setdefault(v, v) != v:
+        parent[v] = parent[parent[v]]
+        v = parent[v]
+    return v
+
+
+def plain_graph_loop(windows: int) -> dict:
+    """The graph job's reference: the same changes, components by union-find and a 2-hop search on
+    the version two windows back, per window, in plain Python (versions as whole copies)."""
+    import collections
+
+    changes, requests = graph_windows(windows)
+    edges: collections.Counter = collections.Counter()
+    versions: collections.deque = collections.deque(maxlen=RETAINED_VERSIONS + 1)
+    times = []
+    for here, asked in zip(changes, requests, strict=True):
+        started = time.perf_counter()
+        for change in here:
+            if isinstance(change, tuple):
+                edges[tuple(sorted(change))] += 1
+            else:
+                edges.pop(tuple(sorted((change.src, change.dst))), None)
+        versions.append(dict(edges))
+        parent: dict = {}
+        for a, b in versions[-2] if len(versions) > 1 else {}:
+            parent[_find(parent, a)] = _find(parent, b)
+        _, start, _ = asked[0]
+        adjacency = collections.defaultdict(set)
+        for a, b in versions[0]:
+            adjacency[a].add(b)
+            adjacency[b].add(a)
+        frontier = {start}
+        for _ in range(2):
+            frontier = {n for v in frontier for n in adjacency[v]}
+        times.append(time.perf_counter() - started)
+    tenth = max(1, windows // 10)
+    return {"backend": "plain loop", "windows": windows, "seconds": sum(times),
+            "first_ms": 1000 * statistics.fmean(times[:tenth]),
+            "last_ms": 1000 * statistics.fmean(times[-tenth:])}
+
+
 def plain_loop(windows: int) -> dict:
     """The reference: the same counting per window in a plain loop (no state kept elsewhere)."""
     data = lines(windows)
@@ -174,14 +257,14 @@ def plain_loop(windows: int) -> dict:
 # The parent: one child per backend, then the table ---------------------------------------------
 
 
-def run_child(backend: str, windows: int, postgres_url: str | None) -> dict:
+def run_child(backend: str, windows: int, postgres_url: str | None, job: str = "words") -> dict:
     work = tempfile.mkdtemp(prefix=f"gyreflow-soak-{backend}-")
     try:
         url = ""
         if backend == "postgresql":
             url = fresh_database(postgres_url)
         command = [sys.executable, __file__, "--child", backend, "--windows", str(windows),
-                   "--state", os.path.join(work, "state"), "--url", url]
+                   "--state", os.path.join(work, "state"), "--url", url, "--job", job]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             msg = f"{backend}: the soak run failed (exit {done.returncode}):\n{done.stderr[-3000:]}"
@@ -250,13 +333,15 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"comma-separated, of {', '.join(BACKENDS)}")
     parser.add_argument("--postgres-url", default=os.environ.get("GYREFLOW_TEST_POSTGRES_URL"),
                         help="a PostgreSQL server (default: start a throwaway one)")
+    parser.add_argument("--job", choices=("words", "graph"), default="words",
+                        help="the keyed word count, or a changing graph with retained versions")
     parser.add_argument("--write-docs", action="store_true", help="refresh docs/benchmarks.md")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--state", help=argparse.SUPPRESS)
     parser.add_argument("--url", default="", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(child(args.child, args.windows, args.state, args.url)))
+        print(json.dumps(child(args.child, args.windows, args.state, args.url, args.job)))
         return 0
     if args.windows < 10 * CHECKPOINT // 5:
         parser.error(f"--windows must be at least {10 * CHECKPOINT // 5:,} (memory is read at "
@@ -269,21 +354,25 @@ def main(argv: list[str] | None = None) -> int:
     if "postgresql" in backends and not args.postgres_url:
         args.postgres_url, postgres_folder = start_postgres()
     try:
-        results = [plain_loop(args.windows)]
+        results = [plain_graph_loop(args.windows) if args.job == "graph" else plain_loop(args.windows)]
         for backend in backends:
-            results.append(run_child(backend, args.windows, args.postgres_url))
+            results.append(run_child(backend, args.windows, args.postgres_url, args.job))
             print(f"{backend}: {results[-1]['seconds']:.0f} s", file=sys.stderr)
     finally:
         if postgres_folder is not None:
             subprocess.run(["bash", str(ROOT / "scripts" / "postgres.sh"), "stop", postgres_folder],
                            check=False, capture_output=True)
     columns, rows = table(results)
-    markdown = print_table(f"Soak: {args.windows:,} windows of {LINES_PER_WINDOW} lines", columns,
-                           rows)
+    what = (f"a changing graph keeping {RETAINED_VERSIONS} versions" if args.job == "graph"
+            else f"{LINES_PER_WINDOW} lines")
+    markdown = print_table(f"Soak: {args.windows:,} windows of {what}", columns, rows)
     if args.write_docs:
-        update_docs_section("soak", "\n\n".join([
-            "## Soak: constant cost per window",
-            __doc__.split("\n", 2)[2].strip(),
+        section, heading = (("soak-graph", "## Soak: a changing graph with retained versions")
+                            if args.job == "graph" else ("soak", "## Soak: constant cost per window"))
+        paragraphs = __doc__.split("\n", 2)[2].strip().split("\n\n")
+        update_docs_section(section, "\n\n".join([
+            heading,
+            paragraphs[-1] if args.job == "graph" else paragraphs[0],
             machine_line(), f"`{command_line()}`", markdown]))
     return 0 if all(row[-1] in ("pass", "") for row in rows) else 1
 
