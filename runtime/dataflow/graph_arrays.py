@@ -145,7 +145,12 @@ def edge_weights(values: np.ndarray | None, count: int) -> np.ndarray:
         return np.ones(count)
     if values.dtype.kind == "f":
         return values
-    return np.array([1.0 if v is None else float(v) for v in values.tolist()], dtype=float)
+    if values.dtype == object:
+        missing = np.equal(values, None)
+        if missing.any():
+            values = values.copy()
+            values[missing] = 1.0
+    return values.astype(float)  # float() of each value, in C
 
 
 def row_edges(matrix, rows: np.ndarray) -> np.ndarray:
