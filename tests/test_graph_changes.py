@@ -100,13 +100,13 @@ def expected(version, directed: bool, source) -> dict[str, dict]:
             "pagerank": ranks}
 
 
-def run_changes(env, batches, directed: bool, source, names):
+def run_changes(env, batches, directed: bool, source, names, parallelism: int = 2):
     pipeline = env.pipeline("changing-graph")
 
     @pipeline.task
     def changing(ctx):
         edges = ctx.source(batches, SizeTumblingWindow(1), parallelism=1).flat_map(list)
-        graph = GraphView(None, edges, directed=directed, parallelism=2)
+        graph = GraphView(None, edges, directed=directed, parallelism=parallelism)
         outputs = {"wcc": lambda: algorithms.incremental_wcc(graph),
                    "bfs": lambda: algorithms.incremental_bfs(graph, source),
                    "sssp": lambda: algorithms.incremental_sssp(graph, source),
@@ -160,6 +160,18 @@ def test_incremental_algorithms_equal_networkx_on_every_version(make_env, direct
                 assert not off, f"pagerank after window {window}: {off}"
             else:
                 assert got == want, f"{name} after window {window}"
+
+
+@pytest.mark.parametrize("environment_type", ["local"])
+@pytest.mark.parametrize("directed", [False, True], ids=["undirected", "directed"])
+def test_incremental_components_on_one_task_equal_networkx(make_env, directed):
+    """One graph task: every edge is local, and a removal that restarts most of the graph finds the
+    task's components at once (not class by class)."""
+    batches, versions = change_windows(11 + directed, 40, 6, 30, 0.25, directed)
+    outputs = run_changes(make_env(), batches, directed, None, ["wcc"], parallelism=1)
+    folded = fold(outputs["wcc"], len(batches))
+    for window, version in enumerate(versions, start=1):
+        assert folded[window - 1] == expected(version, directed, None)["wcc"], window
 
 
 @pytest.mark.parametrize("environment_type", ["local"])

@@ -215,9 +215,14 @@ class ArrayIncrementalConnectedComponents(ArrayConnectedComponents):
         return part.touched
 
     def first_labels(self, part) -> np.ndarray:
-        """The kept labels, the classes joined along the window's new local edges."""
+        """The kept labels, the classes joined along the window's new local edges. After a removal
+        restarted the task's large component, most edges count as new: with every edge local,
+        the components of the whole task are then found at once, each taking its smallest label."""
+        n = part.num_local
         rows, columns = part.added_edges("out")
-        local = columns < part.num_local
+        if len(part.columns) == n and len(rows) > part.out_edges.nnz // 4:
+            return super().first_labels(part)
+        local = columns < n
         return _join_classes(part.values, rows[local], columns[local])
 
 
