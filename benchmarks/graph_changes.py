@@ -43,6 +43,14 @@ from gyreflow.api.graph import Edge, GraphView, RemoveEdge
 from gyreflow.api.graph.incremental_algorithms import ArrayIncrementalPageRank
 
 TARGET = 0.1
+WHY_NOT_MET = """The 0.1x target is not met. A window's cost here is mostly what both jobs share, not
+the supersteps: the array operator builds its CSR partition again whenever a window removes edges or
+adds valued (weighted) edges; snapshots write each key group's chunk whole, and 1% of random changes
+touches nearly every key group; and in a social graph's one large component a removal restarts
+that component (WCC) or every vertex beyond the removal's depth (BFS, SSSP). Meeting it needs delta
+chunks per key group (the window's edge halves, compacted now and then), an in-place partition update
+for removals and valued edges, and repair of only the subtree that depended on a removed edge
+(values that carry their parent) instead of a component or a depth."""
 TOLERANCE = 1e-8
 err = Console(stderr=True)
 
@@ -189,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
         update_docs_section("graph-changes", "## Changing graphs\n\n"
                             f"{title}\n\n{markdown_table(columns, rows)}\n\n"
                             f"- Machine: {machine_line()}.\n- Command: `{command_line()}`; every "
-                            "job's output after the last window equals networkx on that version.")
+                            "job's output after the last window equals networkx on that version."
+                            + (f"\n\n{WHY_NOT_MET}" if worst > TARGET else ""))
     return 0 if worst <= TARGET else 1
 
 
