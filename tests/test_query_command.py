@@ -152,6 +152,8 @@ def test_an_unknown_job_or_window_is_one_line_naming_what_there_is(stored):
     done = gyreflow("query", "incremental-wcc/nope", "MATCH (a) RETURN a", store=stored["array"])
     one_error_line(done, 2, "no stored state for job 'incremental-wcc/nope'",
                    "incremental-wcc/incremental_wcc")
+    done = gyreflow("query", "data/grpah", "MATCH (a) RETURN a", store=stored["array"])
+    one_error_line(done, 2, "no stored state for job 'data/grpah'", "no folder or file has that name")
     done = gyreflow("query", "incremental-wcc/incremental_wcc", "MATCH (a) RETURN a",
                     "--window", "2", store=stored["array"])
     one_error_line(done, 2, f"keeps windows {WINDOWS - 1}, {WINDOWS}, not 2")

@@ -210,7 +210,10 @@ def query(arguments: tuple[str, ...], params: tuple[str, ...], directed: bool | 
             matches = [bindings for _, bindings in
                        pipeline.execute(fresh=True).output("matches")]
         rows = parsed.rows(matches, values)
-    except (QuerySyntaxError, GraphFileError, StoredGraphError) as exc:
+    except StoredGraphError as exc:
+        nothing = "; and no folder or file has that name" if exc.no_job else ""
+        _fail(console, f"{exc}{nothing}", 2)
+    except (QuerySyntaxError, GraphFileError) as exc:
         _fail(console, str(exc), 2)
     except (KeyError, ValueError, TypeError) as exc:
         _fail(console, str(exc.args[0] if exc.args else exc), 2)

@@ -16,7 +16,12 @@ _OUT, _IN = 1, 3  # the sides of an edge half (see GraphView's edge halves)
 
 
 class StoredGraphError(Exception):
-    """A job, window or graph the store does not have; the message names what there is."""
+    """A job, window or graph the store does not have; the message names what there is.
+    ``no_job``: the store has no state for the job at all."""
+
+    def __init__(self, message: str, no_job: bool = False) -> None:
+        super().__init__(message)
+        self.no_job = no_job
 
 
 @attrs.frozen
@@ -46,7 +51,7 @@ def read_job_graph(store, job: str, max_parallelism: int, *, window: int | None 
         jobs = store.jobs()
         named = ", ".join(jobs) if jobs else "none"
         msg = f"no stored state for job {job!r} in {store.location()} (jobs with state: {named})"
-        raise StoredGraphError(msg)
+        raise StoredGraphError(msg, no_job=True)
     if window is None:
         window = meta.last_completed
     elif window not in meta.retained:
