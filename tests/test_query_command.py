@@ -21,7 +21,7 @@ from test_graph_recovery import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFORMANCE = ROOT.parent / "shared" / "conformance" / "graphalytics"
+CONFORMANCE = ROOT / "tests" / "data" / "graphalytics"  # the Graphalytics examples, kept here
 WINDOWS = CHANGING_LINES // CHANGING_WINDOW
 TIMEOUT = 300
 
