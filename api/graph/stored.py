@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import attrs
 
+from gyreflow.runtime.dataflow.graph_partition import IN, OUT
+
 _TABLE_SUFFIXES = (":graph", ":chunks")
-_OUT, _IN = 1, 3  # the sides of an edge half (see GraphView's edge halves)
 
 
 class StoredGraphError(Exception):
@@ -106,13 +107,13 @@ def _from_entries(entries: dict) -> tuple[bool, list, list]:
 
 def _from_chunks(chunks) -> tuple[bool, list, list]:
     chunks = list(chunks)
-    directed = any((chunk[5] == _IN).any() for chunk in chunks)
+    directed = any((chunk[5] == IN).any() for chunk in chunks)
     vertices, edges = [], []
     for ids, given, vids, others, values, sides in chunks:
         vertices.extend(zip(ids.tolist(), given.tolist(), strict=True))
         values = [None] * len(vids) if values is None else values.tolist()
         for vid, other, value, side in zip(vids.tolist(), others.tolist(), values, sides.tolist(),
                                            strict=True):
-            if side == _OUT and (directed or _first_end(vid, other)):
+            if side == OUT and (directed or _first_end(vid, other)):
                 edges.append((vid, other, value))
     return directed, vertices, edges
