@@ -33,13 +33,16 @@ class RemoveEdge:
 class RemoveVertex:
     """Removes a vertex and its value; carried by the vertex stream or the edge stream.
 
-    A vertex removal applies after every other change of its window. The vertex must have no edges
-    left by then (remove them with ``RemoveEdge`` in the same window or before): the window fails
-    with the vertex and the edges it still has, as a graph database refuses to delete a node that
-    has relationships. Removing a vertex the graph does not have does nothing.
+    A vertex removal applies after every other change of its window. Without ``detach`` the vertex
+    must have no edges left by then (remove them with ``RemoveEdge`` in the same window or before):
+    the window fails with the vertex and the edges it still has, as a graph database refuses to
+    delete a node that has relationships. ``detach=True`` removes its edges with it, in both
+    directions and at both ends, as Cypher's ``DETACH DELETE`` does. Removing a vertex the graph
+    does not have does nothing.
     """
 
     id: Any
+    detach: bool = attrs.field(default=False, kw_only=True)
 
 
 class VertexStillConnectedError(ValueError):

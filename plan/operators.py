@@ -247,6 +247,8 @@ class GraphComputeSpec(OperatorSpec):
     message))``, and a static compute reads ``version`` (a window id or ``COMPLETED``; None: the
     current window's). ``broadcast_starts``: every task receives every start message, and one
     addressed to ``EVERY_VERTEX`` starts at each vertex of the task (its version's vertices).
+    ``detaches``: a last input, broadcast, carries the ids of the vertices removed with their edges
+    (``RemoveVertex(id, detach=True)``), so that every task drops its halves of their edges.
     """
 
     program: object
@@ -255,6 +257,7 @@ class GraphComputeSpec(OperatorSpec):
     has_vertices: bool = True
     has_starts: bool = False
     broadcast_starts: bool = False
+    detaches: bool = False
     arrays: bool = False
     versioned: bool = False
     retained_versions: int = 0

@@ -38,9 +38,10 @@ from gyreflow.state.keys.keyed import KeyedTable, StateKind
 
 
 def change_windows(seed: int, n: int, windows: int, per_window: int, removal_share: float,
-                   directed: bool):
+                   directed: bool, detaches: int = 0):
     """``(batches, versions)``: each window's change records, and after it the graph as
-    ``(vertices, {(src, dst): weight})`` (undirected: the pair in sorted order)."""
+    ``(vertices, {(src, dst): weight})`` (undirected: the pair in sorted order). ``detaches``: how
+    many vertices that still have edges each window removes with them (``detach=True``)."""
     rng = random.Random(seed)
     vertices: set = set()
     edges: dict = {}
@@ -74,6 +75,11 @@ def change_windows(seed: int, n: int, windows: int, per_window: int, removal_sha
         for vertex in rng.sample(isolated, min(2, len(isolated))):
             vertices.discard(vertex)
             batch.append(RemoveVertex(vertex))
+        for vertex in rng.sample(sorted(linked), min(detaches, len(linked))):
+            vertices.discard(vertex)
+            for pair in [pair for pair in edges if vertex in pair]:
+                del edges[pair]
+            batch.append(RemoveVertex(vertex, detach=True))
         batches.append(batch)
         versions.append((set(vertices), dict(edges)))
     return batches, versions
@@ -174,6 +180,37 @@ def test_incremental_components_on_one_task_equal_networkx(make_env, directed):
         assert folded[window - 1] == expected(version, directed, None)["wcc"], window
 
 
+@pytest.mark.parametrize("directed", [False, True], ids=["undirected", "directed"])
+def test_detached_vertices_take_their_edges_on_every_version(make_env, directed):
+    """``RemoveVertex(v, detach=True)`` of vertices that still have edges, some of them added in
+    the same window and some added again later: every algorithm equals networkx on each version."""
+    batches, versions = change_windows(21 + directed, 30, 6, 20, 0.1, directed, detaches=2)
+    assert sum(isinstance(r, RemoveVertex) and r.detach for b in batches for r in b) >= 10
+    source = next(r.src for r in batches[0] if isinstance(r, Edge))
+    names = ["wcc", "sssp", "record_wcc", "static_wcc"]
+    outputs = run_changes(make_env(), batches, directed, source, names)
+    for name in names:
+        if name == "static_wcc":
+            folded = [dict(outputs[name].get(window, [])) for window in range(1, len(batches) + 1)]
+        else:
+            folded = fold(outputs[name], len(batches))
+        for window, version in enumerate(versions, start=1):
+            want = expected(version, directed, source)["sssp" if name == "sssp" else "wcc"]
+            assert folded[window - 1] == want, f"{name} after window {window}"
+
+
+@pytest.mark.parametrize("environment_type", ["local"])
+def test_a_detached_vertex_added_again_has_none_of_its_old_edges(make_env):
+    """Vertex 2 goes with its edges to 1, 3 and 5 (held by other tasks); an edge 2 -> 6 brings it
+    back alone: 1 must not be in its component, which a half left behind at 1 would make it."""
+    batches = [[Edge(1, 2), Edge(2, 3), Edge(3, 4), Edge(5, 2)], [RemoveVertex(2, detach=True)],
+               [Edge(2, 6)]]
+    outputs = run_changes(make_env(), batches, True, 1, ["static_wcc", "wcc", "record_wcc"])
+    assert dict(outputs["static_wcc"][3]) == {1: 1, 2: 2, 3: 3, 4: 3, 5: 5, 6: 2}
+    for name in ("wcc", "record_wcc"):
+        assert fold(outputs[name], 3)[2] == {1: 1, 2: 2, 3: 3, 4: 3, 5: 5, 6: 2}, name
+
+
 @pytest.mark.parametrize("environment_type", ["local"])
 def test_static_compute_sees_every_version_without_the_removed_elements(make_env):
     batches, versions = change_windows(11, 25, 5, 20, 0.3, False)
@@ -200,6 +237,7 @@ def test_removing_a_vertex_that_still_has_edges_names_it(make_env):
             run_changes(make_env(), batches, False, 1, [name])
         text = str(failure.value)
         assert "vertex 2 still has 1 edge(s)" in text and "RemoveEdge" in text, text
+        assert "detach=True" in text, text
         assert failure.value.window == 2
 
 
@@ -246,7 +284,7 @@ def khop_oracle(version, directed: bool, start, k: int) -> dict:
 
 @pytest.mark.parametrize("directed", [False, True], ids=["undirected", "directed"])
 def test_traversals_and_snapshots_read_the_versions_they_name(make_env, directed):
-    batches, versions = change_windows(3 + directed, 25, 6, 20, 0.25, directed)
+    batches, versions = change_windows(3 + directed, 25, 6, 20, 0.25, directed, detaches=1)
     rng = random.Random(5)
     requests, asked = [], {}
     for window in range(1, len(batches) + 1):
@@ -346,8 +384,8 @@ def test_queries_name_the_version_they_ask_about(make_env):
 
 def people_windows(seed: int = 9, windows: int = 5):
     """Windows of a changing property graph: new people, new ages for some, KNOWS edges added and
-    removed, people without edges removed; and every version as ``(values, edges)`` (version 0:
-    empty)."""
+    removed, people without edges removed, every other window one with them (``detach``); and
+    every version as ``(values, edges)`` (version 0: empty)."""
     rng = random.Random(seed)
     values: dict = {}
     edges: set = set()
@@ -374,6 +412,11 @@ def people_windows(seed: int = 9, windows: int = 5):
         for vid in sorted(set(values) - linked)[:2]:  # removed after the window's other changes
             del values[vid]
             changed.append((vid, RemoveVertex(vid)))
+        if window % 2 == 0:  # someone who still knows people leaves, with their edges
+            vid = rng.choice(sorted(linked))
+            del values[vid]
+            edges = {edge for edge in edges if vid not in edge}
+            changed.append((vid, RemoveVertex(vid, detach=True)))
         vertex_windows.append(changed)
         edge_windows.append(here)
         versions[window] = (copy.deepcopy(values), set(edges))

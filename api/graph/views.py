@@ -213,6 +213,22 @@ def _first(record: tuple) -> Any:
     return record[0]
 
 
+def _detached(item: Any) -> tuple:
+    """The id of a vertex removed with its edges (``RemoveVertex(id, detach=True)``), else nothing."""
+    if type(item) is RemoveVertex and item.detach:
+        return (item.id,)
+    return ()
+
+
+def _detached_vertex(item: Any) -> tuple:
+    """``_detached`` of a vertex stream's record, which may also be ``(id, RemoveVertex(...))``."""
+    if type(item) is tuple and len(item) == 2:
+        item = item[1]
+    if type(item) is RemoveVertex and item.detach:
+        return (item.id,)
+    return ()
+
+
 def _is_array_program(program: Any) -> bool:
     # ArrayVertexCompute (gyreflow.api.graph.arrays, which imports this module) marks its programs.
     return getattr(type(program), "array_program", False) is True
@@ -336,6 +352,12 @@ class GraphView:
             inputs = [s.key_by(_first) for s in (vertices, edges) if s is not None]
             if starts is not None:  # every task sees every start when one may be for every vertex
                 inputs.append(starts.broadcast() if broadcast_starts else starts.key_by(_first))
+            # Every task holds halves of a detached vertex's edges: its id goes to all of them.
+            detached = [s.flat_map(find) for s, find in ((self.vertices, _detached_vertex),
+                                                          (self.edges, _detached))
+                        if s is not None]
+            inputs.append((detached[0].union(*detached[1:]) if len(detached) > 1
+                           else detached[0]).broadcast())
         if versioned and _is_array_program(program):
             msg = (f"versions are read by per-vertex programs; {type(program).__name__} is an array "
                    "program (it runs on the current version)")
@@ -343,7 +365,8 @@ class GraphView:
         spec = GraphComputeSpec(program, self.directed, mode, self.vertices is not None,
                                 starts is not None, arrays=_is_array_program(program),
                                 versioned=versioned, retained_versions=self.retained_versions,
-                                version=version, broadcast_starts=broadcast_starts)
+                                version=version, broadcast_starts=broadcast_starts,
+                                detaches=not self.blocks)
         builder = self.edges.builder
         node = builder.add(spec, inputs, self.parallelism, name or self.name)
         # Messages between supersteps travel on a loop edge from the operator to itself.

@@ -95,6 +95,23 @@ def _remove_half(entry: list, side: int, other) -> int:
     return len(targets) - len(keep)
 
 
+def _remove_halves_to(entry: list, side: int, others: set | None) -> int:
+    """Remove from the ``side`` list of a vertex's graph entry every edge to one of ``others``
+    (None: every edge); returns how many were removed."""
+    targets = entry[side]
+    if others is None:
+        entry[side], entry[side + 1] = [], None
+        return len(targets)
+    keep = [i for i, target in enumerate(targets) if target not in others]
+    if len(keep) == len(targets):
+        return 0
+    values = entry[side + 1]
+    entry[side] = [targets[i] for i in keep]
+    if values is not None:
+        entry[side + 1] = [values[i] for i in keep]
+    return len(targets) - len(keep)
+
+
 def _append_valued(entry: list, side: int, other, value) -> None:
     targets = entry[side]
     values = entry[side + 1]
@@ -112,7 +129,8 @@ class GraphOperator(Operator):
         self.spec = spec
         self.program = spec.program
         self.mode = spec.mode
-        roles = (["vertex"] if spec.has_vertices else []) + ["edge"] + (["start"] if spec.has_starts else [])
+        roles = ((["vertex"] if spec.has_vertices else []) + ["edge"]
+                 + (["start"] if spec.has_starts else []) + (["detach"] if spec.detaches else []))
         self.roles = roles
         combine = type(self.program).combine
         self.combine = combine
@@ -181,6 +199,7 @@ class GraphOperator(Operator):
         updated = set()
         removed_vertices: list = []
         everywhere: list = []  # start messages for every vertex: the graph is complete after the loop
+        detached: set = set()  # vertices removed with their edges, wherever they live
         removals = 0
         for role, batch in self.pending.pop(window, ()):
             if role == "vertex":
@@ -213,6 +232,9 @@ class GraphOperator(Operator):
                         _append_valued(entry, side, other, value)
                 ends = {half[0] for half in batch}
                 self.slots.forget(ends)
+            elif role == "detach":
+                detached.update(batch)
+                continue
             else:
                 if self.spec.broadcast_starts:
                     batch = self._own_starts(batch, everywhere)
@@ -220,6 +242,8 @@ class GraphOperator(Operator):
                 continue
             touched |= ends
             updated |= ends
+        if detached:
+            removals += self._detach(detached, touched, updated)
         self.removed = self._remove_vertices(removed_vertices, touched, updated)
         self.removals = removals + len(self.removed)
         self.before = None
@@ -264,6 +288,31 @@ class GraphOperator(Operator):
         vertices = list(self.graph.data)
         return [(vid, message) for _, message in starts for vid in vertices]
 
+    def _detach(self, detached: set, touched: set, updated: set) -> int:
+        """Remove this task's halves of every edge of the ``detached`` vertices (the window's
+        vertex removals with ``detach``), after the window's other changes; returns how many."""
+        graph = self.graph.data
+        hit = [vid for vid, entry in graph.items()
+               if vid in detached or not detached.isdisjoint(entry[1])
+               or (entry[3] and not detached.isdisjoint(entry[3]))]
+        if not hit:
+            return 0
+        self._changing(hit)
+        count = 0
+        for vid in hit:
+            entry = graph[vid]
+            for side in (1, 3):
+                if entry[side]:
+                    count += _remove_halves_to(entry, side, None if vid in detached else detached)
+        touched.update(hit)
+        updated.update(hit)
+        self.slots.forget(hit)
+        return count
+
+    def _changing(self, vertices: list) -> None:
+        """Called with vertices whose graph entries the window is about to change beyond what its
+        records name (a detached vertex's neighbours); a versioned operator records them."""
+
     def _remove_vertices(self, removed: list, touched: set, updated: set) -> list:
         """Apply the window's vertex removals, after its other changes; returns the removed ids."""
         table = self.graph
@@ -277,7 +326,8 @@ class GraphOperator(Operator):
             if edges:
                 shown = ", ".join(repr(other) for other in list(dict.fromkeys(edges))[:5])
                 msg = (f"vertex {vid!r} still has {len(edges)} edge(s) at the end of the window "
-                       f"(to or from {shown}): remove them with RemoveEdge first")
+                       f"(to or from {shown}): remove them with RemoveEdge first, or the vertex with "
+                       "RemoveVertex(id, detach=True)")
                 raise RecordError(self.name, record, VertexStillConnectedError(msg))
             table.delete(vid)
             touched.discard(vid)

@@ -17,6 +17,8 @@ _SIDE = itemgetter(3)
 def has_removals(records: list) -> bool:
     """Whether a window's input (``(role, batch)`` pairs of tuples) removes anything."""
     for role, batch in records:
+        if role == "detach" and batch:
+            return True
         if not batch or type(batch[0]) is not tuple:
             continue
         if role == "edge":
@@ -27,8 +29,8 @@ def has_removals(records: list) -> bool:
     return False
 
 
-def _split(records: list) -> tuple[list, list, list]:
-    """The window's input as ``(additions, removal halves, removed vertices)``.
+def _split(records: list) -> tuple[list, list, list, list]:
+    """The window's input as ``(additions, removal halves, removed vertices, detached vertices)``.
 
     Removals apply to the stored graph first, then the additions, then the vertex removals. That
     keeps the arrival order of every edge: an addition that a removal of the same half follows in
@@ -36,6 +38,7 @@ def _split(records: list) -> tuple[list, list, list]:
     additions: list = []
     removals: list = []
     vertices: list = []
+    detached: list = []
     last_removal: dict = {}
     position = 0
     for role, batch in records:
@@ -55,6 +58,8 @@ def _split(records: list) -> tuple[list, list, list]:
                         last_removal[(half[0], half[1], -side)] = position
                 position += 1
             additions.append((role, batch, position - len(batch)))
+        elif role == "detach":
+            detached.extend(batch)
         else:
             additions.append((role, batch, None))
     kept_additions = []
@@ -74,7 +79,7 @@ def _split(records: list) -> tuple[list, list, list]:
             kept_additions.append((role, kept))
     if ensured:
         kept_additions.append(("ensure", ensured))
-    return kept_additions, removals, vertices
+    return kept_additions, removals, vertices, detached
 
 
 def apply_changes(chunks: dict, records: list, max_parallelism: int, directed: bool,
@@ -84,7 +89,7 @@ def apply_changes(chunks: dict, records: list, max_parallelism: int, directed: b
     that lost an edge, how many halves and vertices were removed, the mask of the vertices kept
     per chunk key whose vertices shrank (stored values follow a chunk's vertices by position), and
     the removed vertices."""
-    additions, removals, vertices = _split(records)
+    additions, removals, vertices, detached = _split(records)
     changed, removed, lost = set(), 0, np.zeros(0, np.int64)
     if removals:
         changed, removed, lost = _remove_halves(chunks, removals, max_parallelism)
@@ -93,6 +98,12 @@ def apply_changes(chunks: dict, records: list, max_parallelism: int, directed: b
         more, ids, _ = add_window_input(chunks, additions, max_parallelism, directed, owned)
         changed |= more
         touched.append(ids)
+    if detached:
+        more, count, neighbours = _detach(chunks, id_array(list(dict.fromkeys(detached))))
+        changed |= more
+        removed += count
+        lost = concat_ids([lost, neighbours])
+        touched.append(neighbours)
     kept, gone = _remove_vertices(chunks, vertices, max_parallelism) if vertices else ({}, [])
     changed |= set(kept)
     removed += len(gone)
@@ -134,6 +145,25 @@ def _remove_halves(chunks: dict, halves: list, max_parallelism: int) -> tuple[se
     return changed, count, vids
 
 
+def _detach(chunks: dict, detached: np.ndarray) -> tuple[set, int, np.ndarray]:
+    """Remove every half of an edge of a ``detached`` vertex from the task's chunks; returns the
+    changed chunk keys, how many halves went, and the vertices left that lost an edge."""
+    changed, count, neighbours = set(), 0, []
+    for key, chunk in list(chunks.items()):
+        if len(chunk[2]) == 0:
+            continue
+        own = np.isin(chunk[2], detached)
+        other = np.isin(chunk[3], detached)
+        drop = own | other
+        if not drop.any():
+            continue
+        neighbours.append(chunk[2][other & ~own])
+        chunks[key] = _keep_halves(chunk, ~drop)
+        changed.add(key)
+        count += int(drop.sum())
+    return changed, count, concat_ids(neighbours)
+
+
 def _keep_halves(chunk: list, keep: np.ndarray) -> list:
     chunk = list(chunk)
     chunk[2], chunk[3], chunk[5] = chunk[2][keep], chunk[3][keep], chunk[5][keep]
@@ -160,7 +190,8 @@ def _remove_vertices(chunks: dict, vertices: list, max_parallelism: int) -> tupl
             others = chunk[3][chunk[2] == vertex]
             shown = ", ".join(repr(o) for o in list(dict.fromkeys(others.tolist()))[:5])
             msg = (f"vertex {vertex!r} still has {len(others)} edge(s) at the end of the window "
-                   f"(to or from {shown}): remove them with RemoveEdge first")
+                   f"(to or from {shown}): remove them with RemoveEdge first, or the vertex with "
+                   "RemoveVertex(id, detach=True)")
             error = VertexStillConnectedError(msg)
             error.vertex = vertex
             raise error

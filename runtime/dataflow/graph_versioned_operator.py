@@ -77,7 +77,7 @@ class VersionedGraphOperator(GraphOperator):
         self._tables()
         self.history.trim(self.history_table, window)
         touched = {record[0] for role, batch in self.pending.get(window, ())
-                   if role != "start" for record in batch}
+                   if role == "vertex" or role == "edge" for record in batch}
         if touched:
             self.history.remember(self.history_table, self.graph.data, window, touched)
         self.view_version = None
@@ -96,6 +96,10 @@ class VersionedGraphOperator(GraphOperator):
         init = self._init
         self.values = {vid: init(vid, entry[0]) for vid, entry in view.items()}
         return len(self.values)
+
+    def _changing(self, vertices: list) -> None:
+        """A detached vertex's neighbours: their entries as the versions before this window read them."""
+        self.history.remember(self.history_table, self.graph.data, self.window, vertices)
 
     def _everywhere(self, starts: list) -> list:
         """Each message of ``starts`` for every vertex of the version it names."""
