@@ -9,7 +9,8 @@ own changes do not reach, and writes one JSON-lines file per window with a line 
 With ``--requests``, a file of ``key start version`` lines (``--requests-window`` lines a window),
 each request is answered on the version it names, one of the last two windows' or the current one
 (``-``): the vertices within two hops of ``start``, a line ``{"key": ..., "vertex": v, "hops": h}``
-each, in ``OUTPUT-khop``::
+each, in ``OUTPUT-khop``. ``--arrays`` computes the components with the library's array program
+(``wcc(graph.snapshot())``) instead of the per-vertex one::
 
     gyreflow run examples/graph_versions.py -- --edges changes.txt --window 200 --output out/versions
 """
@@ -21,7 +22,7 @@ import json
 
 from gyreflow.api import Environment, FileSink, FileSource, SizeTumblingWindow
 from gyreflow.api.graph import GraphView, RemoveEdge
-from gyreflow.api.graph_algorithms import ConnectedComponents, KHopNeighbourhood
+from gyreflow.api.graph_algorithms import ConnectedComponents, KHopNeighbourhood, wcc
 
 
 def parse_change(line: str) -> list:
@@ -61,7 +62,7 @@ def format_hop(window: int, record: tuple) -> str:
 
 
 def build(pipeline, edges_path: str, window: int, output: str, parallelism: int | None = None,
-          requests_path: str | None = None, requests_window: int = 1):
+          requests_path: str | None = None, requests_window: int = 1, arrays: bool = False):
     """Add the snapshot components task (and the versioned k-hop answers) to ``pipeline``."""
 
     @pipeline.task(name="graph_versions")
@@ -70,8 +71,10 @@ def build(pipeline, edges_path: str, window: int, output: str, parallelism: int 
                  .flat_map(parse_change))
         graph = GraphView(None, edges, directed=False, parallelism=parallelism, name="graph",
                           retained_versions=2)
-        (graph.snapshot().compute(ConnectedComponents(directed=False), name="components")
-         .sink(FileSink(output, format=format_label)).with_name("files"))
+        completed = graph.snapshot()
+        components = (wcc(completed).with_name("components") if arrays else
+                      completed.compute(ConnectedComponents(directed=False), name="components"))
+        components.sink(FileSink(output, format=format_label)).with_name("files")
         if requests_path is not None:
             requests = (ctx.source(FileSource(requests_path), SizeTumblingWindow(requests_window),
                                    name="requests").flat_map(parse_request))
@@ -92,11 +95,13 @@ def main(argv: list[str] | None = None):
     parser.add_argument("--parallelism", type=int, default=None, help="tasks for the graph")
     parser.add_argument("--requests", default=None, help="request file: key start version")
     parser.add_argument("--requests-window", type=int, default=1, help="request lines per window")
+    parser.add_argument("--arrays", action="store_true",
+                        help="compute the components with the array program")
     parser.add_argument("--config", default=None, help="TOML config file")
     args = parser.parse_args(argv)
     env = Environment.from_config(args.config)
     pipeline = build(env.pipeline("graph-versions"), args.edges, args.window, args.output,
-                     args.parallelism, args.requests, args.requests_window)
+                     args.parallelism, args.requests, args.requests_window, args.arrays)
     return pipeline.execute()
 
 

@@ -31,6 +31,7 @@ from gyreflow.api.graph import (
     VertexCentricCompute,
     query_graph,
 )
+from gyreflow.api.graph.array_algorithms import ArrayConnectedComponents
 from gyreflow.api.graph.query import QuerySyntaxError
 from gyreflow.api.graph_algorithms import UNREACHABLE
 from gyreflow.runtime.dataflow.graph_versions import History, VersionView
@@ -310,6 +311,90 @@ def test_traversals_and_snapshots_read_the_versions_they_name(make_env, directed
         assert dict(outputs["completed"].get(window, [])) == want, f"completed, window {window}"
     assert {w for w, records in outputs["second"].items() if records} == {2}
     assert dict(outputs["second"][2]) == expected(states[2], directed, 0)["wcc"]
+
+
+def run_array_versions(env, batches, directed: bool, source, names=("wcc", "sssp", "pagerank")):
+    """The library's array algorithms (static) on the latest completed version in every window,
+    and WCC on version 2 in window 2."""
+    pipeline = env.pipeline("array-versions")
+
+    @pipeline.task
+    def versions(ctx):
+        edges = ctx.source(batches, SizeTumblingWindow(1), parallelism=1).flat_map(list)
+        graph = GraphView(None, edges, directed=directed, parallelism=2, retained_versions=2)
+        completed = graph.snapshot()
+        jobs = {"wcc": lambda: algorithms.wcc(completed),
+                "sssp": lambda: algorithms.sssp(completed, source),
+                "pagerank": lambda: algorithms.pagerank(completed, iterations=30)}
+        for name in names:
+            jobs[name]().collect(name)
+        graph.snapshot(2).compute(ArrayConnectedComponents(directed), name="second"
+                                  ).collect("second")
+
+    result = pipeline.execute()
+    return {name: result.by_window(name) for name in (*names, "second")}
+
+
+def check_array_versions(outputs, versions, directed: bool, source) -> None:
+    states = [(set(), {})] + versions
+    for window in range(1, len(versions) + 1):
+        version = states[window - 1]
+        want = expected(version, directed, source)
+        for name in ("wcc", "sssp"):
+            if name in outputs:
+                got = dict(outputs[name].get(window, []))
+                assert got == want[name], f"{name}, window {window}"
+        if "pagerank" in outputs:
+            ranks = dict(outputs["pagerank"].get(window, []))
+            oracle = pagerank_oracle(version, directed) if version[0] else {}
+            assert ranks.keys() == oracle.keys(), f"pagerank vertices, window {window}"
+            off = {v: (ranks[v], oracle[v]) for v in oracle
+                   if not math.isclose(ranks[v], oracle[v], rel_tol=1e-9)}
+            assert not off, f"pagerank, window {window}: {off}"
+    assert {w for w, records in outputs["second"].items() if records} == {2}
+    assert dict(outputs["second"][2]) == expected(states[2], directed, 0)["wcc"]
+
+
+def pagerank_oracle(version, directed: bool, iterations: int = 30) -> dict:
+    """Graphalytics PageRank (dangling ranks spread evenly) by a plain loop over the version."""
+    vertices, edges = version
+    out = {v: [] for v in vertices}
+    for src, dst in edges:
+        out[src].append(dst)
+        if not directed:
+            out[dst].append(src)
+    n = len(vertices)
+    rank = {v: 1.0 / n for v in vertices}
+    for _ in range(iterations):
+        dangling = sum(rank[v] for v in vertices if not out[v])
+        new = {v: (1 - 0.85) / n + 0.85 * dangling / n for v in vertices}
+        for v, targets in out.items():
+            for target in targets:
+                new[target] += 0.85 * rank[v] / len(targets)
+        rank = new
+    return rank
+
+
+@pytest.mark.parametrize("directed", [False, True], ids=["undirected", "directed"])
+def test_array_programs_compute_on_the_versions_they_name(make_env, directed):
+    """``snapshot().compute`` with array programs (WCC, SSSP, PageRank of the library) on a
+    changing graph with edge and detached-vertex removals, against networkx and a plain loop on
+    each version."""
+    batches, versions = change_windows(31 + directed, 25, 5, 18, 0.2, directed, detaches=1)
+    source = next(r.src for r in batches[0] if isinstance(r, Edge))
+    outputs = run_array_versions(make_env(), batches, directed, source)
+    check_array_versions(outputs, versions, directed, source)
+
+
+@pytest.mark.parametrize("environment_type", ["spark"])
+def test_array_programs_on_versions_in_spark_rounds(make_env):
+    """Spark's rounds mode moves a task between processes every superstep: the version's
+    partition is built again from the chunks and their history."""
+    batches, versions = change_windows(33, 12, 3, 10, 0.2, False, detaches=1)
+    source = next(r.src for r in batches[0] if isinstance(r, Edge))
+    outputs = run_array_versions(make_env(**{"spark.mode": "rounds"}), batches, False, source,
+                                 names=("wcc",))
+    check_array_versions(outputs, versions, False, source)
 
 
 @pytest.mark.parametrize("environment_type", ["local"])

@@ -303,11 +303,14 @@ def khop_oracle(requests: list[tuple]) -> dict[str, dict[int, int]]:
     return answers
 
 
-@pytest.mark.parametrize(("backend", "moment"), [("rocksdb", "window-finished:4"),
-                                                 ("sqlite", "before-commit:6")])
+@pytest.mark.parametrize(("backend", "moment", "program"),
+                         [("rocksdb", "window-finished:4", "per-vertex"),
+                          ("sqlite", "before-commit:6", "per-vertex"),
+                          ("rocksdb", "before-commit:5", "arrays")])
 def test_snapshots_and_versioned_requests_resume_after_a_crash(changing_file, tmp_path,
-                                                               backend, moment):
-    """The history a later window reads (two versions back) was written before the crash."""
+                                                               backend, moment, program):
+    """The history a later window reads (two versions back) was written before the crash; the
+    array program's history is the chunks the windows replaced."""
     windows = CHANGING_LINES // CHANGING_WINDOW
     requests = make_requests(windows)
     request_file = tmp_path / "requests.txt"
@@ -317,6 +320,7 @@ def test_snapshots_and_versioned_requests_resume_after_a_crash(changing_file, tm
     out = tmp_path / "out"
     args = ["--edges", str(changing_file), "--window", str(CHANGING_WINDOW), "--output", str(out),
             "--parallelism", "2", "--requests", str(request_file), "--requests-window", "3"]
+    args += ["--arrays"] if program == "arrays" else []
     crashed = run_versions_job(args, {**store, "GYREFLOW_CRASH_AT": moment})
     assert crashed.returncode == KILLED, crashed.stderr
     resumed = run_versions_job(args, store, ("--resume",))

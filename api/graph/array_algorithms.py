@@ -65,6 +65,8 @@ class ArrayPageRank(ArrayVertexCompute):
     def compute(self, part, inbox) -> np.ndarray:
         """Sum the incoming shares, add the teleport and dangling terms, send the new shares."""
         n = part.num_vertices
+        if n == 0:  # an empty graph (a version before the first edge): nothing to rank
+            return part.values
         if part.iteration == 1:
             rank = np.full(part.num_local, 1.0 / n)
         else:

@@ -358,10 +358,6 @@ class GraphView:
                         if s is not None]
             inputs.append((detached[0].union(*detached[1:]) if len(detached) > 1
                            else detached[0]).broadcast())
-        if versioned and _is_array_program(program):
-            msg = (f"versions are read by per-vertex programs; {type(program).__name__} is an array "
-                   "program (it runs on the current version)")
-            raise TypeError(msg)
         spec = GraphComputeSpec(program, self.directed, mode, self.vertices is not None,
                                 starts is not None, arrays=_is_array_program(program),
                                 versioned=versioned, retained_versions=self.retained_versions,
@@ -382,10 +378,16 @@ class GraphSnapshot:
         self.graph = graph
         self.version = version
 
-    def compute(self, program: VertexCentricCompute, name: str | None = None) -> Stream:
-        """Static compute on the version: every vertex starts from ``program.init``; emits
-        ``(vertex_id, result)`` for every vertex of the version. A fixed version is computed in its
-        own window; the latest completed one in every window."""
+    @property
+    def directed(self) -> bool:
+        """Whether the graph is directed (the library's static algorithms take a snapshot too)."""
+        return self.graph.directed
+
+    def compute(self, program: VertexCentricCompute | Any, name: str | None = None) -> Stream:
+        """Static compute on the version, with a per-vertex or an array program: every vertex
+        starts from ``program.init``; emits ``(vertex_id, result)`` for every vertex of the
+        version. A fixed version is computed in its own window; the latest completed one in every
+        window."""
         return self.graph._operator(program, GraphMode.STATIC, None, name, versioned=True,
                                     version=self.version)
 

@@ -101,6 +101,35 @@ class ArrayGraphOperator(GraphOperator):
         """Add window ``window``'s input to the chunks, build the partition, start the values."""
         self.window = window
         self._tables()
+        touched = self._apply_window(window)
+        part = self.part
+        rebuilt = part is None
+        if rebuilt:
+            part = self.part = self._build(self.graph.data)
+            if self.combine == "sum":  # sums travel by sparse products with the transposed edges
+                part.transposed(0)
+        n = part.n
+        if touched is None:
+            self.touched = np.zeros(n, dtype=bool)
+        else:
+            positions, found = part.index.lookup(touched)
+            self.touched = np.zeros(n, dtype=bool)
+            self.touched[positions[found]] = True
+        if self.mode is GraphMode.STATIC:
+            self.values = self._init(np.arange(n))
+        elif self.mode is GraphMode.INCREMENTAL:
+            fresh = np.zeros(0, np.int64)
+            if rebuilt or self.values is None:
+                self.values, fresh = self._continue_values(part, dict(self.value_chunks.data))
+            self.before = self.values.copy()
+            self.fresh = fresh
+            if self.removals:
+                self.local_scope = self._removal_scope()
+        return n
+
+    def _apply_window(self, window: int):
+        """Apply window ``window``'s input to the chunks, extending the partition in place when
+        it can and dropping it otherwise; returns the ids the input touched (None: nothing)."""
         # The window stays pending, empty, until its results are out: a task told that its input
         # ended defers the end while a window is pending.
         records = self.pending.get(window, ())
@@ -124,30 +153,7 @@ class ArrayGraphOperator(GraphOperator):
                 self.part = None
             if self.mode is not GraphMode.INCREMENTAL:  # every edge is new: keep no copy
                 self.added = _NO_EDGES
-        part = self.part
-        rebuilt = part is None
-        if rebuilt:
-            part = self.part = self._build(chunks)
-            if self.combine == "sum":  # sums travel by sparse products with the transposed edges
-                part.transposed(0)
-        n = part.n
-        if touched is None:
-            self.touched = np.zeros(n, dtype=bool)
-        else:
-            positions, found = part.index.lookup(touched)
-            self.touched = np.zeros(n, dtype=bool)
-            self.touched[positions[found]] = True
-        if self.mode is GraphMode.STATIC:
-            self.values = self._init(np.arange(n))
-        elif self.mode is GraphMode.INCREMENTAL:
-            fresh = np.zeros(0, np.int64)
-            if rebuilt or self.values is None:
-                self.values, fresh = self._continue_values(part, dict(self.value_chunks.data))
-            self.before = self.values.copy()
-            self.fresh = fresh
-            if self.removals:
-                self.local_scope = self._removal_scope()
-        return n
+        return touched
 
     def _removal_scope(self):
         """What this task's vertices that lost an edge say of the vertices to start again."""

@@ -58,16 +58,7 @@ class VersionedGraphOperator(GraphOperator):
 
     def _resolve(self, spec, window: int, record) -> int:
         """The version a start message or a snapshot names, checked against the retained ones."""
-        version = window if spec is None else window - 1 if spec == COMPLETED else spec
-        oldest = self.history.oldest(window)
-        if not isinstance(version, int) or isinstance(version, bool):
-            msg = f"a version is a window id (int), None (the latest) or 'completed', not {spec!r}"
-            raise RecordError(self.name, record, TypeError(msg))
-        if not oldest <= version <= window:
-            msg = (f"version {version} is not readable in window {window}: the graph keeps versions "
-                   f"{oldest}..{window} (retained_versions={self.history.retained})")
-            raise RecordError(self.name, record, ValueError(msg))
-        return version
+        return self.history.resolve(self.name, spec, window, record)
 
     # Window input ---------------------------------------------------------------------------
 

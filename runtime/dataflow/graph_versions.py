@@ -10,7 +10,11 @@ changed it, else its current entry.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from gyreflow.plan.operators import COMPLETED
+from gyreflow.runtime.errors import RecordError
 
 
 def copy_entry(entry: list | None) -> list | None:
@@ -69,11 +73,16 @@ class VersionView:
 
 
 class History:
-    """Records the entries a window is about to change and trims what no retained version needs."""
+    """Records the entries a window is about to change and trims what no retained version needs.
 
-    def __init__(self, retained: int) -> None:
+    ``copy`` takes the image of an entry that the window may change in place (per-vertex entries);
+    the array operator's chunks are replaced, never changed, so their image is the chunk itself.
+    """
+
+    def __init__(self, retained: int, copy: Callable[[Any], Any] = copy_entry) -> None:
         self.retained = retained
-        self.index: dict[int, set] | None = None  # window -> vertices with an image of it
+        self.copy = copy
+        self.index: dict[int, set] | None = None  # window -> keys with an image of it
 
     def reset(self) -> None:
         """The history table was replaced (a restore): the index is built again when next used."""
@@ -89,7 +98,7 @@ class History:
                 continue
             recorded.add(vid)
             images = data.get(vid)
-            image = (window, copy_entry(graph.get(vid)))
+            image = (window, self.copy(graph.get(vid)))
             if images is None:
                 table.put(vid, [image])  # not a plain write: this window's trim may have deleted it
             else:
@@ -117,6 +126,21 @@ class History:
     def oldest(self, window: int) -> int:
         """The oldest version readable in ``window``."""
         return max(0, window - self.retained)
+
+    def resolve(self, operator: str, spec, window: int, record) -> int:
+        """The version a start message or a snapshot names (``spec``: a window id, None for the
+        current one, ``COMPLETED`` for the one before) in ``window``, checked against the retained
+        ones; a bad one fails ``record`` of ``operator``."""
+        version = window if spec is None else window - 1 if spec == COMPLETED else spec
+        oldest = self.oldest(window)
+        if not isinstance(version, int) or isinstance(version, bool):
+            msg = f"a version is a window id (int), None (the latest) or 'completed', not {spec!r}"
+            raise RecordError(operator, record, TypeError(msg))
+        if not oldest <= version <= window:
+            msg = (f"version {version} is not readable in window {window}: the graph keeps versions "
+                   f"{oldest}..{window} (retained_versions={self.retained})")
+            raise RecordError(operator, record, ValueError(msg))
+        return version
 
     def _index(self, data: dict) -> dict[int, set]:
         if self.index is None:

@@ -43,6 +43,12 @@ def build_operator(name: str, spec: specs.OperatorSpec) -> Operator:
     if isinstance(spec, specs.CollectSpec):
         return CollectOperator(name, spec.name)
     if isinstance(spec, specs.GraphComputeSpec):
+        if spec.arrays and spec.versioned:
+            from gyreflow.runtime.dataflow.array_versioned_operator import (
+                VersionedArrayGraphOperator,
+            )
+
+            return VersionedArrayGraphOperator(name, spec)
         if spec.arrays:  # numpy and scipy are imported by the jobs that compute on arrays only
             from gyreflow.runtime.dataflow.array_graph_operator import ArrayGraphOperator
 
