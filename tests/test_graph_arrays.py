@@ -16,6 +16,8 @@ import graph_reference as ref
 import networkx as nx
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gyreflow.api import SizeTumblingWindow
 from gyreflow.api.graph import (
@@ -34,6 +36,7 @@ from gyreflow.runtime.dataflow.graph_arrays import (
     reduce_messages,
 )
 from gyreflow.runtime.dataflow.graph_partition import Partition, add_window_input, chunk_key
+from gyreflow.runtime.dataflow.graph_removals import apply_changes
 from gyreflow.runtime.errors import UserFunctionError
 from gyreflow.state.keys.keygroups import key_group_of
 
@@ -368,3 +371,78 @@ def test_windows_of_vertices_only_reach_a_growing_graph(make_env):
         folded.update(records)
     expected = {1: 10, 2: 21, 3: -1, 4: 40, 5: 50, 6: 60}
     assert folded == expected
+
+
+_CHANGE = st.tuples(st.sampled_from(["add", "remove"]), st.integers(0, 9), st.integers(0, 9),
+                    st.one_of(st.none(), st.integers(1, 9)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(directed=st.booleans(), windows=st.lists(st.lists(_CHANGE, max_size=12), min_size=1,
+                                                max_size=4))
+def test_a_partition_updated_in_place_equals_the_edge_lists_of_a_plain_loop(directed, windows):
+    """Windows of edge additions (with and without values, parallel edges) and removals applied to
+    the chunks and to the partition in place (``remove`` then ``extend``, as the operator does):
+    each vertex's out- and in-edges, weights and values equal per-vertex lists kept by a loop."""
+    ring = [(v, (v + 1) % 10, None) for v in range(10)]  # every vertex exists from the start
+    out = {v: [] for v in range(10)}
+    into = {v: [] for v in range(10)}
+
+    def halves(a, b, value, removal):
+        side_out, side_in = (-1, -3) if removal else (1, 3)
+        if directed:
+            return [(a, b, value, side_out), (b, a, value, side_in)]
+        return [(a, b, value, side_out)] + ([(b, a, value, side_out)] if a != b else [])
+
+    def model(a, b, value, removal):
+        pairs = [(out, a, b), (into, b, a)] if directed else [(out, a, b)] + (
+            [(out, b, a)] if a != b else [])
+        for lists, vertex, other in pairs:
+            if removal:
+                lists[vertex] = [e for e in lists[vertex] if e[0] != other]
+            else:
+                lists[vertex].append((other, value))
+
+    chunks: dict = {}
+    first = [h for a, b, v in ring for h in halves(a, b, v, False)]
+    add_window_input(chunks, [("edge", first)], 8, directed)
+    for a, b, v in ring:
+        model(a, b, v, False)
+    part = Partition([(g, chunks[chunk_key(g, 8)]) for g in range(8) if chunk_key(g, 8) in chunks],
+                     directed, 1, 8)
+    for changes in windows:
+        batch = [h for kind, a, b, v in changes for h in halves(a, b, v, kind == "remove")]
+        for kind, a, b, v in changes:
+            model(a, b, None if kind == "remove" else v, kind == "remove")
+        if not any(h[3] <= 0 for h in batch):
+            batch.append((0, 1, None, -1))  # a removal window (of an edge that may be absent)
+            model(0, 1, None, True)
+            if directed:
+                batch.append((1, 0, None, -3))
+            else:
+                batch.append((1, 0, None, -1))
+        applied = apply_changes(chunks, [("edge", batch)], 8, directed, None)
+        assert not applied.reshaped and part.index.lookup(applied.ensured)[1].all()
+        part.remove(*applied.removals)
+        assert applied.added is None or part.extend(applied.added)
+
+        def listed(matrix, with_values):
+            found = {}
+            for r in range(part.n):
+                lo, hi = matrix.indptr[r], matrix.indptr[r + 1]
+                others = [int(part.columns_ids[c]) for c in matrix.indices[lo:hi]]
+                weights = matrix.data[lo:hi].tolist()
+                values = (part.out_values[lo:hi].tolist() if with_values and part.out_values
+                          is not None else [None] * (hi - lo))
+                found[int(part.ids[r])] = (others, weights, values)
+            return found
+
+        def expect(lists, with_values):
+            return {v: ([o for o, _ in e], [1.0 if x is None else float(x) for _, x in e],
+                        [x for _, x in e] if with_values else [None] * len(e))
+                    for v, e in lists.items()}
+
+        assert listed(part.out_edges, True) == expect(out, True)
+        if directed:
+            assert listed(part.in_edges, False) == expect(into, False)
+        assert part.out_degree.tolist() == [len(out[int(v)]) for v in part.ids]

@@ -199,25 +199,34 @@ class ArrayGraphOperator(GraphOperator):
         self.scope = scope
 
     def _apply_removals(self, chunks: dict, records: list) -> None:
-        """A window that removes edges or vertices: apply it in order, drop the removed vertices'
-        stored values, and build the partition again."""
+        """A window that removes edges or vertices: apply it in order and drop the removed
+        vertices' stored values. The partition follows in place when only edges changed between
+        vertices it has; otherwise it is built again."""
         try:
-            changed, self.touched_ids, self.lost, self.removals, kept, self.removed = apply_changes(
-                chunks, records, self.max_parallelism, self.spec.directed,
-                self.ctx.state.key_groups)
+            applied = apply_changes(chunks, records, self.max_parallelism, self.spec.directed,
+                                    self.ctx.state.key_groups)
         except VertexStillConnectedError as exc:
             raise RecordError(self.name, RemoveVertex(exc.vertex), exc) from exc
-        self.graph.mark_changed(changed)
+        self.touched_ids, self.lost, self.removals = applied.touched, applied.lost, applied.removed
+        self.removed = applied.gone
+        self.graph.mark_changed(applied.changed)
         if self.mode is GraphMode.INCREMENTAL:
             stored = self.value_chunks.data
-            for key, mask in kept.items():
+            for key, mask in applied.kept.items():
                 values = stored.get(key)
                 if values is not None:
                     stored[key] = values[mask[:len(values)]]
                     self.value_chunks.changed.add(key)
-        self.part = None
-        self.values = None
         self.added = None  # every edge counts as new
+        part = self.part
+        if part is None or applied.reshaped or not part.index.lookup(applied.ensured)[1].all():
+            self.part = None
+        else:
+            part.remove(*applied.removals)
+            if applied.added is not None and not part.extend(applied.added):
+                self.part = None
+        if self.part is None:
+            self.values = None
 
     def _build(self, chunks: dict) -> Partition:
         mp = self.max_parallelism

@@ -268,25 +268,54 @@ class Partition:
     def extend(self, added: tuple) -> bool:
         """Add edge halves ``(vertex ids, other ends, sides, values)`` in place, each after the
         edges its row has; False (nothing changed) when they name a vertex or column the partition
-        does not have, or carry values: then the partition is built again. Costs a copy of the
-        matrices, no sort of their entries."""
+        does not have: then the partition is built again. Costs a copy of the matrices, no sort of
+        their entries."""
         vids, others, sides, values = added
-        if values is not None or self.out_values is not None:
-            return False
         rows, found = self.index.lookup(vids)
         columns, reached = self.column_positions(others)
         if not (found.all() and reached.all()):
             return False
         out = sides == OUT
-        self.out_edges = _append_entries(self.out_edges, rows[out], columns[out])
+        weights = edge_weights(values, len(vids))
+        self.out_edges, placed = _append_entries(self.out_edges, rows[out], columns[out],
+                                                 weights[out])
+        if values is not None or self.out_values is not None:
+            merged = np.full(self.out_edges.nnz, None, dtype=object)
+            kept = np.ones(len(merged), dtype=bool)
+            kept[placed] = False
+            if self.out_values is not None:
+                merged[kept] = self.out_values
+            if values is not None:
+                merged[placed] = values[out]
+            self.out_values = merged
         if self.directed:
-            self.in_edges = _append_entries(self.in_edges, rows[~out], columns[~out])
+            self.in_edges, _ = _append_entries(self.in_edges, rows[~out], columns[~out],
+                                               weights[~out])
         else:
             self.in_edges = self.out_edges
+        self._changed()
+        return True
+
+    def remove(self, vids: np.ndarray, others: np.ndarray, sides: np.ndarray) -> None:
+        """Remove, in place, every edge half ``vertex -> other`` of side ``sides[i]`` (all the
+        parallel ones); halves the partition does not have are left alone."""
+        rows, found = self.index.lookup(vids)
+        columns, reached = self.column_positions(others)
+        have = found & reached
+        rows, columns, out = rows[have], columns[have], sides[have] == OUT
+        self.out_edges, kept = _drop_entries(self.out_edges, rows[out], columns[out])
+        if kept is not None and self.out_values is not None:
+            self.out_values = self.out_values[kept]
+        if self.directed:
+            self.in_edges, _ = _drop_entries(self.in_edges, rows[~out], columns[~out])
+        else:
+            self.in_edges = self.out_edges
+        self._changed()
+
+    def _changed(self) -> None:
         self.out_degree = np.diff(self.out_edges.indptr)
         self._transposed = {}
         self._reached = {}
-        return True
 
     def matrices(self, direction: str) -> list:
         """The CSR matrices of ``direction`` ("out", "in", "both"; undirected: always the out one)."""
@@ -318,14 +347,15 @@ class Partition:
         return self.columns_index.lookup(id_array(query))
 
 
-def _append_entries(matrix, rows: np.ndarray, columns: np.ndarray):
-    """``matrix`` with one more entry of weight 1.0 per ``rows[i]``, ``columns[i]``, each after
-    the entries its row has (in the order given)."""
+def _append_entries(matrix, rows: np.ndarray, columns: np.ndarray,
+                    weights: np.ndarray) -> tuple:
+    """``matrix`` with one more entry per ``rows[i]``, ``columns[i]`` of weight ``weights[i]``,
+    each after the entries its row has (in the order given), and where each new entry went."""
     if len(rows) == 0:
-        return matrix
+        return matrix, np.zeros(0, np.int64)
     n = matrix.shape[0]
     order = np.argsort(rows, kind="stable")
-    rows, columns = rows[order], columns[order]
+    rows, columns, weights = rows[order], columns[order], weights[order]
     added = np.bincount(rows, minlength=n)
     before = np.cumsum(added) - added  # new entries of the rows above
     indptr = matrix.indptr.astype(np.int64)
@@ -335,11 +365,35 @@ def _append_entries(matrix, rows: np.ndarray, columns: np.ndarray):
     new = np.zeros(total, dtype=bool)
     new[at] = True
     indices = np.empty(total, dtype=np.int64)
-    data = np.empty(total, dtype=matrix.data.dtype)
-    indices[new], data[new] = columns, 1.0
+    data = np.empty(total, dtype=np.result_type(matrix.data.dtype, weights.dtype))
+    indices[new], data[new] = columns, weights
     indices[~new], data[~new] = matrix.indices, matrix.data
     indptr = indptr + np.concatenate([[0], np.cumsum(added)])
-    return sparse.csr_matrix((data, indices, indptr), shape=matrix.shape)
+    placed = np.empty(len(at), dtype=np.int64)
+    placed[order] = at
+    return sparse.csr_matrix((data, indices, indptr), shape=matrix.shape), placed
+
+
+def _drop_entries(matrix, rows: np.ndarray, columns: np.ndarray) -> tuple:
+    """``matrix`` without its entries at any (``rows[i]``, ``columns[i]``), and the mask of the
+    entries kept (None: nothing was dropped). Only the named rows' entries are looked at."""
+    if len(rows) == 0:
+        return matrix, None
+    m = matrix.shape[1]
+    indptr = matrix.indptr.astype(np.int64)
+    named = np.unique(rows)
+    at = row_edges(matrix, named)  # the entries of the named rows, row by row
+    entry_rows = np.repeat(named, indptr[named + 1] - indptr[named])
+    keys = entry_rows.astype(np.int64) * m + matrix.indices[at].astype(np.int64)
+    hit = np.isin(keys, rows.astype(np.int64) * m + columns.astype(np.int64))
+    if not hit.any():
+        return matrix, None
+    kept = np.ones(matrix.nnz, dtype=bool)
+    kept[at[hit]] = False
+    dropped = np.bincount(entry_rows[hit], minlength=matrix.shape[0])
+    indptr = indptr - np.concatenate([[0], np.cumsum(dropped)])
+    return sparse.csr_matrix((matrix.data[kept], matrix.indices[kept].astype(np.int64), indptr),
+                             shape=matrix.shape), kept
 
 
 class Inbox:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from operator import itemgetter
 
+import attrs
 import numpy as np
 
 from gyreflow.plan.graph_changes import REMOVE_VERTEX, RemoveVertex, VertexStillConnectedError
@@ -82,20 +83,34 @@ def _split(records: list) -> tuple[list, list, list, list]:
     return kept_additions, removals, vertices, detached
 
 
+@attrs.define
+class AppliedChanges:
+    """What ``apply_changes`` did to a task's chunks."""
+
+    changed: set  # the chunk keys that changed
+    touched: np.ndarray  # the ids the window's input touched
+    lost: np.ndarray  # the ids that lost an edge
+    removed: int  # how many halves and vertices were removed
+    kept: dict  # chunk key -> mask of the vertices kept, where vertices went (values follow)
+    gone: list  # the removed vertices
+    removals: tuple  # the removal halves applied, ``(vertex ids, other ends, sides)``
+    added: tuple | None  # the halves added after them (``add_window_input``'s ``added``)
+    ensured: np.ndarray  # ends of dropped additions, created when missing
+    reshaped: bool  # vertices were removed or given values: positions may have moved
+
+
 def apply_changes(chunks: dict, records: list, max_parallelism: int, directed: bool,
-                  owned) -> tuple[set, np.ndarray, np.ndarray, int, dict, list]:
+                  owned) -> AppliedChanges:
     """Apply a window's input that removes something, with the effect of its arrival order
-    (``_split``), then the vertex removals. Returns the chunk keys that changed, the ids touched, the ids
-    that lost an edge, how many halves and vertices were removed, the mask of the vertices kept
-    per chunk key whose vertices shrank (stored values follow a chunk's vertices by position), and
-    the removed vertices."""
+    (``_split``), then the detached vertices' edges and the vertex removals."""
     additions, removals, vertices, detached = _split(records)
     changed, removed, lost = set(), 0, np.zeros(0, np.int64)
     if removals:
         changed, removed, lost = _remove_halves(chunks, removals, max_parallelism)
     touched = [lost]
+    added = None
     if additions:
-        more, ids, _ = add_window_input(chunks, additions, max_parallelism, directed, owned)
+        more, ids, added = add_window_input(chunks, additions, max_parallelism, directed, owned)
         changed |= more
         touched.append(ids)
     if detached:
@@ -107,7 +122,12 @@ def apply_changes(chunks: dict, records: list, max_parallelism: int, directed: b
     kept, gone = _remove_vertices(chunks, vertices, max_parallelism) if vertices else ({}, [])
     changed |= set(kept)
     removed += len(gone)
-    return changed, concat_ids(touched), lost, removed, kept, gone
+    halves = (id_array([h[0] for h in removals]), id_array([h[1] for h in removals]),
+              -np.array([h[3] for h in removals], dtype=np.int8))
+    ensured = id_array([vid for role, batch in additions if role == "ensure" for vid in batch])
+    reshaped = bool(detached or kept or any(role == "vertex" for role, _ in additions))
+    return AppliedChanges(changed, concat_ids(touched), lost, removed, kept, gone, halves, added,
+                          ensured, reshaped)
 
 
 def _by_chunk(ids: np.ndarray, max_parallelism: int) -> dict[int, np.ndarray]:
