@@ -200,6 +200,47 @@ def test_detached_vertices_take_their_edges_on_every_version(make_env, directed)
             assert folded[window - 1] == want, f"{name} after window {window}"
 
 
+def test_detaching_from_either_stream_with_string_ids(make_env):
+    """String ids; detaches on the vertex stream and the edge stream, twice in one window, of a
+    vertex the graph does not have, beside a RemoveEdge; per-vertex, incremental array and static
+    array operators all give each version's components (a plain union-find on the edges left)."""
+    edges = [[Edge("a", "b"), Edge("b", "c"), Edge("c", "d"), Edge("x", "y")],
+             [RemoveVertex("zz", detach=True), RemoveVertex("b", detach=True),
+              RemoveVertex("b", detach=True), RemoveEdge("c", "d")],
+             [Edge("b", "d"), RemoveVertex("y", detach=True)]]
+    vertices = [[], [], [RemoveVertex("x", detach=True)]]
+    versions = [({"a", "b", "c", "d", "x", "y"}, [("a", "b"), ("b", "c"), ("c", "d"), ("x", "y")]),
+                ({"a", "c", "d", "x", "y"}, [("x", "y")]),
+                ({"a", "b", "c", "d"}, [("b", "d")])]
+    pipeline = make_env().pipeline("detach-strings")
+
+    @pipeline.task
+    def detaching(ctx):
+        edge_stream = ctx.source(edges, SizeTumblingWindow(1), parallelism=1).flat_map(list)
+        vertex_stream = ctx.source(vertices, SizeTumblingWindow(1), parallelism=1).flat_map(list)
+        graph = GraphView(vertex_stream, edge_stream, directed=True, parallelism=2)
+        algorithms.incremental_wcc(graph).collect("wcc")
+        graph.incremental_compute(algorithms.ConnectedComponents(True)).collect("record_wcc")
+        algorithms.wcc(graph).collect("static_wcc")
+
+    result = pipeline.execute()
+    for name in ("wcc", "record_wcc", "static_wcc"):
+        by_window = result.by_window(name)
+        folded = ([dict(by_window.get(w, [])) for w in (1, 2, 3)] if name == "static_wcc"
+                  else fold(by_window, 3))
+        for window, (names, pairs) in enumerate(versions, start=1):
+            parent = {v: v for v in names}
+
+            def root(v):
+                while parent[v] != v:
+                    v = parent[v]
+                return v
+
+            for a, b in pairs:
+                parent[max(root(a), root(b))] = min(root(a), root(b))
+            assert folded[window - 1] == {v: root(v) for v in names}, f"{name}, window {window}"
+
+
 @pytest.mark.parametrize("environment_type", ["local"])
 def test_a_detached_vertex_added_again_has_none_of_its_old_edges(make_env):
     """Vertex 2 goes with its edges to 1, 3 and 5 (held by other tasks); an edge 2 -> 6 brings it
