@@ -229,16 +229,23 @@ def test_detaching_from_either_stream_with_string_ids(make_env):
         folded = ([dict(by_window.get(w, [])) for w in (1, 2, 3)] if name == "static_wcc"
                   else fold(by_window, 3))
         for window, (names, pairs) in enumerate(versions, start=1):
-            parent = {v: v for v in names}
+            want = union_find_labels(names, pairs)
+            assert folded[window - 1] == want, f"{name}, window {window}"
 
-            def root(v):
-                while parent[v] != v:
-                    v = parent[v]
-                return v
 
-            for a, b in pairs:
-                parent[max(root(a), root(b))] = min(root(a), root(b))
-            assert folded[window - 1] == {v: root(v) for v in names}, f"{name}, window {window}"
+def union_find_labels(names, pairs) -> dict:
+    """Each vertex's smallest component member, by union-find."""
+    parent = {v: v for v in names}
+
+    def root(v):
+        while parent[v] != v:
+            v = parent[v]
+        return v
+
+    for a, b in pairs:
+        ra, rb = root(a), root(b)
+        parent[max(ra, rb)] = min(ra, rb)
+    return {v: root(v) for v in names}
 
 
 @pytest.mark.parametrize("environment_type", ["local"])
