@@ -27,7 +27,10 @@ class VersionedArrayGraphOperator(ArrayGraphOperator):
 
     def __init__(self, name: str, spec: GraphComputeSpec) -> None:
         super().__init__(name, spec)
-        self.history = History(spec.retained_versions, copy=_same)
+        # A snapshot's compute reads the latest completed version (the images the running window
+        # records) or a fixed version in its own window (the current chunks): one window of
+        # images is all it ever reads, however many versions the view retains.
+        self.history = History(min(spec.retained_versions, 1), copy=_same)
         self.view_version: int | None = None  # the version the window's partition holds
 
     def _tables(self) -> None:
