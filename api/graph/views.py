@@ -222,11 +222,7 @@ def _detached(item: Any) -> tuple:
 
 def _detached_vertex(item: Any) -> tuple:
     """``_detached`` of a vertex stream's record, which may also be ``(id, RemoveVertex(...))``."""
-    if type(item) is tuple and len(item) == 2:
-        item = item[1]
-    if type(item) is RemoveVertex and item.detach:
-        return (item.id,)
-    return ()
+    return _detached(item[1] if type(item) is tuple and len(item) == 2 else item)
 
 
 def _is_array_program(program: Any) -> bool:

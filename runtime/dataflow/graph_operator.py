@@ -84,15 +84,7 @@ class LocalLoopExchange:
 def _remove_half(entry: list, side: int, other) -> int:
     """Remove every ``other`` from the ``side`` list of a vertex's graph entry (and its values);
     returns how many were removed."""
-    targets = entry[side]
-    if other not in targets:
-        return 0
-    values = entry[side + 1]
-    keep = [i for i, target in enumerate(targets) if target != other]
-    entry[side] = [targets[i] for i in keep]
-    if values is not None:
-        entry[side + 1] = [values[i] for i in keep]
-    return len(targets) - len(keep)
+    return _remove_halves_to(entry, side, {other}) if other in entry[side] else 0
 
 
 def _remove_halves_to(entry: list, side: int, others: set | None) -> int:
