@@ -248,7 +248,6 @@ def union_find_labels(names, pairs) -> dict:
     return {v: root(v) for v in names}
 
 
-@pytest.mark.parametrize("environment_type", ["local"])
 def test_a_detached_vertex_added_again_has_none_of_its_old_edges(make_env):
     """Vertex 2 goes with its edges to 1, 3 and 5 (held by other tasks); an edge 2 -> 6 brings it
     back alone: 1 must not be in its component, which a half left behind at 1 would make it."""
