@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections import Counter
+from collections import Counter, defaultdict
 
 import graph_reference as ref
 import networkx as nx
@@ -373,26 +373,34 @@ def test_windows_of_vertices_only_reach_a_growing_graph(make_env):
     assert folded == expected
 
 
-_CHANGE = st.tuples(st.sampled_from(["add", "remove"]), st.integers(0, 9), st.integers(0, 9),
+_CHANGE = st.tuples(st.sampled_from(["add", "remove"]), st.integers(0, 15), st.integers(0, 15),
                     st.one_of(st.none(), st.integers(1, 9)))
 
 
-@settings(max_examples=60, deadline=None)
-@given(directed=st.booleans(), windows=st.lists(st.lists(_CHANGE, max_size=12), min_size=1,
-                                                max_size=4))
-def test_a_partition_updated_in_place_equals_the_edge_lists_of_a_plain_loop(directed, windows):
-    """Windows of edge additions (with and without values, parallel edges) and removals applied to
-    the chunks and to the partition in place (``remove`` then ``extend``, as the operator does):
-    each vertex's out- and in-edges, weights and values equal per-vertex lists kept by a loop."""
-    ring = [(v, (v + 1) % 10, None) for v in range(10)]  # every vertex exists from the start
-    out = {v: [] for v in range(10)}
-    into = {v: [] for v in range(10)}
+@settings(max_examples=80, deadline=None)
+@given(directed=st.booleans(), parallelism=st.sampled_from([1, 2]),
+       windows=st.lists(st.lists(_CHANGE, max_size=12), min_size=1, max_size=4))
+def test_a_partition_updated_in_place_equals_a_plain_loop_and_a_rebuilt_partition(
+        directed, parallelism, windows):
+    """Windows of edge additions (with and without values, parallel edges, new vertices at one or
+    both ends) and removals applied to the chunks of task 0 of ``parallelism`` and to its partition
+    in place (``remove`` then ``extend`` with the chunks, as the operator does): each vertex's
+    out- and in-edges, weights and values equal per-vertex lists kept by a loop, and the vertices,
+    their order and the other tasks' columns equal a partition built again from the chunks."""
+    ring = [(v, (v + 1) % 8, None) for v in range(8)]  # vertices 8-15 come in later windows
+    out: dict = defaultdict(list)
+    into: dict = defaultdict(list)
+
+    def owned(vertex) -> bool:
+        return key_group_of(vertex, 8) * parallelism // 8 == 0
 
     def halves(a, b, value, removal):
         side_out, side_in = (-1, -3) if removal else (1, 3)
         if directed:
-            return [(a, b, value, side_out), (b, a, value, side_in)]
-        return [(a, b, value, side_out)] + ([(b, a, value, side_out)] if a != b else [])
+            found = [(a, b, value, side_out), (b, a, value, side_in)]
+        else:
+            found = [(a, b, value, side_out)] + ([(b, a, value, side_out)] if a != b else [])
+        return [h for h in found if owned(h[0])]  # the task gets its own vertices' halves
 
     def model(a, b, value, removal):
         pairs = [(out, a, b), (into, b, a)] if directed else [(out, a, b)] + (
@@ -403,28 +411,39 @@ def test_a_partition_updated_in_place_equals_the_edge_lists_of_a_plain_loop(dire
             else:
                 lists[vertex].append((other, value))
 
+    def rebuilt():
+        return Partition([(g, chunks[chunk_key(g, 8)]) for g in range(8)
+                          if chunk_key(g, 8) in chunks], directed, parallelism, 8)
+
     chunks: dict = {}
     first = [h for a, b, v in ring for h in halves(a, b, v, False)]
     add_window_input(chunks, [("edge", first)], 8, directed)
     for a, b, v in ring:
         model(a, b, v, False)
-    part = Partition([(g, chunks[chunk_key(g, 8)]) for g in range(8) if chunk_key(g, 8) in chunks],
-                     directed, 1, 8)
+    part = rebuilt()
     for changes in windows:
         batch = [h for kind, a, b, v in changes for h in halves(a, b, v, kind == "remove")]
         for kind, a, b, v in changes:
             model(a, b, None if kind == "remove" else v, kind == "remove")
-        if not any(h[3] <= 0 for h in batch):
-            batch.append((0, 1, None, -1))  # a removal window (of an edge that may be absent)
-            model(0, 1, None, True)
-            if directed:
-                batch.append((1, 0, None, -3))
-            else:
-                batch.append((1, 0, None, -1))
+        batch += halves(0, 1, None, True)  # a removal window (of an edge that may be absent)
+        model(0, 1, None, True)
         applied = apply_changes(chunks, [("edge", batch)], 8, directed, None)
-        assert not applied.reshaped and part.index.lookup(applied.ensured)[1].all()
+        assert not applied.reshaped
         part.remove(*applied.removals)
-        assert applied.added is None or part.extend(applied.added)
+        added = applied.added or (np.zeros(0, np.int64), np.zeros(0, np.int64),
+                                  np.zeros(0, np.int8), None)
+        assert part.extend(added, chunks, applied.ensured)
+        again = rebuilt()
+        assert part.ids.tolist() == again.ids.tolist()
+        assert part.given.tolist() == again.given.tolist()
+        assert (part.groups, part.offsets.tolist()) == (again.groups, again.offsets.tolist())
+        # Removals leave columns no edge uses any more; the ones a rebuild has are all there, in
+        # the block of their owning task.
+        assert set(again.remote_ids.tolist()) <= set(part.remote_ids.tolist())
+        owners = key_groups(part.remote_ids, 8) * parallelism // 8
+        blocks = np.searchsorted(part.bounds, part.n + np.arange(len(owners)), side="right") - 1
+        assert owners.tolist() == blocks.tolist()
+        assert part.bounds[0] == part.n and part.bounds[-1] == part.m
 
         def listed(matrix, with_values):
             found = {}
@@ -438,11 +457,13 @@ def test_a_partition_updated_in_place_equals_the_edge_lists_of_a_plain_loop(dire
             return found
 
         def expect(lists, with_values):
-            return {v: ([o for o, _ in e], [1.0 if x is None else float(x) for _, x in e],
-                        [x for _, x in e] if with_values else [None] * len(e))
-                    for v, e in lists.items()}
+            return {v: ([o for o, _ in lists[v]], [1.0 if x is None else float(x)
+                                                   for _, x in lists[v]],
+                        [x for _, x in lists[v]] if with_values else [None] * len(lists[v]))
+                    for v in part.ids.tolist()}
 
         assert listed(part.out_edges, True) == expect(out, True)
         if directed:
             assert listed(part.in_edges, False) == expect(into, False)
         assert part.out_degree.tolist() == [len(out[int(v)]) for v in part.ids]
+        assert part.out_edges.shape == (part.n, part.m) and part.n == again.n

@@ -19,6 +19,7 @@ import numpy as np
 
 from gyreflow.plan.graph_changes import RemoveVertex, VertexStillConnectedError
 from gyreflow.plan.operators import GraphComputeSpec, GraphMode
+from gyreflow.runtime.dataflow.array_context import ArrayContext, receive, split_outgoing
 from gyreflow.runtime.dataflow.graph_arrays import COMBINES
 from gyreflow.runtime.dataflow.graph_context import Slots
 from gyreflow.runtime.dataflow.graph_operator import (
@@ -27,14 +28,7 @@ from gyreflow.runtime.dataflow.graph_operator import (
     VERTEX_COUNT,
     GraphOperator,
 )
-from gyreflow.runtime.dataflow.graph_partition import (
-    ArrayContext,
-    Partition,
-    add_window_input,
-    chunk_key,
-    receive,
-    split_outgoing,
-)
+from gyreflow.runtime.dataflow.graph_partition import Partition, add_window_input, chunk_key
 from gyreflow.runtime.dataflow.graph_removals import apply_changes, has_removals
 from gyreflow.runtime.errors import RecordError
 
@@ -146,10 +140,10 @@ class ArrayGraphOperator(GraphOperator):
                 chunks, records, self.max_parallelism, self.spec.directed,
                 self.ctx.state.key_groups)
             self.graph.mark_changed(changed)
-            # Only edges between vertices the partition has can extend it in place; vertex
-            # records may add vertices or change what the vertex stream gave.
+            # Edges extend the partition in place, adding the vertices and columns they bring;
+            # vertex records may change what the vertex stream gave: the partition is built again.
             only_edges = all(role == "edge" or not batch for role, batch in records)
-            if self.part is not None and not (only_edges and self.part.extend(self.added)):
+            if self.part is not None and not (only_edges and self._extend(self.added, chunks)):
                 self.part = None
             if self.mode is not GraphMode.INCREMENTAL:  # every edge is new: keep no copy
                 self.added = _NO_EDGES
@@ -219,14 +213,26 @@ class ArrayGraphOperator(GraphOperator):
                     self.value_chunks.changed.add(key)
         self.added = None  # every edge counts as new
         part = self.part
-        if part is None or applied.reshaped or not part.index.lookup(applied.ensured)[1].all():
+        if part is None or applied.reshaped:
             self.part = None
         else:
             part.remove(*applied.removals)
-            if applied.added is not None and not part.extend(applied.added):
+            added = _NO_EDGES if applied.added is None else applied.added
+            if not self._extend(added, chunks, applied.ensured):
                 self.part = None
         if self.part is None:
             self.values = None
+
+    def _extend(self, added: tuple, chunks: dict, ensured=None) -> bool:
+        """Extend the partition in place (``Partition.extend``); new vertices start from their
+        stored values or ``init`` (the values are taken again). False: it is to be built again."""
+        part = self.part
+        n = part.n
+        if not part.extend(added, chunks, ensured):
+            return False
+        if part.n != n:
+            self.values = None
+        return True
 
     def _build(self, chunks: dict) -> Partition:
         mp = self.max_parallelism

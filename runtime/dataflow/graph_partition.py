@@ -1,5 +1,5 @@
-"""One task's share of a graph as arrays: per-key-group chunks in state, the CSR partition built from
-them, and the context an array vertex program sees in a superstep.
+"""One task's share of a graph as arrays: per-key-group chunks in state and the CSR partition built
+from them, which follows a window's changes in place (``array_context`` has what a program sees).
 
 A chunk holds the vertices of one key group (ids, the values the vertex stream gave) and their edge
 halves (vertex, other end, edge value, side: 1 out, 3 in) in arrival order; it is stored under a key
@@ -23,7 +23,6 @@ from gyreflow.runtime.dataflow.graph_arrays import (
     edge_weights,
     id_array,
     key_groups,
-    reduce_messages,
     row_edges,
     unique_ids,
 )
@@ -218,6 +217,7 @@ class Partition:
     def __init__(self, chunks: list[tuple[int, list]], directed: bool, parallelism: int,
                  max_parallelism: int) -> None:
         chunks = sorted(chunks, key=lambda item: item[0])
+        self.parallelism, self.max_parallelism = parallelism, max_parallelism
         self.groups = [group for group, _ in chunks]
         sizes = [len(chunk[0]) for _, chunk in chunks]
         self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
@@ -265,15 +265,26 @@ class Partition:
         self._reached: dict = {}
         self.columns_index = None
 
-    def extend(self, added: tuple) -> bool:
+    def extend(self, added: tuple, chunks: dict | None = None,
+               ensured: np.ndarray | None = None) -> bool:
         """Add edge halves ``(vertex ids, other ends, sides, values)`` in place, each after the
-        edges its row has; False (nothing changed) when they name a vertex or column the partition
-        does not have: then the partition is built again. Costs a copy of the matrices, no sort of
-        their entries."""
+        edges its row has. With ``chunks`` (after the window was added to them), vertices they have
+        beyond the partition (of the key groups of the halves and of ``ensured``) and other ends it
+        has no column for are added first (``grow``). False when that cannot be done: the
+        partition is then to be built again. Costs a copy of the matrices, no sort of their
+        entries."""
         vids, others, sides, values = added
+        if chunks is not None and not self.grow(chunks, concat_ids([vids, id_array(
+                ensured if ensured is not None else [])])):
+            return False
         rows, found = self.index.lookup(vids)
+        if not found.all():
+            return False
         columns, reached = self.column_positions(others)
-        if not (found.all() and reached.all()):
+        if not reached.all() and chunks is not None:
+            self._add_columns(unique_ids(others[~reached]))
+            columns, reached = self.column_positions(others)
+        if not reached.all():
             return False
         out = sides == OUT
         weights = edge_weights(values, len(vids))
@@ -295,6 +306,98 @@ class Partition:
             self.in_edges = self.out_edges
         self._changed()
         return True
+
+    def grow(self, chunks: dict, ids: np.ndarray) -> bool:
+        """Add the vertices that the chunks of the key groups of ``ids`` have beyond the partition
+        (a chunk appends new vertices after its others), each at the end of its group's block as a
+        rebuild would place it, with no edges yet; False (nothing changed) when a chunk's first
+        vertices are not the partition's. The other positions and columns move, their order kept."""
+        _, found = self.index.lookup(ids)
+        if found.all():
+            return True
+        mp = self.max_parallelism
+        block = {group: i for i, group in enumerate(self.groups)}
+        added: dict[int, np.ndarray] = {}
+        for group in np.unique(key_groups(unique_ids(ids[~found]), mp)).tolist():
+            chunk = chunks.get(chunk_key(group, mp))
+            i = block.get(group)
+            start, end = (0, 0) if i is None else (int(self.offsets[i]), int(self.offsets[i + 1]))
+            if chunk is None or len(chunk[0]) < end - start or not np.array_equal(
+                    chunk[0][:end - start], self.ids[start:end]):
+                return False
+            if len(chunk[0]) > end - start:
+                added[group] = (chunk, end - start)
+        if not added:
+            return True
+        groups = sorted(set(self.groups) | set(added))
+        ids_parts, given_parts, sizes, moved = [], [], [], []
+        cursor = 0
+        for group in groups:
+            i = block.get(group)
+            if i is not None:
+                start, end = int(self.offsets[i]), int(self.offsets[i + 1])
+                ids_parts.append(self.ids[start:end])
+                given_parts.append(self.given[start:end])
+                moved.append(np.arange(cursor, cursor + end - start))
+                cursor += end - start
+            if group in added:
+                chunk, have = added[group]
+                ids_parts.append(chunk[0][have:])
+                given_parts.append(chunk[1][have:])
+                cursor += len(chunk[0]) - have
+            sizes.append(cursor - sum(sizes))
+        n = cursor
+        positions = np.concatenate(moved) if moved else np.zeros(0, np.int64)
+        columns = np.concatenate([positions, n + np.arange(self.m - self.n)])
+        self._relayout(positions, n, columns, n + self.m - self.n)
+        self.groups = groups
+        self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.ids = concat_ids(ids_parts)
+        self.given = np.concatenate(given_parts)
+        self.index = IdIndex(self.ids)
+        self.bounds = self.bounds + (n - self.n)
+        self.n = n
+        self.columns_ids = concat_ids([self.ids, self.remote_ids])
+        self.columns_index = None
+        return True
+
+    def _add_columns(self, remote: np.ndarray) -> None:
+        """Add columns for the other tasks' vertices ``remote`` (distinct, none present), each at
+        the end of its owning task's block."""
+        n, p = self.n, self.parallelism
+        owners = key_groups(remote, self.max_parallelism) * p // self.max_parallelism
+        order = np.argsort(owners, kind="stable")
+        remote, owners = remote[order], owners[order]
+        old = np.diff(self.bounds)
+        more = np.bincount(owners, minlength=p)
+        starts = np.concatenate([[0], np.cumsum(old + more)])  # of each owner's new block
+        placed_old = np.arange(self.m - n) + np.repeat(starts[:-1] - (self.bounds[:-1] - n), old)
+        placed_new = (np.repeat(starts[:-1] + old, more)
+                      + np.arange(len(remote)) - np.repeat(np.cumsum(more) - more, more))
+        everything = concat_ids([self.remote_ids, remote])
+        remote_ids = np.empty(len(everything), dtype=everything.dtype)
+        remote_ids[np.concatenate([placed_old, placed_new])] = everything
+        m = n + len(remote_ids)
+        self._relayout(np.arange(n), n, np.concatenate([np.arange(n), n + placed_old]), m)
+        self.remote_ids = remote_ids
+        self.bounds = n + starts
+        self.columns_ids = concat_ids([self.ids, remote_ids])
+        self.columns_index = None
+
+    def _relayout(self, rows: np.ndarray, n: int, columns: np.ndarray, m: int) -> None:
+        """Move row ``i`` of the matrices to ``rows[i]`` of ``n`` (rows not named stay empty) and
+        column ``j`` to ``columns[j]`` of ``m``; each row's entries keep their order."""
+        def moved(matrix):
+            lengths = np.zeros(n, dtype=np.int64)
+            lengths[rows] = np.diff(matrix.indptr)
+            indptr = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(lengths, out=indptr[1:])
+            return sparse.csr_matrix((matrix.data, columns[matrix.indices], indptr), shape=(n, m))
+
+        self.out_edges = moved(self.out_edges)
+        self.in_edges = moved(self.in_edges) if self.directed else self.out_edges
+        self.m = m
+        self._changed()
 
     def remove(self, vids: np.ndarray, others: np.ndarray, sides: np.ndarray) -> None:
         """Remove, in place, every edge half ``vertex -> other`` of side ``sides[i]`` (all the
@@ -394,254 +497,3 @@ def _drop_entries(matrix, rows: np.ndarray, columns: np.ndarray) -> tuple:
     indptr = indptr - np.concatenate([[0], np.cumsum(dropped)])
     return sparse.csr_matrix((matrix.data[kept], matrix.indices[kept].astype(np.int64), indptr),
                              shape=matrix.shape), kept
-
-
-class Inbox:
-    """The messages that reached a task's vertices in a superstep, combined per vertex.
-
-    ``positions`` (sorted, each once; every message when the program has no combiner) and
-    ``values``; for a ``"histogram"`` combiner ``values`` is the most frequent label (the smallest
-    on ties) and ``histogram`` the ``(positions, labels, counts)`` it was chosen from.
-    """
-
-    def __init__(self, size: int, positions: np.ndarray, values: np.ndarray,
-                 histogram: tuple | None = None) -> None:
-        self.size = size
-        self.positions = positions
-        self.values = values
-        self.histogram = histogram
-
-    def __len__(self) -> int:
-        return len(self.positions)
-
-    def received(self) -> np.ndarray:
-        """A mask of the vertices that received messages."""
-        mask = np.zeros(self.size, dtype=bool)
-        mask[self.positions] = True
-        return mask
-
-    def dense(self, fill, dtype=None) -> np.ndarray:
-        """One value per vertex: the combined message, ``fill`` where none arrived."""
-        dtype = dtype or (self.values.dtype if len(self.values) else np.asarray(fill).dtype)
-        array = np.full(self.size, fill, dtype=dtype)
-        array[self.positions] = self.values
-        return array
-
-
-class Outbox:
-    """The messages a task sends in one superstep, reduced per target column as they are added."""
-
-    def __init__(self, combine: str | None, size: int) -> None:
-        self.combine = combine
-        self.size = size
-        self.total = None  # dense accumulator (sum, and min/max of numbers)
-        self.present = None
-        self.pieces: list = []
-
-    def add_dense(self, total: np.ndarray, present: np.ndarray) -> None:
-        """Add a sum over every column (``present``: the columns a message reached)."""
-        if self.total is None:
-            self.total, self.present = total.astype(float, copy=True), present.copy()
-        else:
-            self.total += total
-            self.present |= present
-
-    def add(self, columns: np.ndarray, values) -> None:
-        """Add one message per entry of ``columns``."""
-        columns = np.asarray(columns, dtype=np.int64)
-        if np.ndim(values) == 0:
-            values = np.full(len(columns), values)
-        values = np.asarray(values)
-        if len(columns) != len(values):
-            msg = f"send: {len(columns)} target columns but {len(values)} values"
-            raise ValueError(msg)
-        if len(columns) == 0:
-            return
-        if (columns.min() < 0) or (columns.max() >= self.size):
-            msg = f"send: target columns must be in 0..{self.size - 1}"
-            raise IndexError(msg)
-        combine = self.combine
-        if combine == "sum" and values.dtype.kind == "f":
-            total = np.bincount(columns, weights=values, minlength=self.size)
-            present = np.bincount(columns, minlength=self.size) > 0
-            self.add_dense(total, present)
-        elif combine in ("min", "max") and values.dtype.kind in "iuf" and not self.pieces and (
-                self.total is None or self.total.dtype == values.dtype):
-            if self.total is None:
-                fill = np.inf if values.dtype.kind == "f" else np.iinfo(values.dtype).max
-                self.total = np.full(self.size, fill if combine == "min" else -fill, values.dtype)
-                self.present = np.zeros(self.size, dtype=bool)
-            (np.minimum if combine == "min" else np.maximum).at(self.total, columns, values)
-            self.present[columns] = True
-        else:
-            self.pieces.append((columns, values))
-
-    def finish(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        """``(columns, values, counts)``: the messages combined per column."""
-        pieces = list(self.pieces)
-        if self.total is not None:
-            at = np.flatnonzero(self.present)
-            if not pieces:
-                return at, self.total[at], None
-            pieces.append((at, self.total[at]))
-        if not pieces:
-            return np.zeros(0, np.int64), np.zeros(0), None
-        columns = np.concatenate([p[0] for p in pieces])
-        values = _concat_values([p[1] for p in pieces])
-        return reduce_messages(self.combine, columns, values, None, self.size)
-
-
-def _concat_values(parts: list) -> np.ndarray:
-    if all(p.dtype != object for p in parts):
-        return np.concatenate(parts)
-    return np.concatenate([p.astype(object) for p in parts])
-
-
-class ArrayContext:
-    """The ``ArrayPartition`` of ``gyreflow.api.graph.arrays``: what an array program sees."""
-
-    def __init__(self, part: Partition, combine, aggregators: dict) -> None:
-        self.part = part
-        self.ids = part.ids
-        self.given = part.given
-        self.out_edges = part.out_edges
-        self.in_edges = part.in_edges
-        self.out_degree = part.out_degree
-        self.out_values = part.out_values
-        self.columns = part.columns_ids
-        self.num_local = part.n
-        self.values = None
-        self.touched = None
-        self.added = None  # the window's new edge halves; None: every edge is new
-        self.removal_scope = frozenset()  # a window that removed edges: the tasks' joined scope
-        self.iteration = 0
-        self.window = 0
-        self.num_vertices = 0
-        self._aggregators = aggregators
-        self._previous: dict = {}
-        self.aggregates: dict = {}
-        self.outbox = Outbox(combine, part.m)
-
-    def send(self, columns, values) -> None:
-        """Send ``values[i]`` (or one value to all) to column ``columns[i]``."""
-        self.outbox.add(columns, values)
-
-    def send_along(self, values, direction: str = "out", where=None) -> None:
-        """Every vertex (or those ``where`` selects: a mask or positions) sends ``values[v]``
-        along each of its ``direction`` edges."""
-        values = np.asarray(values)
-        if where is None and self.outbox.combine == "sum" and values.dtype.kind in "iuf":
-            for which, _ in enumerate(self.part.matrices(direction)):
-                side = which if direction != "in" else 1
-                transposed, reached = self.part.transposed(side)
-                self.outbox.add_dense(transposed @ values.astype(float, copy=False), reached)
-            return
-        for matrix in self.part.matrices(direction):
-            rows, columns, _ = self.edges(where, matrix)
-            self.outbox.add(columns, values[rows])
-
-    def edges(self, where=None, direction="out"):
-        """``(rows, columns, weights)``: one entry per edge of the selected vertices."""
-        matrix = direction if not isinstance(direction, str) else None
-        if matrix is None:
-            matrices = self.part.matrices(direction)
-            if len(matrices) > 1:
-                found = [self.edges(where, m) for m in matrices]
-                return tuple(np.concatenate(parts) for parts in zip(*found, strict=True))
-            matrix = matrices[0]
-        if where is None:
-            rows = np.repeat(np.arange(self.num_local), np.diff(matrix.indptr))
-            return rows, matrix.indices, matrix.data
-        rows = np.flatnonzero(where) if np.asarray(where).dtype == bool else np.asarray(where)
-        at = row_edges(matrix, rows.astype(np.int64))
-        counts = np.diff(matrix.indptr)[rows]
-        return np.repeat(rows, counts), matrix.indices[at], matrix.data[at]
-
-    def column_positions(self, ids) -> tuple[np.ndarray, np.ndarray]:
-        """``(columns, found)`` of vertex ids in the column space."""
-        return self.part.column_positions(ids)
-
-    def added_edges(self, direction: str = "out") -> tuple[np.ndarray, np.ndarray]:
-        """``(rows, columns)``: one entry per ``direction`` edge new to this window's supersteps
-        (incremental: those the window's input added; static: every edge)."""
-        part = self.part
-        if self.added is None:
-            rows, columns, _ = self.edges(None, direction)
-            return rows, columns
-        part.matrices(direction)  # checks the direction
-        vids, others, sides, _ = self.added
-        if part.directed and direction != "both":
-            keep = sides == (OUT if direction == "out" else IN)
-            vids, others = vids[keep], others[keep]
-        rows, found = part.index.lookup(vids)
-        columns, reached = part.column_positions(others)
-        found &= reached
-        return rows[found], columns[found]
-
-    def aggregate(self, name: str, value) -> None:
-        """Add ``value`` to aggregator ``name`` of this superstep."""
-        try:
-            combine = self._aggregators[name].combine
-        except KeyError:
-            msg = f"no aggregator {name!r}; the program declares {sorted(self._aggregators)}"
-            raise KeyError(msg) from None
-        if isinstance(value, np.generic):
-            value = value.item()
-        aggregates = self.aggregates
-        aggregates[name] = combine(aggregates[name], value) if name in aggregates else value
-
-    def aggregated(self, name: str):
-        """The combined value of aggregator ``name`` in the previous superstep."""
-        return self._previous[name]
-
-
-def receive(pieces: list, part: Partition, combine) -> Inbox:
-    """Combine the message pieces that reached a task into its inbox."""
-    n = part.n
-    if not pieces:
-        return Inbox(n, np.zeros(0, np.int64), np.zeros(0))
-    if len(pieces) == 1 and pieces[0][1] is None:
-        positions, _, values, counts = pieces[0]  # one task's own messages: already combined
-        if combine != "histogram":
-            return Inbox(n, positions, values)
-        from gyreflow.runtime.dataflow.graph_arrays import most_frequent
-
-        chosen = most_frequent(positions, values, counts)
-        return Inbox(n, *chosen, (positions, values, counts))
-    all_positions, all_values, all_counts = [], [], []
-    for positions, ids, values, counts in pieces:
-        if positions is None:
-            positions, found = part.index.lookup(ids)
-            if not found.all():  # messages to vertices the graph does not have are dropped
-                positions, values = positions[found], values[found]
-                counts = None if counts is None else counts[found]
-        all_positions.append(positions)
-        all_values.append(values)
-        all_counts.append(np.ones(len(positions), np.int64) if counts is None else counts)
-    positions = np.concatenate(all_positions)
-    values = _concat_values(all_values)
-    counts = np.concatenate(all_counts) if combine == "histogram" else None
-    positions, values, counts = reduce_messages(combine, positions, values, counts, n)
-    if combine == "histogram":
-        from gyreflow.runtime.dataflow.graph_arrays import most_frequent
-
-        histogram = (positions, values, counts)
-        positions, values = most_frequent(positions, values, counts)
-        return Inbox(n, positions, values, histogram)
-    return Inbox(n, positions, values)
-
-
-def split_outgoing(part: Partition, columns, values, counts) -> tuple[tuple, dict[int, tuple]]:
-    """The combined messages as a piece for this task's own vertices and one per other task."""
-    n = part.n
-    cut = np.searchsorted(columns, n)
-    local = (columns[:cut], None, values[:cut], None if counts is None else counts[:cut])
-    remote: dict[int, tuple] = {}
-    if cut < len(columns):
-        bounds = np.searchsorted(columns, part.bounds)
-        for owner in range(len(part.bounds) - 1):
-            lo, hi = max(bounds[owner], cut), bounds[owner + 1]
-            if hi > lo:
-                remote[owner] = (None, part.columns_ids[columns[lo:hi]], values[lo:hi],
-                                 None if counts is None else counts[lo:hi])
-    return local, remote

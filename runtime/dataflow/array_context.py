@@ -1,0 +1,261 @@
+"""What an array vertex program sees in a superstep: the combined incoming messages (``Inbox``), the
+outgoing ones (``Outbox``), its task's partition and values (``ArrayContext``), and the split of
+messages between the task's own vertices and the other tasks'."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gyreflow.runtime.dataflow.graph_arrays import reduce_messages, row_edges
+from gyreflow.runtime.dataflow.graph_partition import IN, OUT, Partition
+
+
+class Inbox:
+    """The messages that reached a task's vertices in a superstep, combined per vertex.
+
+    ``positions`` (sorted, each once; every message when the program has no combiner) and
+    ``values``; for a ``"histogram"`` combiner ``values`` is the most frequent label (the smallest
+    on ties) and ``histogram`` the ``(positions, labels, counts)`` it was chosen from.
+    """
+
+    def __init__(self, size: int, positions: np.ndarray, values: np.ndarray,
+                 histogram: tuple | None = None) -> None:
+        self.size = size
+        self.positions = positions
+        self.values = values
+        self.histogram = histogram
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def received(self) -> np.ndarray:
+        """A mask of the vertices that received messages."""
+        mask = np.zeros(self.size, dtype=bool)
+        mask[self.positions] = True
+        return mask
+
+    def dense(self, fill, dtype=None) -> np.ndarray:
+        """One value per vertex: the combined message, ``fill`` where none arrived."""
+        dtype = dtype or (self.values.dtype if len(self.values) else np.asarray(fill).dtype)
+        array = np.full(self.size, fill, dtype=dtype)
+        array[self.positions] = self.values
+        return array
+
+
+class Outbox:
+    """The messages a task sends in one superstep, reduced per target column as they are added."""
+
+    def __init__(self, combine: str | None, size: int) -> None:
+        self.combine = combine
+        self.size = size
+        self.total = None  # dense accumulator (sum, and min/max of numbers)
+        self.present = None
+        self.pieces: list = []
+
+    def add_dense(self, total: np.ndarray, present: np.ndarray) -> None:
+        """Add a sum over every column (``present``: the columns a message reached)."""
+        if self.total is None:
+            self.total, self.present = total.astype(float, copy=True), present.copy()
+        else:
+            self.total += total
+            self.present |= present
+
+    def add(self, columns: np.ndarray, values) -> None:
+        """Add one message per entry of ``columns``."""
+        columns = np.asarray(columns, dtype=np.int64)
+        if np.ndim(values) == 0:
+            values = np.full(len(columns), values)
+        values = np.asarray(values)
+        if len(columns) != len(values):
+            msg = f"send: {len(columns)} target columns but {len(values)} values"
+            raise ValueError(msg)
+        if len(columns) == 0:
+            return
+        if (columns.min() < 0) or (columns.max() >= self.size):
+            msg = f"send: target columns must be in 0..{self.size - 1}"
+            raise IndexError(msg)
+        combine = self.combine
+        if combine == "sum" and values.dtype.kind == "f":
+            total = np.bincount(columns, weights=values, minlength=self.size)
+            present = np.bincount(columns, minlength=self.size) > 0
+            self.add_dense(total, present)
+        elif combine in ("min", "max") and values.dtype.kind in "iuf" and not self.pieces and (
+                self.total is None or self.total.dtype == values.dtype):
+            if self.total is None:
+                fill = np.inf if values.dtype.kind == "f" else np.iinfo(values.dtype).max
+                self.total = np.full(self.size, fill if combine == "min" else -fill, values.dtype)
+                self.present = np.zeros(self.size, dtype=bool)
+            (np.minimum if combine == "min" else np.maximum).at(self.total, columns, values)
+            self.present[columns] = True
+        else:
+            self.pieces.append((columns, values))
+
+    def finish(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """``(columns, values, counts)``: the messages combined per column."""
+        pieces = list(self.pieces)
+        if self.total is not None:
+            at = np.flatnonzero(self.present)
+            if not pieces:
+                return at, self.total[at], None
+            pieces.append((at, self.total[at]))
+        if not pieces:
+            return np.zeros(0, np.int64), np.zeros(0), None
+        columns = np.concatenate([p[0] for p in pieces])
+        values = _concat_values([p[1] for p in pieces])
+        return reduce_messages(self.combine, columns, values, None, self.size)
+
+
+def _concat_values(parts: list) -> np.ndarray:
+    if all(p.dtype != object for p in parts):
+        return np.concatenate(parts)
+    return np.concatenate([p.astype(object) for p in parts])
+
+
+class ArrayContext:
+    """The ``ArrayPartition`` of ``gyreflow.api.graph.arrays``: what an array program sees."""
+
+    def __init__(self, part: Partition, combine, aggregators: dict) -> None:
+        self.part = part
+        self.ids = part.ids
+        self.given = part.given
+        self.out_edges = part.out_edges
+        self.in_edges = part.in_edges
+        self.out_degree = part.out_degree
+        self.out_values = part.out_values
+        self.columns = part.columns_ids
+        self.num_local = part.n
+        self.values = None
+        self.touched = None
+        self.added = None  # the window's new edge halves; None: every edge is new
+        self.removal_scope = frozenset()  # a window that removed edges: the tasks' joined scope
+        self.iteration = 0
+        self.window = 0
+        self.num_vertices = 0
+        self._aggregators = aggregators
+        self._previous: dict = {}
+        self.aggregates: dict = {}
+        self.outbox = Outbox(combine, part.m)
+
+    def send(self, columns, values) -> None:
+        """Send ``values[i]`` (or one value to all) to column ``columns[i]``."""
+        self.outbox.add(columns, values)
+
+    def send_along(self, values, direction: str = "out", where=None) -> None:
+        """Every vertex (or those ``where`` selects: a mask or positions) sends ``values[v]``
+        along each of its ``direction`` edges."""
+        values = np.asarray(values)
+        if where is None and self.outbox.combine == "sum" and values.dtype.kind in "iuf":
+            for which, _ in enumerate(self.part.matrices(direction)):
+                side = which if direction != "in" else 1
+                transposed, reached = self.part.transposed(side)
+                self.outbox.add_dense(transposed @ values.astype(float, copy=False), reached)
+            return
+        for matrix in self.part.matrices(direction):
+            rows, columns, _ = self.edges(where, matrix)
+            self.outbox.add(columns, values[rows])
+
+    def edges(self, where=None, direction="out"):
+        """``(rows, columns, weights)``: one entry per edge of the selected vertices."""
+        matrix = direction if not isinstance(direction, str) else None
+        if matrix is None:
+            matrices = self.part.matrices(direction)
+            if len(matrices) > 1:
+                found = [self.edges(where, m) for m in matrices]
+                return tuple(np.concatenate(parts) for parts in zip(*found, strict=True))
+            matrix = matrices[0]
+        if where is None:
+            rows = np.repeat(np.arange(self.num_local), np.diff(matrix.indptr))
+            return rows, matrix.indices, matrix.data
+        rows = np.flatnonzero(where) if np.asarray(where).dtype == bool else np.asarray(where)
+        at = row_edges(matrix, rows.astype(np.int64))
+        counts = np.diff(matrix.indptr)[rows]
+        return np.repeat(rows, counts), matrix.indices[at], matrix.data[at]
+
+    def column_positions(self, ids) -> tuple[np.ndarray, np.ndarray]:
+        """``(columns, found)`` of vertex ids in the column space."""
+        return self.part.column_positions(ids)
+
+    def added_edges(self, direction: str = "out") -> tuple[np.ndarray, np.ndarray]:
+        """``(rows, columns)``: one entry per ``direction`` edge new to this window's supersteps
+        (incremental: those the window's input added; static: every edge)."""
+        part = self.part
+        if self.added is None:
+            rows, columns, _ = self.edges(None, direction)
+            return rows, columns
+        part.matrices(direction)  # checks the direction
+        vids, others, sides, _ = self.added
+        if part.directed and direction != "both":
+            keep = sides == (OUT if direction == "out" else IN)
+            vids, others = vids[keep], others[keep]
+        rows, found = part.index.lookup(vids)
+        columns, reached = part.column_positions(others)
+        found &= reached
+        return rows[found], columns[found]
+
+    def aggregate(self, name: str, value) -> None:
+        """Add ``value`` to aggregator ``name`` of this superstep."""
+        try:
+            combine = self._aggregators[name].combine
+        except KeyError:
+            msg = f"no aggregator {name!r}; the program declares {sorted(self._aggregators)}"
+            raise KeyError(msg) from None
+        if isinstance(value, np.generic):
+            value = value.item()
+        aggregates = self.aggregates
+        aggregates[name] = combine(aggregates[name], value) if name in aggregates else value
+
+    def aggregated(self, name: str):
+        """The combined value of aggregator ``name`` in the previous superstep."""
+        return self._previous[name]
+
+
+def receive(pieces: list, part: Partition, combine) -> Inbox:
+    """Combine the message pieces that reached a task into its inbox."""
+    n = part.n
+    if not pieces:
+        return Inbox(n, np.zeros(0, np.int64), np.zeros(0))
+    if len(pieces) == 1 and pieces[0][1] is None:
+        positions, _, values, counts = pieces[0]  # one task's own messages: already combined
+        if combine != "histogram":
+            return Inbox(n, positions, values)
+        from gyreflow.runtime.dataflow.graph_arrays import most_frequent
+
+        chosen = most_frequent(positions, values, counts)
+        return Inbox(n, *chosen, (positions, values, counts))
+    all_positions, all_values, all_counts = [], [], []
+    for positions, ids, values, counts in pieces:
+        if positions is None:
+            positions, found = part.index.lookup(ids)
+            if not found.all():  # messages to vertices the graph does not have are dropped
+                positions, values = positions[found], values[found]
+                counts = None if counts is None else counts[found]
+        all_positions.append(positions)
+        all_values.append(values)
+        all_counts.append(np.ones(len(positions), np.int64) if counts is None else counts)
+    positions = np.concatenate(all_positions)
+    values = _concat_values(all_values)
+    counts = np.concatenate(all_counts) if combine == "histogram" else None
+    positions, values, counts = reduce_messages(combine, positions, values, counts, n)
+    if combine == "histogram":
+        from gyreflow.runtime.dataflow.graph_arrays import most_frequent
+
+        histogram = (positions, values, counts)
+        positions, values = most_frequent(positions, values, counts)
+        return Inbox(n, positions, values, histogram)
+    return Inbox(n, positions, values)
+
+
+def split_outgoing(part: Partition, columns, values, counts) -> tuple[tuple, dict[int, tuple]]:
+    """The combined messages as a piece for this task's own vertices and one per other task."""
+    n = part.n
+    cut = np.searchsorted(columns, n)
+    local = (columns[:cut], None, values[:cut], None if counts is None else counts[:cut])
+    remote: dict[int, tuple] = {}
+    if cut < len(columns):
+        bounds = np.searchsorted(columns, part.bounds)
+        for owner in range(len(part.bounds) - 1):
+            lo, hi = max(bounds[owner], cut), bounds[owner + 1]
+            if hi > lo:
+                remote[owner] = (None, part.columns_ids[columns[lo:hi]], values[lo:hi],
+                                 None if counts is None else counts[lo:hi])
+    return local, remote
