@@ -2,7 +2,8 @@
 
 A seeded preferential-attachment graph (``--vertices``, 5 edges per new vertex: a few hubs and one
 large component, as in social networks) arrives in window 1; each later window changes 1% of its
-edges, ``--removal-share`` of the changes being removals of present edges and the rest new edges.
+edges, ``--removal-share`` of the changes being removals of present edges and the rest new edges,
+``--new-vertex-share`` of which attach a new vertex (the graph grows, as social networks do).
 For each algorithm two jobs read the same windows: the incremental one (``incremental_wcc``,
 ``incremental_bfs``, ``incremental_sssp``, ``incremental_pagerank``) and the full recomputation of
 the same result in every window (``wcc``, ``bfs``, ``sssp``, and PageRank to the same tolerance from
@@ -60,9 +61,11 @@ TOLERANCE = 1e-8
 err = Console(stderr=True)
 
 
-def make_windows(vertices: int, windows: int, removal_share: float, seed: int):
+def make_windows(vertices: int, windows: int, removal_share: float, seed: int,
+                 new_vertex_share: float = 0.0):
     """``(batches, final edges)``: window 1 the whole graph, then 1% changes per window."""
     rng = random.Random(seed)
+    count = vertices
     graph = nx.barabasi_albert_graph(vertices, 5, seed=seed)
     present = {(min(a, b), max(a, b)): rng.randint(1, 9) for a, b in graph.edges}
     batches = [[Edge(a, b, w) for (a, b), w in present.items()]]
@@ -74,7 +77,9 @@ def make_windows(vertices: int, windows: int, removal_share: float, seed: int):
                 del present[pair]
                 changes.append(RemoveEdge(*pair))
             else:
-                a, b = rng.randrange(vertices), rng.randrange(vertices)
+                a, b = rng.randrange(count), rng.randrange(count)
+                if rng.random() < new_vertex_share:
+                    a, count = count, count + 1
                 pair = (min(a, b), max(a, b))
                 if a == b or pair in present:
                     continue
@@ -180,11 +185,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vertices", type=int, default=20_000)
     parser.add_argument("--windows", type=int, default=6)
     parser.add_argument("--removal-share", type=float, default=0.1)
+    parser.add_argument("--new-vertex-share", type=float, default=0.1,
+                        help="the share of added edges that attach a new vertex")
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--write-docs", action="store_true", help="update docs/benchmarks.md")
     args = parser.parse_args(argv)
-    batches, present = make_windows(args.vertices, args.windows, args.removal_share, args.seed)
+    batches, present = make_windows(args.vertices, args.windows, args.removal_share, args.seed,
+                                    args.new_vertex_share)
     seen = {v for batch in batches for r in batch if isinstance(r, Edge) for v in (r.src, r.dst)}
+    grown = max(seen) + 1
     changed = sum(len(b) for b in batches[1:]) // (len(batches) - 1)
     err.print(f"{machine_line()}; {len(present):,} edges, {changed:,} changes per window")
     jobs = {
@@ -203,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
             check(name, folded, present, seen)
             times[kind] = statistics.median(seconds[1:])
             err.print(f"  {name} {kind}: {', '.join(f'{s:.3f}' for s in seconds)} s")
-        peer = scipy_time(present, args.vertices, name)
+        peer = scipy_time(present, grown, name)
         scratch = scratch_time(present, full)
         ratio = times["incremental"] / times["full"]
         worst = max(worst, ratio)
@@ -213,8 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     columns = ["algorithm", "incremental window s", "full recomputation window s",
                "incremental / full", "target", "from scratch s", "incremental / from scratch",
                "scipy.sparse recomputation s"]
-    title = (f"A window changing 1% of the graph ({len(present):,} edges, {args.vertices:,} vertices, "
-             f"{args.removal_share:.0%} of changes removals), median of windows 2-{args.windows}")
+    title = (f"A window changing 1% of the graph ({len(present):,} edges, {grown:,} vertices, "
+             f"{args.removal_share:.0%} of changes removals, {args.new_vertex_share:.0%} of additions "
+             f"bringing a new vertex), median of windows 2-{args.windows}")
     print_table(title, columns, rows)
     print(f"command: {command_line()}")
     if args.write_docs:

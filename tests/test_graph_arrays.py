@@ -373,23 +373,28 @@ def test_windows_of_vertices_only_reach_a_growing_graph(make_env):
     assert folded == expected
 
 
-_CHANGE = st.tuples(st.sampled_from(["add", "remove"]), st.integers(0, 15), st.integers(0, 15),
+_CHANGE = st.tuples(st.sampled_from(["add", "remove", "vertex"]), st.integers(0, 15),
+                    st.integers(0, 15),
                     st.one_of(st.none(), st.integers(1, 9)))
 
 
 @settings(max_examples=80, deadline=None)
 @given(directed=st.booleans(), parallelism=st.sampled_from([1, 2]),
-       windows=st.lists(st.lists(_CHANGE, max_size=12), min_size=1, max_size=4))
+       windows=st.lists(st.tuples(st.lists(_CHANGE, max_size=12), st.booleans()), min_size=1,
+                        max_size=4))
 def test_a_partition_updated_in_place_equals_a_plain_loop_and_a_rebuilt_partition(
         directed, parallelism, windows):
     """Windows of edge additions (with and without values, parallel edges, new vertices at one or
-    both ends) and removals applied to the chunks of task 0 of ``parallelism`` and to its partition
-    in place (``remove`` then ``extend`` with the chunks, as the operator does): each vertex's
-    out- and in-edges, weights and values equal per-vertex lists kept by a loop, and the vertices,
-    their order and the other tasks' columns equal a partition built again from the chunks."""
+    both ends), vertex values (of present and new vertices) and, in some windows, removals,
+    applied to the chunks of task 0 of ``parallelism`` and to its partition in place as the
+    operator does it (``remove``, ``extend`` with the chunks, ``update_given``): each vertex's
+    out- and in-edges, weights and values equal per-vertex lists kept by a loop, its vertex value
+    the last one given, and the vertices, their order and the other tasks' columns equal a
+    partition built again from the chunks."""
     ring = [(v, (v + 1) % 8, None) for v in range(8)]  # vertices 8-15 come in later windows
     out: dict = defaultdict(list)
     into: dict = defaultdict(list)
+    given: dict = {}
 
     def owned(vertex) -> bool:
         return key_group_of(vertex, 8) * parallelism // 8 == 0
@@ -421,18 +426,32 @@ def test_a_partition_updated_in_place_equals_a_plain_loop_and_a_rebuilt_partitio
     for a, b, v in ring:
         model(a, b, v, False)
     part = rebuilt()
-    for changes in windows:
-        batch = [h for kind, a, b, v in changes for h in halves(a, b, v, kind == "remove")]
-        for kind, a, b, v in changes:
+    for changes, removing in windows:
+        edges = [(kind, a, b, v) for kind, a, b, v in changes if kind != "vertex"]
+        if not removing:
+            edges = [change for change in edges if change[0] == "add"]
+        batch = [h for kind, a, b, v in edges for h in halves(a, b, v, kind == "remove")]
+        for kind, a, b, v in edges:
             model(a, b, None if kind == "remove" else v, kind == "remove")
-        batch += halves(0, 1, None, True)  # a removal window (of an edge that may be absent)
-        model(0, 1, None, True)
-        applied = apply_changes(chunks, [("edge", batch)], 8, directed, None)
-        assert not applied.reshaped
-        part.remove(*applied.removals)
-        added = applied.added or (np.zeros(0, np.int64), np.zeros(0, np.int64),
-                                  np.zeros(0, np.int8), None)
-        assert part.extend(added, chunks, applied.ensured)
+        vertices = [(a, v) for kind, a, _, v in changes if kind == "vertex" and owned(a)]
+        given.update(vertices)
+        records = [("edge", batch), ("vertex", vertices)]
+        if removing:
+            records[0][1].extend(halves(0, 1, None, True))  # an edge that may be absent
+            model(0, 1, None, True)
+            applied = apply_changes(chunks, records, 8, directed, None)
+            assert not applied.reshaped
+            part.remove(*applied.removals)
+            added = applied.added or (np.zeros(0, np.int64), np.zeros(0, np.int64),
+                                      np.zeros(0, np.int8), None)
+            ensured, given_ids = applied.ensured, applied.given
+        else:
+            _, _, added = add_window_input(chunks, records, 8, directed)
+            ensured, given_ids = np.zeros(0, np.int64), id_array([a for a, _ in vertices])
+        assert part.extend(added, chunks, np.concatenate([ensured, given_ids]))
+        assert part.update_given(chunks, given_ids)
+        assert {int(v): g for v, g in zip(part.ids, part.given) if g is not None} == {
+            v: g for v, g in given.items() if g is not None}
         again = rebuilt()
         assert part.ids.tolist() == again.ids.tolist()
         assert part.given.tolist() == again.given.tolist()

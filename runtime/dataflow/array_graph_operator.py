@@ -20,7 +20,7 @@ import numpy as np
 from gyreflow.plan.graph_changes import RemoveVertex, VertexStillConnectedError
 from gyreflow.plan.operators import GraphComputeSpec, GraphMode
 from gyreflow.runtime.dataflow.array_context import ArrayContext, receive, split_outgoing
-from gyreflow.runtime.dataflow.graph_arrays import COMBINES
+from gyreflow.runtime.dataflow.graph_arrays import COMBINES, concat_ids, id_array
 from gyreflow.runtime.dataflow.graph_context import Slots
 from gyreflow.runtime.dataflow.graph_operator import (
     REMOVAL_SCOPE,
@@ -29,7 +29,11 @@ from gyreflow.runtime.dataflow.graph_operator import (
     GraphOperator,
 )
 from gyreflow.runtime.dataflow.graph_partition import Partition, add_window_input, chunk_key
-from gyreflow.runtime.dataflow.graph_removals import apply_changes, has_removals
+from gyreflow.runtime.dataflow.graph_removals import (
+    apply_changes,
+    has_removals,
+    vertex_record_ids,
+)
 from gyreflow.runtime.errors import RecordError
 
 
@@ -140,10 +144,13 @@ class ArrayGraphOperator(GraphOperator):
                 chunks, records, self.max_parallelism, self.spec.directed,
                 self.ctx.state.key_groups)
             self.graph.mark_changed(changed)
-            # Edges extend the partition in place, adding the vertices and columns they bring;
-            # vertex records may change what the vertex stream gave: the partition is built again.
-            only_edges = all(role == "edge" or not batch for role, batch in records)
-            if self.part is not None and not (only_edges and self._extend(self.added, chunks)):
+            # The partition follows in place: new vertices and columns, the values the vertex
+            # records gave. Vertex blocks (arrays of many) build it again.
+            given, blocks = vertex_record_ids(records)
+            ensured = concat_ids([id_array(batch) for role, batch in records
+                                  if role == "ensure" and batch])
+            if self.part is not None and (blocks or not self._extend(self.added, chunks, ensured,
+                                                                      given)):
                 self.part = None
             if self.mode is not GraphMode.INCREMENTAL:  # every edge is new: keep no copy
                 self.added = _NO_EDGES
@@ -218,17 +225,21 @@ class ArrayGraphOperator(GraphOperator):
         else:
             part.remove(*applied.removals)
             added = _NO_EDGES if applied.added is None else applied.added
-            if not self._extend(added, chunks, applied.ensured):
+            if not self._extend(added, chunks, applied.ensured, applied.given):
                 self.part = None
         if self.part is None:
             self.values = None
 
-    def _extend(self, added: tuple, chunks: dict, ensured=None) -> bool:
-        """Extend the partition in place (``Partition.extend``); new vertices start from their
-        stored values or ``init`` (the values are taken again). False: it is to be built again."""
+    def _extend(self, added: tuple, chunks: dict, ensured: np.ndarray,
+                given: np.ndarray) -> bool:
+        """Extend the partition in place (``Partition.extend``, then the vertex-stream values of
+        ``given``); new vertices start from their stored values or ``init`` (the values are taken
+        again). False: it is to be built again."""
         part = self.part
         n = part.n
-        if not part.extend(added, chunks, ensured):
+        if not part.extend(added, chunks, concat_ids([ensured, given])):
+            return False
+        if len(given) and not part.update_given(chunks, given):
             return False
         if part.n != n:
             self.values = None

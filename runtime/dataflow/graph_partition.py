@@ -361,6 +361,22 @@ class Partition:
         self.columns_index = None
         return True
 
+    def update_given(self, chunks: dict, ids: np.ndarray) -> bool:
+        """Take the vertex-stream values of the key groups of ``ids`` from their chunks again (after
+        ``grow``); False (the partition is then to be built again) when a block and its chunk differ
+        in size."""
+        mp = self.max_parallelism
+        block = {group: i for i, group in enumerate(self.groups)}
+        for group in np.unique(key_groups(unique_ids(ids), mp)).tolist():
+            i, chunk = block.get(group), chunks.get(chunk_key(group, mp))
+            if i is None or chunk is None:
+                return False
+            start, end = int(self.offsets[i]), int(self.offsets[i + 1])
+            if len(chunk[1]) != end - start:
+                return False
+            self.given[start:end] = chunk[1]
+        return True
+
     def _add_columns(self, remote: np.ndarray) -> None:
         """Add columns for the other tasks' vertices ``remote`` (distinct, none present), each at
         the end of its owning task's block."""

@@ -96,7 +96,8 @@ class AppliedChanges:
     removals: tuple  # the removal halves applied, ``(vertex ids, other ends, sides)``
     added: tuple | None  # the halves added after them (``add_window_input``'s ``added``)
     ensured: np.ndarray  # ends of dropped additions, created when missing
-    reshaped: bool  # vertices were removed or given values: positions may have moved
+    reshaped: bool  # vertices were removed (or came in blocks): positions may have moved
+    given: np.ndarray  # the vertices the vertex stream gave values (added when missing)
 
 
 def apply_changes(chunks: dict, records: list, max_parallelism: int, directed: bool,
@@ -125,9 +126,25 @@ def apply_changes(chunks: dict, records: list, max_parallelism: int, directed: b
     halves = (id_array([h[0] for h in removals]), id_array([h[1] for h in removals]),
               -np.array([h[3] for h in removals], dtype=np.int8))
     ensured = id_array([vid for role, batch in additions if role == "ensure" for vid in batch])
-    reshaped = bool(detached or kept or any(role == "vertex" for role, _ in additions))
+    given, blocks = vertex_record_ids(additions)
+    reshaped = bool(detached or kept or blocks)
     return AppliedChanges(changed, concat_ids(touched), lost, removed, kept, gone, halves, added,
-                          ensured, reshaped)
+                          ensured, reshaped, given)
+
+
+def vertex_record_ids(records: list) -> tuple[np.ndarray, bool]:
+    """The ids of a window's vertex records (``(role, batch)`` pairs), and whether vertices also
+    came in blocks (arrays of many, not listed)."""
+    ids: list = []
+    blocks = False
+    for role, batch in records:
+        if role != "vertex" or not batch:
+            continue
+        if type(batch[0]) is tuple and type(batch[-1]) is tuple:
+            ids.extend(record[0] for record in batch)
+        else:
+            blocks = True
+    return id_array(ids), blocks
 
 
 def _by_chunk(ids: np.ndarray, max_parallelism: int) -> dict[int, np.ndarray]:
