@@ -450,7 +450,7 @@ def test_a_partition_updated_in_place_equals_a_plain_loop_and_a_rebuilt_partitio
             ensured, given_ids = np.zeros(0, np.int64), id_array([a for a, _ in vertices])
         assert part.extend(added, chunks, np.concatenate([ensured, given_ids]))
         assert part.update_given(chunks, given_ids)
-        assert {int(v): g for v, g in zip(part.ids, part.given) if g is not None} == {
+        assert {int(v): g for v, g in zip(part.ids, part.given, strict=True) if g is not None} == {
             v: g for v, g in given.items() if g is not None}
         again = rebuilt()
         assert part.ids.tolist() == again.ids.tolist()
