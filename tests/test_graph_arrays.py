@@ -466,15 +466,15 @@ def test_a_partition_updated_in_place_equals_a_plain_loop_and_a_rebuilt_partitio
         assert owners.tolist() == blocks.tolist()
         assert part.bounds[0] == part.n and part.bounds[-1] == part.m
 
-        def listed(matrix, with_values):
+        def listed(p, matrix, with_values):
             found = {}
-            for r in range(part.n):
+            for r in range(p.n):
                 lo, hi = matrix.indptr[r], matrix.indptr[r + 1]
-                others = [int(part.columns_ids[c]) for c in matrix.indices[lo:hi]]
+                others = [int(p.columns_ids[c]) for c in matrix.indices[lo:hi]]
                 weights = matrix.data[lo:hi].tolist()
-                values = (part.out_values[lo:hi].tolist() if with_values and part.out_values
+                values = (p.out_values[lo:hi].tolist() if with_values and p.out_values
                           is not None else [None] * (hi - lo))
-                found[int(part.ids[r])] = (others, weights, values)
+                found[int(p.ids[r])] = (others, weights, values)
             return found
 
         def expect(lists, with_values):
@@ -483,9 +483,10 @@ def test_a_partition_updated_in_place_equals_a_plain_loop_and_a_rebuilt_partitio
                         [x for _, x in lists[v]] if with_values else [None] * len(lists[v]))
                     for v in part.ids.tolist()}
 
-        assert listed(part.out_edges, True) == expect(out, True)
-        if directed:
-            assert listed(part.in_edges, False) == expect(into, False)
+        for p in (part, again):  # the partition changed in place and the chunks it is built from
+            assert listed(p, p.out_edges, True) == expect(out, True)
+            if directed:
+                assert listed(p, p.in_edges, False) == expect(into, False)
         assert part.out_degree.tolist() == [len(out[int(v)]) for v in part.ids]
         assert part.out_edges.shape == (part.n, part.m) and part.n == again.n
 
@@ -516,3 +517,29 @@ def test_incremental_pagerank_from_ranks_off_only_in_their_total_stops_within_a_
         pieces, previous = [local], ctx.aggregates
     assert iteration <= 6
     assert all(abs(value - ranks[int(v)]) < 1e-8 for v, value in zip(part.ids, values, strict=True))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4)), max_size=20),
+       st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), max_size=8),
+       st.booleans(), st.sampled_from([int, "v{}".format]))
+def test_removed_edges_leave_exactly_the_other_halves_in_the_chunks(edges, removed, directed,
+                                                                    name):
+    """Removing edges (parallel ones all at once, absent ones doing nothing) from chunks of integer
+    or string ids leaves the halves a plain loop keeps."""
+    def halves(a, b, sign):
+        a, b = name(a), name(b)
+        if directed:
+            return [(a, b, None, sign), (b, a, None, 3 * sign)]
+        return [(a, b, None, sign)] + ([(b, a, None, sign)] if a != b else [])
+
+    chunks: dict = {}
+    add_window_input(chunks, [("edge", [h for a, b in edges for h in halves(a, b, 1)])], 8,
+                     directed)
+    apply_changes(chunks, [("edge", [h for a, b in removed for h in halves(a, b, -1)])], 8,
+                  directed, None)
+    left = Counter((v, o, s) for c in chunks.values()
+                   for v, o, s in zip(c[2].tolist(), c[3].tolist(), c[5].tolist(), strict=True))
+    gone = {(v, o, -s) for a, b in removed for v, o, _, s in halves(a, b, -1)}
+    assert left == Counter((v, o, s) for a, b in edges for v, o, _, s in halves(a, b, 1)
+                           if (v, o, s) not in gone)
