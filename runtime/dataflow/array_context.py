@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from gyreflow.runtime.dataflow.graph_arrays import reduce_messages, row_edges
+from gyreflow.runtime.dataflow.graph_context import add_to_aggregate
 from gyreflow.runtime.dataflow.graph_partition import IN, OUT, Partition
 
 
@@ -194,15 +195,9 @@ class ArrayContext:
 
     def aggregate(self, name: str, value) -> None:
         """Add ``value`` to aggregator ``name`` of this superstep."""
-        try:
-            combine = self._aggregators[name].combine
-        except KeyError:
-            msg = f"no aggregator {name!r}; the program declares {sorted(self._aggregators)}"
-            raise KeyError(msg) from None
         if isinstance(value, np.generic):
             value = value.item()
-        aggregates = self.aggregates
-        aggregates[name] = combine(aggregates[name], value) if name in aggregates else value
+        add_to_aggregate(self._aggregators, self.aggregates, name, value)
 
     def aggregated(self, name: str):
         """The combined value of aggregator ``name`` in the previous superstep."""

@@ -160,13 +160,7 @@ class VertexContextImpl(abc.ABC):
 
     def aggregate(self, name: str, value) -> None:
         """Add ``value`` to aggregator ``name``."""
-        try:
-            combine = self._aggregators[name].combine
-        except KeyError:
-            msg = f"no aggregator {name!r}; the program declares {sorted(self._aggregators)}"
-            raise KeyError(msg) from None
-        aggregates = self._aggregates
-        aggregates[name] = combine(aggregates[name], value) if name in aggregates else value
+        add_to_aggregate(self._aggregators, self._aggregates, name, value)
 
     def aggregated(self, name: str):
         """The combined value of aggregator ``name`` in the previous iteration."""
@@ -306,3 +300,13 @@ def context_class(combine: Callable | None) -> type[VertexContextImpl]:
     if combine is max:
         return _MaxContext
     return _combining_context(combine)
+
+
+def add_to_aggregate(aggregators: dict, aggregates: dict, name: str, value) -> None:
+    """Combine ``value`` into ``aggregates[name]`` with the program's aggregator ``name``."""
+    try:
+        combine = aggregators[name].combine
+    except KeyError:
+        msg = f"no aggregator {name!r}; the program declares {sorted(aggregators)}"
+        raise KeyError(msg) from None
+    aggregates[name] = combine(aggregates[name], value) if name in aggregates else value
