@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import os
 import subprocess
@@ -25,6 +26,7 @@ from gyreflow.state.keys.keygroups import (
     KeyGroupCache,
     key_group_of,
     key_group_range,
+    short_of,
     stable_hash,
     task_of_key_group,
 )
@@ -360,3 +362,35 @@ def test_split_by_key_group_partitions_entries(entries, max_parallelism):
             assert key not in merged
             merged[key] = value
     assert merged == entries
+
+
+@st.composite
+def stored_ranges(draw):
+    """Key-group ranges of several layouts with the version each reached, the key groups of a
+    task restoring, and the version it restores."""
+    groups = 16
+    stored = []
+    for _ in range(draw(st.integers(1, 3))):  # the ranges of up to three layouts, some missing
+        cuts = sorted(draw(st.sets(st.integers(1, groups - 1), max_size=6)))
+        bounds = [0, *cuts, groups]
+        stored += [(range(a, b), draw(st.integers(0, 6)))
+                   for a, b in itertools.pairwise(bounds) if draw(st.booleans())]
+    start = draw(st.integers(0, groups - 1))
+    return stored, range(start, draw(st.integers(start + 1, groups))), draw(st.integers(1, 6))
+
+
+@given(case=stored_ranges())
+def test_short_of_names_exactly_the_key_groups_no_range_brought_to_the_version(case):
+    stored, key_groups, version = case
+    best = {g: max((at for kgs, at in stored if g in kgs), default=0) for g in key_groups}
+    short = short_of(key_groups, stored, version)
+    lagging = [g for g in key_groups if best[g] < version]
+    if not lagging:
+        assert short is None
+        return
+    groups, at = short
+    first = lagging[0]
+    run = [first]  # the oracle: the first lagging group and the ones after it that reached as far
+    while run[-1] + 1 in best and best[run[-1] + 1] == best[first] < version:
+        run.append(run[-1] + 1)
+    assert (list(groups), at) == (run, best[first])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Iterable
 from datetime import UTC, date, datetime
 from decimal import Decimal
 
@@ -157,6 +158,36 @@ def contiguous_runs(groups) -> list[range]:
     if start is not None:
         runs.append(range(start, previous + 1))
     return runs
+
+
+def short_of(key_groups: range, reached: Iterable[tuple[range, int]],
+             version: int) -> tuple[range, int] | None:
+    """The first run of ``key_groups`` whose stored ranges all stopped before ``version``, with the
+    version they reached (0: no stored range holds it), or None when every key group has a range
+    that reached ``version``.
+
+    ``reached`` lists each stored key-group range with the newest version written to it. Storage
+    splits by the ranges of the layout that wrote it: after a rescale or a rebalance the ranges of
+    the older layout stop at the window before the change, and the new layout's ranges go on. So a
+    key group's state reached a version when any range holding it did; when none did, writes were
+    lost.
+
+    >>> short_of(range(0, 8), [(range(0, 8), 2), (range(0, 4), 5), (range(4, 8), 3)], 5)
+    (range(4, 8), 3)
+    >>> short_of(range(0, 4), [(range(0, 8), 2), (range(0, 4), 5)], 5) is None
+    True
+    """
+    best = dict.fromkeys(key_groups, 0)
+    for stored, at in reached:
+        for group in range(max(stored.start, key_groups.start), min(stored.stop, key_groups.stop)):
+            best[group] = max(best[group], at)
+    start = None
+    for group in key_groups:
+        if start is not None and (best[group] >= version or best[group] != best[start]):
+            return range(start, group), best[start]
+        if start is None and best[group] < version:
+            start = group
+    return None if start is None else (range(start, key_groups.stop), best[start])
 
 
 class KeyGroupCache:
