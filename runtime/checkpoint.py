@@ -71,6 +71,7 @@ class CheckpointCoordinator:
         # their last snapshot (their state stays as it was while other cycles go on).
         self.cycle_ends: dict[int, int] = {}
         self.rescaled: set[str] = set()
+        self.relaid: dict[str, str] = {}  # stored table -> its operator, of the rescaled ones
         self.rescale_version: int | None = None
 
     def prepare(self, options: RecoveryOptions) -> int:
@@ -125,6 +126,10 @@ class CheckpointCoordinator:
         for name in set(meta.assignments) | set(self.assignments):
             if meta.assignments.get(name) != self.assignments.get(name) and name in self.parallelism:
                 self.rescaled.add(name)  # key groups moved between tasks: a new layout, as above
+        for name in list(self.rescaled):  # the keyed operators chained with it moved with it
+            if not name.startswith("source:"):
+                self.rescaled.update(v.name for v in self.graph.pipeline.forward_group(name)
+                                     if v.spec.keyed)
         window = meta.last_completed
         retained = meta.retained
         if options.from_window is not None:
@@ -141,11 +146,28 @@ class CheckpointCoordinator:
         else:
             self._check_published(window)
         self.store.discard_after(self.job, window)
+        if self.rescaled:
+            self.relaid = self._relaid_tables()
+            ranges = self.task_key_groups()
+            self.store.retire_ranges(self.job, window, {
+                table: ranges.get(owner, set()) for table, owner in self.relaid.items()})
         self.cycle_ends = self._cycle_ends(window)
         if window != meta.last_completed:
             self.store.commit(attrs.evolve(meta, last_completed=window, retained=retained))
         self.retained = retained
         return window
+
+    def _relaid_tables(self) -> dict[str, str]:
+        """The stored tables of the operators whose key groups moved, with their operator (an
+        operator's tables are named after it: ``name`` or ``name:part``)."""
+        names = sorted((v.name for v in self.graph.pipeline.vertices if v.spec.keyed),
+                       key=len, reverse=True)
+        found = {}
+        for table in self.store.tables(self.job):
+            owner = next((n for n in names if table == n or table.startswith(n + ":")), None)
+            if owner in self.rescaled:
+                found[table] = owner
+        return found
 
     def _started(self) -> None:
         """With iteration snapshots, commit window 0: a crash inside the first window's
@@ -224,7 +246,9 @@ class CheckpointCoordinator:
         drop = None
         if self.rescaled and self.rescale_version is not None and horizon >= self.rescale_version:
             ranges = self.task_key_groups()
-            drop = {table: ranges.get(table, set()) for table in self.rescaled}
+            drop = {table: ranges.get(owner, set())
+                    for table, owner in {**{n: n for n in self.rescaled}, **self.relaid}.items()}
             self.rescaled = set()
+            self.relaid = {}
         if crossing or drop:
             writer.prune(self.job, crossing, horizon, drop)

@@ -35,6 +35,7 @@ from gyreflow.state.backends import (
 )
 from gyreflow.state.keys.keygroups import key_group_of
 from gyreflow.state.shared.snapshot import (
+    SnapshotCorruptedError,
     StateRow,
     TaskSnapshot,
     chunks_by_key_group,
@@ -148,6 +149,89 @@ def test_rescaled_layouts_merge_by_latest_version_and_old_ranges_can_be_dropped(
         table_dir = rocksdb_table_dir(ctx.store, job, "t")
         assert sorted(os.listdir(table_dir)) == ["kg-0-128"]
         assert [name for name in ctx.store.sizes(job) if name != "(records)"] == ["t [0-127]"]
+
+
+def test_a_restore_in_an_earlier_layout_checks_the_layout_that_wrote_the_window(ctx):
+    """Two tasks wrote versions 1-2 (key groups 0-63 and 64-127). A rebalance then moved key group
+    100 to the first task, and four ranges wrote versions 3-4. Restoring version 4 in the first
+    layout (a resume with the plan's own assignment) reads the later layout's state. The first
+    layout's range 64-127 stopped at version 2 because the layout changed, not because writes
+    were lost. When a range of the layout that wrote a version misses it, the restore is refused
+    by the stores that can tell (the others commit state and meta in one transaction)."""
+    job = ctx.new_job()
+    model = Model()
+    keys = range(600)
+
+    def rows(kgs: range, version: int) -> tuple[StateRow, ...]:
+        return tuple(row("t", k, (version, k)) for k in keys
+                     if key_group_of(k, MP) in kgs and (version < 3 or k % version == 0))
+
+    first = [range(0, 64), range(64, 128)]
+    later = [range(0, 64), range(100, 101), range(64, 100), range(101, 128)]
+    for version, layout in ((1, first), (2, first), (3, later), (4, later)):
+        for kgs in layout:
+            ctx.write(model, TaskSnapshot(job, version, kgs, rows(kgs, version)))
+    for kgs in first:
+        ctx.store.verify_reached(job, "t", kgs, 4)
+        assert ctx.read(job, "t", 4, kgs) == model.read("t", kgs, 4)
+    for kgs in later[:-1]:  # range 101-127 misses version 5
+        ctx.write(model, TaskSnapshot(job, 5, kgs, rows(kgs, 5)))
+    ctx.store.verify_reached(job, "t", range(0, 101), 5)
+    if ctx.kind == "rocksdb" or ctx.kind.startswith("checkpoint"):
+        with pytest.raises(SnapshotCorruptedError, match="key groups 101-127 reaches window 4"):
+            ctx.store.verify_reached(job, "t", range(64, 128), 5)
+        ctx.store.drop_other_ranges(job, "t", set(later))  # the first layout's 64-127 goes
+        with pytest.raises(SnapshotCorruptedError, match="key groups 101-127 reaches window 4"):
+            ctx.store.verify_reached(job, "t", range(64, 128), 5)
+
+
+def test_a_layout_back_after_a_rebalance_does_not_bring_back_keys_deleted_in_between(ctx):
+    """Layout A (two tasks) wrote versions 1-4, layout B (a rebalance moved key group 100) wrote
+    version 5, in which some keys were deleted, and a resume in layout A again wrote versions 6 and
+    7, as the driver does it: discard after the resumed window, set aside the ranges that did not
+    reach it, write everything whole, and, once the horizon passes the first version of the new
+    layout, fold and drop the other ranges. The deleted keys stay deleted at every step."""
+    job = ctx.new_job()
+    model = Model()
+    first = [range(0, 64), range(64, 128)]
+    later = [range(0, 64), range(100, 101), range(64, 100), range(101, 128)]
+    keys = range(900)
+
+    def whole(kgs: range, version: int, gone=frozenset()) -> tuple[StateRow, ...]:
+        state = {loads(k): loads(v) for k, v in model.read("t", kgs, version - 1).items()}
+        return (tuple(row("t", k, v) for k, v in state.items() if k not in gone)
+                + tuple(row("t", k, None) for k in gone if key_group_of(k, MP) in kgs))
+
+    for version in range(1, 5):
+        for kgs in first:
+            ctx.write(model, TaskSnapshot(job, version, kgs, tuple(
+                row("t", k, (version, k)) for k in keys
+                if key_group_of(k, MP) in kgs and k % version == 0)))
+    deleted = frozenset(k for k in keys if k % 7 == 0)
+    ctx.store.discard_after(job, 4)
+    ctx.store.retire_ranges(job, 4, {"t": set(later)})
+    for kgs in later:
+        ctx.write(model, TaskSnapshot(job, 5, kgs, whole(kgs, 5, deleted)))
+    ctx.store.discard_after(job, 5)  # killed after committing 5; resumed in layout A
+    ctx.store.retire_ranges(job, 5, {"t": set(first)})
+    for kgs in first:
+        ctx.write(model, TaskSnapshot(job, 6, kgs, whole(kgs, 6)))
+        ctx.write(model, TaskSnapshot(job, 7, kgs, tuple(
+            row("t", k, "seven") for k in keys
+            if key_group_of(k, MP) in kgs and k % 10 == 3 and k not in deleted)))
+    for version in range(1, 8):
+        assert ctx.read(job, "t", version) == model.read("t", ALL, version), version
+    assert not any(loads(k) in deleted for k in ctx.read(job, "t", 7))
+    ctx.store.prune(job, [5, 6], 6)
+    ctx.store.drop_other_ranges(job, "t", set(first))
+    ctx.reopen()
+    for version in (6, 7):
+        assert ctx.read(job, "t", version) == model.read("t", ALL, version), version
+        for kgs in later:
+            assert ctx.read(job, "t", version, kgs) == model.read("t", kgs, version)
+    if ctx.kind == "rocksdb":
+        assert sorted(os.listdir(rocksdb_table_dir(ctx.store, job, "t"))) == ["kg-0-64",
+                                                                             "kg-64-128"]
 
 
 def test_discard_after_undoes_a_rescaled_run_across_layouts(ctx):

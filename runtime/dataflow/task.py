@@ -409,6 +409,10 @@ class Task:
         # cyclic collector would walk the growing state again: it is paused while they are made.
         # A cycle whose input ended before ``window`` wrote its last snapshot and output then.
         reached = min(window, cp.cycle_ends.get(self.cycle, window))
+        # Key groups moved (another parallelism or a rebalance): every table of the chain is
+        # written whole in the new layout's first snapshot, so that the older layout's storage is
+        # needed by no later version and can go.
+        relaid = any(v.name in cp.rescaled for v in self.vertex.chain)
         collecting = gc.isenabled()
         gc.disable()
         try:
@@ -419,7 +423,7 @@ class Task:
                     if verify:
                         store.verify_reached(cp.job, table.name, run, reached)
                     store.read_into(cp.job, table.name, run, window, data)
-                table.changed = set(data) if table.name in cp.rescaled else set()
+                table.changed = set(data) if relaid else set()
                 table.removed = set()
         finally:
             if collecting:

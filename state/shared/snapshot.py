@@ -472,8 +472,21 @@ class SnapshotStore:
         """
         raise NotImplementedError
 
+    def retire_ranges(self, job: str, version: int, tables: dict[str, set[range]]) -> None:
+        """Before a layout that moved key groups writes its first window, ``version + 1``: set
+        aside the storage of each table's ranges in ``tables[table]`` (the ones the new layout
+        writes) that did not reach ``version``. Such storage holds an older layout's windows, and
+        other ranges hold the windows after them: the new layout must start the range afresh, not
+        add its windows to the older ones (folding them together would skip what happened in
+        between). Reads still merge what was set aside; ``drop_other_ranges`` removes it with the
+        other ranges.
+
+        Only stores that split storage by range have anything to set aside.
+        """
+
     def drop_other_ranges(self, job: str, table: str, keep: set[range]) -> None:
-        """Drop storage of ``table`` kept for key-group ranges other than ``keep``.
+        """Drop storage of ``table`` kept for key-group ranges other than ``keep``, and what
+        ``retire_ranges`` set aside.
 
         Only stores that split storage by range have anything to drop; the others store rows by key
         group and keep nothing per range.

@@ -8,6 +8,8 @@ Layout under ``state.checkpoint_url``::
     <job>/meta                                    the job meta
     <job>/state/<table>/kg-A-B/<version>.d        what one version changed in table, key groups A..B-1
     <job>/state/<table>/kg-A-B/<version>.b        a base: the whole range as of that version
+    <job>/state/<table>/kg-A-B~W/...              the range set aside when a later layout started it
+                                                  afresh (``retire_ranges``), up to version W
     <job>/records/<kind:name:index>/<version>     one task record (a source offset) by version
 
 A snapshot writes one delta per state table of its task, even an empty one: the newest object of a
@@ -39,6 +41,7 @@ import struct
 import urllib.parse
 from collections.abc import Iterator, Sequence
 
+from gyreflow.state.keys.keygroups import short_of
 from gyreflow.state.shared.sealing import TAG_SIZE, Seals
 from gyreflow.state.shared.snapshot import (
     BackendUnavailableError,
@@ -62,7 +65,9 @@ _COUNT = struct.Struct(">I")
 _ENTRY = struct.Struct(">HI")  # key group, frame length
 _CHUNK_HEAD = struct.Struct(">III")  # written keys, key count, length of the keys list
 _OBJECT = re.compile(r"^(\d{12})\.([db])$")
-_RANGE = re.compile(r"^kg-(\d+)-(\d+)$")
+# A range's folder, or one ``retire_ranges`` set aside: ``kg-A-B~W`` (an older layout's, which
+# reached version W; ``~W-N`` when several reached the same).
+_RANGE = re.compile(r"^kg-(\d+)-(\d+)(~\d+(?:-\d+)?)?$")
 
 
 def _quote(name: str) -> str:
@@ -444,20 +449,24 @@ class CheckpointSnapshotStore(SnapshotStore):
     def verify_reached(self, job: str, table: str, key_groups: range, version: int) -> None:
         if version <= 0:
             return
-        where = (f"{self.location()} job={job} table={table} key groups "
-                 f"{key_groups.start}-{key_groups.stop - 1}")
         ranges = self._ranges(job, table)
         if not ranges:
-            msg = f"the state of {where} is missing (window {version} was completed)"
+            msg = (f"the state of {self.location()} job={job} table={table} key groups "
+                   f"{key_groups.start}-{key_groups.stop - 1} is missing (window {version} was "
+                   "completed)")
             raise SnapshotCorruptedError(msg)
-        for kgs, path in ranges:
-            if kgs == key_groups:
-                reached = max((v for v, _ in self._objects(path)), default=0)
-                if reached < version:
-                    msg = (f"the state of {where} reaches window {reached or 'none'} but window "
-                           f"{version} was completed: objects are missing from the checkpoint "
-                           "location")
-                    raise SnapshotCorruptedError(msg)
+        # Every key group needs a range that reached ``version``: the ranges of an older layout
+        # stopped at the window before a rescale or rebalance (see ``short_of``).
+        reached = [(kgs, max((v for v, _ in self._objects(path)), default=0))
+                   for kgs, path in ranges
+                   if kgs.start < key_groups.stop and key_groups.start < kgs.stop]
+        short = short_of(key_groups, reached, version)
+        if short is not None:
+            groups, at = short
+            msg = (f"the state of {self.location()} job={job} table={table} key groups "
+                   f"{groups.start}-{groups.stop - 1} reaches window {at or 'none'} but window "
+                   f"{version} was completed: objects are missing from the checkpoint location")
+            raise SnapshotCorruptedError(msg)
 
     def read_record(self, job, kind, name, index, version):
         directory = self._record_dir(job, kind, name, index)
@@ -536,9 +545,32 @@ class CheckpointSnapshotStore(SnapshotStore):
         self._put_chunks(f"{path}/{_name(newest, 'b')}", chunks, self._seals.of(job), table, newest)
         return [f"{path}/{_name(v, kind)}" for v, kind in objects if (v, kind) != (newest, "b")]
 
+    def retire_ranges(self, job: str, version: int, tables: dict[str, set[range]]) -> None:
+        # An object's tag covers its place: what is set aside is stored again under its new
+        # place, then the range's folder goes (a crash in between leaves the same objects twice,
+        # which reads apply twice to the same effect).
+        for table, ranges in tables.items():
+            for kgs, path in self._ranges(job, table):
+                if kgs not in ranges or _RANGE.match(posixpath.basename(path)).group(3):
+                    continue
+                objects = self._objects(path)
+                reached = max((v for v, _ in objects), default=0)
+                if reached >= version:
+                    continue
+                taken = set(self._list(posixpath.dirname(path)))
+                aside, n = f"{path}~{reached}", 0
+                while posixpath.basename(aside) in taken:
+                    n += 1
+                    aside = f"{path}~{reached}-{n}"
+                seal = self._seals.of(job)
+                for v, kind in objects:
+                    chunks = self._read_object(f"{path}/{_name(v, kind)}", table, v, None, job)
+                    self._put_chunks(f"{aside}/{_name(v, kind)}", chunks, seal, table, v)
+                self.fs.rm(path, recursive=True)
+
     def drop_other_ranges(self, job: str, table: str, keep: set[range]) -> None:
         for kgs, path in self._ranges(job, table):
-            if kgs not in keep:
+            if kgs not in keep or _RANGE.match(posixpath.basename(path)).group(3):
                 self.fs.rm(path, recursive=True)
 
     def delete_job(self, job: str) -> None:
@@ -549,6 +581,9 @@ class CheckpointSnapshotStore(SnapshotStore):
     def jobs(self) -> list[str]:
         return sorted(urllib.parse.unquote(name) for name in self._list(self.root)
                       if f"{self.root}/{name}/meta" in self._paths(f"{self.root}/{name}"))
+
+    def tables(self, job: str) -> list[str]:
+        return sorted(urllib.parse.unquote(name) for name in self._list(f"{self._job(job)}/state"))
 
     def sizes(self, job: str) -> dict[str, int]:
         out: dict[str, int] = {}

@@ -5,6 +5,8 @@ Layout under ``state.path``::
     <job>/meta                      the job meta (written by the process that commits)
     <job>/records/<kind:name:index> one task's records, e.g. a source task's offsets by version
     <job>/state/<table>/kg-A-B      chunks of one table for key groups A..B-1 (one writing task)
+    <job>/state/<table>/kg-A-B~W    the same range set aside when a later layout started it
+                                    afresh (``retire_ranges``): an older layout's, up to version W
 
 Within a range database, ``c + key group + version`` holds a chunk: what the version changed in the key
 group, its keys pickled in one list and its values in another (see ``state.snapshot.StateChunk``),
@@ -31,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import re
 import shutil
 import struct
 import threading
@@ -39,6 +42,7 @@ from collections.abc import Iterator, Sequence
 
 from rocksdict import AccessType, DBRecoveryMode, Options, Rdict, WriteBatch, WriteOptions
 
+from gyreflow.state.keys.keygroups import short_of
 from gyreflow.state.shared.private import (
     ensure_private_dir,
     hold_private_umask,
@@ -71,6 +75,9 @@ _FRAME = struct.Struct(f">{TAG_SIZE}sIII{TAG_SIZE}s")
 _FRAME_TAIL = struct.Struct(f">III{TAG_SIZE}s")
 _CHUNK, _STATS = b"c", b"n"
 _WATERMARK = b"w"  # the newest version written to a range database (sorts after every c and n key)
+# A range's database, or one ``retire_ranges`` set aside: ``kg-A-B~W`` (an older layout's, which
+# reached version W; ``~W-N`` when several reached the same).
+_RANGE_DIR = re.compile(r"^kg-(\d+)-(\d+)(~\d+(?:-\d+)?)?$")
 _META_KEY = b"m"
 # Chunks at or before the horizon that get folded whatever their sizes: 32 to 63, by key group, so
 # that key groups changing at the same pace are not all rewritten by the same prune.
@@ -247,8 +254,9 @@ class RocksDBSnapshotStore(SnapshotStore):
             if not os.path.isdir(table_dir):
                 continue
             for name in sorted(os.listdir(table_dir)):
-                if name.startswith("kg-"):
-                    start, stop = (int(x) for x in name[3:].split("-"))
+                match = _RANGE_DIR.match(name)
+                if match:
+                    start, stop = int(match.group(1)), int(match.group(2))
                     if overlapping is not None and not (
                             start < overlapping.stop and overlapping.start < stop):
                         continue
@@ -385,10 +393,11 @@ class RocksDBSnapshotStore(SnapshotStore):
 
     def verify_reached(self, job: str, table: str, key_groups: range, version: int) -> None:
         """Every snapshot writes a watermark into each of its task's table databases, in the same
-        atomic batch as its chunks: restoring ``version`` needs a database of ``table`` for these
-        key groups, and the one of exactly this range (when there is one) must have reached
-        ``version``. A database whose log was lost, or that was deleted, is refused here instead of
-        restoring silently less state."""
+        atomic batch as its chunks: restoring ``version`` needs, for every key group, a database of
+        ``table`` holding it that reached ``version`` (the layout that wrote the window; the
+        databases of an older layout stopped at the window before a rescale or rebalance). A
+        database whose log was lost, or that was deleted, is refused here instead of restoring
+        silently less state."""
         if version <= 0:
             return
         with _damage_reported(self._table_dir(job, table)):
@@ -396,22 +405,25 @@ class RocksDBSnapshotStore(SnapshotStore):
 
     def _verify_reached(self, job: str, table: str, key_groups: range, version: int) -> None:
         paths = self._range_paths(job, table, key_groups)
-        where = (f"{self.location()} job={job} table={table} key groups "
-                 f"{key_groups.start}-{key_groups.stop - 1}")
         if not paths:
-            msg = f"the state of {where} is missing (window {version} was completed)"
+            msg = (f"the state of {self.location()} job={job} table={table} key groups "
+                   f"{key_groups.start}-{key_groups.stop - 1} is missing (window {version} was "
+                   "completed)")
             raise SnapshotCorruptedError(msg)
+        reached = []
         for _, kgs, path in paths:
-            if kgs != key_groups:
-                continue  # an older layout (another parallelism): read as it is
             db = self._open(path, write=False)
             mark = db.get(_WATERMARK) if db is not None else None
-            reached = _mark_version(mark, self._seals.of(job), _mark_context(table, kgs)) or 0
-            if reached < version:
-                msg = (f"the state of {where} reaches window {reached or 'none'} but window {version} "
-                       "was completed: its database lost writes (a deleted or damaged log?) and is "
-                       "missing from the snapshot")
-                raise SnapshotCorruptedError(msg)
+            reached.append((kgs, _mark_version(mark, self._seals.of(job),
+                                               _mark_context(table, kgs)) or 0))
+        short = short_of(key_groups, reached, version)
+        if short is not None:
+            groups, at = short
+            msg = (f"the state of {self.location()} job={job} table={table} key groups "
+                   f"{groups.start}-{groups.stop - 1} reaches window {at or 'none'} but window "
+                   f"{version} was completed: its database lost writes (a deleted or damaged "
+                   "log?) and is missing from the snapshot")
+            raise SnapshotCorruptedError(msg)
 
     def read_rows(self, job: str, table: str, key_groups: range,
                   version: int) -> Iterator[tuple[bytes, bytes]]:
@@ -460,10 +472,17 @@ class RocksDBSnapshotStore(SnapshotStore):
         return stats
 
     def discard_after(self, job: str, version: int) -> None:
-        for _, _, path in self._range_paths(job):
+        for table, kgs, path in self._range_paths(job):
             db = self._open(path)
             batch = WriteBatch(raw_mode=True)
             dropped = False
+            # The watermark comes back to ``version`` too: it says which windows the database
+            # holds, and a layout that stops writing it must not seem to have gone further.
+            context = _mark_context(table, kgs)
+            if (_mark_version(db.get(_WATERMARK), self._seals.of(job), context) or 0) > version:
+                mark = _VERSION.pack(version)
+                batch.put(_WATERMARK, mark + self._seals.of(job).tag(context, mark))
+                dropped = True
             for group, versions in self._stats(path, db).items():
                 for v, _ in versions:
                     if v > version:
@@ -536,11 +555,31 @@ class RocksDBSnapshotStore(SnapshotStore):
             db.write(batch, self._write_options)
             self._record_floor[path] = keep
 
+    def retire_ranges(self, job: str, version: int, tables: dict[str, set[range]]) -> None:
+        for table, ranges in tables.items():
+            seal = None
+            for _, kgs, path in self._range_paths(job, table):
+                if kgs not in ranges or _RANGE_DIR.match(os.path.basename(path)).group(3):
+                    continue
+                seal = seal or self._seals.of(job)
+                db = self._open(path, write=False)
+                reached = (_mark_version(db.get(_WATERMARK), seal, _mark_context(table, kgs)) or 0
+                           if db is not None else 0)
+                if reached >= version:
+                    continue
+                aside, n = f"{path}~{reached}", 0
+                while os.path.exists(aside):
+                    n += 1
+                    aside = f"{path}~{reached}-{n}"
+                self._forget(path)
+                os.rename(path, aside)  # one step: the database is in one place or the other
+
     def drop_other_ranges(self, job: str, table: str, keep: set[range]) -> None:
         """Delete the databases of ``table`` whose range is not in ``keep`` (the old layout after a
-        resume with another parallelism, once the new layout holds a full copy)."""
+        resume with another parallelism, once the new layout holds a full copy), and the ones
+        ``retire_ranges`` set aside."""
         for _, kgs, path in self._range_paths(job, table):
-            if kgs in keep:
+            if kgs in keep and not _RANGE_DIR.match(os.path.basename(path)).group(3):
                 continue
             self._forget(path)
             shutil.rmtree(path, ignore_errors=True)
