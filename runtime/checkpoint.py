@@ -146,7 +146,7 @@ class CheckpointCoordinator:
         else:
             self._check_published(window)
         self.store.discard_after(self.job, window)
-        if self.rescaled:
+        if self.rescaled and self.store.by_range:
             self.relaid = self._relaid_tables()
             ranges = self.task_key_groups()
             self.store.retire_ranges(self.job, window, {

@@ -417,6 +417,9 @@ class SnapshotStore:
     """A live connection to a backend's snapshot storage, opened where it is used; never pickled."""
 
     backend_name = "abstract"
+    # Whether storage is kept per key-group range of the writing layout (``retire_ranges`` and
+    # ``drop_other_ranges`` have work), rather than by key.
+    by_range = False
 
     def location(self) -> str:
         """Where the data lives, for messages."""

@@ -168,6 +168,7 @@ class CheckpointSnapshotStore(SnapshotStore):
     """Snapshot storage as whole objects under ``url``, through fsspec."""
 
     backend_name = "checkpoint"
+    by_range = True
 
     def __init__(self, url: str, secret: str = "", storage_options: dict | None = None,
                  copies_root: str | None = None) -> None:

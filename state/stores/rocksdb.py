@@ -164,6 +164,7 @@ class RocksDBSnapshotStore(SnapshotStore):
     """Snapshot storage in rocksdict databases under ``path``."""
 
     backend_name = "rocksdb"
+    by_range = True
 
     def __init__(self, path: str, sync: bool = False, secret: str = "") -> None:
         self.path = os.path.abspath(path)
