@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import uuid
+from pathlib import Path
 
 import pytest
 from _state_contract import (
@@ -223,6 +224,11 @@ def test_a_layout_back_after_a_rebalance_does_not_bring_back_keys_deleted_in_bet
         assert ctx.read(job, "t", version) == model.read("t", ALL, version), version
     assert not any(loads(k) in deleted for k in ctx.read(job, "t", 7))
     ctx.store.prune(job, [5, 6], 6)
+    if ctx.kind == "rocksdb":  # what a drop killed after moving a database out of the way leaves
+        left = Path(rocksdb_table_dir(ctx.store, job, "t")) / "kg-100-101.dropped"
+        left.mkdir()
+        (left / "000022.log").write_bytes(b"\0" * 64)
+        ctx.store.discard_after(job, 7)  # opens every range database: the leftover is none
     ctx.store.drop_other_ranges(job, "t", set(first))
     ctx.reopen()
     for version in (6, 7):

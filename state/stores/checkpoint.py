@@ -570,9 +570,15 @@ class CheckpointSnapshotStore(SnapshotStore):
                 self.fs.rm(path, recursive=True)
 
     def drop_other_ranges(self, job: str, table: str, keep: set[range]) -> None:
+        # Oldest object first: a kill in the middle leaves the newest part of the range's history,
+        # whose every key the new layout's full copy (written later) either holds or overrides;
+        # the oldest part alone would bring back keys its newer objects deleted.
         for kgs, path in self._ranges(job, table):
             if kgs not in keep or _RANGE.match(posixpath.basename(path)).group(3):
-                self.fs.rm(path, recursive=True)
+                for version, kind in self._objects(path):
+                    self.fs.rm(f"{path}/{_name(version, kind)}")
+                with contextlib.suppress(FileNotFoundError):
+                    self.fs.rm(path, recursive=True)
 
     def delete_job(self, job: str) -> None:
         with contextlib.suppress(FileNotFoundError):

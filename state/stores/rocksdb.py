@@ -579,11 +579,20 @@ class RocksDBSnapshotStore(SnapshotStore):
         """Delete the databases of ``table`` whose range is not in ``keep`` (the old layout after a
         resume with another parallelism, once the new layout holds a full copy), and the ones
         ``retire_ranges`` set aside."""
+        table_dir = self._table_dir(job, table)
         for _, kgs, path in self._range_paths(job, table):
             if kgs in keep and not _RANGE_DIR.match(os.path.basename(path)).group(3):
                 continue
             self._forget(path)
-            shutil.rmtree(path, ignore_errors=True)
+            # Out of the way in one step first: a kill in the middle of deleting files must not
+            # leave a range database that is half there (read as state, or refused as damaged).
+            doomed = f"{path}.dropped"
+            shutil.rmtree(doomed, ignore_errors=True)
+            os.rename(path, doomed)
+        if os.path.isdir(table_dir):  # this drop's, and any an earlier run was killed in
+            for name in os.listdir(table_dir):
+                if name.endswith(".dropped"):
+                    shutil.rmtree(os.path.join(table_dir, name), ignore_errors=True)
 
     def delete_job(self, job: str) -> None:
         job_dir = self._job_dir(job)
