@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import io
 import pickle
+import re
 import struct
 import zlib
 from collections.abc import Iterator, Sequence
@@ -411,6 +412,35 @@ class JobMeta:
         fields = loads(payload)
         fields["retained"] = tuple(fields["retained"])
         return cls(**fields)
+
+
+# The folder (or database) of one table's key-group range in stores that split storage by range:
+# ``kg-A-B``, or ``kg-A-B~W`` for one ``retire_ranges`` set aside (an older layout's, which reached
+# version W; ``~W-N`` when several reached the same).
+_RANGE_NAME = re.compile(r"^kg-(\d+)-(\d+)(~\d+(?:-\d+)?)?$")
+
+
+def stored_range(name: str) -> tuple[range, bool] | None:
+    """The key-group range a range folder named ``name`` holds and whether it was set aside, or
+    None if ``name`` names no range folder.
+
+    >>> stored_range("kg-64-128"), stored_range("kg-64-128~4-1"), stored_range("kg-0-64.dropped")
+    ((range(64, 128), False), (range(64, 128), True), None)
+    """
+    match = _RANGE_NAME.match(name)
+    if match is None:
+        return None
+    return range(int(match.group(1)), int(match.group(2))), match.group(3) is not None
+
+
+def set_aside_name(name: str, reached: int, taken) -> str:
+    """The name under which range folder ``name``, which reached version ``reached``, is set
+    aside: not one of ``taken``."""
+    aside, n = f"{name}~{reached}", 0
+    while aside in taken:
+        n += 1
+        aside = f"{name}~{reached}-{n}"
+    return aside
 
 
 class SnapshotStore:

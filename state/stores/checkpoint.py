@@ -55,6 +55,8 @@ from gyreflow.state.shared.snapshot import (
     encode_value,
     loads,
     make_chunk,
+    set_aside_name,
+    stored_range,
     unpickle_chunk,
 )
 from gyreflow.state.stores.local_copies import LocalCopies, stamp_of
@@ -65,9 +67,6 @@ _COUNT = struct.Struct(">I")
 _ENTRY = struct.Struct(">HI")  # key group, frame length
 _CHUNK_HEAD = struct.Struct(">III")  # written keys, key count, length of the keys list
 _OBJECT = re.compile(r"^(\d{12})\.([db])$")
-# A range's folder, or one ``retire_ranges`` set aside: ``kg-A-B~W`` (an older layout's, which
-# reached version W; ``~W-N`` when several reached the same).
-_RANGE = re.compile(r"^kg-(\d+)-(\d+)(~\d+(?:-\d+)?)?$")
 
 
 def _quote(name: str) -> str:
@@ -378,9 +377,9 @@ class CheckpointSnapshotStore(SnapshotStore):
         base = f"{self._job(job)}/state/{_quote(table)}"
         out = []
         for name in self._list(base):
-            match = _RANGE.match(name)
-            if match:
-                out.append((range(int(match.group(1)), int(match.group(2))), f"{base}/{name}"))
+            held = stored_range(name)
+            if held is not None:
+                out.append((held[0], f"{base}/{name}"))
         return out
 
     # Writing ---------------------------------------------------------------------------------
@@ -496,7 +495,7 @@ class CheckpointSnapshotStore(SnapshotStore):
         state = f"{self._job(job)}/state"
         for table in self._list(state):
             for name in self._list(f"{state}/{table}"):
-                if _RANGE.match(name):
+                if stored_range(name) is not None:
                     yield f"{state}/{table}/{name}"
         records = f"{self._job(job)}/records"
         for name in self._list(records):
@@ -552,17 +551,14 @@ class CheckpointSnapshotStore(SnapshotStore):
         # which reads apply twice to the same effect).
         for table, ranges in tables.items():
             for kgs, path in self._ranges(job, table):
-                if kgs not in ranges or _RANGE.match(posixpath.basename(path)).group(3):
+                if kgs not in ranges or stored_range(posixpath.basename(path))[1]:
                     continue
                 objects = self._objects(path)
                 reached = max((v for v, _ in objects), default=0)
                 if reached >= version:
                     continue
-                taken = set(self._list(posixpath.dirname(path)))
-                aside, n = f"{path}~{reached}", 0
-                while posixpath.basename(aside) in taken:
-                    n += 1
-                    aside = f"{path}~{reached}-{n}"
+                aside = posixpath.join(posixpath.dirname(path), set_aside_name(
+                    posixpath.basename(path), reached, self._list(posixpath.dirname(path))))
                 seal = self._seals.of(job)
                 for v, kind in objects:
                     chunks = self._read_object(f"{path}/{_name(v, kind)}", table, v, None, job)
@@ -574,7 +570,7 @@ class CheckpointSnapshotStore(SnapshotStore):
         # whose every key the new layout's full copy (written later) either holds or overrides;
         # the oldest part alone would bring back keys its newer objects deleted.
         for kgs, path in self._ranges(job, table):
-            if kgs not in keep or _RANGE.match(posixpath.basename(path)).group(3):
+            if kgs not in keep or stored_range(posixpath.basename(path))[1]:
                 for version, kind in self._objects(path):
                     self.fs.rm(f"{path}/{_name(version, kind)}")
                 with contextlib.suppress(FileNotFoundError):

@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
-import re
 import shutil
 import struct
 import threading
@@ -64,6 +63,8 @@ from gyreflow.state.shared.snapshot import (
     loads,
     make_chunk,
     record_context,
+    set_aside_name,
+    stored_range,
     unpickle_chunk,
 )
 
@@ -75,9 +76,6 @@ _FRAME = struct.Struct(f">{TAG_SIZE}sIII{TAG_SIZE}s")
 _FRAME_TAIL = struct.Struct(f">III{TAG_SIZE}s")
 _CHUNK, _STATS = b"c", b"n"
 _WATERMARK = b"w"  # the newest version written to a range database (sorts after every c and n key)
-# A range's database, or one ``retire_ranges`` set aside: ``kg-A-B~W`` (an older layout's, which
-# reached version W; ``~W-N`` when several reached the same).
-_RANGE_DIR = re.compile(r"^kg-(\d+)-(\d+)(~\d+(?:-\d+)?)?$")
 _META_KEY = b"m"
 # Chunks at or before the horizon that get folded whatever their sizes: 32 to 63, by key group, so
 # that key groups changing at the same pace are not all rewritten by the same prune.
@@ -255,14 +253,13 @@ class RocksDBSnapshotStore(SnapshotStore):
             if not os.path.isdir(table_dir):
                 continue
             for name in sorted(os.listdir(table_dir)):
-                match = _RANGE_DIR.match(name)
-                if match:
-                    start, stop = int(match.group(1)), int(match.group(2))
+                held = stored_range(name)
+                if held is not None:
+                    kgs = held[0]
                     if overlapping is not None and not (
-                            start < overlapping.stop and overlapping.start < stop):
+                            kgs.start < overlapping.stop and overlapping.start < kgs.stop):
                         continue
-                    found.append((urllib.parse.unquote(quoted), range(start, stop),
-                                  os.path.join(table_dir, name)))
+                    found.append((urllib.parse.unquote(quoted), kgs, os.path.join(table_dir, name)))
         return found
 
     def _damaged(self, job: str, table: str, key_group: int, version: int,
@@ -560,7 +557,7 @@ class RocksDBSnapshotStore(SnapshotStore):
         for table, ranges in tables.items():
             seal = None
             for _, kgs, path in self._range_paths(job, table):
-                if kgs not in ranges or _RANGE_DIR.match(os.path.basename(path)).group(3):
+                if kgs not in ranges or stored_range(os.path.basename(path))[1]:
                     continue
                 seal = seal or self._seals.of(job)
                 db = self._open(path, write=False)
@@ -568,10 +565,8 @@ class RocksDBSnapshotStore(SnapshotStore):
                            if db is not None else 0)
                 if reached >= version:
                     continue
-                aside, n = f"{path}~{reached}", 0
-                while os.path.exists(aside):
-                    n += 1
-                    aside = f"{path}~{reached}-{n}"
+                aside = os.path.join(os.path.dirname(path), set_aside_name(
+                    os.path.basename(path), reached, os.listdir(os.path.dirname(path))))
                 self._forget(path)
                 os.rename(path, aside)  # one step: the database is in one place or the other
 
@@ -581,7 +576,7 @@ class RocksDBSnapshotStore(SnapshotStore):
         ``retire_ranges`` set aside."""
         table_dir = self._table_dir(job, table)
         for _, kgs, path in self._range_paths(job, table):
-            if kgs in keep and not _RANGE_DIR.match(os.path.basename(path)).group(3):
+            if kgs in keep and not stored_range(os.path.basename(path))[1]:
                 continue
             self._forget(path)
             # Out of the way in one step first: a kill in the middle of deleting files must not
