@@ -4,9 +4,10 @@
 workers``: a thread of the driver submits ``parallelize(range(n), n).barrier().mapPartitions(...)``
 under a job group of its own, and task ``i`` of that stage runs worker ``i`` for the whole job
 (runtime/workers/worker.py), listening on its executor's address. The driver listens on its own
-address; every connection is TCP with the run's random authkey (multiprocessing's HMAC challenge),
-so records go from worker to worker and never through the JVM. The setup (plan, user functions,
-authkey) travels with the stage's closure, pickled with cloudpickle.
+address; every connection is TCP with the run's random authkey (multiprocessing's HMAC challenge;
+a connection that fails it is dropped: runtime/workers/wire.py), so records go from worker to
+worker and never through the JVM. The setup (plan, user functions, authkey) travels with the
+stage's closure, pickled with cloudpickle.
 
 A barrier stage that loses a task is not retried by Spark: the stage is a result stage, and Spark
 aborts a failed barrier result stage ("Could not recover from a failed barrier ResultStage"). The
@@ -23,9 +24,9 @@ import pickle
 import re
 import threading
 import uuid
-from multiprocessing.connection import Listener
 
 from gyreflow.runtime.spark.shipping import pickle_for_executors, ship_user_modules_if_needed
+from gyreflow.runtime.workers.wire import KeyedListener
 from gyreflow.runtime.workers.worker import WorkerSetup, serve_in_task
 
 KILL_SECONDS = 20.0  # the longest a cancelled stage is waited for: close() never hangs
@@ -106,11 +107,12 @@ class SparkLauncher:
         self.finished = threading.Event()
         self.failure: str | None = None
 
-    def listen(self, authkey: bytes) -> Listener:
-        """The driver's listener: a TCP port of the driver's address (port 0: any free one)."""
+    def listen(self, authkey: bytes) -> KeyedListener:
+        """The driver's listener: a TCP port of the driver's address (port 0: any free one); a
+        connection without the run's key is dropped and the listener waits on."""
         self.context = self.session_factory().sparkContext
         address = (driver_address(self.context, self.master), 0)
-        return Listener(address, family="AF_INET", authkey=authkey)
+        return KeyedListener("AF_INET", authkey, address)
 
     def start(self, setup: WorkerSetup, count: int) -> None:
         """Submit the barrier stage from a thread of its own (it runs as long as the job)."""

@@ -25,7 +25,7 @@ import os
 import queue
 import threading
 import time
-from multiprocessing.connection import Listener, wait
+from multiprocessing.connection import wait
 
 import attrs
 
@@ -35,6 +35,7 @@ from gyreflow.runtime.host import HostLink
 from gyreflow.runtime.local.host import _WatchedWriter as WatchedWriter
 from gyreflow.runtime.snapshot_writers import InlineSnapshotWriter, ProcessSnapshotWriter
 from gyreflow.runtime.workers.wire import (
+    KeyedListener,
     WorkerLostError,
     decode,
     describe_exit,
@@ -75,9 +76,9 @@ class ForkLauncher:
     def __init__(self) -> None:
         self.processes: list = []
 
-    def listen(self, authkey: bytes) -> Listener:
+    def listen(self, authkey: bytes) -> KeyedListener:
         """The driver's listener: a Unix socket in a 0700 directory of this process."""
-        return Listener(family="AF_UNIX", authkey=authkey)
+        return KeyedListener("AF_UNIX", authkey)
 
     def start(self, setup: WorkerSetup, count: int) -> None:
         refuse_in_process_sinks(setup)
@@ -236,6 +237,9 @@ class WorkerHost:
             if ended or time.monotonic() > deadline:
                 self.launcher.kill()
                 what = ended or f"the workers did not connect within {seconds} s"
+                if getattr(listener, "dropped", 0):
+                    what += (f" ({listener.dropped} connection(s) without the run's key were "
+                             "dropped)")
                 msg = f"job {self._job!r} could not start its workers: {what}"
                 raise WorkerLostError(msg)
         if failure:

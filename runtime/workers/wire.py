@@ -9,12 +9,22 @@ count the job quiescent). Worker <-> worker: ``data`` (channel messages: batches
 on its own so that its bytes count for its edge, barriers, the end of input), ``loop`` (graph
 messages of a superstep) and ``sealed`` (a worker's tasks of a graph vertex finished a superstep:
 every message of it was sent before).
+
+Every connection first passes ``multiprocessing.connection``'s HMAC challenge with the run's key
+(``KeyedListener``); one that does not is dropped, and the listener waits on for the real ones.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
+import queue
+import shutil
+import socket
+import struct
+import tempfile
+import threading
+from multiprocessing.connection import Connection, answer_challenge, deliver_challenge
 
 from gyreflow.runtime.dataflow.task_runner import TaskError
 
@@ -96,3 +106,124 @@ def describe_exit(code: int | None) -> str:
         except ValueError:
             return f"killed by signal {-code}"
     return f"exited with status {code}"
+
+
+HANDSHAKE_SECONDS = 10.0  # the longest a connection may take per read of the key challenge
+MAX_HANDSHAKES = 64  # connections in the challenge at once; more are dropped at once
+
+
+class KeyedListener:
+    """A listener whose connections have proven the run's key; every other connection is dropped.
+
+    Each accepted connection passes the key challenge on a thread of its own, every read of it
+    bounded by ``handshake_seconds``: a client with a wrong key, one that sends garbage, closes at
+    once or connects and sends nothing is closed and counted in ``dropped``, and never delays the
+    real workers (``multiprocessing``'s own ``Listener`` fails its ``accept`` on the first such
+    client, or waits on it forever). ``family`` is ``"AF_UNIX"`` (a socket in a new 0700
+    directory) or ``"AF_INET"`` (``address`` is ``(host, port)``; port 0 takes a free one).
+    """
+
+    def __init__(self, family: str, authkey: bytes, address=None,
+                 handshake_seconds: float = HANDSHAKE_SECONDS) -> None:
+        self._authkey = authkey
+        self._seconds = handshake_seconds
+        self._directory = None
+        if family == "AF_INET":
+            self._socket = socket.create_server(address, backlog=64)
+            self.address = self._socket.getsockname()[:2]
+        else:
+            self._directory = tempfile.mkdtemp(prefix="gyreflow-listener-")  # mode 0700
+            self.address = os.path.join(self._directory, "socket")
+            self._socket = socket.socket(socket.AF_UNIX)
+            self._socket.bind(self.address)
+            self._socket.listen(64)
+        self._socket.settimeout(0.2)  # the accepting thread looks at ``_closed`` this often
+        self._ready: queue.Queue = queue.Queue()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._pending = 0
+        self.dropped = 0
+        threading.Thread(target=self._serve, daemon=True, name="gyreflow-listener").start()
+
+    def accept(self, timeout: float | None = None) -> Connection:
+        """The next connection that passed the challenge; ``TimeoutError`` after ``timeout``
+        seconds, ``OSError`` once the listener is closed."""
+        try:
+            conn = self._ready.get(timeout=timeout)
+        except queue.Empty:
+            msg = f"no connection passed the key challenge within {timeout} s"
+            raise TimeoutError(msg) from None
+        if conn is None:
+            self._ready.put(None)  # for any other waiter
+            msg = "the listener is closed"
+            raise OSError(msg)
+        return conn
+
+    def close(self) -> None:
+        """Stop listening; connections not yet accepted are closed."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._socket.close()
+        if self._directory is not None:
+            shutil.rmtree(self._directory, ignore_errors=True)
+        while True:
+            try:
+                conn = self._ready.get_nowait()
+            except queue.Empty:
+                break
+            if conn is not None:
+                conn.close()
+        self._ready.put(None)
+
+    def _serve(self) -> None:
+        while not self._closed:
+            try:
+                sock, _ = self._socket.accept()
+            except TimeoutError:
+                continue
+            except OSError:  # closed
+                return
+            with self._lock:
+                busy = self._pending >= MAX_HANDSHAKES
+                if not busy:
+                    self._pending += 1
+            if busy:
+                self.dropped += 1
+                sock.close()
+                continue
+            threading.Thread(target=self._handshake, args=(sock,), daemon=True,
+                             name="gyreflow-listener-challenge").start()
+
+    def _handshake(self, sock: socket.socket) -> None:
+        sock.setblocking(True)
+        _read_timeouts(sock, self._seconds)
+        conn = Connection(sock.detach())
+        try:
+            deliver_challenge(conn, self._authkey)
+            answer_challenge(conn, self._authkey)
+        except Exception:  # noqa: BLE001 - a wrong key, garbage, a close, a timeout: drop it
+            conn.close()
+            with self._lock:
+                self._pending -= 1
+                self.dropped += 1
+            return
+        with socket.socket(fileno=os.dup(conn.fileno())) as view:
+            _read_timeouts(view, 0)
+        with self._lock:
+            self._pending -= 1
+            if not self._closed:
+                self._ready.put(conn)
+                return
+        conn.close()
+
+
+def _read_timeouts(sock: socket.socket, seconds: float) -> None:
+    """Bound every blocking read and write of ``sock`` by ``seconds`` (0: unbounded) in the kernel
+    (SO_RCVTIMEO), so that a ``Connection`` over it, which reads with ``os.read``, gets an
+    ``OSError`` instead of waiting for ever."""
+    whole = int(seconds)
+    value = struct.pack("ll", whole, int((seconds - whole) * 1_000_000))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, value)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, value)

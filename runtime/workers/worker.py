@@ -24,7 +24,7 @@ import sys
 import threading
 import traceback
 from collections import deque
-from multiprocessing.connection import Client, Listener
+from multiprocessing.connection import Client
 
 import attrs
 
@@ -37,6 +37,7 @@ from gyreflow.runtime.dataflow.task import TaskCheckpoints
 from gyreflow.runtime.dataflow.task_runner import TaskRunner
 from gyreflow.runtime.workers.wire import (
     Encoded,
+    KeyedListener,
     decode,
     edge_label,
     encode,
@@ -242,7 +243,7 @@ class Worker:
         listener = None
         if self.count > 1:
             address = (self.host or "127.0.0.1", 0) if family == "AF_INET" else None
-            listener = Listener(address, family=family, authkey=setup.authkey)
+            listener = KeyedListener(family, setup.authkey, address)
         driver.send_bytes(encode([("hello", self.index, listener.address if listener else None,
                                    os.getpid())]))
         (_, addresses), = decode(driver.recv_bytes())
