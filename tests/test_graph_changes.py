@@ -188,7 +188,7 @@ def test_detached_vertices_take_their_edges_on_every_version(make_env, directed)
     batches, versions = change_windows(21 + directed, 30, 6, 20, 0.1, directed, detaches=2)
     assert sum(isinstance(r, RemoveVertex) and r.detach for b in batches for r in b) >= 10
     source = next(r.src for r in batches[0] if isinstance(r, Edge))
-    names = ["wcc", "sssp", "record_wcc", "static_wcc"]
+    names = ["wcc", "bfs", "sssp", "record_wcc", "static_wcc"]
     outputs = run_changes(make_env(), batches, directed, source, names)
     for name in names:
         if name == "static_wcc":
@@ -196,7 +196,7 @@ def test_detached_vertices_take_their_edges_on_every_version(make_env, directed)
         else:
             folded = fold(outputs[name], len(batches))
         for window, version in enumerate(versions, start=1):
-            want = expected(version, directed, source)["sssp" if name == "sssp" else "wcc"]
+            want = expected(version, directed, source)[name if name in ("bfs", "sssp") else "wcc"]
             assert folded[window - 1] == want, f"{name} after window {window}"
 
 

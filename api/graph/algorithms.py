@@ -466,8 +466,9 @@ def incremental_wcc(graph: GraphView) -> Stream:
 
 def incremental_bfs(graph: GraphView, source: Any) -> Stream:
     """Hop counts from ``source`` in a changing graph: each window emits ``(vertex, hops)`` for the
-    vertices whose hop count changed (including new vertices). A removed edge restarts only the
-    vertices farther from ``source`` than its nearer end."""
+    vertices whose hop count changed (including new vertices, ``(vertex, None)`` for removed ones).
+    A removed edge restarts only the vertices farther from ``source`` than its nearer end; a
+    removed vertex those farther than it (all of them when it is the source)."""
     return graph.incremental_compute(arrays.ArrayIncrementalBreadthFirstSearch(source),
                                      name="incremental-bfs")
 

@@ -116,8 +116,9 @@ class ArrayIncrementalBreadthFirstSearch(ArrayBreadthFirstSearch):
 
     A window that removed edges: no shortest path to a vertex at most ``d`` hops away can use an
     edge whose ends are ``d`` or more hops away, ``d`` the smallest count at the ends of the removed
-    edges. The vertices farther than ``d`` start again, and those exactly ``d`` away offer their
-    count again: the only vertices with an edge into the restarted ones that keep their count."""
+    edges and at the removed vertices (a removed source is at 0). The vertices farther than ``d``
+    start again, and those exactly ``d`` away offer their count again: the only vertices with an
+    edge into the restarted ones that keep their count."""
 
     def starters(self, part) -> np.ndarray:
         """The touched vertices that know their count, and the vertices at the removal depth."""
@@ -128,11 +129,14 @@ class ArrayIncrementalBreadthFirstSearch(ArrayBreadthFirstSearch):
         return np.flatnonzero(starting)
 
     def removal_scope(self, values: np.ndarray) -> frozenset:
-        """The smallest count at the ends of this task's removed edges."""
+        """The smallest count at the ends of this task's removed edges and removed vertices."""
         return frozenset((int(values.min()),))
 
     def restarts(self, values: np.ndarray, scope: frozenset) -> np.ndarray:
-        """The vertices farther than the removal depth."""
+        """The vertices farther than the removal depth (none when no vertex that lost an edge or
+        went had a count: they all came in the window)."""
+        if not scope:
+            return np.zeros(len(values), dtype=bool)
         return values > min(scope)
 
 

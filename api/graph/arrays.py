@@ -46,7 +46,9 @@ class ArrayVertexCompute(abc.ABC):
     what they mean for ``VertexCentricCompute``.
 
     Incremental compute, a window that removed edges or vertices: each task gives
-    ``removal_scope`` the values of its vertices that lost an edge; the scopes of all tasks are
+    ``removal_scope`` the values of its vertices that lost an edge and the last values of those the
+    window removed (a source of a search, say, whose neighbours' values tell nothing of what rested
+    on it); the scopes of all tasks are
     joined (a set union) and ``restarts`` picks, on every task, the vertices that start again from
     ``init``. Those count as touched, and every edge counts as new in that window. The defaults
     start every vertex again; ``incremental_wcc`` restarts the components that lost an edge.
@@ -74,12 +76,14 @@ class ArrayVertexCompute(abc.ABC):
         return False
 
     def removal_scope(self, values: np.ndarray) -> frozenset | None:
-        """From the values of this task's vertices that lost an edge in the window, what every task
-        needs to pick the vertices that start again (None: all of them)."""
+        """From the values of this task's vertices that lost an edge in the window and the last
+        values of its vertices the window removed, what every task needs to pick the vertices that
+        start again (None: all of them). Not called when none of them had a value."""
         return None
 
     def restarts(self, values: np.ndarray, scope: frozenset) -> np.ndarray:
-        """A mask of the vertices that start again from ``init``, given the tasks' joined scope."""
+        """A mask of the vertices that start again from ``init``, given the tasks' joined scope
+        (empty when no vertex that lost an edge or went had a value: all came in the window)."""
         return np.ones(len(values), dtype=bool)
 
     @identity_default

@@ -17,8 +17,8 @@ class ArrayIncrementalShortestPaths(ArrayShortestPaths):
     A window that only adds: its touched vertices that know their distance relax their out-edges,
     and improvements spread. A window that removed edges: no shortest path to a vertex nearer than
     ``d`` can use an edge whose ends are ``d`` or farther, ``d`` the smallest distance at the ends
-    of the removed edges; the vertices at ``d`` or farther start again, and every vertex that still
-    knows its distance relaxes its out-edges once.
+    of the removed edges and at the removed vertices; the vertices at ``d`` or farther start again,
+    and every vertex that still knows its distance relaxes its out-edges once.
     """
 
     def compute(self, part, inbox) -> np.ndarray:
@@ -34,11 +34,14 @@ class ArrayIncrementalShortestPaths(ArrayShortestPaths):
         return distance
 
     def removal_scope(self, values: np.ndarray) -> frozenset:
-        """The smallest distance at the ends of this task's removed edges."""
+        """The smallest distance at the ends of this task's removed edges and removed vertices."""
         return frozenset((float(values.min()),))
 
     def restarts(self, values: np.ndarray, scope: frozenset) -> np.ndarray:
-        """The vertices at the removal distance or farther (a zero-weight edge may end there)."""
+        """The vertices at the removal distance or farther (a zero-weight edge may end there);
+        none when no vertex that lost an edge or went had a distance (they came in the window)."""
+        if not scope:
+            return np.zeros(len(values), dtype=bool)
         return values >= min(scope)
 
 
@@ -70,6 +73,8 @@ class ArrayIncrementalPageRank(ArrayPageRank):
         """Iteration 1: send the shares of the kept ranks; then one PageRank step per superstep,
         aggregating how far the ranks moved."""
         n = part.num_vertices
+        if n == 0:  # an empty graph (before the first edge, or after the last removal)
+            return part.values
         if part.iteration == 1:
             rank = np.where(np.isnan(part.values), 1.0 / n, part.values)
             part.aggregate("mass", float(rank.sum()))

@@ -66,6 +66,7 @@ class ArrayGraphOperator(GraphOperator):
         self.fresh = np.zeros(0, np.int64)
         self.scope = self.local_scope = frozenset()  # removals: see ``_restart``
         self.lost = None
+        self.gone_values: list = []  # removals: the stored values of the removed vertices
         self.touched = np.zeros(0, dtype=bool)
         self.added = _NO_EDGES
         self.plain_result = getattr(getattr(type(self.program), "result", None), "identity_default",
@@ -159,13 +160,16 @@ class ArrayGraphOperator(GraphOperator):
     def _removal_scope(self):
         """What this task's vertices that lost an edge say of the vertices to start again."""
         positions, found = self.part.index.lookup(self.lost)
-        if not found.any():
+        # The removed vertices' last values count too: a vertex's value may rest on a removed
+        # vertex (the source of a search) whose neighbours' values say nothing of it.
+        values = [self.values[np.unique(positions[found])], *self.gone_values]
+        count = sum(len(v) for v in values)
+        if not count:
             return frozenset()
         try:
-            scope = self.program.removal_scope(self.values[np.unique(positions[found])])
+            scope = self.program.removal_scope(_concat(values))
         except Exception as exc:
-            raise RecordError(self.name, ("removal_scope", int(found.sum()), "vertices"),
-                              exc) from exc
+            raise RecordError(self.name, ("removal_scope", count, "vertices"), exc) from exc
         return None if scope is None else frozenset(scope)
 
     def removal_partials(self) -> tuple:
@@ -211,11 +215,13 @@ class ArrayGraphOperator(GraphOperator):
         self.touched_ids, self.lost, self.removals = applied.touched, applied.lost, applied.removed
         self.removed = applied.gone
         self.graph.mark_changed(applied.changed)
+        self.gone_values = []
         if self.mode is GraphMode.INCREMENTAL:
             stored = self.value_chunks.data
             for key, mask in applied.kept.items():
                 values = stored.get(key)
                 if values is not None:
+                    self.gone_values.append(values[~mask[:len(values)]])
                     stored[key] = values[mask[:len(values)]]
                     self.value_chunks.changed.add(key)
         self.added = None  # every edge counts as new
