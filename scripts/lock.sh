@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
-tools=$(mktemp -d /tmp/gyreflow-lock.XXXXXX)
+tools=$(mktemp -d "${TMPDIR:-/tmp}/gyreflow-lock.XXXXXX")
 trap 'rm -rf "$tools"' EXIT
 
 # uv's resolver settles the whole set at once (pip's backtracks through s3fs/aiobotocore releases).

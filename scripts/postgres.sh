@@ -31,7 +31,15 @@ as_owner() {
 case "$action" in
   start)
     mkdir -p "$dir"
-    [ "$(id -u)" = 0 ] && chown postgres "$dir"
+    if [ "$(id -u)" = 0 ]; then
+      chown postgres "$dir"
+      # The server runs as postgres: every folder above DIR must let it through.
+      runuser -u postgres -- test -w "$dir" || {
+        echo "error: the postgres user cannot enter $dir (a folder above it is private to root):" \
+          "choose a folder it can reach, e.g. TMPDIR=/tmp" >&2
+        exit 1
+      }
+    fi
     as_owner "$bin/initdb" -A trust -U gyreflow -D "$dir/data" >/dev/null
     # Without fsync: a server that lives for one test run need not survive a crash of this
     # machine. A killed server process still loses no committed transaction (its WAL is written

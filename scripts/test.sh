@@ -42,7 +42,7 @@ fi
 
 step "a class-data archive for the Spark driver JVMs the tests start (once per machine, meanwhile the next steps)"
 export GYREFLOW_TEST_SPARK_DRIVER_OPTIONS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-archive_path=$(mktemp /tmp/gyreflow-class-archive.XXXXXX)
+archive_path=$(mktemp "${TMPDIR:-/tmp}/gyreflow-class-archive.XXXXXX")
 "$PYTHON" scripts/spark_class_archive.py .cache/spark-classes "$GYREFLOW_TEST_SPARK_DRIVER_OPTIONS" \
   >"$archive_path" 2>/dev/null &
 archive_maker=$!
@@ -73,10 +73,13 @@ fi
 
 step "starting a throwaway PostgreSQL server for the JDBC tests"
 if [ -z "${GYREFLOW_TEST_POSTGRES_URL:-}" ]; then
-  pgdir=$(mktemp -d /tmp/gyreflow-pg.XXXXXX)
+  # In TMPDIR (or /tmp): scripts/postgres.sh says so when the postgres user cannot enter it.
+  pgdir=$(mktemp -d "${TMPDIR:-/tmp}/gyreflow-pg.XXXXXX")
   port=$("$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  eval "$(bash scripts/postgres.sh start "$pgdir" "$port")"
-  trap 'bash scripts/postgres.sh stop "$pgdir"; rm -rf "$pgdir"' EXIT
+  trap 'bash scripts/postgres.sh stop "$pgdir" 2>/dev/null; rm -rf "$pgdir"' EXIT
+  # Assigned first: a server that does not start stops the command (set -e), eval would not.
+  pg_env=$(bash scripts/postgres.sh start "$pgdir" "$port")
+  eval "$pg_env"
 fi
 
 step "lint (ruff, the version pinned in the test extras)"

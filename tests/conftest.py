@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import os
 import shutil
@@ -110,8 +112,15 @@ def postgres_url() -> str:
     if url:
         yield url
         return
-    # Under /tmp itself: PostgreSQL runs as the postgres user, who cannot enter pytest's
-    # root-only temporary folders.
+    yield from _throwaway_postgres()
+
+
+def _throwaway_postgres():
+    """Start a PostgreSQL server with scripts/postgres.sh, yield its URL, then stop it (not in
+    ``postgres_url`` itself: the fixture starts no process when the test command started one,
+    and its tests stay in-process for scripts/test.sh --fast)."""
+    # In the temporary directory itself: PostgreSQL runs as the postgres user, who cannot enter
+    # pytest's root-only temporary folders.
     directory = Path(tempfile.mkdtemp(prefix="gyreflow-test-pg-"))
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -199,24 +208,47 @@ def pytest_configure(config) -> None:
 
 
 _STARTS_PROCESSES: dict[str, bool] = {}
+_PROCESS_WORDS = ("subprocess", "Popen", "run_job", "kill_at")
+# Fixtures that start a Spark JVM; a fixture that asks for one of them is found through the test's
+# fixture closure.
+SPARK_FIXTURES = frozenset({"spark"})
 
 
 def _starts_processes(item) -> bool:
     """Whether the test's module starts processes (it uses subprocess, or runs jobs through
-    tests/test_recovery.py's helpers), read once per module."""
+    tests/test_recovery.py's helpers), read once per module, or one of its fixtures does."""
     path = str(item.path)
     if path not in _STARTS_PROCESSES:
         text = item.path.read_text(encoding="utf-8")
-        _STARTS_PROCESSES[path] = any(
-            name in text for name in ("subprocess", "Popen", "run_job", "kill_at"))
-    return _STARTS_PROCESSES[path]
+        _STARTS_PROCESSES[path] = any(name in text for name in _PROCESS_WORDS)
+    return _STARTS_PROCESSES[path] or any(_fixture_starts_processes(fixture.func)
+                                           for fixture in _fixtures(item))
+
+
+def _fixtures(item):
+    """Every fixture definition the test uses, directly or through other fixtures."""
+    info = getattr(item, "_fixtureinfo", None)
+    for definitions in (info.name2fixturedefs.values() if info is not None else ()):
+        yield from definitions
+
+
+@functools.cache
+def _fixture_starts_processes(function) -> bool:
+    """Whether a fixture's own code starts processes (the words of ``_starts_processes``), so
+    that a test using a fixture from another module is marked as that module's tests are."""
+    try:
+        text = inspect.getsource(function)
+    except (OSError, TypeError):  # a fixture without source (a plugin's): starts none of ours
+        return False
+    return any(name in text for name in _PROCESS_WORDS)
 
 
 def _runs_spark(item) -> bool:
     callspec = getattr(item, "callspec", None)
     params = callspec.params if callspec is not None else {}
     return (item.path.name.startswith("test_spark")
-            or "spark" in (params.get("environment_type"), params.get("environment")))
+            or "spark" in (params.get("environment_type"), params.get("environment"))
+            or not SPARK_FIXTURES.isdisjoint(getattr(item, "fixturenames", ())))
 
 
 def _runs_workers(item) -> bool:
@@ -252,6 +284,29 @@ def pytest_collection_modifyitems(config, items) -> None:
         config.hook.pytest_deselected(items=dropped)
     rank = {name: index for index, name in enumerate(LONGEST_FIRST)}
     items[:] = sorted(kept, key=lambda item: rank.get(item.path.name, len(rank)))
+
+
+@pytest.fixture(autouse=True)
+def _spark_only_when_marked(request):
+    """Fail a test that starts a Spark JVM without the ``spark`` mark (scripts/test.sh --fast
+    would start one): the marks come from the test's module, parameters and fixtures (see
+    ``pytest_collection_modifyitems``), and this catches what they do not see."""
+    if request.node.get_closest_marker("spark") is not None:
+        yield
+        return
+    before = _spark_gateway_running()
+    yield
+    if not before and _spark_gateway_running():
+        pytest.fail("this test started a Spark JVM without @pytest.mark.spark: mark it (or use "
+                    "the spark fixture, which marks it), so that scripts/test.sh --fast leaves "
+                    "it out", pytrace=False)
+
+
+def _spark_gateway_running() -> bool:
+    """Whether this process has started Spark's JVM (only asked when pyspark is imported)."""
+    pyspark = sys.modules.get("pyspark")
+    context = getattr(pyspark, "SparkContext", None)
+    return getattr(context, "_gateway", None) is not None
 
 
 _GROUPS_IGNORED = ("--dist loadgroup ignores xdist_group marks with this pytest and pytest-xdist "

@@ -135,6 +135,7 @@ def dataframe_oracle(spark: SparkSession, on_time: list[dict], window: str) -> l
     return sorted((r["key"], r["start"] / 1e6, r["end"] / 1e6, r["n"], r["total"]) for r in rows)
 
 
+@pytest.mark.spark  # the DataFrame oracle runs on Spark in every environment
 @pytest.mark.parametrize(("assigner", "window", "kind"), [
     (Tumbling(5), "tumbling:5", "disorder"),
     (Sliding(10, 2.5), "sliding:10:2.5", "far-late"),
