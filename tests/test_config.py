@@ -52,7 +52,7 @@ def test_defaults():
     config = Config.defaults()
     assert dict(config.values) == {
         "environment.type": "spark",
-        "environment.parallelism": 1,
+        "environment.parallelism": "auto",
         "scheduler.max_flying_windows": 2,
         "runtime.batch_size": 1024,
         "state.backend": "memory",
@@ -75,7 +75,7 @@ def test_defaults():
         "spark.conf": (),
         "spark.mode": "auto",
         "spark.workers": 0,
-        "environment.workers": 1,
+        "environment.workers": "auto",
         "restart.attempts": 3,
         "restart.delay": 1.0,
         "restart.backoff": 2.0,
@@ -349,9 +349,9 @@ def test_environment_errors_name_the_variable(variable, value, expected):
         ({"state.backend": "redis"},
          'override state.backend = "redis" is not a valid choice; valid choices: memory, rocksdb, jdbc'),
         ({"environment.parallelism": "2"},
-         'override environment.parallelism = "2" must be of type int (got str)'),
+         'override environment.parallelism = "2" must be of type int or "auto" (got str)'),
         ({"environment.parallelism": True},
-         "override environment.parallelism = true must be of type int (got bool)"),
+         'override environment.parallelism = true must be of type int or "auto" (got bool)'),
         ({"runtime.batch_size": -5},
          "override runtime.batch_size = -5 is below the minimum; "
          "runtime.batch_size must be at least 1"),

@@ -193,7 +193,7 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
                            show_progress=not quiet, resume=resume, fresh=fresh,
                            from_window=from_window, until_idle=until_idle, summaries=[],
                            stop=stop, monitor=ui.monitor if ui is not None else None,
-                           listener=combined(*listeners))
+                           listener=combined(*listeners), ran=[])
     previous = install_handlers(stop) if threading.current_thread() is threading.main_thread() else {}
     # Every config the script loads takes --workers and --spark-mode (the variables' layer of
     # Config.load).
@@ -266,6 +266,10 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
         for name, results in settings.summaries:
             for table in summary_tables(name, results):
                 console.print(table)
+        for task, where, written in settings.ran:  # each task's environment and outputs
+            shown = "; output: " + ", ".join(written) if written else ""
+            console.print(f"{task} ran on {where}{shown}", markup=False, highlight=False,
+                          soft_wrap=True)
 
 
 def _fail_other(console, error: Exception) -> None:
@@ -298,7 +302,11 @@ def _fail_other(console, error: Exception) -> None:
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 @click.option("--format", "fmt", type=click.Choice(EXPLAIN_FORMATS), default="text", show_default=True)
 @click.option("--config", "config_path", type=click.Path(dir_okay=False))
-def explain(script: str, script_args: tuple[str, ...], fmt: str, config_path: str | None) -> None:
+@click.option("--env", "environment", type=click.Choice(ENVIRONMENT_TYPES),
+              help="Environment for pipelines built with Environment.from_config() (its "
+                   "parallelism shapes the plan; nothing starts).")
+def explain(script: str, script_args: tuple[str, ...], fmt: str, config_path: str | None,
+            environment: str | None) -> None:
     """Print the PipelineGraph and ExecutionGraph of the pipelines SCRIPT defines, without running.
 
     SCRIPT may also be a graph query (``'MATCH ...'``, see ``gyreflow query``): its compiled plan
@@ -313,7 +321,8 @@ def explain(script: str, script_args: tuple[str, ...], fmt: str, config_path: st
         _explain_query(script, fmt)
         return
 
-    settings = RunSettings(config_path=config_path, quiet=True, explain_format=fmt, explained=[])
+    settings = RunSettings(config_path=config_path, environment=environment, quiet=True,
+                           explain_format=fmt, explained=[])
     try:
         _run_script(script, script_args, settings)
     except ConfigError as exc:

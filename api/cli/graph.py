@@ -14,6 +14,10 @@ DEFAULT_ITERATIONS = {"pr": 20, "cdlp": 10}
 
 
 BLOCK = 1 << 17  # edges per EdgeBlock record
+# Below this many edges a graph runs on the local environment unless Spark is asked for (--env
+# spark, or environment.type in the configuration): the local run takes about a second where
+# starting Spark's JVM alone takes 15-25 s (docs/spark.md).
+SMALL_GRAPH_EDGES = 1_000_000
 
 
 def build_pipeline(env, algorithm: str, vertex_ids, edges: tuple, directed: bool, *,
@@ -67,7 +71,8 @@ def build_pipeline(env, algorithm: str, vertex_ids, edges: tuple, directed: bool
 @click.option("--output", "output_path", required=True, type=click.Path(dir_okay=False),
               help="Result file: one 'vertex value' line per vertex, in vertex file order.")
 @click.option("--env", "environment", type=click.Choice(("spark", "local")),
-              help="Environment to run on (default: environment.type of the configuration).")
+              help="Environment to run on (default: environment.type where the configuration "
+                   "sets it; else local below 1,000,000 edges, the configuration's above).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="TOML config file (see conf/default.toml).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display and no summary.")
@@ -82,7 +87,7 @@ def graph(algorithm: str, vertices_path: str, edges_path: str, directed: bool,
     from rich.console import Console
 
     from gyreflow.api.cli.errors import fail_user_function
-    from gyreflow.api.config.loading import Config, ConfigError
+    from gyreflow.api.config.loading import Config, ConfigError, chosen_environment
     from gyreflow.api.config.session import RunSettings, using_settings
     from gyreflow.api.graph.files import (
         FORMATS,
@@ -92,6 +97,7 @@ def graph(algorithm: str, vertices_path: str, edges_path: str, directed: bool,
         write_results,
     )
     from gyreflow.runtime.errors import UserFunctionError
+    from gyreflow.runtime.spark.session import SparkStartError
     from gyreflow.state.shared.snapshot import BackendUnavailableError, SnapshotCorruptedError
 
     console = Console(stderr=True)
@@ -109,6 +115,10 @@ def graph(algorithm: str, vertices_path: str, edges_path: str, directed: bool,
         if algorithm in NEEDS_SOURCE and not (vertex_ids == source_vertex).any():
             _fail(console, f"--source-vertex {source_vertex} is not in {vertices_path}", 2)
         read_seconds = time.perf_counter() - started
+        if environment is None:
+            environment = chosen_environment(config_path)
+        if environment is None and len(edges[0]) < SMALL_GRAPH_EDGES:
+            environment = "local"
         settings = RunSettings(config_path=config_path, environment=environment, quiet=quiet,
                                show_progress=not quiet, summaries=[])
         with using_settings(settings):
@@ -126,6 +136,8 @@ def graph(algorithm: str, vertices_path: str, edges_path: str, directed: bool,
         _fail(console, str(exc), 2)
     except ConfigError as exc:
         _fail(console, f"configuration: {exc}", 2)
+    except SparkStartError as exc:  # no Java, no master: nothing ran
+        _fail(console, str(exc), 2)
     except UserFunctionError as exc:
         fail_user_function(console, exc, None)
     except (BackendUnavailableError, SnapshotCorruptedError) as exc:

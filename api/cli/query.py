@@ -135,7 +135,8 @@ def _job_graph(job: str, config_path: str | None, window: int | None, graph: str
               help="A job's graph as a retained completed window left it (default: the last).")
 @click.option("--explain", is_flag=True, help="Print the query's plan instead of running it.")
 @click.option("--env", "environment", type=click.Choice(("spark", "local")),
-              help="Environment to run on (default: environment.type of the configuration).")
+              help="Environment to run on (default: environment.type where the configuration "
+                   "sets it, else local: a query does not wait for Spark's JVM).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="TOML config file (see conf/default.toml); a job's state is found through it.")
 def query(arguments: tuple[str, ...], params: tuple[str, ...], directed: bool | None,
@@ -154,13 +155,14 @@ def query(arguments: tuple[str, ...], params: tuple[str, ...], directed: bool | 
     from rich.console import Console
 
     from gyreflow.api.cli.errors import fail_user_function
-    from gyreflow.api.config.loading import Config, ConfigError
+    from gyreflow.api.config.loading import Config, ConfigError, chosen_environment
     from gyreflow.api.config.session import RunSettings, using_settings
     from gyreflow.api.graph.files import GraphFileError
     from gyreflow.api.graph.query import Query, QuerySyntaxError, query_graph
     from gyreflow.api.graph.stored import StoredGraphError
     from gyreflow.api.graph.views import GraphView
     from gyreflow.runtime.errors import UserFunctionError
+    from gyreflow.runtime.spark.session import SparkStartError
     from gyreflow.state.shared.snapshot import BackendUnavailableError, SnapshotCorruptedError
 
     console = Console(stderr=True)
@@ -191,6 +193,9 @@ def query(arguments: tuple[str, ...], params: tuple[str, ...], directed: bool | 
         directed = True if directed is None else directed
         # A job's graph is read from its state store: the query's own pipeline leaves it alone.
         overrides = {"state.backend": "memory"} if stored_job else {}
+        # A query's work is small: it runs in this process unless Spark is asked for (--env
+        # spark, or environment.type set in the configuration), not after a JVM's start.
+        environment = environment or chosen_environment(config_path) or "local"
         settings = RunSettings(config_path=config_path, environment=environment, quiet=True,
                                show_progress=False, summaries=[])
         with using_settings(settings):
@@ -219,6 +224,8 @@ def query(arguments: tuple[str, ...], params: tuple[str, ...], directed: bool | 
         _fail(console, str(exc.args[0] if exc.args else exc), 2)
     except (ConfigError, BackendUnavailableError) as exc:
         _fail(console, f"configuration: {exc}", 2)
+    except SparkStartError as exc:  # no Java, no master: nothing ran
+        _fail(console, str(exc), 2)
     except SnapshotCorruptedError as exc:
         _fail(console, str(exc), 3)
     except UserFunctionError as exc:

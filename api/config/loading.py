@@ -14,6 +14,7 @@ ENVIRONMENT_TYPES: tuple[str, ...] = ("spark", "local")
 SPARK_MODES: tuple[str, ...] = ("auto", "workers", "rounds")
 STATE_BACKENDS: tuple[str, ...] = ("memory", "rocksdb", "jdbc")
 ENV_PREFIX = "GYREFLOW_"
+AUTO = "auto"
 _BOOL_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
@@ -35,6 +36,7 @@ class ConfigKey:
     doc: str
     choices: tuple[str, ...] | None = None
     minimum: int | float | None = None
+    auto: bool = False  # the word "auto" is a value too (resolved by the environment; api/config/auto.py)
 
     @property
     def section(self) -> str:
@@ -55,11 +57,15 @@ class ConfigKey:
         expected = self.type
         if expected is dict:
             return _validate_table(value, subject)
+        if self.auto and isinstance(value, str) and value.strip().lower() == AUTO:
+            return AUTO
         is_bool = isinstance(value, bool)
         if expected is float and isinstance(value, int) and not is_bool:
             value = float(value)
         if not isinstance(value, expected) or (is_bool and expected is not bool):
-            msg = f"{subject} must be of type {expected.__name__} (got {type(value).__name__})"
+            alternative = f' or "{AUTO}"' if self.auto else ""
+            msg = (f"{subject} must be of type {expected.__name__}{alternative} (got "
+                   f"{type(value).__name__})")
             raise ConfigError(msg)
         if self.choices is not None and value not in self.choices:
             msg = f"{subject} is not a valid choice; valid choices: {', '.join(self.choices)}"
@@ -80,12 +86,13 @@ class ConfigKey:
                 value: object = json.loads(text)
             elif self.type is bool:
                 value = _BOOL_WORDS[text.strip().lower()]
-            elif self.type is str:
+            elif self.type is str or (self.auto and text.strip().lower() == AUTO):
                 value = text
             else:
                 value = self.type(text.strip())
         except (KeyError, ValueError):
             hint = {bool: " (true/false, 1/0 or yes/no)", dict: " (a JSON object)"}.get(self.type, "")
+            hint = f' or "{AUTO}"' if self.auto else hint
             msg = f"{subject} cannot be parsed as {self.type.__name__}{hint}"
             raise ConfigError(msg) from None
         return self.validate(value, subject)
@@ -111,7 +118,13 @@ SCHEMA: tuple[ConfigKey, ...] = (
     ConfigKey("environment.type", str, "spark",
               "Which executor runs pipelines: spark (PySpark) or local (in this process).",
               choices=ENVIRONMENT_TYPES),
-    ConfigKey("environment.parallelism", int, 1, "Default parallelism of operators.", minimum=1),
+    ConfigKey("environment.parallelism", int, AUTO,
+              "Default parallelism of operators. auto: on Spark the session's default parallelism "
+              "(its cores); on the local environment this machine's cores, in as many worker "
+              "processes (environment.workers = auto), or the worker processes environment.workers "
+              "names; Environment.local() and a machine of one core: 1. Sources take 1 unless "
+              "given a parallelism of their own: what a list source or a size window holds "
+              "depends on it.", minimum=1, auto=True),
     ConfigKey("scheduler.max_flying_windows", int, 2, "Windows in flight at once.", minimum=1),
     ConfigKey("runtime.batch_size", int, 1024, "Records per message between tasks.", minimum=1),
     ConfigKey("state.backend", str, "memory",
@@ -194,13 +207,15 @@ SCHEMA: tuple[ConfigKey, ...] = (
     ConfigKey("spark.workers", int, 0,
               "Worker processes of spark.mode = workers, each in a task slot of the master "
               "(0: as many as the master has task slots).", minimum=0),
-    ConfigKey("environment.workers", int, 1,
+    ConfigKey("environment.workers", int, AUTO,
               "Processes the local environment runs a job's tasks in: 1 runs them in this process "
               "(no start-up cost, one core); N > 1 forks N long-lived worker processes that keep "
               "their tasks and state for the whole job and exchange batches directly (task i of "
-              "each operator runs in worker i mod N: set environment.parallelism to N or more). "
-              "The spark environment runs tasks in its executors and ignores it.",
-              minimum=1),
+              "each operator runs in worker i mod N; with environment.parallelism = auto the "
+              "parallelism is N). auto: as many as the parallelism when that is auto too, else 1 "
+              "(Environment.local(): 1). The spark environment runs tasks in its executors and "
+              "ignores it.",
+              minimum=1, auto=True),
     ConfigKey("restart.attempts", int, 3,
               "Restarts after a failure that may not happen again (a worker process died) before "
               "the job stops; the count starts over after restart.reset_seconds without one. "
@@ -311,6 +326,8 @@ class Config:
     """
 
     _items: tuple[tuple[str, object], ...]
+    # The keys whose value was "auto" before the environment resolved them (api/config/auto.py).
+    automatic: tuple[str, ...] = attrs.field(default=(), eq=False)
 
     @property
     def values(self) -> Mapping[str, object]:
@@ -350,6 +367,11 @@ class Config:
         values.update(_read_overrides(overrides or {}))
         return cls._from(values)
 
+    def resolved(self, values: Mapping[str, object], automatic: tuple[str, ...]) -> Config:
+        """A copy holding ``values`` (resolved from ``auto``; not validated again), remembering
+        which keys were ``automatic``."""
+        return type(self)(tuple((spec.name, values[spec.name]) for spec in SCHEMA), automatic)
+
     def with_overrides(self, overrides: Mapping[str, object]) -> Config:
         """A copy with the given dotted names replaced (validated).
 
@@ -383,6 +405,20 @@ class Config:
                 lines.append(f"{key} = {_toml_value(value)}")
             lines.append("")
         return "\n".join(lines)
+
+
+def chosen_environment(path: str | os.PathLike | None = None,
+                       environ: Mapping[str, str] | None = None) -> str | None:
+    """``environment.type`` where a configuration sets it explicitly (the TOML file at ``path``, or
+    ``GYREFLOW_ENVIRONMENT__TYPE``), else None: the commands whose work is small then run on the
+    local environment instead of starting Spark's JVM for the default.
+
+    >>> chosen_environment(environ={}), chosen_environment(environ={"GYREFLOW_ENVIRONMENT__TYPE": "spark"})
+    (None, 'spark')
+    """
+    values = _read_file(path) if path is not None else {}
+    values.update(_read_environ(os.environ if environ is None else environ))
+    return values.get("environment.type")  # type: ignore[return-value]
 
 
 _SECRET_WORDS = ("password", "secret", "token", "credential")
@@ -423,6 +459,8 @@ def schema_markdown() -> str:
             allowed = f"≥ {spec.minimum}"
         else:
             allowed = ""
+        if spec.auto:
+            allowed = f"{allowed} or `{AUTO}`"
         kind = "table" if spec.type is dict else spec.type.__name__
         cells = [f"`{spec.name}`", kind, f"`{_toml_value(spec.default)}`"]
         rows.append(f"| {' | '.join(cells)} | {allowed} | {spec.doc} |")

@@ -26,6 +26,7 @@ class RunSettings:
     explained: list | None = attrs.field(default=None, eq=False)  # gyreflow explain collects plans
     monitor: object = attrs.field(default=None, eq=False)  # the run's api.monitor.JobMonitor (--ui)
     listener: object = attrs.field(default=None, eq=False)  # --listener / --events, every pipeline
+    ran: list | None = attrs.field(default=None, eq=False)  # (task, where it ran, its outputs)
 
 
 _current: contextvars.ContextVar[RunSettings] = contextvars.ContextVar(

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from gyreflow.api.config.loading import ENVIRONMENT_TYPES, Config, ConfigError
+from gyreflow.api.config.auto import master_cores, resolve
+from gyreflow.api.config.loading import AUTO, ENVIRONMENT_TYPES, Config, ConfigError
 from gyreflow.api.config.session import current_settings
 from gyreflow.api.language.windows import AllWindow
 from gyreflow.plan.graph import PipelineGraph
@@ -30,7 +31,7 @@ class Environment:
     type_name = "abstract"
 
     def __init__(self, config: Config) -> None:
-        self.config = config
+        self._config = config  # with "auto" values resolved, or resolved on first use (config)
         self.state_backend = backend_from_config(config)
         url = getattr(self.state_backend, "url", "")
         problem = missing_driver(url, "state.url") if url else None
@@ -39,6 +40,21 @@ class Environment:
         from gyreflow.api.service.control import initial_parameters
 
         initial_parameters(config)  # a malformed control.parameters fails before any data moves
+
+    @property
+    def config(self) -> Config:
+        """The settings this environment runs with (``auto`` values resolved to numbers)."""
+        if self._config["environment.parallelism"] == AUTO:  # a Spark cluster's: its session knows
+            self._config = resolve(self._config, spark_parallelism=self._session_parallelism)
+        return self._config
+
+    def _session_parallelism(self) -> int:
+        raise NotImplementedError
+
+    def describe(self, graph: PipelineGraph) -> str:
+        """Where ``graph`` runs, for the run summary: the environment, its processes and the
+        parallelism."""
+        raise NotImplementedError
 
     @staticmethod
     def local(parallelism: int | None = None, *, progress: bool | None = None,
@@ -53,7 +69,10 @@ class Environment:
             overrides["environment.parallelism"] = parallelism
         if progress is not None:
             overrides["progress.enabled"] = progress
-        return LocalEnvironment(Config.load(current_settings().config_path, overrides))
+        settings = current_settings()
+        if settings.environment == "spark":
+            warn_environment_ignored("Environment.local()", "spark")
+        return LocalEnvironment(Config.load(settings.config_path, overrides), in_process=True)
 
     @staticmethod
     def spark(master: str | None = None, parallelism: int | None = None, *,
@@ -68,7 +87,10 @@ class Environment:
             overrides["environment.parallelism"] = parallelism
         if progress is not None:
             overrides["progress.enabled"] = progress
-        return SparkEnvironment(Config.load(current_settings().config_path, overrides))
+        settings = current_settings()
+        if settings.environment == "local":
+            warn_environment_ignored("Environment.spark()", "local")
+        return SparkEnvironment(Config.load(settings.config_path, overrides))
 
     @staticmethod
     def from_config(path: str | os.PathLike | None = None,
@@ -103,6 +125,9 @@ class Environment:
         same run: same job lock, same state location, same control endpoint."""
         from gyreflow.api.service.control import ControlEndpoint, control_directory, initial_parameters
 
+        ran = current_settings().ran
+        if ran is not None:  # gyreflow run names them under its summary
+            ran.append((name, self.describe(graph), outputs(graph)))
         inbox = ControlInbox(initial_parameters(self.config))
         endpoint = None
         if self.config["control.enabled"]:
@@ -117,9 +142,20 @@ class Environment:
 
 
 class LocalEnvironment(Environment):
-    """Runs every task in this process with the cooperative local executor."""
+    """Runs every task in this process with the cooperative local executor, or in worker processes
+    (``environment.workers``). ``in_process`` (``Environment.local()``): ``auto`` parallelism and
+    workers are 1 unless ``environment.workers`` names a number (then the parallelism follows it).
+    """
 
     type_name = "local"
+
+    def __init__(self, config: Config, *, in_process: bool = False) -> None:
+        super().__init__(resolve(config, in_process=in_process))
+
+    def describe(self, graph: PipelineGraph) -> str:
+        workers = self.config["environment.workers"]
+        where = "in this process" if workers <= 1 else f"in {workers} worker processes"
+        return f"local environment, {where}, parallelism {self.config['environment.parallelism']}"
 
     def run_task(self, name: str, graph: PipelineGraph, listener: JobListener | None,
                  recovery: RecoveryOptions | None = None) -> TaskResult:
@@ -156,6 +192,10 @@ class SparkEnvironment(Environment):
     type_name = "spark"
 
     def __init__(self, config: Config) -> None:
+        slots = dict(config["spark.conf"]).get("spark.default.parallelism", "")
+        slots = int(slots) if slots.strip().isdigit() else master_cores(config["spark.master"])
+        if slots is not None or config["environment.parallelism"] != AUTO:
+            config = resolve(config, spark_parallelism=lambda: slots)
         super().__init__(config)
         from gyreflow.api.language.cluster import check_cluster_state, is_cluster_master
         from gyreflow.runtime.spark.host import spark_session
@@ -163,8 +203,18 @@ class SparkEnvironment(Environment):
         self.on_cluster = is_cluster_master(config["spark.master"])
         if self.on_cluster:  # refused before any data moves
             check_cluster_state(config, self.state_backend)
-        self.session = spark_session(config)
+        settings = current_settings()  # gyreflow run -q or progress.enabled = false: no start line
+        self.session = spark_session(config, announce=not settings.quiet and config["progress.enabled"])
         self._probed: set = set()
+
+    def describe(self, graph: PipelineGraph) -> str:
+        mode = spark_mode(self.config["spark.mode"], graph)
+        return (f"Spark {self.config['spark.master']}, {mode} mode, parallelism "
+                f"{self.config['environment.parallelism']}")
+
+    def _session_parallelism(self) -> int:
+        """A cluster's default parallelism: the cores of its executors (starts the session)."""
+        return self.session().sparkContext.defaultParallelism
 
     def run_task(self, name: str, graph: PipelineGraph, listener: JobListener | None,
                  recovery: RecoveryOptions | None = None) -> TaskResult:
@@ -244,6 +294,43 @@ class SparkEnvironment(Environment):
 
 
 _ENVIRONMENTS = {"local": LocalEnvironment, "spark": SparkEnvironment}
+
+
+def outputs(graph: PipelineGraph) -> list[str]:
+    """What ``graph`` writes: each sink as ``explain`` shows it (``FileSink(out/x)``), and the
+    results it collects for ``execute()``."""
+    from gyreflow.plan.operators import CollectSpec
+
+    found = []
+    for vertex in graph.vertices:
+        sink = getattr(vertex.spec, "sink", None)
+        if sink is not None:
+            found.append(sink.describe())
+        elif isinstance(vertex.spec, CollectSpec):
+            found.append(f"collected as {vertex.spec.name!r}")
+    return list(dict.fromkeys(found))
+
+
+def warn_environment_ignored(built: str, asked: str) -> None:
+    """``gyreflow run --env ASKED`` on a script that builds its environment in code: say once, on
+    standard error, that the flag does not apply there (only ``Environment.from_config()`` takes
+    it), naming the script's line."""
+    import sys
+
+    frame = sys._getframe(2)  # the line of the script that built the environment
+    where = f"{os.path.relpath(frame.f_code.co_filename)}:{frame.f_lineno}"
+    key = (where, asked)
+    if key in _WARNED:
+        return
+    _WARNED.add(key)
+    runs = "in this process" if built == "Environment.local()" else "on Spark"
+    sys.stderr.write(f"warning: --env {asked} is ignored by {built} at {where}: its pipelines run "
+                     f"{runs}; build the environment with Environment.from_config() to let --env "
+                     "choose\n")
+    sys.stderr.flush()
+
+
+_WARNED: set = set()
 
 
 def create_environment(config: Config) -> Environment:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator, Mapping
 
 import attrs
 
+from gyreflow.api.config.auto import is_automatic
 from gyreflow.api.config.loading import ConfigError
 from gyreflow.api.config.session import current_settings
 from gyreflow.api.connectors.sources import GeneratorSource, as_source
@@ -42,6 +43,8 @@ class PipelineTaskContext:
             parallelism = 1
         if parallelism is None:
             parallelism = getattr(source, "default_parallelism", None)
+        if parallelism is None and is_automatic(self.config):
+            parallelism = 1  # environment.parallelism = auto: what a source task reads stays as at 1
         node = self.builder.add(SourceSpec(source, window), [], parallelism, name)
         return Stream(self.builder, node)
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 
 _IMPORT_PATH_SHARED: list[bool] = []  # set once this process starts Spark's JVM itself
@@ -20,8 +22,9 @@ def workers_import_the_driver_path() -> bool:
     return bool(_IMPORT_PATH_SHARED)
 
 
-def spark_session(config) -> Callable[[], object]:
-    """A factory for the SparkSession that ``config``'s ``[spark]`` keys describe (created once)."""
+def spark_session(config, announce: bool = False) -> Callable[[], object]:
+    """A factory for the SparkSession that ``config``'s ``[spark]`` keys describe (created once);
+    with ``announce``, a JVM it starts is announced on standard error first (``announce_start``)."""
     cached: list = []
 
     def factory():
@@ -40,18 +43,79 @@ def spark_session(config) -> Callable[[], object]:
             builder = builder.config(key, value)
         log = spark_log_path()
         logged = os.path.getsize(log) if os.path.exists(log) else 0
+        starts_jvm = ("PYSPARK_GATEWAY_PORT" not in os.environ
+                      and SparkSession.getActiveSession() is None)
+        if starts_jvm:
+            problem = java_problem()
+            if problem is not None:  # before spark-submit, whose own words are JAVA_GATEWAY_EXITED
+                raise SparkStartError(f"Spark did not start with master {config['spark.master']}: "
+                                      f"{problem}")
+            if announce:
+                announce_start(config["spark.master"])
+        started = time.monotonic()
         try:
             with _jvm_output_to(log), _keeping_a_custom_sigint_handler():
-                if "PYSPARK_GATEWAY_PORT" not in os.environ and SparkSession.getActiveSession() is None:
+                if starts_jvm:
                     _start_context_in_its_own_session(config)
                 session = builder.getOrCreate()
         except Exception as exc:
             raise SparkStartError(_start_failure(config["spark.master"], exc, log, logged)) from exc
+        if starts_jvm:
+            _remember_start_seconds(time.monotonic() - started)
         session.sparkContext.setLogLevel("ERROR")
         cached.append(session)
         return session
 
     return factory
+
+
+NO_JAVA_HINT = "--env local runs in this process and needs no Java"
+
+
+def java_problem(environ=None) -> str | None:
+    """Why no JVM can start here, in words a user can act on, or None: the ``java`` Spark's scripts
+    run (``$JAVA_HOME/bin/java`` when JAVA_HOME is set, else ``java`` on PATH) is not there."""
+    environ = os.environ if environ is None else environ
+    home = environ.get("JAVA_HOME", "")
+    if home:
+        java = os.path.join(home, "bin", "java")
+        if os.path.isfile(java) and os.access(java, os.X_OK):
+            return None
+        return (f"JAVA_HOME is wrong: {home} has no bin/java; point JAVA_HOME at a Java 17 "
+                f"installation or unset it to use the java on PATH ({NO_JAVA_HINT})")
+    if shutil.which("java", path=environ.get("PATH", os.defpath)) is None:
+        return (f"Java 17 is missing: no java on PATH and JAVA_HOME is not set; install Java 17 "
+                f"(e.g. apt-get install openjdk-17-jre-headless) or set JAVA_HOME ({NO_JAVA_HINT})")
+    return None
+
+
+FIRST_START_SECONDS = 20  # what a first start of local[*] took on a 2-core machine (15-25 s)
+
+
+def announce_start(master: str) -> None:
+    """One line on standard error before the JVM starts: what starts, about how long it takes (the
+    last start on this machine, else a first-start figure) and that ``--env local`` needs none of it.
+    """
+    seconds = _last_start_seconds() or FIRST_START_SECONDS
+    with contextlib.suppress(OSError):
+        sys.stderr.write(f"starting Spark {master} (a JVM; about {seconds:.0f} s) "
+                         "— --env local runs in this process\n")
+        sys.stderr.flush()
+
+
+def _start_seconds_path() -> str:
+    return os.path.join(os.path.dirname(spark_log_path()), "spark-start-seconds")
+
+
+def _last_start_seconds() -> float | None:
+    with contextlib.suppress(OSError, ValueError), open(_start_seconds_path(), encoding="ascii") as f:
+        return max(1.0, float(f.read().strip()))
+    return None
+
+
+def _remember_start_seconds(seconds: float) -> None:
+    with contextlib.suppress(OSError), open(_start_seconds_path(), "w", encoding="ascii") as f:
+        f.write(f"{seconds:.1f}\n")
 
 
 class SparkStartError(RuntimeError):
@@ -79,6 +143,8 @@ def _start_failure(master: str, exc: Exception, log: str, logged: int) -> str:
         java = getattr(exc, "java_exception", None)
         text = str(java) if java is not None else str(exc)
         reason = (text.strip().splitlines() or [type(exc).__name__])[0].strip()
+        if "JAVA_GATEWAY_EXITED" in reason:
+            reason += f" (Spark needs Java 17: check java -version and JAVA_HOME; {NO_JAVA_HINT})"
     return f"Spark did not start with master {master}: {reason} (Spark's log: {log})"
 
 
