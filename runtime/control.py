@@ -23,6 +23,8 @@ import threading
 
 import attrs
 
+from gyreflow.runtime.errors import parallelism_error
+
 
 @attrs.frozen
 class Control:
@@ -340,10 +342,8 @@ class ControlDesk:
             request.reply(ok=False, error=(f"{operator!r} runs in one chain with a source, whose "
                                            "parallelism is fixed (each source task cuts its own "
                                            "windows)"))
-        elif not isinstance(parallelism, int) or not 1 <= parallelism <= self.max_parallelism:
-            request.reply(ok=False, error=(f"parallelism must be an integer from 1 to "
-                                           f"state.max_parallelism ({self.max_parallelism}), got "
-                                           f"{parallelism!r}"))
+        elif parallelism_error(parallelism, self.max_parallelism) is not None:
+            request.reply(ok=False, error=parallelism_error(parallelism, self.max_parallelism))
         elif self.rescale is not None:
             request.reply(ok=False, error="a rescale or rebalance is already under way")
         else:

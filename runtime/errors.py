@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import operator as _operator
+import os
 import pickle
+import sys
+import sysconfig
 import traceback
+from collections.abc import Iterator
 
 
 class PipelineDefinitionError(Exception):
@@ -63,18 +70,14 @@ class UserFunctionError(RuntimeError):
         self.window = window
         self.task = task
         self.record = record
-        self.cause = cause
         self.located = located
-        self.original_traceback = "".join(traceback.format_exception(cause))
-        shown = repr(record)
-        if len(shown) > 200:
-            shown = shown[:200] + "..."
-        where = f"record {shown}" if located else "a record it could not single out"
-        msg = (
-            f"operator {operator!r} failed in window {window} on task {task!r} while processing "
-            f"{where}: {type(cause).__name__}: {cause}\n\nOriginal traceback:\n"
-            f"{self.original_traceback}"
-        )
+        self.cause = cause = key_error_for(cause)
+        self.original_traceback = user_traceback(cause)
+        where = f"record {_shown(record)}" if located else "a record it could not single out"
+        msg = (f"operator {operator!r} failed in window {window} on task {task!r} while processing "
+               f"{where}: {type(cause).__name__}: {cause}")
+        if self.original_traceback.startswith("Traceback"):  # else no frame of the user's to show
+            msg += f"\n\nOriginal traceback:\n{self.original_traceback}"
         super().__init__(msg)
 
     def __reduce__(self):
@@ -103,8 +106,8 @@ def _rebuild_user_error(operator, window, task, record, tb, cause, located):
         cause = RemoteError(cause)
     error = UserFunctionError(operator, window, task, record, cause, located)
     error.original_traceback = tb
-    error.args = (error.args[0].split("\n\nOriginal traceback:")[0]
-                  + "\n\nOriginal traceback:\n" + tb,)
+    head = error.args[0].split("\n\nOriginal traceback:")[0]
+    error.args = (head + "\n\nOriginal traceback:\n" + tb if tb.startswith("Traceback") else head,)
     return error
 
 
@@ -134,15 +137,188 @@ class SnapshotWriteError(RuntimeError):
         super().__init__(msg)
 
 
-def locate_failure(operator: str, batch: list, probe, cause: BaseException) -> RecordError:
-    """Find the first record of ``batch`` on which ``probe`` raises.
+def parallelism_error(parallelism: object, max_parallelism: int) -> str | None:
+    """Why ``parallelism`` cannot run an operator's tasks, or None if it can: one check for a plan
+    that is built and for ``gyreflow control rescale``. A task beyond ``max_parallelism`` (the
+    number of key groups) would own no key group.
 
-    Operators run whole batches through comprehensions for speed; only on failure do they replay the
-    batch one record at a time to name the culprit (pure functions are assumed, as everywhere).
+    >>> parallelism_error(1000, 128)
+    'parallelism must be an integer from 1 to state.max_parallelism (128), got 1000'
+    >>> parallelism_error(4, 128) is None
+    True
     """
-    for record in batch:
-        try:
-            probe(record)
-        except Exception as exc:  # noqa: BLE001 - any user exception is reported
-            return RecordError(operator, record, exc)
+    if isinstance(parallelism, int) and not isinstance(parallelism, bool) and (
+            1 <= parallelism <= max_parallelism):
+        return None
+    return (f"parallelism must be an integer from 1 to state.max_parallelism ({max_parallelism}), "
+            f"got {parallelism!r}")
+
+
+def locate_failure(operator: str, batch: list, remaining: Iterator,
+                   cause: BaseException) -> RecordError:
+    """The record of ``batch`` a user function raised on, found without calling it again.
+
+    Operators run whole batches through comprehensions for speed, iterating ``remaining``
+    (``iter(batch)``): the list iterator still knows how many records it had not handed out, so
+    the failing record is the one it handed out last. A function with side effects runs once per
+    record, failure or not.
+
+    >>> batch = [1, 2, 0, 4]
+    >>> remaining = iter(batch)
+    >>> try:
+    ...     [1 / x for x in remaining]
+    ... except ZeroDivisionError as exc:
+    ...     error = locate_failure("invert", batch, remaining, exc)
+    >>> error.record, error.located
+    (0, True)
+    """
+    position = len(batch) - _operator.length_hint(remaining) - 1
+    if 0 <= position < len(batch):
+        return RecordError(operator, batch[position], cause)
     return RecordError(operator, None, cause, located=False)
+
+
+KEY_TYPES = ("str, bytes, int, float, bool, None, decimal.Decimal, datetime.datetime, "
+             "datetime.date or tuples of these")
+
+
+def key_error_for(cause: BaseException) -> BaseException:
+    """``cause`` as the error that names a bad key, when it is Python refusing to hash a key inside
+    gyreflow (``unhashable type: 'list'``); else ``cause`` as it is. Every host and every keyed
+    operator reports a bad key with this one message."""
+    text = str(cause)
+    if not (isinstance(cause, TypeError) and text.startswith("unhashable type: ")):
+        return cause
+    if _user_frames(cause.__traceback__):
+        return cause  # the user's own code hashed something: its own error
+    kind = text.removeprefix("unhashable type: ").strip("'")
+    msg = (f"its key is or holds a {kind}, which cannot be a key: keys must be {KEY_TYPES}; return "
+           "a tuple of its fields instead")
+    return TypeError(msg)
+
+
+def _shown(record: object) -> str:
+    shown = repr(record)
+    return shown if len(shown) <= 200 else shown[:200] + "..."
+
+
+# --- the user's own frames -----------------------------------------------------------------------
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_INTERNAL_DIRS = tuple(os.path.join(_ROOT, part) + os.sep
+                       for part in ("api", "plan", "scheduler", "runtime", "state", "gyreflow"))
+_INTERNAL_FILES = ("<frozen runpy>", "<fused chain>")
+_LIBRARY_PACKAGES = ("click", "pyspark", "py4j", "cloudpickle")
+_LIBRARY_DIRS = tuple({os.path.abspath(path) + os.sep for name in ("stdlib", "platstdlib",
+                                                                    "purelib", "platlib")
+                       if (path := sysconfig.get_paths().get(name))})
+
+
+def machinery_frame(filename: str) -> bool:
+    """Whether a frame of ``filename`` belongs to what runs a script or a task (click, runpy,
+    PySpark's worker), neither gyreflow's nor the user's."""
+    if filename in _INTERNAL_FILES or filename.startswith("<attrs generated"):
+        return True
+    for base in _LIBRARY_DIRS:
+        if filename.startswith(base):
+            top = filename[len(base):].split(os.sep, 1)[0]
+            return top in _LIBRARY_PACKAGES or top == "runpy.py"
+    return False
+
+
+def internal_frame(filename: str) -> bool:
+    """Whether a frame of ``filename`` is gyreflow's own or its machinery's, not the user's."""
+    return filename.startswith(_INTERNAL_DIRS) or machinery_frame(filename)
+
+
+def _library_frame(filename: str) -> bool:
+    return filename.startswith(_LIBRARY_DIRS) or filename.startswith("<frozen ")
+
+
+def _user_frames(tb) -> list[traceback.FrameSummary]:
+    """The frames of ``tb`` that are not gyreflow's, from the first frame of the user's own code
+    (the standard library frames gyreflow called before it are left out too)."""
+    frames = [frame for frame in traceback.extract_tb(tb) if not internal_frame(frame.filename)]
+    for index, frame in enumerate(frames):
+        if not _library_frame(frame.filename):
+            return frames[index:]
+    return []
+
+
+def user_traceback(error: BaseException) -> str:
+    """``error``'s traceback as text with the user's frames only; an exception gyreflow raised
+    while handling another (its own bookkeeping) is left out of the chain.
+
+    Empty frames leave just the exception's line (a flat_map that returned None, say).
+    """
+    shown = traceback.TracebackException.from_exception(error)
+    links = [(shown, error)]
+    while links:
+        link, exc = links.pop()
+        link.stack = traceback.StackSummary.from_list(_user_frames(exc.__traceback__))
+        for attribute in ("__cause__", "__context__"):
+            chained = getattr(link, attribute)
+            original = getattr(exc, attribute)
+            if chained is None or original is None:
+                continue
+            if _user_frames(original.__traceback__):
+                links.append((chained, original))
+            else:
+                setattr(link, attribute, None)
+    return "".join(shown.format())
+
+
+def user_frames_text(error: BaseException) -> str:
+    """The user's own frames of ``error``'s traceback as text (``File ..., line N, in f`` and the
+    line's source), without a heading or the exception's line."""
+    return "".join(traceback.StackSummary.from_list(_user_frames(error.__traceback__)).format())
+
+
+def fault_traceback(error: BaseException) -> str:
+    """``error``'s whole traceback as text for a report of a fault of gyreflow, without the frames
+    of what ran the script (click, runpy)."""
+    shown = traceback.TracebackException.from_exception(error)
+    shown.stack = traceback.StackSummary.from_list(
+        [frame for frame in shown.stack if not machinery_frame(frame.filename)])
+    return "".join(shown.format())
+
+
+def user_location(error: BaseException) -> tuple[str, int] | None:
+    """The file and line of the innermost frame of the user's own code in ``error``'s traceback
+    (for a SyntaxError, the line that does not parse), or None."""
+    if isinstance(error, SyntaxError) and error.filename and error.lineno:
+        return error.filename, error.lineno
+    frames = [f for f in traceback.extract_tb(error.__traceback__)
+              if not internal_frame(f.filename) and not _library_frame(f.filename)]
+    if not frames:
+        return None
+    return frames[-1].filename, frames[-1].lineno or 0
+
+
+def raised_inside_gyreflow(error: BaseException) -> str | None:
+    """Where ``error`` was raised if gyreflow's own code raised it: ``"api"`` when every frame after
+    the user's last one is in gyreflow's public layer (an argument or a name the user's call got
+    wrong), ``"core"`` when it came from deeper; None when the user's code (or a library it called
+    itself) raised it."""
+    frames = traceback.extract_tb(error.__traceback__)
+    if not frames or not frames[-1].filename.startswith(_INTERNAL_DIRS):
+        return None
+    trailing = []
+    for frame in reversed(frames):
+        if not internal_frame(frame.filename) and not _library_frame(frame.filename):
+            break
+        trailing.append(frame.filename)
+    api = os.path.join(_ROOT, "api") + os.sep
+    if all(name.startswith(api) or not name.startswith(_INTERNAL_DIRS) for name in trailing):
+        return "api"
+    return "core"
+
+
+def exception_line(error: BaseException) -> str:
+    """``Type: message`` as Python prints it last when the exception ends a program, hints
+    included (``Did you mean: 'map'?``, which the traceback module of Python 3.11 leaves out)."""
+    shown = io.StringIO()
+    with contextlib.redirect_stderr(shown):
+        sys.__excepthook__(type(error), error, None)
+    lines = [line for line in shown.getvalue().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else traceback.format_exception_only(error)[-1].strip()

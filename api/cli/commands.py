@@ -9,6 +9,7 @@ import sys
 import click
 
 from gyreflow.api.cli.control import control
+from gyreflow.api.cli.errors import GyreflowGroup, fail_script, script_location
 from gyreflow.api.cli.errors import fail as _fail
 from gyreflow.api.cli.graph import graph
 from gyreflow.api.cli.query import query
@@ -97,7 +98,7 @@ _WORKERS_VARIABLE = "GYREFLOW_ENVIRONMENT__WORKERS"
 _SPARK_MODE_VARIABLE = "GYREFLOW_SPARK__MODE"
 
 
-@click.group()
+@click.group(cls=GyreflowGroup)
 @click.version_option(package_name="gyreflow")
 def main() -> None:
     """gyreflow: stream, batch and graph pipelines under one cycle scheduler."""
@@ -218,7 +219,8 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
     except ConfigError as exc:
         _fail(console, f"configuration: {exc}", 2)
     except PipelineDefinitionError as exc:
-        _fail(console, str(exc), 2, hint="Fix the pipeline definition and run again.")
+        _fail(console, script_location(exc) + str(exc), 2,
+              hint="Fix the pipeline definition and run again.")
     except UserFunctionError as exc:
         fail_user_function(console, exc, "Completed windows are kept: fix the function and run "
                                          "again with --resume.")
@@ -276,7 +278,7 @@ def _fail_other(console, error: Exception) -> None:
     """Spark that did not start (exit 2, nothing ran), a worker process that died once the restart
     strategy gave up (exit 6, one line: a signal or the machine, not a bug) and a task that failed
     outside user functions (exit 6, a fault of gyreflow or its host: one line, then its traceback
-    for a report); anything else is raised as it is."""
+    for a report); anything else the script raised is told by ``fail_script``."""
     import traceback
 
     from gyreflow.runtime.dataflow.task_runner import TaskError
@@ -294,7 +296,7 @@ def _fail_other(console, error: Exception) -> None:
               hint="Completed windows are kept: run again with --resume; if it fails again, "
                    "report it with the traceback below.",
               detail="".join(traceback.format_exception(error)))
-    raise error
+    fail_script(console, error)
 
 
 @main.command(context_settings={"ignore_unknown_options": True})
@@ -327,6 +329,14 @@ def explain(script: str, script_args: tuple[str, ...], fmt: str, config_path: st
         _run_script(script, script_args, settings)
     except ConfigError as exc:
         _fail(Console(stderr=True), f"configuration: {exc}", 2)
+    except click.ClickException:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the script's own mistake, told in one line
+        from gyreflow.runtime.errors import PipelineDefinitionError
+
+        if isinstance(exc, PipelineDefinitionError):
+            _fail(Console(stderr=True), script_location(exc) + str(exc), 2)
+        fail_script(Console(stderr=True), exc)
     if not settings.explained:
         _fail(Console(stderr=True), f"{script} defines no pipeline that it executes: nothing to "
                                     "explain (pipelines are explained where they call execute())", 1)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import sys
 from typing import TYPE_CHECKING
+
+import click
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -42,3 +45,115 @@ def fail_user_function(console: Console, error: BaseException, hint: str | None)
     head, _, user_traceback = str(error).partition("\n\nOriginal traceback:\n")
     fail(console, head, 1, hint=hint,
          detail=f"Original traceback:\n{user_traceback}" if user_traceback else None)
+
+
+def script_location(error: BaseException) -> str:
+    """``FILE:LINE: `` of the innermost line of the user's own code ``error`` passed through (the
+    path relative to the working folder when inside it), or an empty string."""
+    import os
+
+    from gyreflow.runtime.errors import user_location
+
+    location = user_location(error)
+    if location is None:
+        return ""
+    path, line = location
+    if os.path.isabs(path) and not os.path.relpath(path).startswith(".."):
+        path = os.path.relpath(path)
+    return f"{path}:{line}: "
+
+
+def fail_script(console: Console, error: BaseException) -> None:
+    """Exit for an exception the script raised outside any user function of a job, in one
+    ``error: FILE:LINE: Type: message`` line followed by the script's own frames only.
+
+    - the user's own code raised (a SyntaxError, an ImportError, a NameError; Python's "Did you
+      mean" hint stays in the line): exit 1, as Python exits for an uncaught exception;
+    - gyreflow's public layer refused what the script asked (``with_parallelism(0)``,
+      ``stream.mapp(...)``), or a module gyreflow imports is missing: exit 2, before any data
+      moved;
+    - anything else raised inside gyreflow is a fault of gyreflow: exit 6, with its whole traceback
+      (click's and runpy's frames left out) for a report.
+    """
+    import traceback
+
+    from gyreflow.runtime.errors import (
+        exception_line,
+        fault_traceback,
+        raised_inside_gyreflow,
+        user_frames_text,
+    )
+
+    if isinstance(error, click.ClickException):
+        raise error  # a usage error: click tells it (see GyreflowGroup)
+    what = exception_line(error)
+    where = script_location(error)
+    frames = user_frames_text(error)
+    if isinstance(error, SyntaxError):  # the line that does not parse, with its caret
+        frames += "".join(line for line in traceback.format_exception_only(error)[:-1]
+                          if not line.lstrip().startswith('File "'))
+    raised_in = raised_inside_gyreflow(error)
+    if isinstance(error, SyntaxError) or raised_in is None:
+        fail(console, where + what, 1, detail=frames or None)
+    if isinstance(error, ModuleNotFoundError):  # an optional dependency gyreflow imports late
+        fail(console, where + what, 2, hint="Install the missing module and run again.",
+             detail=frames or None)
+    if raised_in == "api" and where and isinstance(error, _REFUSALS):
+        fail(console, where + what, 2, detail=frames or None)
+    fail(console, f"gyreflow failed: {what}", 6,
+         hint="This is a fault of gyreflow: report it with the traceback below.",
+         detail=fault_traceback(error))
+
+
+# What gyreflow's public layer raises for an argument or a name the script got wrong.
+_REFUSALS = (ValueError, TypeError, AttributeError, LookupError)
+
+
+class GyreflowGroup(click.Group):
+    """The ``gyreflow`` group: click's own usage errors read like every other error, ``error:
+    message`` first (lower case, one line), then the usage and the help hint."""
+
+    def main(self, *args, standalone_mode: bool = True, **kwargs):
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            status = super().main(*args, standalone_mode=False, **kwargs)
+        except click.exceptions.UsageError as exc:
+            _usage_error(exc)
+        except click.ClickException as exc:
+            click.echo(f"error: {_lower_first(exc.format_message())}", err=True)
+            sys.exit(exc.exit_code)
+        except click.exceptions.Abort:
+            click.echo("error: aborted", err=True)
+            sys.exit(1)
+        except OSError as exc:  # a closed pipe (``| head``), as click leaves it
+            if exc.errno != errno.EPIPE:
+                raise
+            sys.stdout = _DevNull()
+            sys.exit(1)
+        sys.exit(status if isinstance(status, int) else 0)
+
+
+def _usage_error(exc: click.exceptions.UsageError) -> None:
+    click.echo(f"error: {_lower_first(one_line(exc.format_message()))}", err=True)
+    if exc.ctx is not None:
+        click.echo(exc.ctx.get_usage(), err=True)
+        if exc.ctx.command.get_help_option(exc.ctx) is not None:
+            click.echo(f"Try '{exc.ctx.command_path} {exc.ctx.help_option_names[0]}' for help.",
+                       err=True)
+    sys.exit(exc.exit_code)
+
+
+def _lower_first(message: str) -> str:
+    """``No such option`` -> ``no such option``; a word in capitals (``SCRIPT``) stays."""
+    if len(message) > 1 and message[0].isupper() and not message[1].isupper():
+        return message[0].lower() + message[1:]
+    return message
+
+
+class _DevNull:
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass

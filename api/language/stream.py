@@ -9,7 +9,7 @@ import attrs
 from gyreflow.plan import operators as specs
 from gyreflow.plan.graph import Partitioning, PipelineEdge, PipelineGraph, PipelineVertex
 from gyreflow.runtime.dataflow.columns import Column, ColumnAggregate
-from gyreflow.runtime.errors import KeyRequiredError
+from gyreflow.runtime.errors import KeyRequiredError, PipelineDefinitionError, parallelism_error
 
 
 @attrs.define
@@ -54,7 +54,12 @@ class GraphBuilder:
         for d in self.drafts:
             if d.id in keep:
                 name = d.name or f"{d.spec.op}-{d.id}"
-                parallelism = d.parallelism or self.default_parallelism
+                parallelism = self.default_parallelism if d.parallelism is None else d.parallelism
+                groups = 128 if self.config is None else self.config["state.max_parallelism"]
+                refused = parallelism_error(parallelism, groups)  # as control rescale refuses it
+                if refused is not None:
+                    msg = f"operator {name!r}: {refused}"
+                    raise PipelineDefinitionError(msg)
                 vertices[d.id] = PipelineVertex(d.id, name, d.spec, parallelism)
         edges = []
         for d in self.drafts:

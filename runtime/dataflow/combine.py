@@ -36,7 +36,7 @@ from gyreflow.runtime.dataflow.operators import (
     merge_columns,
     reduce_batch,
 )
-from gyreflow.runtime.errors import RecordError
+from gyreflow.runtime.errors import RecordError, locate_failure
 from gyreflow.state.keys.keygroups import key_group_of, owner_table
 
 COUNT = "count"
@@ -146,15 +146,19 @@ class CountCombiner:
 
     def route(self, batch: list) -> None:
         """Count ``batch``; a failing key function or an unhashable key raises the routing error."""
-        try:
-            if type(batch) is ColumnBatch and isinstance(self.key_fn, Column):
+        if type(batch) is ColumnBatch and isinstance(self.key_fn, Column):
+            try:
                 self.pending.add(batch, self.key_fn, self.counts)
-            else:
-                batch = rows_of(batch)
-                self.counts.update(batch if self.key_fn is None else map(self.key_fn, batch))
-        except Exception:
-            self.exact(batch)  # raises the RecordError of the plain route, naming the record
-            raise
+            except Exception:
+                self.exact(batch)  # raises the RecordError of the plain route, naming the record
+                raise
+            return
+        batch = rows_of(batch)
+        remaining = iter(batch)  # names a failing record without calling key_fn again
+        try:
+            self.counts.update(remaining if self.key_fn is None else map(self.key_fn, remaining))
+        except Exception as exc:
+            raise locate_failure(f"key_by of {self.target}", batch, remaining, exc) from exc
 
     def control(self, deliver: Callable) -> Callable:
         """Wrap one target's deliver: a barrier or end of input first flushes the window's counts."""

@@ -124,15 +124,7 @@ def _by_key(delivers: list[Deliver], key_fn: Callable, max_parallelism: int, ope
                         appends[tasks[key]](record)
                     except KeyError:
                         appends[owners[group_of(key)]](record)
-        except TypeError as exc:
-            cause: BaseException = exc
-            if "unhashable" in str(exc):
-                try:  # stable_hash names the key's type and what keys may be
-                    group_of(record if key_fn is None else key_fn(record))
-                except TypeError as clear:
-                    cause = clear
-            raise RecordError(f"key_by of {operator}", record, cause) from exc
-        except Exception as exc:
+        except Exception as exc:  # an unhashable key is named where the error is reported
             raise RecordError(f"key_by of {operator}", record, exc) from exc
         for deliver, part in zip(delivers, parts, strict=True):
             if part:

@@ -6,8 +6,8 @@ comprehension compiled for the chain (``[f1(x1) for x0 in batch for x1 in f0(x0)
 intermediate list is built and no per-operator call is made per batch. A fused run holds at most one
 operator that changes the number of records (a ``filter`` or ``flat_map``), so each operator's record
 counts follow from the batch's size before and after, and per-operator metrics stay exact. When a user
-function raises, the batch is run again through the operators one by one, which names the operator
-and the record that failed (``locate_failure``).
+function raises, the line of the compiled comprehension it raised on names the operator, and the
+comprehension's variables the record (no function is called again: it may have side effects).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from gyreflow.runtime.dataflow.operators import (
     MapOperator,
     Operator,
 )
+from gyreflow.runtime.errors import RecordError, locate_failure
 
 _STATELESS = (MapOperator, FilterOperator, FlatMapOperator)
 _RESIZING = (FilterOperator, FlatMapOperator)
@@ -36,16 +37,17 @@ class FusedOperator:
         self.operators = operators
         self.name = operators[0].name
         self.out: Callable[[list], None] = _discard
-        self.run = _compile(operators)
+        self.run, self.stages = _compile(operators)
         resizing = [i for i, op in enumerate(operators) if isinstance(op, _RESIZING)]
         self.resizing = resizing[0] if resizing else len(operators)
 
     def process(self, batch: list) -> None:
         """Run every fused function over ``batch`` and pass the result on."""
+        remaining = iter(batch)
         try:
-            result = self.run(batch)
-        except Exception:  # noqa: BLE001 - replayed one operator at a time to name the culprit
-            result = self._replay(batch)
+            result = self.run(remaining)
+        except Exception as exc:
+            raise self._locate(batch, remaining, exc) from exc
         size, kept = len(batch), len(result)
         for index, op in enumerate(self.operators):
             op.records_in += size if index <= self.resizing else kept
@@ -57,46 +59,63 @@ class FusedOperator:
         """A fused run has one input."""
         self.process(batch)
 
-    def _replay(self, batch: list) -> list:
-        """Run ``batch`` through the operators one by one: the failing one raises its located error.
-        The operators' own counters and outputs are restored whatever happens."""
-        ops = self.operators
-        saved = [(op.records_in, op.records_out, op.out) for op in ops]
-        result: list = []
-        for upstream, downstream in zip(ops, ops[1:], strict=False):
-            upstream.out = downstream.process
-        ops[-1].out = result.extend
-        try:
-            ops[0].process(batch)
-        finally:
-            for op, (records_in, records_out, out) in zip(ops, saved, strict=True):
-                op.records_in, op.records_out, op.out = records_in, records_out, out
-        return result  # the functions did not raise a second time
+    def _locate(self, batch: list, remaining, error: Exception) -> RecordError:
+        """The operator whose function raised (by the line of the compiled comprehension) and the
+        record it was given (the comprehension's variable for it, else the chain's input record)."""
+        tb, frame, line = error.__traceback__, None, None
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == _FILENAME:  # the innermost: the comprehension's
+                frame, line = tb.tb_frame, tb.tb_lineno
+            tb = tb.tb_next
+        if line not in self.stages:
+            return RecordError(self.name, None, error, located=False)
+        stage, var = self.stages[line]
+        name = self.operators[stage].name
+        if frame is not None and var in frame.f_locals:
+            return RecordError(name, frame.f_locals[var], error)
+        if var == "x0":
+            return locate_failure(name, batch, remaining, error)
+        return RecordError(name, None, error, located=False)
 
 
-def _compile(operators: list[Operator]) -> Callable[[list], list]:
-    """One list comprehension over a batch that applies every operator's function in order."""
+_FILENAME = "<fused chain>"
+
+
+def _compile(operators: list[Operator]) -> tuple[Callable[[list], list],
+                                                 dict[int, tuple[int, str]]]:
+    """One list comprehension over a batch that applies every operator's function in order, and the
+    line of its source that calls each operator's function (line -> the operator's index and the
+    variable that holds its input record): a failure's traceback names the line, so the clauses are
+    written one a line."""
     names = {f"f{i}": op.fn for i, op in enumerate(operators)}
-    var, clauses, element = "x0", [], None
+    var, clauses, element, stages = "x0", [], None, {}
     last = len(operators) - 1
+    first_clause = 5  # def, return [, element, for x0 in batch, then the clauses
     for i, op in enumerate(operators):
         call = f"f{i}({var})"
-        if isinstance(op, MapOperator):
-            if i == last:
-                element = call
-            else:  # ``for x in [expr]`` is compiled as a plain assignment
-                clauses.append(f"for x{i + 1} in [{call}]")
-                var = f"x{i + 1}"
+        if isinstance(op, MapOperator) and i == last:
+            element = call
+            stages[3] = (i, var)
+            continue
+        stages[first_clause + len(clauses)] = (i, var)
+        if isinstance(op, MapOperator):  # ``for x in [expr]`` is compiled as a plain assignment
+            clauses.append(f"for x{i + 1} in [{call}]")
+            var = f"x{i + 1}"
         elif isinstance(op, FilterOperator):
             clauses.append(f"if {call}")
         else:
             clauses.append(f"for x{i + 1} in {call}")
             var = f"x{i + 1}"
+    body = "".join(f"        {clause}\n" for clause in clauses)
     source = (f"def run(batch):\n"
-              f"    return [{element or var} for x0 in batch {' '.join(clauses)}]\n")
+              f"    return [\n"
+              f"        {element or var}\n"
+              f"        for x0 in batch\n"
+              f"{body}"
+              f"    ]\n")
     namespace = dict(names)
-    exec(compile(source, "<fused chain>", "exec"), namespace)  # the source is built above
-    return namespace["run"]
+    exec(compile(source, _FILENAME, "exec"), namespace)  # the source is built above
+    return namespace["run"], stages
 
 
 def fuse(operators: list[Operator]) -> list:

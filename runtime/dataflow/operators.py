@@ -143,10 +143,11 @@ class MapOperator(Operator):
     def process(self, batch: list) -> None:
         self.records_in += len(batch)
         fn = self.fn
+        remaining = iter(batch)  # locates a failing record without calling fn again
         try:
-            result = [fn(x) for x in batch]
+            result = [fn(x) for x in remaining]
         except Exception as exc:
-            raise locate_failure(self.name, batch, fn, exc) from exc
+            raise locate_failure(self.name, batch, remaining, exc) from exc
         self._emit(result)
 
 
@@ -158,10 +159,11 @@ class FlatMapOperator(Operator):
     def process(self, batch: list) -> None:
         self.records_in += len(batch)
         fn = self.fn
+        remaining = iter(batch)
         try:
-            result = [y for x in batch for y in fn(x)]
+            result = [y for x in remaining for y in fn(x)]
         except Exception as exc:
-            raise locate_failure(self.name, batch, lambda x: list(fn(x)), exc) from exc
+            raise locate_failure(self.name, batch, remaining, exc) from exc
         self._emit(result)
 
 
@@ -179,14 +181,21 @@ class FilterOperator(Operator):
             try:
                 kept = ColumnBatch(batch.data.filter(fn.mask(batch.data)))
             except Exception as exc:
-                rows = batch.rows()
-                raise locate_failure(self.name, rows, fn, exc) from exc
+                rows = batch.rows()  # a column predicate is gyreflow's own: asked again per row
+                remaining = iter(rows)
+                try:
+                    for row in remaining:
+                        fn(row)
+                except Exception:  # noqa: BLE001 - the row the predicate fails on
+                    raise locate_failure(self.name, rows, remaining, exc) from exc
+                raise RecordError(self.name, None, exc, located=False) from exc
             self._emit(kept)
             return
+        remaining = iter(batch)
         try:
-            result = [x for x in batch if fn(x)]
+            result = [x for x in remaining if fn(x)]
         except Exception as exc:
-            raise locate_failure(self.name, batch, fn, exc) from exc
+            raise locate_failure(self.name, batch, remaining, exc) from exc
         self._emit(result)
 
 
@@ -294,11 +303,11 @@ class CountOperator(Operator):
                     raise RecordError(self.name, batch[0], exc) from exc
                 return
             batch = batch.rows()  # keyed by a function: it takes rows
+        remaining = iter(batch)
         try:
-            self.partial.update(batch if key_fn is None else map(key_fn, batch))
+            self.partial.update(remaining if key_fn is None else map(key_fn, remaining))
         except Exception as exc:
-            raise locate_failure(self.name, batch, lambda r: Counter([key_fn(r)] if key_fn else [r]),
-                                 exc) from exc
+            raise locate_failure(self.name, batch, remaining, exc) from exc
 
     def finish(self, window: int) -> None:
         self.pending.fold(self.partial)
@@ -392,7 +401,7 @@ class SinkOperator(Operator):
         except DataError:
             raise  # a record the sink cannot write names itself: bad data, not a user function's fault
         except Exception as exc:
-            raise locate_failure(self.name, batch, lambda _r: None, exc) from exc
+            raise RecordError(self.name, None, exc, located=False) from exc
 
     def finish(self, window: int) -> None:
         self.writer.finish_window(window)
