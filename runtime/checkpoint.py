@@ -210,6 +210,13 @@ class CheckpointCoordinator:
         for vertex in self.graph.pipeline.vertices:
             sink = getattr(vertex.spec, "sink", None)
             later = sink.published_after(window, vertex.parallelism) if sink is not None else []
+            if later and self.backend.name == "memory":  # nothing outlives the process
+                msg = (f"cannot resume job {self.job!r}: the memory state backend keeps nothing "
+                       f"once the process ends, and {later[0]} is output of an earlier run: run "
+                       "again with --fresh to start over, or choose a persistent backend "
+                       '(state.backend = "rocksdb" or "jdbc") to be able to resume; nothing was '
+                       "changed")
+                raise StateExistsError(msg)
             if later:
                 msg = (f"cannot resume job {self.job!r}: {later[0]} is published output of a later "
                        f"window than the last completed one in {self.store.location()} "

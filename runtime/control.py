@@ -10,9 +10,10 @@ the last completed window with the new parallelism (key groups move through the 
 
 The driver's side is the ``ControlDesk``: the endpoint thread queues ``ControlRequest``s, the driver
 loop takes them between steps and answers each through its ``reply``. The ``ControlInbox`` lives as
-long as the run: while a rescale rebuilds the tasks, ``status`` is answered at once ("restarting")
-and the other commands wait in the inbox for the new tasks' desk, as do samples that were waiting
-for a window the old tasks never started.
+long as the run: while a rescale or a restart after a failure rebuilds the tasks (a restart
+waits out its back-off first), ``status`` is answered at once ("restarting", with the attempt and
+the seconds left to wait) and the other commands wait in the inbox for the new tasks' desk, as do
+samples that were waiting for a window the old tasks never started.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import json
 import queue
 import threading
+import time
 
 import attrs
 
@@ -107,7 +109,8 @@ class ControlInbox:
         self.state = "starting"
         self.wake = None  # set by the running driver: called after a request is queued
         self.closed = False  # the job ended: requests are answered at once
-        self.restarted_after: int | None = None  # while a rescale rebuilds the tasks: the boundary
+        self.restarted_after: int | None = None  # while the tasks are built again: the boundary
+        self.restart: tuple = (None, None, None)  # after a failure: attempt, attempts, until
         self._lock = threading.Lock()  # submit against restarting and close
 
     def submit(self, command: dict, timeout: float) -> dict:
@@ -116,10 +119,7 @@ class ControlInbox:
             if self.closed:
                 return {"ok": False, "error": f"job {self.job!r} has ended"}
             if command.get("command") == "status" and self.restarted_after is not None:
-                window = self.restarted_after
-                return {"ok": True, "job": self.job, "state": "restarting", "paused": self.paused,
-                        "last_completed": window, "launched": window,
-                        "parameters": self.parameters}
+                return self._restarting_status()
             request = ControlRequest(command)
             self.requests.put(request)
             wake = self.wake
@@ -127,12 +127,38 @@ class ControlInbox:
             wake()
         return request.wait(timeout)
 
-    def restarting(self, last_completed: int) -> None:
-        """The job's tasks stopped after ``last_completed`` and are being built again: status is
-        answered here, other commands wait for the new tasks."""
+    def restarting(self, last_completed: int, attempt: int | None = None,
+                   attempts: int | None = None, until: float | None = None) -> None:
+        """The job's tasks stopped after ``last_completed`` and are being built again (a rescale,
+        or restart ``attempt`` of ``attempts`` after a failure, which waits until the monotonic
+        time ``until``): status is answered here at once, other commands wait for the new tasks."""
         with self._lock:
             self.restarted_after = last_completed
+            self.restart = (attempt, attempts, until)
             self.state = "restarting"
+            waiting = []
+            while True:  # a status that came while the failed tasks were stopping
+                try:
+                    request = self.requests.get_nowait()
+                except queue.Empty:
+                    break
+                if request.command.get("command") == "status":
+                    request.reply(**self._restarting_status())
+                else:
+                    waiting.append(request)
+            for request in waiting:
+                self.requests.put(request)
+
+    def _restarting_status(self) -> dict:
+        window = self.restarted_after
+        answer = {"ok": True, "job": self.job, "state": "restarting", "paused": self.paused,
+                  "last_completed": window, "launched": window, "parameters": self.parameters,
+                  "pids": []}
+        attempt, attempts, until = self.restart
+        if attempt is not None:
+            answer.update(attempt=attempt, attempts=attempts,
+                          seconds_left=round(max(0.0, until - time.monotonic()), 1))
+        return answer
 
     def attached(self) -> None:
         """A run's tasks are up and its desk takes the requests."""
@@ -243,7 +269,8 @@ class ControlDesk:
             request.reply(ok=True, job=self.inbox.job, state=self.inbox.state,
                           paused=self.inbox.paused, last_completed=committed,
                           launched=self.launched, parameters=self.inbox.parameters,
-                          workers=getattr(self.host, "count", None))
+                          workers=getattr(self.host, "count", None),
+                          pids=list(getattr(self.host, "pids", ())))
         elif kind == "set":
             operator, name = command.get("operator", ""), command.get("name", "")
             if operator not in self.operators:

@@ -515,10 +515,19 @@ class JobRun:
             lock = store.lock_job(name)  # one writer per job: a second run stops here
         finally:
             store.close()
-        from gyreflow.runtime.workers.restart import RestartStrategy  # the task modules: not at import
+        from gyreflow.runtime.workers.restart import RestartStrategy, store_away  # not at import
+        from gyreflow.state.shared.job_lock import lock_outputs
 
         result = None
         strategy = RestartStrategy.from_config(self.config)
+        relock = False  # a store that was away lost the connection a database's lock lives on
+        try:
+            outputs = lock_outputs(name, graph)  # one run per output folder, whatever the backend
+        except BaseException:
+            lock.release()
+            raise
+        if self.stop is not None:
+            self.stop.backend = self.backend.name  # what a stop may advise
         try:
             while True:
                 host = self.make_host(self.backend)
@@ -527,6 +536,10 @@ class JobRun:
                 driver = JobDriver(self.config, host, self.listener,
                                    stop=self.stop, control=self.control, result=result, run=self)
                 try:
+                    if relock:
+                        lock.release()
+                        lock = _lock_again(self.backend, name)
+                        relock = False
                     return driver.run(name, build_execution_graph(graph), recovery)
                 except RescaleRequested as request:
                     if request.assignments is not None:
@@ -557,9 +570,17 @@ class JobRun:
                     result = driver.completed_result(result)
                     recovery = RecoveryOptions(resume=True)
                     self.restarts += 1
+                    relock = relock or store_away(error)
+                    if self.control is not None:  # status answers at once while the run waits
+                        committed = getattr(getattr(driver, "scheduler", None), "committed", None)
+                        self.control.restarting(
+                            committed if committed is not None else self.control.restarted_after or 0,
+                            strategy.restarts, strategy.attempts, time.monotonic() + wait)
                     if not self._wait(wait):
                         raise
         finally:
+            for output in outputs:
+                output.release()
             lock.release()
 
     def _wait(self, seconds: float) -> bool:
@@ -581,7 +602,23 @@ def _gave_up(error: BaseException, restarts: int) -> BaseException:
         plural = "s" if restarts > 1 else ""
         return WorkerLostError(f"{error} (the job stopped after {restarts} restart{plural}; "
                                "see restart.attempts)")
+    if restarts and len(error.args) == 1 and isinstance(error.args[0], str):
+        # The same note on the first line of any other error (a user function's traceback follows)
+        plural = "s" if restarts > 1 else ""
+        head, sep, tail = error.args[0].partition("\n\nOriginal traceback:\n")
+        error.args = (f"{head} (the job stopped after {restarts} restart{plural}; see "
+                      f"restart.attempts){sep}{tail}",)
     return error
+
+
+def _lock_again(backend, name: str):
+    """The job's lock, taken again once its store is back (a database's lock ended with the
+    connection it lived on)."""
+    store = backend.open_store()
+    try:
+        return store.lock_job(name)
+    finally:
+        store.close()
 
 
 def _rescaled(graph: PipelineGraph, request: RescaleRequested) -> str:

@@ -129,11 +129,19 @@ class SnapshotWriteError(RuntimeError):
         self.cause = cause
         what = "committing" if committing else "writing the snapshot of"
         reason = (str(cause).strip().splitlines() or [type(cause).__name__])[0]  # not the SQL dump
-        msg = (
-            f"the snapshot store failed while {what} window {window} ({backend}): {reason}. "
-            f"The last completed window is {last_completed}; once the store works again, run with "
-            f"--resume to continue from window {last_completed + 1}"
-        )
+        # A writer in another process says which of its operations failed: removing old versions
+        # (after a commit) or opening the store comes before the oldest write not yet durable.
+        operation = reason.split(" failed in ", 1)[0] if " failed in " in reason else ""
+        doing = {"prune": "removing snapshots older than the retained ones",
+                 "open": "opening the store"}.get(operation, f"{what} window {window}")
+        if backend.startswith("memory"):
+            then = ("the memory backend keeps nothing once the process ends: run again with "
+                    "--fresh, or choose a persistent backend (state.backend)")
+        else:
+            then = (f"once the store works again, run with --resume to continue from window "
+                    f"{last_completed + 1}")
+        msg = (f"the snapshot store failed while {doing} ({backend}): {reason}. The last completed "
+               f"window is {last_completed}; {then}")
         super().__init__(msg)
 
 

@@ -19,13 +19,20 @@ The local and the Spark executor both reach ``window-finished``, ``before-commit
 local executor's snapshot writer process, and ``mid-window`` to the process that reads the source (on
 Spark, a Python worker: it kills the worker, not the job).
 
+Every point fires once per run of the job. A point that kills the job process cannot fire twice; one
+that kills a worker (``mid-window``) would fire again on every replay of its window after the
+restart, so the first process that fires it leaves a marker, named after the run
+(``GYREFLOW_CRASH_RUN``, set by the job process and inherited by its workers), that the others see.
+
 Unset (the normal case), every check is a constant-time no-op.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import signal
+import tempfile
 
 POINTS = ("window-finished", "snapshot-written", "before-commit", "after-commit", "mid-publish",
           "mid-window", "superstep")
@@ -48,6 +55,8 @@ def _parse(spec: str) -> frozenset[tuple[str, int]]:
 
 
 _ARMED = _parse(os.environ.get("GYREFLOW_CRASH_AT", ""))
+if _ARMED and "GYREFLOW_CRASH_RUN" not in os.environ:  # the job process: its workers inherit it
+    os.environ["GYREFLOW_CRASH_RUN"] = f"{os.getpid()}-{secrets.token_hex(4)}"
 
 
 _FROM_WINDOW_ON = frozenset({"before-commit", "after-commit", "mid-publish"})
@@ -61,7 +70,22 @@ def _armed(name: str, window: int) -> bool:
 
 def crash_point(name: str, window: int | tuple[int, int], pid: int | None = None) -> None:
     """Die (or kill ``pid``, the job process) here if a test armed ``name`` for ``window``."""
-    if _ARMED and _armed(name, window):
+    if _ARMED and _armed(name, window) and _first_time(name, window):
         os.kill(pid or os.getpid(), signal.SIGKILL)
         if pid is not None:
             os._exit(1)
+
+
+def _first_time(name: str, window) -> bool:
+    """Whether no process of this run fired ``name`` for ``window`` before (then this one does)."""
+    run = os.environ.get("GYREFLOW_CRASH_RUN")
+    if run is None:
+        return True
+    marker = os.path.join(tempfile.gettempdir(), f"gyreflow-crash-{run}-{name}-{window}")
+    try:
+        os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        return False
+    except OSError:
+        return True
+    return True

@@ -3,7 +3,9 @@
 The command line turns the first SIGINT (Ctrl-C) or SIGTERM into a graceful stop: the job launches no
 new window, lets the windows in flight complete (or abandons them cleanly: their output is never
 published), and ends with ``JobStopped`` naming the last completed window. A second signal stops at
-once with ``JobInterrupted``; the state is left as a crash leaves it, so ``--resume`` continues.
+once with ``JobInterrupted``; the state is left as a crash leaves it, so ``--resume`` continues,
+with a backend whose state outlives the process (``resume_advice`` says what is true for the one in
+use: the memory backend keeps nothing).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class StopRequest:
         self.count = 0
         self.last_completed = 0
         self.immediate = immediate
+        self.backend: str | None = None  # the running job's state backend (set by its run)
 
     def request(self, signum: int) -> None:
         """Ask for a stop; the second request stops at once."""
@@ -61,6 +64,23 @@ class StopRequest:
     @property
     def requested(self) -> bool:
         return self.signum is not None
+
+
+def resume_advice(backend: str | None, what: str = "run again with --resume to continue") -> str:
+    """What to do next after a stop or a failure, true for the state ``backend`` in use: ``what``
+    (a resume) for a backend whose state outlives the process; for the memory backend, which keeps
+    nothing once the process ends, to start over or choose a persistent backend.
+
+    >>> resume_advice("rocksdb")
+    'run again with --resume to continue'
+    >>> resume_advice("memory")  # doctest: +ELLIPSIS
+    'the memory state backend keeps nothing once the process ends: run again with --fresh ...'
+    """
+    if backend != "memory":
+        return what
+    return ("the memory state backend keeps nothing once the process ends: run again with "
+            '--fresh to start over, or choose a persistent backend (state.backend = "rocksdb" or '
+            '"jdbc") to be able to resume')
 
 
 def exit_status(signum: int) -> int:

@@ -83,13 +83,13 @@ def _open_ui(console, config_path: str | None, address: str | None, stop):
     return ui
 
 
-def _stop_now(signum: int, last_completed: int) -> None:
-    """A second Ctrl-C: leave at once, as a crash would (the state is resumable after any crash)."""
-    from gyreflow.runtime.stop import exit_status
+def _stop_now(signum: int, last_completed: int, backend: str | None = None) -> None:
+    """A second Ctrl-C: leave at once, as a crash would (a persistent backend's state is resumable
+    after any crash; the memory backend's ends with the process)."""
+    from gyreflow.runtime.stop import exit_status, resume_advice
 
     with contextlib.suppress(OSError):
-        sys.stderr.write(f"stopped after window {last_completed}; run again with --resume to "
-                         "continue\n")
+        sys.stderr.write(f"stopped after window {last_completed}; {resume_advice(backend)}\n")
         sys.stderr.flush()
     os._exit(exit_status(signum))
 
@@ -165,6 +165,7 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
         exit_status,
         install_handlers,
         restore_handlers,
+        resume_advice,
     )
     from gyreflow.state.shared.job_lock import JobLockedError
     from gyreflow.state.shared.snapshot import (
@@ -188,7 +189,7 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
     listeners = _load_listeners(console, listener_specs, events_path)  # before any data moves
     if not quiet:
         listeners.insert(0, NoticeListener(console))
-    stop = StopRequest(immediate=_stop_now)
+    stop = StopRequest(immediate=lambda signum, last: _stop_now(signum, last, stop.backend))
     ui = _open_ui(console, config_path, ui_address, stop)
     settings = RunSettings(config_path=config_path, environment=environment, quiet=quiet,
                            show_progress=not quiet, resume=resume, fresh=fresh,
@@ -213,8 +214,8 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
         if ui is not None:
             ui.monitor.finish()
     except (JobStopped, JobInterrupted) as exc:
-        console.print(f"stopped after window {exc.last_completed}; run again with --resume to "
-                      "continue", markup=False, highlight=False)
+        console.print(f"stopped after window {exc.last_completed}; {resume_advice(stop.backend)}",
+                      markup=False, highlight=False)
         sys.exit(exit_status(exc.signum))
     except ConfigError as exc:
         _fail(console, f"configuration: {exc}", 2)
@@ -222,13 +223,14 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
         _fail(console, script_location(exc) + str(exc), 2,
               hint="Fix the pipeline definition and run again.")
     except UserFunctionError as exc:
-        fail_user_function(console, exc, "Completed windows are kept: fix the function and run "
-                                         "again with --resume.")
+        fail_user_function(console, exc, _kept(stop.backend, "fix the function and run again "
+                                                             "with --resume"))
     except JobLockedError as exc:
         _fail(console, str(exc), 4)
     except DataError as exc:
-        _fail(console, str(exc), 5, hint="Completed windows are kept: fix the input (the data, or "
-                                         "the system it comes from) and run again with --resume.")
+        _fail(console, str(exc), 5, hint=_kept(stop.backend, "fix the input (the data, or the "
+                                                             "system it comes from) and run "
+                                                             "again with --resume"))
     except (StateExistsError, IncompatiblePlanError, BackendUnavailableError,
             SnapshotCorruptedError, SnapshotNotRetainedError, SnapshotWriteError) as exc:
         hint = ""
@@ -241,7 +243,7 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
                     "--from-window N (see gyreflow snapshots).")
         _fail(console, str(exc), 3, hint=hint)
     except Exception as exc:  # noqa: BLE001 - classified in _fail_other, raised again if unknown
-        _fail_other(console, exc)
+        _fail_other(console, exc, stop.backend)
     finally:
         try:
             if metrics_json is not None:
@@ -266,7 +268,13 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
         from gyreflow.api.service.progress import summary_tables
 
         for name, results in settings.summaries:
-            for table in summary_tables(name, results):
+            idle = {task for task, result in results.items()
+                    if result.window_count == 0 and result.last_completed > 0}
+            for task in idle:  # a resume after the input's end
+                console.print(f"nothing to do: {name}/{task} finished at window "
+                              f"{results[task].last_completed}", markup=False, highlight=False)
+            busy = {task: result for task, result in results.items() if task not in idle}
+            for table in summary_tables(name, busy) if busy else ():
                 console.print(table)
         for task, where, written in settings.ran:  # each task's environment and outputs
             shown = "; output: " + ", ".join(written) if written else ""
@@ -274,7 +282,18 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
                           soft_wrap=True)
 
 
-def _fail_other(console, error: Exception) -> None:
+def _kept(backend: str | None, what: str) -> str:
+    """The hint after a failure: completed windows are kept and ``what`` resumes them, or (the
+    memory backend) nothing is kept."""
+    from gyreflow.runtime.stop import resume_advice
+
+    if backend == "memory":
+        advice = resume_advice(backend)
+        return advice[0].upper() + advice[1:] + "."
+    return f"Completed windows are kept: {what}."
+
+
+def _fail_other(console, error: Exception, backend: str | None = None) -> None:
     """Spark that did not start (exit 2, nothing ran), a worker process that died once the restart
     strategy gave up (exit 6, one line: a signal or the machine, not a bug) and a task that failed
     outside user functions (exit 6, a fault of gyreflow or its host: one line, then its traceback
@@ -289,12 +308,12 @@ def _fail_other(console, error: Exception) -> None:
         _fail(console, str(error), 2)
     if isinstance(error, WorkerLostError):  # a signal, the OOM killer, a lost executor: no bug
         _fail(console, str(error), 6,
-              hint="Completed windows are kept: run again with --resume (restart.attempts sets "
-                   "how many times a run starts its workers again by itself).")
+              hint=_kept(backend, "run again with --resume (restart.attempts sets how many "
+                                  "times a run starts its workers again by itself)"))
     if isinstance(error, TaskError):
         _fail(console, str(error), 6,
-              hint="Completed windows are kept: run again with --resume; if it fails again, "
-                   "report it with the traceback below.",
+              hint=_kept(backend, "run again with --resume; if it fails again, report it "
+                                  "with the traceback below"),
               detail="".join(traceback.format_exception(error)))
     fail_script(console, error)
 
@@ -430,4 +449,3 @@ main.add_command(control)
 
 if __name__ == "__main__":
     main()
-

@@ -84,7 +84,10 @@ def list_jobs(config_path: str | None) -> None:
     from gyreflow.api.service.control import running_jobs
 
     directory = _directory(Console(stderr=True), config_path)
-    for job in running_jobs(directory):
+    jobs = running_jobs(directory)
+    if not jobs:
+        click.echo(f"no running jobs (control files in {directory})")
+    for job in jobs:
         click.echo(f"{job['job']}\tpid {job['pid']}\tport {job.get('port', '?')}")
 
 
@@ -93,12 +96,22 @@ def list_jobs(config_path: str | None) -> None:
 @_CONFIG
 @_JSON
 def status(job_name: str | None, config_path: str | None, as_json: bool) -> None:
-    """Whether the job runs or is paused, its last completed window and its parameters."""
+    """Whether the job runs, is paused or restarts (the attempt and the seconds left before it), its
+    last completed window, its worker processes and its parameters."""
     answer = _ask(config_path, job_name, {"command": "status"}, as_json)
     if not as_json:
+        state = answer["state"]
+        if answer.get("attempt") is not None:
+            state += (f" (attempt {answer['attempt']} of {answer['attempts']}, in "
+                      f"{answer['seconds_left']:g} s)")
         workers = answer.get("workers")
-        where = f", {workers} worker processes" if workers else ""
-        click.echo(f"{answer['job']}: {answer['state']}, last completed window "
+        pids = answer.get("pids") or []
+        where = ""
+        if workers:
+            where = f", {workers} worker process{'es' if workers > 1 else ''}"
+            if pids:
+                where += f" (pid {', '.join(map(str, pids))})"
+        click.echo(f"{answer['job']}: {state}, last completed window "
                    f"{answer['last_completed']}, launched {answer['launched']}{where}")
         for operator, params in sorted(answer["parameters"].items()):
             for name, value in sorted(params.items()):

@@ -64,6 +64,11 @@ class Sink:
         """A run starts from nothing (no completed window): drop what earlier runs staged or
         published, for sinks that keep either."""
 
+    def output_folder(self) -> str | None:
+        """The folder this sink writes on this machine's file system, which one run at a time may
+        write (the run locks it before any data moves); None for sinks that write none."""
+        return None
+
     def describe(self) -> str:
         """A short text for ``explain``."""
         return type(self).__name__
@@ -381,6 +386,10 @@ class FileSink(Sink):
 
     def create_writer(self, task_index: int, parallelism: int) -> SinkWriter:
         return _FileWriter(self, task_index, parallelism)
+
+    def output_folder(self) -> str:
+        """``directory``: a second run writing it would remove the first one's staged windows."""
+        return self.directory
 
     def encoder(self):
         """What turns a window's records into its file's bytes (one per window and task)."""

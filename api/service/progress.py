@@ -52,7 +52,8 @@ class ProgressListener(JobListener):
         self.progress.update(self.task_id, windows=self.windows, rate=rate)
 
     def on_finish(self, result: TaskResult) -> None:
-        self.progress.update(self.task_id, total=1, completed=1)
+        # A resume after the input's end ran no window: the summary says "nothing to do" instead.
+        self.progress.update(self.task_id, total=1, completed=1, visible=self.windows > 0)
         self.progress.stop()
 
 

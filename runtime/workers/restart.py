@@ -6,7 +6,9 @@ Exponential delay as in Flink's ``exponential-delay`` strategy: the first restar
 that went ``restart.reset_seconds`` without a failure counts (and delays) from the start again.
 A failure that would happen again the same way (a user function that raised, input that cannot be
 read) is not restarted unless ``restart.user_errors`` says so; stops, bad configuration and damaged
-state never are.
+state never are. A state store that is away for a while (a database that restarts: connection
+refused, timeouts) is restarted like a lost worker; a store that refuses the job (authentication,
+permissions) or holds damaged state is not.
 """
 
 from __future__ import annotations
@@ -17,6 +19,31 @@ from collections.abc import Callable
 from gyreflow.runtime.dataflow.task_runner import TaskError
 from gyreflow.runtime.errors import DataError, UserFunctionError
 from gyreflow.runtime.workers.wire import WorkerLostError
+
+_STORE_FAILURES = ("SnapshotWriteError", "BackendUnavailableError", "OperationalError",
+                   "InterfaceError", "DisconnectionError")
+
+
+def store_away(error: BaseException) -> bool:
+    """Whether ``error`` is a state store that could not be reached or dropped the connection (a
+    database restarting), not one that refused the job or holds damaged state.
+
+    >>> store_away(ConnectionRefusedError(111, "Connection refused"))
+    True
+    >>> from gyreflow.state.shared.snapshot import SnapshotCorruptedError
+    >>> store_away(SnapshotCorruptedError("checksum mismatch (connection refused)"))
+    False
+    """
+    from gyreflow.state.shared.private import UnsafeLocationError
+
+    if isinstance(error, UnsafeLocationError):
+        return False
+    if not (isinstance(error, ConnectionError | TimeoutError)
+            or type(error).__name__ in _STORE_FAILURES):
+        return False
+    from gyreflow.state.stores.jdbc import transient_failure
+
+    return transient_failure(error)
 
 
 class RestartStrategy:
@@ -51,7 +78,7 @@ class RestartStrategy:
 
     def restartable(self, error: BaseException) -> bool:
         """Whether ``error`` may not happen again on a new start."""
-        if isinstance(error, WorkerLostError):
+        if isinstance(error, WorkerLostError) or store_away(error):
             return True
         return self.user_errors and isinstance(error, UserFunctionError | DataError | TaskError)
 

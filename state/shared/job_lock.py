@@ -5,6 +5,10 @@ file beside the state; the kernel releases it when the process dies, however it 
 locked with a session advisory lock on a connection the run keeps open; the server releases it when
 the connection ends (the process died or the run closed it). The holder (pid, host, start time) is
 written next to the lock so that a refused run can name it.
+
+Whatever the backend (the memory backend too, whose state no other process shares), a run also
+holds each folder its file sinks write (``Sink.output_folder``): two runs staging and publishing into
+one folder would take each other's files away.
 """
 
 from __future__ import annotations
@@ -12,9 +16,11 @@ from __future__ import annotations
 import contextlib
 import datetime
 import fcntl
+import hashlib
 import json
 import os
 import socket
+import tempfile
 import zlib
 
 
@@ -35,8 +41,11 @@ def describe_holder(holder: dict | None) -> str:
     return f"pid {holder.get('pid')} on host {holder.get('host')} since {holder.get('started')}"
 
 
-def locked_message(job: str, location: str, holder: dict | None) -> str:
-    return (f"job {job!r} is being run by {describe_holder(holder)} (state {location}); wait for "
+def locked_message(job: str, location: str, holder: dict | None, what: str = "state") -> str:
+    if holder and holder.get("job") not in (None, job):
+        return (f"{what} {location} is in use by job {holder['job']!r}, run by "
+                f"{describe_holder(holder)}; wait for it to end or stop it, then run again")
+    return (f"job {job!r} is being run by {describe_holder(holder)} ({what} {location}); wait for "
             "it to end or stop it, then run again")
 
 
@@ -50,7 +59,7 @@ class JobLock:
 class FileJobLock(JobLock):
     """``flock`` on ``path``; the file keeps the holder's description."""
 
-    def __init__(self, path: str, job: str, location: str) -> None:
+    def __init__(self, path: str, job: str, location: str, what: str = "state") -> None:
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
@@ -58,12 +67,12 @@ class FileJobLock(JobLock):
         except BlockingIOError:
             holder = _read_holder(fd)
             os.close(fd)
-            raise JobLockedError(locked_message(job, location, holder)) from None
+            raise JobLockedError(locked_message(job, location, holder, what)) from None
         except BaseException:
             os.close(fd)
             raise
         os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(holder_info()).encode(), 0)
+        os.pwrite(fd, json.dumps({**holder_info(), "job": job}).encode(), 0)
         self.fd: int | None = fd
 
     def release(self) -> None:
@@ -85,3 +94,34 @@ def _read_holder(fd: int) -> dict | None:
 def advisory_key(job: str) -> int:
     """A stable 63-bit key for ``pg_try_advisory_lock`` of ``job``."""
     return (zlib.crc32(b"gyreflow-job:" + job.encode()) << 31) ^ zlib.crc32(job.encode()[::-1])
+
+
+def output_lock_path(directory: str) -> str:
+    """Where the lock of output folder ``directory`` lives: in this user's private folder under the
+    temporary directory, named by the folder's real path (the output folder holds only output)."""
+    from gyreflow.state.shared.private import ensure_private_dir
+
+    real = os.path.realpath(directory)
+    locks = ensure_private_dir(os.path.join(tempfile.gettempdir(), f"gyreflow-{os.geteuid()}",
+                                            "output-locks"), "output lock directory")
+    return os.path.join(locks, hashlib.sha256(real.encode()).hexdigest()[:32] + ".lock")
+
+
+def lock_outputs(job: str, graph) -> list[JobLock]:
+    """Locks on every folder ``graph``'s sinks write (``Sink.output_folder``), each taken once; a
+    folder another run writes raises ``JobLockedError`` naming it and that run."""
+    held: list[JobLock] = []
+    taken: set[str] = set()
+    try:
+        for vertex in graph.vertices:
+            sink = getattr(vertex.spec, "sink", None)
+            folder = getattr(sink, "output_folder", lambda: None)()
+            if folder is None or os.path.realpath(folder) in taken:
+                continue
+            taken.add(os.path.realpath(folder))
+            held.append(FileJobLock(output_lock_path(folder), job, folder, "output"))
+    except BaseException:
+        for lock in held:
+            lock.release()
+        raise
+    return held

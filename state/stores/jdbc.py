@@ -523,3 +523,40 @@ def _parts(items: list, size: int = 500) -> list[list]:
 
 def _count_context(table: str, key_group: int, version: int) -> bytes:
     return f"count\0{table}\0{key_group}\0{version}".encode()
+
+
+# A database that is away for a while (restarting, its network down, busy) says so in these words;
+# one that refuses the job or holds damaged state in the second list, which wins.
+_AWAY = ("connection refused", "could not connect", "server closed the connection",
+         "terminating connection", "connection reset", "timed out", "timeout expired",
+         "the database system is starting up", "the database system is shutting down",
+         "the database system is in recovery mode", "database is locked", "connection is closed",
+         "connection was closed", "connection is lost", "broken pipe", "no route to host",
+         "network is unreachable", "consuming input failed", "adminshutdown",
+         "too many clients", "cannot connect now", "the connection to the server was lost")
+_REFUSED = ("authentication", "password", "pg_hba.conf", "does not exist", "permission denied",
+            "must be owner", "malformed", "not a database", "corrupt", "damaged", "checksum",
+            "tampered")
+
+
+def transient_failure(error: BaseException) -> bool:
+    """Whether ``error`` (or what caused it) says the database is away for a while: connection
+    refused or dropped, a timeout, a server starting up or shutting down, SQLite's busy lock; not
+    a refusal (authentication, permissions, a missing database) nor damage. Words, not types: a
+    snapshot writer in another process reports its store's error as text.
+
+    >>> transient_failure(RuntimeError("write failed: OperationalError: (psycopg.errors."
+    ...                                "AdminShutdown) terminating connection due to administrator command"))
+    True
+    >>> transient_failure(RuntimeError('connection to server at "db" failed: FATAL: password '
+    ...                                'authentication failed for user "app"'))
+    False
+    """
+    texts = []
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        texts.append(f"{type(error).__name__}: {error}".lower())
+        error = getattr(error, "cause", None) or error.__cause__ or error.__context__
+    text = " ".join(texts)
+    return any(word in text for word in _AWAY) and not any(word in text for word in _REFUSED)
