@@ -12,6 +12,7 @@ and state location stay.
 from __future__ import annotations
 
 import enum
+import inspect
 import queue
 import time
 from collections import deque
@@ -26,7 +27,7 @@ from gyreflow.runtime.checkpoint import CheckpointCoordinator, RecoveryOptions
 from gyreflow.runtime.control import ControlDesk, ControlInbox, RescaleRequested
 from gyreflow.runtime.faults import crash_point
 from gyreflow.runtime.host import Host, HostLink
-from gyreflow.runtime.metrics import TaskResult, WindowMetrics
+from gyreflow.runtime.metrics import Restart, TaskResult, WindowMetrics, restart_kind
 from gyreflow.runtime.stop import JobInterrupted, JobStopped, StopRequest
 from gyreflow.scheduler.checkpoints import AbortReason
 from gyreflow.scheduler.cycle import JobScheduler
@@ -69,9 +70,12 @@ class JobListener:
     def on_iteration_restored(self, window: int, superstep: int) -> None:
         """A resumed window goes on after ``superstep`` from its iteration snapshot."""
 
-    def on_restart(self, name: str, graph: ExecutionGraph, window: int) -> None:
-        """The run goes on after ``window`` with its tasks built again as ``graph`` (a rescale
-        changed a parallelism); ``on_start`` was called once, when the run started."""
+    def on_restart(self, name: str, graph: ExecutionGraph, window: int,
+                   restart: Restart | None = None) -> None:
+        """The run goes on after ``window`` with its tasks built again as ``graph``: ``restart``
+        says why (a rescale, a rebalance, or a failover and its cause). ``on_start`` was called
+        once, when the run started; a listener whose ``on_restart`` takes three arguments is
+        called with three."""
 
     def on_finish(self, result: TaskResult) -> None:
         """The job finished."""
@@ -99,13 +103,27 @@ class Listeners(JobListener):
         for listener in self.listeners:
             listener.on_iteration_restored(window, superstep)
 
-    def on_restart(self, name: str, graph: ExecutionGraph, window: int) -> None:
+    def on_restart(self, name: str, graph: ExecutionGraph, window: int,
+                   restart: Restart | None = None) -> None:
         for listener in self.listeners:
-            listener.on_restart(name, graph, window)
+            tell_restart(listener, name, graph, window, restart)
 
     def on_finish(self, result: TaskResult) -> None:
         for listener in self.listeners:
             listener.on_finish(result)
+
+
+def tell_restart(listener: JobListener, name: str, graph: ExecutionGraph, window: int,
+                 restart: Restart | None) -> None:
+    """Call ``listener.on_restart`` with ``restart`` when it takes it (listeners written for the
+    three-argument form keep working)."""
+    method = listener.on_restart
+    try:
+        inspect.signature(method).bind(name, graph, window, restart)
+    except (TypeError, ValueError):
+        method(name, graph, window)
+    else:
+        method(name, graph, window, restart)
 
 
 @attrs.frozen
@@ -165,6 +183,7 @@ class JobDriver:
                 name, graph, store, backend,
                 iterations and self.config["state.iteration_checkpoint_interval"] > 0)
             resume_from = coordinator.prepare(recovery or RecoveryOptions())
+            self._announce(name, graph, resume_from)
             horizon = coordinator.retained[0] if coordinator.retained else 0
             link = HostLink(self._reports.put, self._settle, self._writer_failed)
             host.open(name, graph, store, link, resume_from, frozenset(coordinator.rescaled), horizon,
@@ -188,6 +207,23 @@ class JobDriver:
             finally:
                 if lock is not None:
                     lock.release()
+
+    def _announce(self, name: str, graph: ExecutionGraph, resume_from: int) -> None:
+        """``on_start`` once per run, before its first host starts its tasks (a worker lost while
+        they start is a failover like any other); ``on_restart`` for every later host."""
+        run = self.job_run
+        if run is None or not run.announced:
+            if run is not None:
+                run.announced = True
+            self.listener.on_start(name, graph)
+        else:
+            tell_restart(self.listener, name, graph, resume_from, run.restart)
+
+    def _elapsed(self) -> float:
+        """The run's wall time so far: from the run's start, across its restarts and their waits."""
+        if self.job_run is not None and self.job_run.started is not None:
+            return self.clock() - self.job_run.started
+        return self.seconds_before + self.clock() - self.started
 
     # The loop -------------------------------------------------------------------------------
 
@@ -215,10 +251,6 @@ class JobDriver:
         self.durable = resume_from
         self.started = self.clock()
         self.pending: deque = deque()
-        if self.job_run is not None and self.job_run.restarts:
-            self.listener.on_restart(name, graph, resume_from)
-        else:
-            self.listener.on_start(name, graph)
         self.pending.extend(scheduler.start())
         if self.control is not None:
             self.desk = ControlDesk(self.control, host, graph, host.backend.max_parallelism)
@@ -294,7 +326,7 @@ class JobDriver:
                     flush = _Flush.DONE
             else:
                 self._take(report)
-        self.result.seconds = self.seconds_before + self.clock() - self.started
+        self.result.seconds = self._elapsed()
         self.result.last_completed = scheduler.committed
         self.listener.on_finish(self.result)
         return self.result
@@ -302,7 +334,10 @@ class JobDriver:
     def completed_result(self, before: TaskResult | None) -> TaskResult | None:
         """What the run produced so far (the next driver keeps it up to its resume point)."""
         result = getattr(self, "result", None)
-        return before if result is None else result
+        if result is None:
+            return before
+        result.seconds = self._elapsed()
+        return result
 
     def _handle_report(self, report) -> None:
         if not isinstance(report, _Flushed):
@@ -332,7 +367,7 @@ class JobDriver:
                                 for window in cycle.checkpoints.pending))
         due = desk.rescale_due(in_flight, self.scheduler.committed)
         if due is not None:
-            self.result.seconds = self.seconds_before + self.clock() - self.started
+            self.result.seconds = self._elapsed()
             self.result.last_completed = self.scheduler.committed
             due.result = self.result.keep_until(self.scheduler.committed)
             raise due
@@ -446,6 +481,7 @@ class JobDriver:
     def _publish(self, window: int) -> None:
         """The commit of ``window`` is durable: its output may be seen."""
         self.durable = window
+        self.result.settle(window)
         if self.stop is not None:
             self.stop.last_completed = window
         self._checkpoint_completed(window)
@@ -505,6 +541,10 @@ class JobRun:
         self.control = control
         self.restarts = 0
         self.rebalances = 0
+        self.clock: Callable[[], float] = time.monotonic
+        self.started: float | None = None  # when ``execute`` began: the result's wall time counts from it
+        self.announced = False  # listeners heard ``on_start``
+        self.restart: Restart | None = None  # why the next host builds the tasks again
 
     def execute(self, name: str, graph: PipelineGraph,
                 recovery: RecoveryOptions | None = None) -> TaskResult:
@@ -528,12 +568,13 @@ class JobRun:
             raise
         if self.stop is not None:
             self.stop.backend = self.backend.name  # what a stop may advise
+        self.started = self.clock()
         try:
             while True:
                 host = self.make_host(self.backend)
                 if self.workers is not None:
                     host.count = self.workers
-                driver = JobDriver(self.config, host, self.listener,
+                driver = JobDriver(self.config, host, self.listener, clock=self.clock,
                                    stop=self.stop, control=self.control, result=result, run=self)
                 try:
                     if relock:
@@ -542,6 +583,7 @@ class JobRun:
                         relock = False
                     return driver.run(name, build_execution_graph(graph), recovery)
                 except RescaleRequested as request:
+                    before = graph
                     if request.assignments is not None:
                         for operator, assignment in request.assignments.items():
                             graph = graph.with_assignment(operator, assignment)
@@ -550,6 +592,7 @@ class JobRun:
                         self.workers = request.parallelism
                     else:
                         graph = graph.with_parallelism(request.operator, request.parallelism)
+                    self.restart = _rescale(before, graph, host, request)
                     recovery = RecoveryOptions(resume=True)
                     result = request.result
                     self.restarts += 1
@@ -570,6 +613,8 @@ class JobRun:
                     result = driver.completed_result(result)
                     recovery = RecoveryOptions(resume=True)
                     self.restarts += 1
+                    self.restart = Restart("restart", cause=str(error).strip(),
+                                           attempt=strategy.restarts, attempts=strategy.attempts)
                     relock = relock or store_away(error)
                     if self.control is not None:  # status answers at once while the run waits
                         committed = getattr(getattr(driver, "scheduler", None), "committed", None)
@@ -619,6 +664,16 @@ def _lock_again(backend, name: str):
         return store.lock_job(name)
     finally:
         store.close()
+
+
+def _rescale(before: PipelineGraph, after: PipelineGraph, host: Host,
+             request: RescaleRequested) -> Restart:
+    """What a rescale or a rebalance changed, for the listeners."""
+    if request.assignments is None and request.operator is None:
+        was = getattr(host, "count", None)
+        return Restart("rescale", f"worker processes {was} \u2192 {request.parallelism}")
+    _, detail = restart_kind(before, after)
+    return Restart("rebalance" if request.assignments is not None else "rescale", detail)
 
 
 def _rescaled(graph: PipelineGraph, request: RescaleRequested) -> str:

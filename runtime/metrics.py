@@ -123,7 +123,8 @@ class TaskResult:
     """The outcome of one pipeline task: metrics of its windows and collected records by window.
 
     ``windows`` holds the metrics of the first ``kept`` windows and of the last ``kept`` ones, in
-    window order; ``summary`` covers every window (``window_count`` of them).
+    window order; ``summary`` covers every window (``window_count`` of them). ``seconds`` is the
+    wall time of the whole run, restarts and their waits included.
     """
 
     name: str
@@ -136,11 +137,15 @@ class TaskResult:
     last_completed: int = 0
     recomputed: int = 0  # windows finished again after a restart rolled them back
     _highest: int = 0
+    # The windows finished since the last completed one (a restart rolls them back): at most the
+    # windows in flight and those waiting for a snapshot, whatever the length of the run.
+    _unsettled: dict[int, list[WindowMetrics]] = attrs.field(factory=dict)
 
     def add_window(self, metrics: WindowMetrics) -> None:
         """Record one finished window's metrics (older ones beyond the bounds are dropped)."""
         self.summary.add(metrics)
         self._highest = max(self._highest, metrics.window)
+        self._unsettled.setdefault(metrics.window, []).append(metrics)
         if len(self.first_windows) < self.kept:
             self.first_windows.append(metrics)
             return
@@ -159,8 +164,33 @@ class TaskResult:
         is counted in ``recomputed`` (the summary's durations and totals include both runs)."""
         return self.summary.count - self.recomputed
 
+    def settle(self, window: int) -> None:
+        """Windows up to ``window`` are completed: no restart rolls them back."""
+        for settled in [w for w in self._unsettled if w <= window]:
+            del self._unsettled[settled]
+
+    @property
+    def records_read(self) -> int:
+        """Records the sources read, each window counted once (as its completed run read them).
+
+        >>> result = TaskResult("t")
+        >>> result.add_window(WindowMetrics("t", 0, 1, 0.1, {"src": OperatorMetrics(0, 5)}, ("src",)))
+        >>> result.add_window(WindowMetrics("t", 0, 2, 0.1, {"src": OperatorMetrics(0, 7)}, ("src",)))
+        >>> result.settle(1)
+        >>> result.keep_until(1).records_read  # window 2 is read again after a restart
+        5
+        """
+        sources = dict.fromkeys(s for w in self.windows for s in w.sources)
+        sources.update(dict.fromkeys(s for ws in self._unsettled.values() for w in ws
+                                     for s in w.sources))
+        return sum(self.summary.operators.get(name, (0, 0))[1] for name in sources)
+
     def keep_until(self, window: int) -> TaskResult:
-        """This result without what windows after ``window`` added (a restart recomputes them)."""
+        """This result without what windows after ``window`` added (a restart recomputes them):
+        their records leave the operators' totals (the durations keep both runs' time)."""
+        for later in sorted(w for w in self._unsettled if w > window):
+            for metrics in self._unsettled.pop(later):
+                self._take_back(metrics)
         if self._highest > window:
             self.recomputed += self._highest - window
             self._highest = window
@@ -170,6 +200,16 @@ class TaskResult:
             for later in [w for w in by_window if w > window]:
                 del by_window[later]
         return self
+
+    def _take_back(self, metrics: WindowMetrics) -> None:
+        """Remove a rolled-back window's records from the totals (its duration, and the bytes
+        it sent to other processes, stay counted: that work was done)."""
+        operators = self.summary.operators
+        for name, m in metrics.operators.items():
+            totals = operators.get(name)
+            if totals is not None:
+                totals[0] -= m.records_in
+                totals[1] -= m.records_out
 
     def add_collected(self, window: int, dones: tuple[Done, ...]) -> None:
         """Add the records the tasks of ``window`` collected."""
@@ -192,6 +232,39 @@ class TaskResult:
             msg = f"no collected output named {name!r} in task {self.name!r}; known: {known}"
             raise KeyError(msg)
         return self.collected[name]
+
+
+@attrs.frozen
+class Restart:
+    """Why a run's tasks were built again, as ``JobListener.on_restart`` hears it.
+
+    ``kind``: ``"rescale"`` (an operator's parallelism or the number of worker processes changed;
+    ``detail`` says which, as ``count-2 1 → 3`` or ``worker processes 2 → 3``), ``"rebalance"``
+    (key groups moved between tasks) or ``"restart"`` (a failover: ``cause`` is the failure, and
+    this is restart ``attempt`` of the ``attempts`` the restart strategy allows in a row).
+    """
+
+    kind: str
+    detail: str = ""
+    cause: str = ""
+    attempt: int = 0
+    attempts: int = 0
+
+
+def describe_restart(restart: Restart) -> str:
+    """A restart in a few words: the rescale's or rebalance's detail, or a failover's cause and
+    attempt.
+
+    >>> describe_restart(Restart("restart", cause="worker 1 (pid 7) of job 'j' killed by SIGKILL",
+    ...                          attempt=1, attempts=3))
+    "worker 1 (pid 7) of job 'j' killed by SIGKILL (attempt 1 of 3)"
+    """
+    if restart.kind != "restart":
+        return restart.detail
+    attempt = f"attempt {restart.attempt} of {restart.attempts}" if restart.attempts else ""
+    if not restart.cause:
+        return attempt
+    return f"{restart.cause} ({attempt})" if attempt else restart.cause
 
 
 def restart_kind(before, after) -> tuple[str, str]:

@@ -356,8 +356,8 @@ def test_a_killed_worker_under_the_command_line_recovers_with_no_trace_in_its_lo
 
 def test_a_worker_whose_peer_went_away_leaves_the_report_to_the_driver():
     """The surviving worker's view of a killed peer (a broken pipe while it sends), as a log sees
-    it: nothing printed (the driver's one error line, or its restart, tells), exit status 1; other
-    failures keep their trace."""
+    it: nothing printed (the driver's one error line, or its restart, tells), exit status 75 (so
+    that the driver names the worker that died first); other failures keep their trace."""
     code = textwrap.dedent("""
         import sys, types
         import gyreflow.runtime.workers.worker as worker
@@ -374,7 +374,7 @@ def test_a_worker_whose_peer_went_away_leaves_the_report_to_the_driver():
     """)
     lost = subprocess.run([sys.executable, "-c", code.format(error='BrokenPipeError(32, "pipe")')],
                           capture_output=True, text=True, timeout=60, check=False)
-    assert lost.returncode == 1
+    assert lost.returncode == 75
     assert lost.stderr == "", lost.stderr
     bug = subprocess.run([sys.executable, "-c", code.format(error='KeyError("x")')],
                          capture_output=True, text=True, timeout=60, check=False)

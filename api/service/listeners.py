@@ -14,7 +14,7 @@ import runpy
 import threading
 
 from gyreflow.runtime.driver import CheckpointMetrics, JobListener, Listeners
-from gyreflow.runtime.metrics import TaskResult, WindowMetrics, restart_kind
+from gyreflow.runtime.metrics import Restart, TaskResult, WindowMetrics, restart_kind
 
 __all__ = ["CheckpointMetrics", "JobListener", "JsonLinesListener", "Listeners", "TaskResult",
            "WindowMetrics", "combined", "load_listener"]
@@ -27,7 +27,8 @@ class ListenerSpecError(ValueError):
 class JsonLinesListener(JobListener):
     """Appends one JSON object per event to ``path``, flushed as it happens:
     ``{"event": "start" | "window" | "checkpoint" | "restart" | "finish", "task": ..., ...}``; a
-    restart says its ``kind``: ``rescale``, ``rebalance`` or ``restart`` (a failover)."""
+    restart says its ``kind``: ``rescale``, ``rebalance`` or ``restart`` (a failover, with its
+    ``cause``, ``attempt`` and ``attempts``)."""
 
     def __init__(self, path: str) -> None:
         self.path = os.path.abspath(path)
@@ -46,11 +47,17 @@ class JsonLinesListener(JobListener):
         self._graph = graph.pipeline
         self._write({"event": "start", "task": name})
 
-    def on_restart(self, name: str, graph, window: int) -> None:
-        kind, detail = restart_kind(self._graph, graph.pipeline)
+    def on_restart(self, name: str, graph, window: int, restart: Restart | None = None) -> None:
+        if restart is None:
+            kind, detail = restart_kind(self._graph, graph.pipeline)
+        else:
+            kind, detail = restart.kind, restart.detail
         self._graph = graph.pipeline
-        self._write({"event": "restart", "task": name, "kind": kind, "after_window": window,
-                     "detail": detail})
+        event = {"event": "restart", "task": name, "kind": kind, "after_window": window,
+                 "detail": detail}
+        if restart is not None and kind == "restart":
+            event.update(cause=restart.cause, attempt=restart.attempt, attempts=restart.attempts)
+        self._write(event)
 
     def on_window(self, metrics: WindowMetrics) -> None:
         self._write({
@@ -71,10 +78,13 @@ class JsonLinesListener(JobListener):
                      "superstep": superstep})
 
     def on_finish(self, result: TaskResult) -> None:
+        records = result.records_read
         self._write({"event": "finish", "task": result.name, "windows": result.window_count,
                      "windows_recomputed": result.recomputed,
                      "last_completed_window": result.last_completed,
-                     "seconds": round(result.seconds, 6)})
+                     "seconds": round(result.seconds, 6), "records_read": records,
+                     "records_per_second": round(records / result.seconds, 3)
+                     if result.seconds > 0 else 0.0})
 
     def close(self) -> None:
         with self._lock:
@@ -82,15 +92,23 @@ class JsonLinesListener(JobListener):
 
 
 class NoticeListener(JobListener):
-    """What ``gyreflow run`` tells the user as it happens (unless ``--quiet``): a resumed window that
-    goes on from an iteration snapshot."""
+    """What ``gyreflow run`` tells the user as it happens (unless ``--quiet``): a restart after a
+    failure (what failed, the window the tasks go on from, the attempt), a resumed window that goes
+    on from an iteration snapshot."""
 
     def __init__(self, console) -> None:
         self.console = console
 
+    def on_restart(self, name: str, graph, window: int, restart: Restart | None = None) -> None:
+        if restart is None or restart.kind != "restart":
+            return  # a rescale or rebalance: the control command that asked for it answers
+        attempt = f" (attempt {restart.attempt} of {restart.attempts})" if restart.attempts else ""
+        self.console.print(f"restarted from window {window + 1}{attempt}: {restart.cause}",
+                           markup=False, highlight=False, soft_wrap=True)
+
     def on_iteration_restored(self, window: int, superstep: int) -> None:
         self.console.print(f"window {window} goes on after superstep {superstep} (its iteration "
-                           "snapshot)", markup=False, highlight=False)
+                           "snapshot)", markup=False, highlight=False, soft_wrap=True)
 
 
 def load_listener(spec: str) -> JobListener:

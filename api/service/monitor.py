@@ -20,7 +20,13 @@ from prometheus_client.utils import floatToGoString
 
 from gyreflow.plan.execution import ExecutionGraph
 from gyreflow.runtime.driver import CheckpointMetrics, JobListener
-from gyreflow.runtime.metrics import TaskResult, WindowMetrics, restart_kind
+from gyreflow.runtime.metrics import (
+    Restart,
+    TaskResult,
+    WindowMetrics,
+    describe_restart,
+    restart_kind,
+)
 
 RECENT = 60  # windows and checkpoints kept for the page
 RECENT_POINTS = 256  # trend points kept as they came (one per window or checkpoint)
@@ -94,15 +100,20 @@ class JobMonitor(JobListener):
             self.records = 0
             self._window_mark = self._checkpoint_mark = self.wall_clock()
 
-    def on_restart(self, name: str, graph: ExecutionGraph, window: int) -> None:
-        """The run goes on after ``window`` with its tasks built again: a ``rescale`` when an
-        operator's parallelism changed, a ``rebalance`` when key groups moved between tasks, else a
-        ``restart``; counted and marked on the trends."""
+    def on_restart(self, name: str, graph: ExecutionGraph, window: int,
+                   restart: Restart | None = None) -> None:
+        """The run goes on after ``window`` with its tasks built again: counted and marked on the
+        trends as ``restart`` says (a ``rescale``, a ``rebalance`` or a failover's ``restart``);
+        without it, a ``rescale`` when an operator's parallelism changed, a ``rebalance`` when key
+        groups moved between tasks, else a ``restart``."""
         job, _, task = name.partition("/")
         pipeline_graph, execution_graph = describe_graphs(graph)
         now = self.wall_clock()
         with self._lock:
-            kind, detail = restart_kind(self._graph, graph.pipeline)
+            if restart is None:
+                kind, detail = restart_kind(self._graph, graph.pipeline)
+            else:
+                kind, detail = restart.kind, describe_restart(restart)
             self._graph = graph.pipeline
             self.job, self.task = job, task or job
             self.pipeline_graph, self.execution_graph = pipeline_graph, execution_graph

@@ -43,7 +43,7 @@ from gyreflow.runtime.workers.wire import (
     no_delay,
     worker_of,
 )
-from gyreflow.runtime.workers.worker import WorkerSetup, serve
+from gyreflow.runtime.workers.worker import PEER_LOST_STATUS, WorkerSetup, serve
 from gyreflow.scheduler.events import TaskFailed
 
 WAIT_SECONDS = 0.05  # one wait for worker messages while only the driver's writer has work
@@ -63,6 +63,7 @@ def refuse_in_process_sinks(setup: WorkerSetup) -> None:
 
 
 STOP_FAILED_SECONDS = 5  # how long workers told to stop after a failure get before they are killed
+FIRST_DEATH_SECONDS = 1.0  # how long a worker that lost a peer waits for the peer to be seen dead
 
 
 class ForkLauncher:
@@ -90,15 +91,19 @@ class ForkLauncher:
             self.processes.append(process)
 
     def ended(self) -> str | None:
-        """How the first worker that ended did (None while every one runs)."""
-        dead = [p for p in self.processes if not p.is_alive()]
-        return f"worker {dead[0].name} {describe_exit(dead[0].exitcode)}" if dead else None
+        """How the first worker that died did, ``worker 1 (pid 42) killed by SIGKILL`` (None while
+        every one runs)."""
+        lost = self.lost()
+        if lost is None:
+            return None
+        index, how = lost
+        return f"worker {index} (pid {self.processes[index].pid}) {how}"
 
     def lost(self) -> tuple[int, str] | None:
-        """The first worker that ended and how (None while every one runs)."""
+        """The first worker that died and how (None while every one runs)."""
         for index, process in enumerate(self.processes):
             if not process.is_alive():
-                return index, describe_exit(process.exitcode)
+                return self.first_lost(index)
         return None
 
     def describe_loss(self, worker: int) -> str:
@@ -106,6 +111,23 @@ class ForkLauncher:
         process = self.processes[worker]
         process.join(1.0)
         return describe_exit(process.exitcode)
+
+    def first_lost(self, worker: int) -> tuple[int, str]:
+        """The worker whose death ended the run, given that ``worker`` ended (or closed its
+        connection), and how it ended: ``worker`` itself, unless it ended because another worker
+        had gone away (``PEER_LOST_STATUS``): then the one that died first. Two workers seen dead
+        at once (the driver was busy, or paused) are told apart by that status, not by index."""
+        how = self.describe_loss(worker)
+        if self.processes[worker].exitcode != PEER_LOST_STATUS:
+            return worker, how
+        deadline = time.monotonic() + FIRST_DEATH_SECONDS
+        while True:
+            for index, process in enumerate(self.processes):
+                if not process.is_alive() and process.exitcode != PEER_LOST_STATUS:
+                    return index, describe_exit(process.exitcode)
+            if time.monotonic() >= deadline:
+                return worker, how
+            time.sleep(0.01)
 
     def stop(self, seconds: float) -> None:
         """Wait up to ``seconds`` for the workers, told to stop, to end; then kill the rest."""
@@ -355,8 +377,13 @@ class WorkerHost:
     def _worker_lost(self, worker: int, how: str | None = None) -> None:
         if self._lost is not None or self._closing:
             return
-        self._lost = (f"worker {worker} (pid {self._pids[worker]}) of job {self._job!r} "
-                      f"{how or self.launcher.describe_loss(worker)}")
+        if how is None:
+            first_lost = getattr(self.launcher, "first_lost", None)  # a Spark stage cannot say
+            if first_lost is not None:
+                worker, how = first_lost(worker)
+            else:
+                how = self.launcher.describe_loss(worker)
+        self._lost = f"worker {worker} (pid {self._pids[worker]}) of job {self._job!r} {how}"
         task = self._a_task.get(worker, next(iter(self._worker_of)))
         self._link.report(TaskFailed(self._cycle_of[task], task, 0, WorkerLostError(self._lost)))
 

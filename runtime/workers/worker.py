@@ -48,6 +48,7 @@ from gyreflow.runtime.workers.wire import (
 from gyreflow.scheduler.events import EventKind, TaskFailed
 
 DRIVER = -1  # the source index of the driver's connection
+PEER_LOST_STATUS = 75  # a forked worker's exit status after another worker or the driver went away
 SWITCH_SECONDS = 0.0005
 _SUPERSTEPS = (EventKind.EXECUTE_FIRST_ITERATION, EventKind.EXECUTE_COMPUTE,
                EventKind.RESTORE_ITERATION)
@@ -83,11 +84,11 @@ def serve(setup: WorkerSetup, index: int) -> None:
     code = 0
     try:
         Worker(setup, index).run()
-    except (BrokenPipeError, ConnectionResetError, EOFError):
+    except (ConnectionError, EOFError):
         # Another worker or the driver went away (killed, or stopping the job): the driver reports
         # the lost worker in its one error line, or restarts every worker; anything printed here
-        # would come before that line.
-        code = 1
+        # would come before that line. The status tells the driver this worker did not die first.
+        code = PEER_LOST_STATUS
     except BaseException:  # noqa: BLE001 - the driver reports a lost worker; the trace helps
         traceback.print_exc()
         code = 1
