@@ -13,6 +13,7 @@ from gyreflow.api.config.auto import is_automatic
 from gyreflow.api.config.loading import ConfigError
 from gyreflow.api.config.session import current_settings
 from gyreflow.api.connectors.sources import GeneratorSource, as_source
+from gyreflow.api.language.source_windows import call_site, warn_size_windows_per_task
 from gyreflow.api.language.stream import GraphBuilder, Stream
 from gyreflow.api.language.windows import AllWindow, Window
 from gyreflow.plan.execution import ExecutionGraph, build_execution_graph
@@ -29,6 +30,7 @@ class PipelineTaskContext:
     def __init__(self, builder: GraphBuilder, config) -> None:
         self.builder = builder
         self.config = config
+        self.origins: dict[int, tuple[str, int]] = {}  # source vertex -> the line that opened it
 
     def source(self, source, window: Window | None = None, *, name: str | None = None,
                parallelism: int | None = None) -> Stream:
@@ -46,6 +48,7 @@ class PipelineTaskContext:
         if parallelism is None and is_automatic(self.config):
             parallelism = 1  # environment.parallelism = auto: what a source task reads stays as at 1
         node = self.builder.add(SourceSpec(source, window), [], parallelism, name)
+        self.origins[node] = call_site()
         return Stream(self.builder, node)
 
 
@@ -59,8 +62,11 @@ class PipelineTask:
     def build(self, config) -> PipelineGraph:
         """Run the task's function and return the graph it built."""
         builder = GraphBuilder(config["environment.parallelism"], config)
-        self.fn(PipelineTaskContext(builder, config))
-        return builder.build()
+        ctx = PipelineTaskContext(builder, config)
+        self.fn(ctx)
+        graph = builder.build()
+        warn_size_windows_per_task(graph, ctx.origins)
+        return graph
 
 
 class PipelineResult(Mapping):

@@ -1,0 +1,120 @@
+"""A size-windowed source running with parallelism above 1 is warned about at plan time, once per
+source, naming the source, the line that opened it and how to pin it; the windows it warns about
+are the per-task windows a plain loop computes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import pytest
+
+from gyreflow.api import AllWindow, Environment, SizeTumblingWindow
+from gyreflow.api.language.source_windows import SourceParallelismWarning
+
+WORDS = ["a", "b", "c", "d", "e", "f", "g"]
+
+
+def per_task_windows(data: list, size: int, parallelism: int) -> dict[int, list]:
+    """By definition: task i reads data[i::p] (a list source) and cuts it into chunks of ``size``;
+    window w holds chunk w of every task."""
+    windows: dict[int, list] = {}
+    for task in range(parallelism):
+        share = data[task::parallelism]
+        for start in range(0, len(share), size):
+            windows.setdefault(start // size + 1, []).extend(share[start:start + size])
+    return windows
+
+
+def run_collect(parallelism: int, source_parallelism: int | None = None, window=None,
+                pin_after: bool = False):
+    pipeline = Environment.local(parallelism=parallelism, progress=False).pipeline("warned")
+
+    @pipeline.task
+    def job(ctx):
+        stream = ctx.source(WORDS, window or SizeTumblingWindow(2), name="words",
+                            parallelism=source_parallelism)
+        if pin_after:
+            stream.with_parallelism(1)
+        stream.collect("out")
+
+    return pipeline, pipeline.execute()["job"].by_window("out")
+
+
+def caught(action) -> tuple[object, list[warnings.WarningMessage]]:
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        value = action()
+    return value, [w for w in seen if issubclass(w.category, SourceParallelismWarning)]
+
+
+def test_a_split_size_window_is_warned_about_and_the_warning_is_true():
+    (_, windows), seen = caught(lambda: run_collect(2))
+    assert len(seen) == 1
+    message = str(seen[0].message)
+    assert "source 'words' runs with parallelism 2 and SizeTumblingWindow(2)" in message
+    assert "ctx.source(..., parallelism=1)" in message
+    assert Path(seen[0].filename) == Path(__file__)  # the line that opened the source
+    assert "ctx.source(WORDS" in Path(__file__).read_text().splitlines()[seen[0].lineno - 1]
+    # what it warns about: windows per source task, not windows of 2 consecutive records
+    assert {w: sorted(r) for w, r in windows.items()} == {
+        w: sorted(r) for w, r in per_task_windows(WORDS, 2, 2).items()}
+    assert windows != {i // 2 + 1: WORDS[i:i + 2] for i in range(0, len(WORDS), 2)}
+
+
+@pytest.mark.parametrize("case", [
+    {"parallelism": 1},
+    {"parallelism": 2, "source_parallelism": 1},
+    {"parallelism": 2, "pin_after": True},
+    {"parallelism": 2, "window": AllWindow()},
+])
+def test_no_warning_where_the_windows_do_not_depend_on_the_parallelism(case):
+    (_, windows), seen = caught(lambda: run_collect(**case))
+    assert seen == []
+    if not isinstance(case.get("window"), AllWindow):  # windows of 2 consecutive records
+        assert windows == {i // 2 + 1: WORDS[i:i + 2] for i in range(0, len(WORDS), 2)}
+
+
+def test_once_per_source_under_the_default_filter():
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("default")
+        pipeline, _ = run_collect(3)
+        pipeline.execute(fresh=True)  # built again: not warned again
+        pipeline.explain()
+    assert [w.category for w in seen] == [SourceParallelismWarning]
+
+
+SCRIPT = """\
+from gyreflow.api import Environment, SizeTumblingWindow
+
+pipeline = Environment.from_config().pipeline("two-sources")
+
+@pipeline.task
+def job(ctx):
+    left = ctx.source(["a", "b", "c"], SizeTumblingWindow(2), name="left")
+    right = ctx.source(["x", "y", "z"], SizeTumblingWindow(2), name="right", parallelism=1)
+    left.union(right).collect("out")
+
+pipeline.execute()
+"""
+
+
+@pytest.mark.processes
+def test_gyreflow_run_prints_one_warning_for_the_split_source(tmp_path):
+    (tmp_path / "job.py").write_text(SCRIPT)
+    done = subprocess.run(
+        [sys.executable, "-m", "gyreflow", "run", "--quiet", "--env", "local", "job.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+        env={"PATH": str(Path(sys.executable).parent), "GYREFLOW_ENVIRONMENT__PARALLELISM": "2",
+             "GYREFLOW_CONTROL__ENABLED": "false", "HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    warned = [line for line in lines if "SourceParallelismWarning" in line]
+    assert len(warned) == 1, done.stderr
+    assert warned[0].startswith("job.py:7: SourceParallelismWarning: source 'left' "
+                                "runs with parallelism 2 and SizeTumblingWindow(2)")
+    assert "Traceback" not in done.stderr
+    assert textwrap.dedent(lines[lines.index(warned[0]) + 1]).strip().startswith("left = ctx.source(")
