@@ -232,7 +232,7 @@ def test_spark_says_what_starts_before_the_wait(tmp_path):
     lines = result.stderr.splitlines()
     assert lines[0].startswith("starting Spark local[*] (a JVM; about ")
     assert lines[0].endswith(" s) — --env local runs in this process")
-    assert lines[-1] == (f"word-count/word_count ran on Spark local[*], rounds mode, parallelism "
+    assert lines[-1] == (f"word-count/word_count ran on Spark local[*], workers mode, parallelism "
                          f"{cores()}; output: FileSink(out)")
     assert read_output(out) == window_counts(2500)
 
