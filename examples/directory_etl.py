@@ -4,23 +4,62 @@ window's orders and revenue per city, and write one Parquet file per window.
     python -m gyreflow run examples/directory_etl.py -- --input landing/ --output out/revenue
     python -m gyreflow run --until-idle 30 examples/directory_etl.py -- --input landing/ --follow
 
-Rows the CSV reader cannot read (a price that is no number, a missing cell) are set aside in
-``--dead-letters`` instead of stopping the job. Files are read once each, across crashes and resumes.
+Every CSV file needs a header with the columns ``city``, ``quantity`` and ``price`` (others, such
+as ``order_id``, are allowed): a file without one of them is refused before anything runs, with one
+line naming the file and the column and exit status 2 (a file that lands later while ``--follow``
+runs stops the job on its first row). Rows the CSV reader cannot read (a price that is no number, a
+missing cell) are set aside in ``--dead-letters`` instead of stopping the job. Files are read once
+each, across crashes and resumes.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import gzip
+import os
+import sys
 from operator import itemgetter
 
 from gyreflow.api import DirectorySource, Environment, ParquetSink, SizeTumblingWindow
 
 TYPES = {"order_id": int, "quantity": int, "price": float}
+REQUIRED = ("city", "quantity", "price")  # the columns every input file must have
 COLUMNS = ["city", "orders", "revenue"]
+
+
+def header_of(path: str) -> list[str] | None:
+    """The column names of a CSV file (its first row that is not empty); None when it has none or
+    cannot be read (the source reports such a file itself)."""
+    try:
+        with (gzip.open(path, "rt", encoding="utf-8", newline="") if path.endswith(".gz")
+              else open(path, encoding="utf-8", newline="")) as file:
+            return next((row for row in csv.reader(file) if row), None)
+    except (OSError, UnicodeDecodeError, csv.Error, EOFError):
+        return None
+
+
+def missing_column(input_dir: str) -> str | None:
+    """The first file in ``input_dir`` that lacks a column this ETL reads, as one error line."""
+    for name in sorted(os.listdir(input_dir)) if os.path.isdir(input_dir) else []:
+        path = os.path.join(input_dir, name)
+        if name.startswith((".", "_")) or ".csv" not in name or not os.path.isfile(path):
+            continue
+        header = header_of(path)
+        absent = [column for column in REQUIRED if header is not None and column not in header]
+        if absent:
+            return (f"error: {path}: no column {absent[0]!r} (directory_etl.py reads the columns "
+                    f"{', '.join(REQUIRED)}; the file has {', '.join(header)})")
+    return None
 
 
 def is_valid(row: dict) -> bool:
     """A row worth counting: a city, a positive quantity and a price."""
+    for column in REQUIRED:
+        if column not in row:  # a file without the column landed while the job followed the folder
+            msg = (f"a row has no column {column!r}: every input file needs the columns "
+                   f"{', '.join(REQUIRED)} (row: {row!r})")
+            raise ValueError(msg)
     return bool((row.get("city") or "").strip()) and (row.get("quantity") or 0) > 0 \
         and row.get("price") is not None
 
@@ -65,6 +104,10 @@ def main(argv: list[str] | None = None):
     parser.add_argument("--readers", type=int, default=1, help="source tasks reading files at once")
     parser.add_argument("--config", default=None, help="TOML config file")
     args = parser.parse_args(argv)
+    problem = missing_column(args.input)
+    if problem is not None:  # refused before anything runs: an empty output would look like success
+        sys.stderr.write(problem + "\n")
+        raise SystemExit(2)
     env = Environment.from_config(args.config)
     pipeline = build(env.pipeline("directory-etl"), args.input, args.output, args.window,
                      args.follow, args.dead_letters, args.readers)

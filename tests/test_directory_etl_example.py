@@ -9,6 +9,8 @@ import gzip
 import io
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -213,3 +215,60 @@ def test_a_bad_row_without_dead_letters_stops_with_exit_5_and_keeps_completed_wi
                           text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     assert parquet_output(tmp_path / "out") == expected
+
+
+README = ROOT / "README.md"
+
+
+def readme_etl() -> tuple[str, list[str]]:
+    """The README's ETL snippet (the Python block that writes landing/orders.csv) and the
+    directory_etl.py command given below it, as words."""
+    text = README.read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S)
+                 if "landing/orders.csv" in b)
+    command = re.search(r"`(gyreflow run [^`]*examples/directory_etl\.py[^`]*)`", text).group(1)
+    return block, command.split()
+
+
+def test_the_readme_snippet_then_the_readme_command_totals_the_snippets_orders(tmp_path):
+    block, command = readme_etl()
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    done = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120, check=False, env={**os.environ, "GYREFLOW_ENVIRONMENT__TYPE":
+                                                         "local"})
+    assert done.returncode == 0, done.stderr
+    # as written, but idle for 1 s instead of 30 before the followed folder ends
+    command[command.index("--until-idle") + 1] = "1"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GYREFLOW_")}
+    env.update({"GYREFLOW_ENVIRONMENT__TYPE": "local", "COLUMNS": "400"})
+    done = subprocess.run([sys.executable, "-m", "gyreflow", *command[1:]], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    # independent oracle: the csv module over what the snippet wrote
+    totals: dict[str, list] = defaultdict(lambda: [0, 0.0])
+    with open(tmp_path / "landing" / "orders.csv", newline="") as file:
+        for row in csv.DictReader(file):
+            totals[row["city"].strip().title()][0] += 1
+            totals[row["city"].strip().title()][1] += int(row["quantity"]) * float(row["price"])
+    assert totals, "the snippet wrote no orders"
+    assert parquet_output(tmp_path / "out" / "revenue") == {
+        1: {city: (n, round(revenue, 2)) for city, (n, revenue) in totals.items()}}
+
+
+@pytest.mark.parametrize("name", ["orders.csv", "orders.csv.gz"])
+def test_a_file_without_a_column_the_example_reads_is_refused_in_one_line(tmp_path, name):
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    write_orders(landing / "2026-11-01.csv", order_rows(0, 3))
+    data = b"city,price\nOslo,9.5\nRome,20\n"
+    (landing / name).write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GYREFLOW_")}
+    env.update({"GYREFLOW_ENVIRONMENT__TYPE": "local", "COLUMNS": "400"})
+    done = subprocess.run([sys.executable, "-m", "gyreflow", "run", "--quiet", str(EXAMPLE), "--",
+                           "--input", "landing/", "--output", "out/revenue"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        f"error: landing/{name}: no column 'quantity' (directory_etl.py reads the columns city, "
+        "quantity, price; the file has city, price)"]
+    assert not (tmp_path / "out").exists()

@@ -6,8 +6,9 @@ A block's info string says what it is: ``python`` runs in a fresh interpreter (a
 gyreflow configuration; ``text`` is output, a diagram or a usage synopsis and is not run. A block
 with no info string is a failure: say what it is.
 
-Shell blocks run in a scratch folder holding the repository's examples, configuration and the
-Graphalytics example graph, with ``gyreflow`` on the PATH. Two kinds of line are not run: installing
+Shell blocks run in a scratch folder outside the repository holding what a clone has at its root
+that the docs use (``examples/``, with its data, and ``conf/``), with ``gyreflow`` on the PATH: a
+block runs as written from the root of a clone. Two kinds of line are not run: installing
 (``pip install``: the test command installed everything already) and ``scripts/test.sh`` (the test
 command itself). Python and shell blocks run on the local environment unless they choose Spark.
 """
@@ -56,6 +57,21 @@ def test_every_block_says_what_it_is():
     assert sum(b[2] == "python" for b in BLOCKS) >= 15
 
 
+@pytest.mark.parametrize(("document", "kinds"), [
+    ("docs/tutorial.md", {"python", "bash"}),
+    ("docs/concepts.md", {"python"}),
+])
+def test_the_first_pages_are_run_too(document, kinds):
+    """The tutorial and the concepts page are among the documents whose blocks run."""
+    assert {b[2] for b in BLOCKS if b[0] == document} >= kinds
+
+
+def test_the_custom_source_and_sink_of_connectors_md_are_run():
+    bodies = [b[3] for b in BLOCKS if b[0] == "docs/connectors.md" and b[2] == "python"]
+    assert any("(SourceReader)" in body and "(Source)" in body for body in bodies)
+    assert any("(SinkWriter)" in body and "(Sink)" in body for body in bodies)
+
+
 def printed_lines(body: str) -> list[str]:
     """The trailing ``# `` comment lines of a block that prints: what it says it prints."""
     if "print(" not in body:
@@ -75,11 +91,9 @@ def matches(expected: str, got: str) -> bool:
 
 @pytest.fixture
 def scratch(tmp_path, postgres_url):
-    """A folder with the examples, conf and the example graph; the environment blocks run with."""
+    """A folder with the examples (and their data) and conf; the environment blocks run with."""
     for name in ("examples", "conf"):
         shutil.copytree(REPO / name, tmp_path / name)
-    for graph in (REPO / "tests" / "data" / "graphalytics").glob("example-directed.*"):
-        shutil.copy(graph, tmp_path / graph.name)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GYREFLOW_")}
     env.update({"GYREFLOW_ENVIRONMENT__TYPE": "local", "GYREFLOW_SPARK__MASTER": "local[2]",
                 "GYREFLOW_PROGRESS__ENABLED": "false", "DATABASE_URL": postgres_url,

@@ -4,6 +4,7 @@ are the per-task windows a plain loop computes."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -118,3 +119,26 @@ def test_gyreflow_run_prints_one_warning_for_the_split_source(tmp_path):
                                 "runs with parallelism 2 and SizeTumblingWindow(2)")
     assert "Traceback" not in done.stderr
     assert textwrap.dedent(lines[lines.index(warned[0]) + 1]).strip().startswith("left = ctx.source(")
+
+
+def changing_graph_blocks() -> list[str]:
+    """docs/graphs.md's examples of graphs that change window by window (a size-windowed list)."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "graphs.md").read_text(encoding="utf-8")
+    return [b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S)
+            if "SizeTumblingWindow(" in b and "GraphView(" in b]
+
+
+@pytest.mark.parametrize("index", range(3))
+def test_the_changing_graph_examples_print_the_same_at_parallelism_2(index, tmp_path, monkeypatch,
+                                                                    capsys):
+    """Their sources are pinned: an environment at parallelism 2 changes nothing they print."""
+    block = changing_graph_blocks()[index]
+    assert "Environment.local(progress=False)" in block
+    shown = [line[2:] for line in block.rstrip().splitlines() if line.startswith("# ")]
+    monkeypatch.chdir(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SourceParallelismWarning)
+        exec(compile(block.replace("Environment.local(progress=False)",
+                                   "Environment.local(parallelism=2, progress=False)"),
+                     "docs/graphs.md", "exec"), {})
+    assert capsys.readouterr().out.splitlines() == shown
