@@ -15,6 +15,8 @@ import json
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -275,3 +277,53 @@ def test_the_launcher_names_the_worker_that_died_first_whatever_its_index():
         assert launcher.ended() == f"worker 1 (pid {launcher.processes[1].pid}) killed by SIGKILL"
     finally:
         launcher.kill()
+
+
+def test_on_a_terminal_the_restart_line_stands_above_the_progress_display(tmp_path):
+    """Under a terminal (a pty) with the progress display on: the restart line starts a line of its
+    own instead of being glued to the display's, and the display's last window count is the
+    summary's (a window computed again counted once)."""
+    import pty
+    import threading
+
+    words = 4000
+    script, config, out = write_job(tmp_path, words, 0.02)
+    config.write_text(config.read_text(encoding="utf-8").replace(
+        "[progress]\nenabled = false\n", ""), encoding="utf-8")
+    leader, follower = pty.openpty()
+    run = subprocess.Popen([sys.executable, "-m", "gyreflow", "run", "--config", str(config),
+                            "--env", "local", "--workers", "2", str(script), str(out)],
+                           stdin=follower, stdout=follower, stderr=follower,
+                           env={**os.environ, "COLUMNS": "100"})
+    os.close(follower)
+    shown = bytearray()
+
+    def read() -> None:
+        while True:
+            try:
+                data = os.read(leader, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            shown.extend(data)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        workers = live_workers(run)
+        time.sleep(0.8)
+        os.kill(workers[1], signal.SIGKILL)
+        assert run.wait(timeout=TIMEOUT) == 0
+    finally:
+        run.kill()
+        reader.join(5)
+        os.close(leader)
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown.decode("utf-8", "replace"))
+    told = [m.start() for m in re.finditer("restarted from window", text)]
+    assert len(told) == 1, text
+    assert text[told[0] - 1] in "\r\n", text[told[0] - 80:told[0] + 80]
+    summary = re.search(r"cli/job: (\d+) windows", text)
+    assert summary is not None, text
+    renders = re.findall(r"cli/job \S* ?━+ (\d+) windows", text[:summary.start()])
+    assert renders and renders[-1] == summary.group(1) == str(words // WINDOW), renders[-3:]

@@ -103,12 +103,17 @@ class NoticeListener(JobListener):
         if restart is None or restart.kind != "restart":
             return  # a rescale or rebalance: the control command that asked for it answers
         attempt = f" (attempt {restart.attempt} of {restart.attempts})" if restart.attempts else ""
-        self.console.print(f"restarted from window {window + 1}{attempt}: {restart.cause}",
-                           markup=False, highlight=False, soft_wrap=True)
+        self._print(f"restarted from window {window + 1}{attempt}: {restart.cause}")
 
     def on_iteration_restored(self, window: int, superstep: int) -> None:
-        self.console.print(f"window {window} goes on after superstep {superstep} (its iteration "
-                           "snapshot)", markup=False, highlight=False, soft_wrap=True)
+        self._print(f"window {window} goes on after superstep {superstep} (its iteration snapshot)")
+
+    def _print(self, line: str) -> None:
+        """One line, above the progress display when one is shown (not glued to its line)."""
+        from gyreflow.api.service.progress import shown_console
+
+        (shown_console() or self.console).print(line, markup=False, highlight=False,
+                                                soft_wrap=True)
 
 
 def load_listener(spec: str) -> JobListener:

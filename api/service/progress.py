@@ -19,6 +19,13 @@ from gyreflow.runtime.driver import JobListener
 from gyreflow.runtime.metrics import TaskResult, WindowMetrics
 
 SUMMARY_WIDTH = 80
+_SHOWN: list[Console] = []  # consoles whose progress display is on the terminal now
+
+
+def shown_console() -> Console | None:
+    """The console of the progress display shown now, if any: a line printed through it goes above
+    the display (printed through another console, it would be glued to the display's line)."""
+    return _SHOWN[-1] if _SHOWN else None
 
 
 class ProgressListener(JobListener):
@@ -32,6 +39,9 @@ class ProgressListener(JobListener):
         self.started = 0.0
         self.clock = clock
         self.pipeline = pipeline
+        # Window -> [windows finished, records read] since the last checkpoint: a restart rolls
+        # them back, and the display counts each window once, as the summary does.
+        self.unsettled: dict[int, list[int]] = {}
 
     def on_start(self, name, graph) -> None:
         self.records = self.windows = 0
@@ -42,11 +52,29 @@ class ProgressListener(JobListener):
             TimeElapsedColumn(), console=self.console, transient=False,
         )
         self.progress.start()
+        _SHOWN.append(self.console)
         self.task_id = self.progress.add_task(name, total=None, windows=0, rate="")
 
     def on_window(self, metrics: WindowMetrics) -> None:
         self.windows += 1
         self.records += metrics.source_records
+        counts = self.unsettled.setdefault(metrics.window, [0, 0])
+        counts[0] += 1
+        counts[1] += metrics.source_records
+        self._show()
+
+    def on_checkpoint(self, checkpoint) -> None:
+        for window in [w for w in self.unsettled if w <= checkpoint.window]:
+            del self.unsettled[window]
+
+    def on_restart(self, name, graph, window, restart=None) -> None:
+        for later in [w for w in self.unsettled if w > window]:
+            windows, records = self.unsettled.pop(later)
+            self.windows -= windows
+            self.records -= records
+        self._show()
+
+    def _show(self) -> None:
         elapsed = self.clock() - self.started
         rate = f"{self.records / elapsed:,.0f} records/s" if elapsed > 0 else ""
         self.progress.update(self.task_id, windows=self.windows, rate=rate)
@@ -55,6 +83,8 @@ class ProgressListener(JobListener):
         # A resume after the input's end ran no window: the summary says "nothing to do" instead.
         self.progress.update(self.task_id, total=1, completed=1, visible=self.windows > 0)
         self.progress.stop()
+        if self.console in _SHOWN:
+            _SHOWN.remove(self.console)
 
 
 def source_records(result: TaskResult, sources: tuple[str, ...] = ()) -> int:
