@@ -4,12 +4,12 @@ The names are imported when first used (PEP 562), so that importing one part of 
 package (the command line, say) does not import all of it.
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations`` and no plain imports: every name bound here would be one
+# more name of the package (``dir(gyreflow.api)``, ``from gyreflow.api import *``).
+import typing as _typing
+from importlib import import_module as _import_module
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from gyreflow.api.config.loading import (
         Config,
         ConfigError,
@@ -188,15 +188,16 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         msg = f"module {__name__!r} has no attribute {name!r}"
         raise AttributeError(msg)
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(_import_module(module), name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    """The public names and the module's own dunders, not its private helpers."""
+    return sorted({name for name in globals() if name.startswith("__")} | set(__all__))

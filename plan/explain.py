@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from gyreflow.plan.execution import ExecutionGraph, ExecutionVertexGroup, GroupKind
 from gyreflow.plan.graph import PipelineGraph, PipelineVertex
+from gyreflow.plan.words import plural
 
 FORMATS = ("text", "dot", "mermaid")
 
@@ -67,7 +68,8 @@ def _detail(v: PipelineVertex) -> str:
 
 
 def _text(title: str, graph: PipelineGraph, execution: ExecutionGraph) -> str:
-    lines = [f"== {title} ==", f"PipelineGraph: {len(graph.vertices)} vertices, {len(graph.edges)} edges"]
+    lines = [f"== {title} ==", f"PipelineGraph: {plural(len(graph.vertices), 'vertex', 'vertices')}, "
+                                f"{plural(len(graph.edges), 'edge')}"]
     for v in graph.topological_order():
         detail = _detail(v)
         lines.append(f"  {v.name:<16} {v.spec.op:<10} {v.kind.value:<10} p={v.parallelism}"
@@ -75,8 +77,8 @@ def _text(title: str, graph: PipelineGraph, execution: ExecutionGraph) -> str:
     for e in graph.edges:
         src, dst = graph.vertex(e.source).name, graph.vertex(e.target).name
         lines.append(f"  {src} -> {dst}  [{e.partitioning.value}, input {e.ordinal}]")
-    lines.append(f"ExecutionGraph: {len(execution.vertices)} chained vertices, "
-                 f"{len(execution.edges)} edges, {len(execution.tasks())} tasks")
+    lines.append(f"ExecutionGraph: {plural(len(execution.vertices), 'chained vertex', 'chained vertices')}, "
+                 f"{plural(len(execution.edges), 'edge')}, {plural(len(execution.tasks()), 'task')}")
     cycles = {c.id: c for c in execution.cycles()}
     tasks = {t.id: t for t in execution.tasks()}
 

@@ -531,7 +531,7 @@ def test_explain_of_a_pipeline_with_two_tasks_concatenates_them(make_env):
     lines = pipeline.explain("text").splitlines()
     assert [line for line in lines if line.startswith("==")] == ["== two/first_task ==",
                                                                  "== two/second =="]
-    assert lines.count("PipelineGraph: 2 vertices, 1 edges") == 2
+    assert lines.count("PipelineGraph: 2 vertices, 1 edge") == 2
 
 
 def test_explain_rejects_unknown_format(make_env):

@@ -145,6 +145,9 @@ def test_click_usage_errors_read_like_the_others(tmp_path):
     lines = done.stderr.splitlines()
     assert lines[0] == "error: no such option '--no-such-flag'."
     assert lines[1].startswith("Usage: ") and "Error" not in done.stderr
+    done = gyreflow(["run", "--resum", "x.py"], tmp_path)  # not taken for the script's name
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[0] == "error: no such option '--resum'. Did you mean '--resume'?"
     done = gyreflow(["run", "--env", "nowhere", "x.py"], tmp_path)
     assert done.returncode == 2
     assert done.stderr.splitlines()[0].startswith("error: invalid value for '--env': 'nowhere'")
@@ -237,3 +240,4 @@ def test_an_unhashable_key_is_one_line_in_and_out_of_process(tmp_path, workers):
     assert first.startswith("error: operator ") and first.endswith(
         "while processing record ['a', 1]: TypeError: " + KEY_MESSAGE)
     no_internals(done)
+

@@ -4,20 +4,22 @@
 say) costs nothing more to import.
 """
 
-from __future__ import annotations
+import typing as _typing
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from gyreflow.api.cli.commands import main
 
 __all__ = ["main"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name == "main":
         from gyreflow.api.cli.commands import main
 
         return main
     msg = f"module {__name__!r} has no attribute {name!r}"
     raise AttributeError(msg)
+
+
+def __dir__() -> list[str]:
+    return sorted({name for name in globals() if name.startswith("__")} | set(__all__))

@@ -29,6 +29,14 @@ def _run_script(script: str, args: tuple[str, ...], settings) -> None:
     from gyreflow.api.language.pipeline import not_executed_warning, take_not_executed
 
     if not os.path.isfile(script):
+        if script.startswith("-"):  # unknown options reach the script's place: a misspelt option
+            import difflib
+
+            ctx = click.get_current_context()
+            known = [name for param in ctx.command.params for name in param.opts
+                     if name.startswith("--")]
+            raise click.NoSuchOption(script, possibilities=difflib.get_close_matches(script, known, n=1),
+                                     ctx=ctx)
         raise click.BadParameter(f"no such script: {script}", param_hint="SCRIPT")
     if settings.config_path is not None:
         Config.load(settings.config_path)  # bad config fails here, before any data moves
@@ -330,8 +338,8 @@ def explain(script: str, script_args: tuple[str, ...], fmt: str, config_path: st
             environment: str | None) -> None:
     """Print the PipelineGraph and ExecutionGraph of the pipelines SCRIPT defines, without running.
 
-    SCRIPT may also be a graph query (``'MATCH ...'``, see ``gyreflow query``): its compiled plan
-    is printed, as text.
+    SCRIPT may also be a graph query ('MATCH ...', see gyreflow query): its compiled plan is
+    printed, as text.
     """
     from rich.console import Console
 
@@ -379,49 +387,79 @@ def _explain_query(text: str, fmt: str) -> None:
 
 @main.command()
 @click.option("--config", "config_path", type=click.Path(dir_okay=False))
-def snapshots(config_path: str | None) -> None:
-    """List the jobs with stored state: last completed window, retained versions, sizes."""
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the jobs as JSON (job, last_completed, retained, parts in bytes).")
+def snapshots(config_path: str | None, as_json: bool) -> None:
+    """List the jobs with stored state: last completed window, retained versions, sizes.
+
+    Job names are printed whole, whatever the terminal's width: they are what gyreflow query JOB
+    and gyreflow run --resume need.
+    """
     from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
 
     from gyreflow.api.config.loading import Config, ConfigError
     from gyreflow.state.backends import backend_from_config
     from gyreflow.state.shared.snapshot import BackendUnavailableError, SnapshotCorruptedError
 
-    console = Console()
     try:
         backend = backend_from_config(Config.load(config_path))
         store = backend.open_store()
     except (ConfigError, BackendUnavailableError) as exc:
         _fail(Console(stderr=True), str(exc), 2)
     try:
-        jobs = store.jobs()
-        console.print(f"backend: {backend.describe()}", markup=False, highlight=False)
-        if not jobs:
-            console.print("no job has stored state", markup=False)
-            return
-        table = Table()
-        for column in ("job", "last completed", "retained", "state", "bytes"):
-            table.add_column(column)
-        for job in jobs:
+        jobs = []
+        for job in store.jobs():
             try:
                 meta = store.read_meta(job)
             except SnapshotCorruptedError as exc:
-                table.add_row(escape(job), "corrupted", "", escape(str(exc)), "")
+                jobs.append({"job": job, "corrupted": str(exc)})
                 continue
-            sizes = store.sizes(job)
-            first = True
-            for part, size in sorted(sizes.items()):
-                table.add_row(
-                    escape(job) if first else "",
-                    str(meta.last_completed) if first else "",
-                    ", ".join(map(str, meta.retained)) if first else "",
-                    escape(part), f"{size:,}")
-                first = False
-        console.print(table)
+            jobs.append({"job": job, "last_completed": meta.last_completed,
+                         "retained": list(meta.retained), "parts": dict(sorted(
+                             store.sizes(job).items()))})
     finally:
         store.close()
+    if as_json:
+        import json
+
+        click.echo(json.dumps({"backend": backend.describe(), "jobs": jobs}, indent=2))
+        return
+    _print_snapshots(backend.describe(), jobs)
+
+
+def _print_snapshots(backend: str, jobs: list[dict]) -> None:
+    """The jobs as a table whose job column is never cut (the console widens to hold it)."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = Console()
+    console.print(f"backend: {backend}", markup=False, highlight=False, soft_wrap=True)
+    if not jobs:
+        console.print("no job has stored state", markup=False)
+        return
+    longest = max(len(job["job"]) for job in jobs)
+    table = Table()
+    table.add_column("job", no_wrap=True, min_width=longest)
+    for column in ("last completed", "retained", "state"):
+        table.add_column(column, overflow="fold")
+    table.add_column("bytes", no_wrap=True, justify="right")
+    for job in jobs:
+        if "corrupted" in job:
+            table.add_row(escape(job["job"]), "corrupted", "", escape(job["corrupted"]), "")
+            continue
+        first = True
+        for part, size in job["parts"].items():
+            table.add_row(escape(job["job"]) if first else "",
+                          str(job["last_completed"]) if first else "",
+                          ", ".join(map(str, job["retained"])) if first else "",
+                          escape(part), f"{size:,}")
+            first = False
+    parts = max((len(part) for job in jobs for part in job.get("parts", {})), default=10)
+    needed = longest + parts + 50  # the job and state columns whole, the others and the borders
+    if console.width < needed:
+        console = Console(width=needed)
+    console.print(table)
 
 
 @main.command("config")
@@ -449,3 +487,4 @@ main.add_command(control)
 
 if __name__ == "__main__":
     main()
+

@@ -165,7 +165,7 @@ def pause(job_name: str | None, config_path: str | None, as_json: bool) -> None:
 @_CONFIG
 @_JSON
 def resume_sources(job_name: str | None, config_path: str | None, as_json: bool) -> None:
-    """Start windows again after ``pause``."""
+    """Start windows again after a pause."""
     answer = _ask(config_path, job_name, {"command": "resume"}, as_json)
     if not as_json:
         click.echo(answer["message"])

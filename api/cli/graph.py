@@ -7,6 +7,7 @@ import time
 import click
 
 from gyreflow.api.cli.errors import fail as _fail
+from gyreflow.plan.words import plural
 
 ALGORITHMS = ("bfs", "pr", "wcc", "cdlp", "lcc", "sssp")
 NEEDS_SOURCE = ("bfs", "sssp")
@@ -145,11 +146,13 @@ def graph(algorithm: str, vertices_path: str, edges_path: str, directed: bool,
     vertices = vertex_ids.tolist()
     missing = [v for v in vertices if v not in values]
     if missing:
-        _fail(console, f"internal error: no {algorithm} result for {len(missing)} vertices "
+        _fail(console, f"internal error: no {algorithm} result for "
+                       f"{plural(len(missing), 'vertex', 'vertices')} "
                        f"(e.g. {missing[:5]})", 1)
     count = write_results(output_path, vertices, values, FORMATS[algorithm])
     if not quiet:
         kind = "directed" if directed else "undirected"
-        console.print(f"{algorithm}: {count:,} vertices, {len(edges[0]):,} edges ({kind}); read "
+        console.print(f"{algorithm}: {plural(count, 'vertex', 'vertices')}, "
+                      f"{plural(len(edges[0]), 'edge')} ({kind}); read "
                       f"{read_seconds:.2f} s, computed on {env.type_name} in {compute_seconds:.2f} s; "
                       f"wrote {output_path}", markup=False, highlight=False)

@@ -144,13 +144,13 @@ def query(arguments: tuple[str, ...], params: tuple[str, ...], directed: bool | 
           config_path: str | None) -> None:
     """Run QUERY on a graph and print one JSON object per result row (keys: the RETURN columns).
 
-    GRAPH is a folder (``vertices.jsonl`` and ``edges.jsonl``, or one Graphalytics dataset
-    ``NAME.v``/``NAME.e``/``NAME.properties``), a Graphalytics ``.properties`` file, or the name of
-    a job with stored state (``gyreflow snapshots`` lists them): its graph as its last completed
-    window left it. VERTICES and EDGES are Graphalytics files or JSON-lines files (``.jsonl``): a
-    vertex line ``{"id": 1, "label": "Person", "name": "Ann"}``, an edge line ``{"src": 1, "dst":
-    2, "label": "KNOWS"}``. Exit status 2: a query that does not parse or is outside the subset, a
-    missing parameter, an unreadable file, a job, window or graph the store does not have.
+    GRAPH is a folder (vertices.jsonl and edges.jsonl, or one Graphalytics dataset
+    NAME.v/NAME.e/NAME.properties), a Graphalytics .properties file, or the name of a job with
+    stored state (gyreflow snapshots lists them): its graph as its last completed window left it.
+    VERTICES and EDGES are Graphalytics files or JSON-lines files (.jsonl): a vertex line
+    {"id": 1, "label": "Person", "name": "Ann"}, an edge line {"src": 1, "dst": 2, "label":
+    "KNOWS"}. Exit status 2: a query that does not parse or is outside the subset, a missing
+    parameter, an unreadable file, a job, window or graph the store does not have.
     """
     from rich.console import Console
 

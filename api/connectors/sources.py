@@ -15,6 +15,7 @@ import attrs
 
 from gyreflow.api.config.loading import ConfigError
 from gyreflow.api.connectors.file_formats import strip_line_ending
+from gyreflow.plan.words import plural
 from gyreflow.runtime.dataflow.columns import ColumnBatch, as_record_batch, concat, join_batches
 from gyreflow.runtime.errors import DataError
 
@@ -295,7 +296,7 @@ class CollectionSource(Source):
         return _IteratorReader(lambda: itertools.islice(items, task_index, None, parallelism))
 
     def describe(self) -> str:
-        return f"CollectionSource({len(self.items)} items)"
+        return f"CollectionSource({plural(len(self.items), 'item')})"
 
 
 @attrs.frozen(eq=False)
@@ -539,7 +540,7 @@ class ArrowSource(Source):
     def describe(self) -> str:
         if callable(self.data):
             return f"ArrowSource({getattr(self.data, '__name__', 'batches')})"
-        return f"ArrowSource({as_record_batch(self.data).num_rows} rows)"
+        return f"ArrowSource({plural(as_record_batch(self.data).num_rows, 'row')})"
 
 
 def as_source(value: Source | Iterable) -> Source:

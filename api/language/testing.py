@@ -7,6 +7,7 @@ import threading
 
 from gyreflow.api.connectors.sinks import Sink, SinkWriter
 from gyreflow.api.connectors.sources import Source, SourceReader
+from gyreflow.plan.words import plural
 
 
 class TestingSourceAbort(RuntimeError):  # noqa: N818 - reads as what it is
@@ -77,7 +78,7 @@ class TestingSource(Source):
         return _TestingReader(self.items, task_index, parallelism)
 
     def describe(self) -> str:
-        return f"TestingSource({len(self.items)} items)"
+        return f"TestingSource({plural(len(self.items), 'item')})"
 
 
 class _TestingWriter(SinkWriter):

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from gyreflow.plan.words import plural
 from gyreflow.runtime.driver import JobListener
 from gyreflow.runtime.metrics import TaskResult, WindowMetrics
 
@@ -48,12 +49,13 @@ class ProgressListener(JobListener):
         self.started = self.clock()
         self.progress = Progress(
             SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
-            TextColumn("{task.fields[windows]} windows"), TextColumn("{task.fields[rate]}"),
+            TextColumn("{task.fields[windows]}"), TextColumn("{task.fields[rate]}"),
             TimeElapsedColumn(), console=self.console, transient=False,
         )
         self.progress.start()
         _SHOWN.append(self.console)
-        self.task_id = self.progress.add_task(name, total=None, windows=0, rate="")
+        self.task_id = self.progress.add_task(name, total=None, windows=plural(0, "window"),
+                                              rate="")
 
     def on_window(self, metrics: WindowMetrics) -> None:
         self.windows += 1
@@ -77,7 +79,7 @@ class ProgressListener(JobListener):
     def _show(self) -> None:
         elapsed = self.clock() - self.started
         rate = f"{self.records / elapsed:,.0f} records/s" if elapsed > 0 else ""
-        self.progress.update(self.task_id, windows=self.windows, rate=rate)
+        self.progress.update(self.task_id, windows=plural(self.windows, "window"), rate=rate)
 
     def on_finish(self, result: TaskResult) -> None:
         # A resume after the input's end ran no window: the summary says "nothing to do" instead.
@@ -108,7 +110,7 @@ def summary_tables(name: str, results: dict[str, TaskResult], max_windows: int =
         records = source_records(result)
         again = (f" ({result.recomputed:,} computed again after restarts)"
                  if result.recomputed else "")
-        title = (f"{name}/{task_name}: {result.window_count:,} windows{again} in "
+        title = (f"{name}/{task_name}: {plural(result.window_count, 'window')}{again} in "
                  f"{result.seconds:.2f} s, {_rate(records, result.seconds):,.0f} records/s")
         table = Table(title=title, width=SUMMARY_WIDTH, title_justify="left")
         table.add_column("operator", overflow="fold", ratio=3)
