@@ -220,3 +220,11 @@ def test_explain_prints_a_querys_plan():
                    2, "unsupported: UNION at 1:20")
     one_error_line(gyreflow("explain", "--format", "dot", "MATCH (a) RETURN a", store={}),
                    2, "text only")
+
+
+def test_a_named_path_is_refused_naming_it():
+    """``MATCH p = ...`` is openCypher outside the subset: the refusal names it, as for UNION."""
+    query = "MATCH p = (a)-[]->(b) RETURN p"
+    done = gyreflow("query", str(CONFORMANCE / "example-directed.properties"), query, store={})
+    one_error_line(done, 2, "unsupported: named path (p = ...) at 1:7")
+    one_error_line(gyreflow("explain", query, store={}), 2, "unsupported: named path (p = ...) at 1:7")

@@ -28,11 +28,13 @@ class UnsupportedQueryError(QuerySyntaxError):
 _TOKEN = re.compile(r"""
     (?P<ws>\s+|//[^\n]*|/\*.*?\*/)
   | (?P<float>\d+\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)
+  | (?P<hex>0x[0-9A-Fa-f]+)
+  | (?P<octal>0o[0-7]+)
   | (?P<int>\d+)
   | (?P<string>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")
   | (?P<param>\$[A-Za-z_][A-Za-z_0-9]*)
   | (?P<name>[A-Za-z_][A-Za-z_0-9]*|`[^`]+`)
-  | (?P<op><>|!=|<=|>=|->|<-|\.\.|[-=<>()\[\]{}:,.*+/%|])
+  | (?P<op><>|!=|<=|>=|=~|->|<-|\.\.|[-=<>()\[\]{}:,.*+/%|^])
 """, re.VERBOSE | re.DOTALL)
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "\\": "\\", "'": "'", '"': '"'}
 
@@ -79,6 +81,8 @@ def tokenize(text: str) -> list[Token]:
         kind, raw = match.lastgroup, match.group()
         if kind == "int":
             tokens.append(Token("int", raw, int(raw), line, column))
+        elif kind in ("hex", "octal"):
+            tokens.append(Token("int", raw, int(raw[2:], 16 if kind == "hex" else 8), line, column))
         elif kind == "float":
             tokens.append(Token("float", raw, float(raw), line, column))
         elif kind == "string":
@@ -160,6 +164,15 @@ class _Parser:
         msg = f"expected {what}, found {found} at {token.line}:{token.column}"
         raise QuerySyntaxError(msg)
 
+    def unsupported(self, construct: str, token: Token | None = None):
+        """Refuse ``construct`` (valid openCypher outside the supported subset) at ``token``."""
+        token = token or self.token
+        msg = f"unsupported: {construct} at {token.line}:{token.column}"
+        raise UnsupportedQueryError(msg)
+
+    def peek(self, ahead: int = 1) -> Token:
+        return self.tokens[min(self.pos + ahead, len(self.tokens) - 1)]
+
     def refuse_unsupported(self) -> None:
         token = self.token
         if token.kind == "keyword" and token.value in UNSUPPORTED:
@@ -231,6 +244,8 @@ class _Parser:
 
     def return_item(self, index: int) -> ReturnItem:
         start = self.token
+        if start.kind == "op" and start.text == "*":
+            self.unsupported("RETURN *")
         expr = self.expression()
         if self.accept("keyword", "AS"):
             alias = self.expect("name", what="an alias").value
@@ -247,6 +262,11 @@ class _Parser:
 
     # patterns
     def path(self) -> PathPattern:
+        if self.token.kind == "name" and self.peek().kind == "op" and self.peek().text == "=":
+            function = self.peek(2)
+            if function.kind == "keyword" and function.value in UNSUPPORTED:  # p = shortestPath(
+                self.unsupported(function.text, function)
+            self.unsupported(f"named path ({self.token.text} = ...)")
         nodes, rels = [self.node()], []
         while self.at("op", "-") or self.at("op", "<-"):
             rels.append(self.relationship())
@@ -361,6 +381,11 @@ class _Parser:
                 negated = self.accept("keyword", "NOT") is not None
                 self.expect("keyword", "NULL", "NULL")
                 left = ("isnull", left, negated)
+            elif token.kind == "op" and token.text == "=~":
+                self.unsupported("=~ (regular expression match)")
+            elif token.kind == "name" and token.value.upper() in ("STARTS", "ENDS", "CONTAINS"):
+                word = token.value.upper()
+                self.unsupported(word if word == "CONTAINS" else f"{word} WITH")
             else:
                 return left
 
@@ -393,6 +418,11 @@ class _Parser:
         expr = self.primary()
         while self.accept("op", "."):
             expr = ("prop", expr, self.expect("name", what="a property name").value)
+        token = self.token
+        if token.kind == "op" and token.text in ("^", "[", ":"):
+            self.unsupported({"^": "^ (exponentiation)", "[": "a list index or slice",
+                              ":": "a label predicate in an expression (name the label in the "
+                                   "pattern)"}[token.text])
         return expr
 
     def primary(self) -> tuple:
@@ -410,13 +440,21 @@ class _Parser:
             self.pos += 1
             return ("param", token.value)
         if self.accept("op", "("):
+            if self.at("op", ")") or self.at("op", ":"):  # ``()``, ``(:Label)``
+                self.unsupported("a pattern expression", token)
             expr = self.expression()
             self.expect("op", ")", "')'")
+            if self._pattern_follows():
+                self.unsupported("a pattern expression", token)
             return expr
+        if token.kind == "op" and token.text == "{":
+            self.unsupported("a map literal")
         if self.accept("op", "["):
             items = []
             if not self.at("op", "]"):
                 items.append(self.expression())
+                if self.at("op", "|") or self.at("keyword", "WHERE"):
+                    self.unsupported("a list comprehension", token)
                 while self.accept("op", ","):
                     items.append(self.expression())
             self.expect("op", "]", "']'")
@@ -430,6 +468,16 @@ class _Parser:
             return ("var", token.value)
         self.fail("an expression")
         return None
+
+    def _pattern_follows(self) -> bool:
+        """Whether a relationship follows (``)-->``, ``)-[``, ``)<--``, ``)--(``): a closed
+        parenthesis then starts a pattern, not an expression."""
+        first, second = self.token, self.peek()
+        if first.kind != "op" or second.kind != "op":
+            return False
+        if first.text == "-":
+            return second.text in ("->", "[") or (second.text == "-" and self.peek(2).text == "(")
+        return first.text == "<-" and second.text in ("-", "[")
 
     def call(self, name: Token) -> tuple:
         function = name.value.lower()
