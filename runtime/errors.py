@@ -140,8 +140,11 @@ class SnapshotWriteError(RuntimeError):
         else:
             then = (f"once the store works again, run with --resume to continue from window "
                     f"{last_completed + 1}")
+        # Windows after the last completed one may be in flight: the failed one can lie past it.
+        flying = (f" (windows {last_completed + 1} to {window} were in flight)"
+                  if operation not in ("prune", "open") and window > last_completed + 1 else "")
         msg = (f"the snapshot store failed while {doing} ({backend}): {reason}. The last completed "
-               f"window is {last_completed}; {then}")
+               f"window is {last_completed}{flying}; {then}")
         super().__init__(msg)
 
 

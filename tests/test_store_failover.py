@@ -272,3 +272,17 @@ def test_a_give_up_after_restarts_of_a_user_function_says_how_many(tmp_path):
     assert len(errors) == 1, done.stderr
     assert "ZeroDivisionError" in errors[0]
     assert errors[0].endswith("(the job stopped after 2 restarts; see restart.attempts)"), errors[0]
+
+
+def test_a_failing_store_error_names_what_failed_and_the_windows_in_flight():
+    cause = RuntimeError("write failed in jdbc:db: OperationalError: terminating connection due to "
+                         "administrator command")
+    message = str(SnapshotWriteError("jdbc at db", 14, 11, cause))
+    assert message.startswith("the snapshot store failed while writing the snapshot of window 14 ")
+    assert "The last completed window is 11 (windows 12 to 14 were in flight); " in message
+    assert message.endswith("run with --resume to continue from window 12")
+    pruning = str(SnapshotWriteError("jdbc at db", 14, 11, RuntimeError(
+        "prune failed in jdbc:db: OperationalError: server closed the connection unexpectedly")))
+    assert pruning.startswith("the snapshot store failed while removing snapshots older than the "
+                              "retained ones (jdbc at db): prune failed")
+    assert "window 14" not in pruning and "The last completed window is 11; " in pruning
