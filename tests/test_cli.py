@@ -51,7 +51,7 @@ def clean_environ() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("GYREFLOW_")
            or k in ("GYREFLOW_ENVIRONMENT__TYPE", "GYREFLOW_ENVIRONMENT__WORKERS",
-                    "GYREFLOW_SPARK__MASTER")}
+                    "GYREFLOW_ENVIRONMENT__PARALLELISM", "GYREFLOW_SPARK__MASTER")}
     env.update(WIDE)
     return env
 
@@ -386,6 +386,8 @@ EXPLAIN_ARGS = ["--", "--input", str(SAMPLE), "--window", "3", "--output", "out/
 
 def test_explain_text_matches_golden(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    # the plan at parallelism 1 (the auto default would be this machine's cores)
+    monkeypatch.setenv("GYREFLOW_ENVIRONMENT__PARALLELISM", "1")
     result = run_cli(["explain", str(EXAMPLE), "--format", "text", *EXPLAIN_ARGS])
     assert result.exit_code == 0
     assert result.stdout == (GOLDEN / "word_count.txt").read_text(encoding="utf-8")
@@ -396,6 +398,7 @@ def test_explain_text_matches_golden(tmp_path, monkeypatch):
 
 def test_explain_dot(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GYREFLOW_ENVIRONMENT__PARALLELISM", "1")  # not this machine's cores
     result = run_cli(["explain", str(EXAMPLE), "--format", "dot", *EXPLAIN_ARGS])
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
@@ -420,7 +423,8 @@ def test_explain_dot(tmp_path, monkeypatch):
         assert svg.returncode == 0, svg.stderr
 
 
-def test_explain_mermaid_subprocess(tmp_path):
+def test_explain_mermaid_subprocess(tmp_path, monkeypatch):
+    monkeypatch.setenv("GYREFLOW_ENVIRONMENT__PARALLELISM", "1")  # not this machine's cores
     result = run_module(["explain", str(EXAMPLE), "--format", "mermaid", *EXPLAIN_ARGS],
                         cwd=tmp_path)
     assert result.returncode == 0, result.stderr
