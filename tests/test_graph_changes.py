@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gyreflow.api import SizeTumblingWindow, UserFunctionError
+from gyreflow.api import SizeTumblingWindow
 from gyreflow.api import graph_algorithms as algorithms
 from gyreflow.api.graph import (
     EVERY_VERTEX,
@@ -35,6 +35,7 @@ from gyreflow.api.graph.array_algorithms import ArrayConnectedComponents
 from gyreflow.api.graph.query import QuerySyntaxError
 from gyreflow.api.graph_algorithms import UNREACHABLE
 from gyreflow.runtime.dataflow.graph_versions import History, VersionView
+from gyreflow.runtime.errors import DataError
 from gyreflow.state.keys.keyed import KeyedTable, StateKind
 
 
@@ -281,10 +282,11 @@ def test_a_removal_restarts_only_the_component_it_split(make_env):
 def test_removing_a_vertex_that_still_has_edges_names_it(make_env):
     batches = [[Edge(1, 2), Edge(2, 3)], [RemoveVertex(2), RemoveEdge(1, 2)]]
     for name in ("wcc", "record_wcc"):
-        with pytest.raises(UserFunctionError) as failure:
+        with pytest.raises(DataError) as failure:
             run_changes(make_env(), batches, False, 1, [name])
         text = str(failure.value)
-        assert "vertex 2 still has 1 edge(s)" in text and "RemoveEdge" in text, text
+        assert "RemoveVertex(2) refused: vertex 2 still has 1 edge(s)" in text, text
+        assert "RemoveEdge" in text, text
         assert "detach=True" in text, text
         assert failure.value.window == 2
 
@@ -451,10 +453,11 @@ def test_a_version_beyond_the_retained_ones_is_refused_naming_it(make_env, retai
     batches = [[Edge(1, 2)], [Edge(2, 3)], [Edge(3, 4)], [Edge(4, 5)]]
     requests = [[], [], [], [("late", 1, 1)]]
     env = make_env(**{"graph.retained_versions": configured})
-    with pytest.raises(UserFunctionError) as failure:
+    with pytest.raises(DataError) as failure:
         run_versions(env, batches, requests, False, retained=retained)
     text = str(failure.value).splitlines()[0]
-    assert "version 1 is not readable in window 4" in text and "2..4" in text, text
+    assert "version 1, which is not readable in window 4" in text and "2..4" in text, text
+    assert "keep at least 3" in text, text
     assert failure.value.window == 4
 
 

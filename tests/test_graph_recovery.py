@@ -337,19 +337,22 @@ def test_snapshots_and_versioned_requests_resume_after_a_crash(changing_file, tm
 
 
 def test_a_request_for_a_version_no_longer_kept_is_one_error_line(changing_file, tmp_path):
-    """Piped as a log sees it: exit status 1, one ``error:`` line naming the version, the readable
-    range and the window, no traceback; the windows published before it are whole and right."""
+    """Piped as a log sees it: exit status 5 (the input asked for it, no user function failed),
+    one ``error:`` line naming the version, the readable range, the window and how many versions
+    to keep, no traceback; the windows published before it are whole and right."""
     request_file = tmp_path / "requests.txt"
     request_file.write_text("a 1 -\nb 2 -\nc 3 -\nd 4 -\ne 5 0\n", encoding="utf-8")
     out = tmp_path / "out"
     done = run_versions_job(["--edges", str(changing_file), "--window", str(CHANGING_WINDOW),
                              "--output", str(out), "--requests", str(request_file)],
                             {"GYREFLOW_STATE__BACKEND": "memory"})
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == 5, done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, done.stderr
-    assert "version 0 is not readable in window 5" in errors[0] and "3..5" in errors[0], errors
-    assert "Traceback" not in done.stderr
+    assert "version 0, which is not readable in window 5" in errors[0], errors
+    assert "3..5" in errors[0] and "keep at least 5 with" in errors[0], errors
+    assert "retained_versions" in errors[0] and "--fresh" in errors[0], errors
+    assert "Traceback" not in done.stderr and "fix the function" not in done.stderr
     got, want = read_versions(out), versions_oracle()
     assert set(got) <= {1, 2, 3, 4} and 2 in got  # window 1 (version 0) has no vertex to write
     assert all(got[window] == want[window] for window in got)

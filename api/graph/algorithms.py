@@ -327,14 +327,17 @@ class LocalClusteringCoefficient(VertexCentricCompute):
 
 
 class ShortestPaths(VertexCentricCompute):
-    """Single-source shortest paths: the smallest sum of edge weights (the edge values; an edge
-    without a value weighs 1) from ``source``; ``inf`` for unreachable vertices."""
+    """Single-source shortest paths: the smallest sum of edge weights from ``source``; ``inf`` for
+    unreachable vertices. An edge weighs its value when that is a number, 1 without a value, its
+    property ``weight`` when the value is a property map (``array_algorithms.edge_weight``)."""
 
     combine = min
 
-    def __init__(self, source: Any, max_iterations: int = NO_LIMIT) -> None:
+    def __init__(self, source: Any, max_iterations: int = NO_LIMIT,
+                 weight: str | None = "weight") -> None:
         self.source = source
         self.max_iterations = max_iterations
+        self.weight = weight
 
     def init(self, vertex_id: Any, value: Any) -> float:
         """0.0 for the source, ``inf`` otherwise."""
@@ -349,8 +352,13 @@ class ShortestPaths(VertexCentricCompute):
         elif vertex.iteration != 1 or distance == math.inf:
             return
         send = vertex.send
-        for other, weight in vertex.out_edges:
-            send(other, distance + (1.0 if weight is None else weight))
+        key = self.weight
+        for other, value in vertex.out_edges:
+            if type(value) is float or type(value) is int:
+                send(other, distance + (value if key is not None else 1.0))
+            else:
+                send(other, distance + arrays.edge_weight(value, key, "ShortestPaths", vertex.id,
+                                                          other))
 
 
 class KHopNeighbourhood(VertexCentricCompute):
@@ -451,9 +459,13 @@ def lcc(graph: GraphView) -> Stream:
     return graph.compute(arrays.ArrayLocalClusteringCoefficient(), name="lcc")
 
 
-def sssp(graph: GraphView, source: Any) -> Stream:
-    """``(vertex, weighted distance from source)`` for every vertex, ``inf`` when unreachable."""
-    return graph.compute(arrays.ArrayShortestPaths(source), name="sssp")
+def sssp(graph: GraphView, source: Any, weight: str | None = "weight") -> Stream:
+    """``(vertex, weighted distance from source)`` for every vertex, ``inf`` when unreachable.
+
+    An edge weighs its value when that is a number, 1 without a value, and its property
+    ``weight`` when the value is a property map or a ``(label, properties)`` pair (an edge without
+    it stops the job naming the edge); ``weight=None`` counts every edge as 1."""
+    return graph.compute(arrays.ArrayShortestPaths(source, weight=weight), name="sssp")
 
 
 def incremental_wcc(graph: GraphView) -> Stream:
@@ -473,12 +485,14 @@ def incremental_bfs(graph: GraphView, source: Any) -> Stream:
                                      name="incremental-bfs")
 
 
-def incremental_sssp(graph: GraphView, source: Any) -> Stream:
+def incremental_sssp(graph: GraphView, source: Any, weight: str | None = "weight") -> Stream:
     """Weighted distances from ``source`` in a changing graph: each window emits ``(vertex,
-    distance)`` for the vertices whose distance changed (``inf``: unreachable)."""
+    distance)`` for the vertices whose distance changed (``inf``: unreachable). Edge weights as
+    in ``sssp``."""
     from gyreflow.api.graph.incremental_algorithms import ArrayIncrementalShortestPaths
 
-    return graph.incremental_compute(ArrayIncrementalShortestPaths(source), name="incremental-sssp")
+    return graph.incremental_compute(ArrayIncrementalShortestPaths(source, weight=weight),
+                                     name="incremental-sssp")
 
 
 def incremental_pagerank(graph: GraphView, damping: float = 0.85,

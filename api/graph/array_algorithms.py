@@ -7,6 +7,7 @@ run these.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,7 @@ from scipy.sparse import csgraph
 
 from gyreflow.api.graph.arrays import ArrayVertexCompute, ids_equal
 from gyreflow.api.graph.views import Aggregator
+from gyreflow.runtime.errors import DataError
 
 UNREACHABLE = 9223372036854775807
 NO_LIMIT = 2**31 - 1
@@ -284,13 +286,17 @@ def _adopt(labels: np.ndarray, positions: np.ndarray, offered: np.ndarray) -> np
 
 class ArrayShortestPaths(ArrayVertexCompute):
     """Single-source shortest paths (see ``ShortestPaths``): edges relaxed from the vertices whose
-    distance dropped, the edge weights being the CSR data."""
+    distance dropped, the edge weights being the CSR data, or property ``weight`` of edges whose
+    values are property maps (``edge_weight``)."""
 
     combine = "min"
+    algorithm = "sssp"
 
-    def __init__(self, source: Any, max_iterations: int = NO_LIMIT) -> None:
+    def __init__(self, source: Any, max_iterations: int = NO_LIMIT,
+                 weight: str | None = "weight") -> None:
         self.source = source
         self.max_iterations = max_iterations
+        self.weight = weight
 
     def init(self, ids: np.ndarray, given: np.ndarray) -> np.ndarray:
         """0.0 for the source, ``inf`` otherwise."""
@@ -302,9 +308,61 @@ class ArrayShortestPaths(ArrayVertexCompute):
         if part.iteration == 1:
             improved = np.union1d(improved, np.flatnonzero(np.isfinite(distance)))
         if len(improved):
-            rows, columns, weights = part.edges(improved, "out")
+            rows, columns, weights = out_edge_weights(part, improved, self.weight, self.algorithm)
             part.send(columns, distance[rows] + weights)
         return distance
+
+
+def edge_weight(value: Any, weight: str | None, algorithm: str, src: Any, dst: Any) -> float:
+    """The weight of edge ``src -> dst`` whose value is ``value``: 1.0 without a value or with
+    ``weight`` None, the value itself when it is a number, else its property ``weight`` (a
+    mapping's key, or the properties of a ``(label, properties)`` pair). A missing or non-numeric
+    property is a ``DataError`` naming the algorithm, the edge and the property.
+
+    >>> edge_weight({"label": "ROAD", "km": 4}, "km", "sssp", 1, 2)
+    4.0
+    >>> edge_weight(2.5, "weight", "sssp", 1, 2), edge_weight(None, "weight", "sssp", 1, 2)
+    (2.5, 1.0)
+    """
+    if value is None or weight is None:
+        return 1.0
+    if isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
+        return float(value)
+    properties = value
+    if (isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], Mapping)
+            and not isinstance(value[0], Mapping)):
+        properties = value[1]
+    found = properties.get(weight) if isinstance(properties, Mapping) else None
+    if isinstance(found, (int, float, np.number)) and not isinstance(found, bool):
+        return float(found)
+    shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:80] + "..."
+    what = "has no property" if found is None else f"has {found!r}, not a number, as property"
+    msg = (f"{algorithm}: edge {src!r} -> {dst!r} {what} {weight!r} (its value is {shown}): name "
+           f"the weight's key with {algorithm}(..., weight='KEY'), or weight=None to count every "
+           "edge as 1")
+    raise DataError(msg)
+
+
+def out_edge_weights(part, where: np.ndarray, weight: str | None,
+                     algorithm: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(rows, columns, weights)`` of the out-edges of the vertices at positions ``where``: the
+    CSR data, with the entries that are no number (NaN: property maps) read by ``edge_weight``
+    from the raw edge values; all 1.0 with ``weight`` None."""
+    rows, columns, weights = part.edges(where, "out")
+    if weight is None:
+        return rows, columns, np.ones(len(rows))
+    odd = np.flatnonzero(np.isnan(weights))
+    if len(odd) and part.out_values is not None:
+        indptr = part.out_edges.indptr
+        where = np.asarray(where, dtype=np.int64)
+        starts, lengths = indptr[where], indptr[where + 1] - indptr[where]
+        at = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(len(rows))
+        weights = weights.copy()
+        weights[odd] = [edge_weight(value, weight, algorithm, src, dst)
+                        for value, src, dst in zip(part.out_values[at[odd]].tolist(),
+                                                   part.ids[rows[odd]].tolist(),
+                                                   part.columns[columns[odd]].tolist(), strict=True)]
+    return rows, columns, weights
 
 
 class ArrayLabelPropagation(ArrayVertexCompute):

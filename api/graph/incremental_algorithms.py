@@ -7,7 +7,13 @@ from typing import Any
 
 import numpy as np
 
-from gyreflow.api.graph.array_algorithms import NO_LIMIT, ArrayPageRank, ArrayShortestPaths, _improve
+from gyreflow.api.graph.array_algorithms import (
+    NO_LIMIT,
+    ArrayPageRank,
+    ArrayShortestPaths,
+    _improve,
+    out_edge_weights,
+)
 from gyreflow.api.graph.views import Aggregator
 
 
@@ -21,6 +27,8 @@ class ArrayIncrementalShortestPaths(ArrayShortestPaths):
     and every vertex that still knows its distance relaxes its out-edges once.
     """
 
+    algorithm = "incremental_sssp"
+
     def compute(self, part, inbox) -> np.ndarray:
         """Relax the out-edges of the improved vertices (iteration 1: the starters)."""
         distance, improved = _improve(part.values, inbox)
@@ -29,7 +37,8 @@ class ArrayIncrementalShortestPaths(ArrayShortestPaths):
             starting = known if part.removal_scope else part.touched & known
             improved = np.union1d(improved, np.flatnonzero(starting))
         if len(improved):
-            rows, columns, weights = part.edges(improved, "out")
+            rows, columns, weights = out_edge_weights(part, improved, self.weight,
+                                                      self.algorithm)
             part.send(columns, distance[rows] + weights)
         return distance
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from gyreflow.plan.graph_changes import RemoveVertex, VertexStillConnectedError
+from gyreflow.plan.graph_changes import VertexStillConnectedError
 from gyreflow.plan.operators import GraphComputeSpec, GraphMode
 from gyreflow.runtime.dataflow.array_context import ArrayContext, receive, split_outgoing
 from gyreflow.runtime.dataflow.graph_arrays import COMBINES, concat_ids, id_array
@@ -32,9 +32,10 @@ from gyreflow.runtime.dataflow.graph_partition import Partition, add_window_inpu
 from gyreflow.runtime.dataflow.graph_removals import (
     apply_changes,
     has_removals,
+    refused_removal,
     vertex_record_ids,
 )
-from gyreflow.runtime.errors import RecordError
+from gyreflow.runtime.errors import DataError, RecordError
 
 
 def merge_pieces(box: list, more: list) -> None:
@@ -211,7 +212,7 @@ class ArrayGraphOperator(GraphOperator):
             applied = apply_changes(chunks, records, self.max_parallelism, self.spec.directed,
                                     self.ctx.state.key_groups)
         except VertexStillConnectedError as exc:
-            raise RecordError(self.name, RemoveVertex(exc.vertex), exc) from exc
+            raise refused_removal(exc.vertex, exc) from exc
         self.touched_ids, self.lost, self.removals = applied.touched, applied.lost, applied.removed
         self.removed = applied.gone
         self.graph.mark_changed(applied.changed)
@@ -329,6 +330,8 @@ class ArrayGraphOperator(GraphOperator):
                 msg = (f"{type(self.program).__name__}.compute returned values of shape "
                        f"{new.shape} for {part.n} vertices")
                 raise ValueError(msg)
+        except DataError:  # the graph's data cannot serve the program (an edge weight missing)
+            raise
         except Exception as exc:
             raise RecordError(self.name, ("superstep", iteration, f"{len(inbox)} messages"),
                               exc) from exc

@@ -3,6 +3,8 @@ the array reductions that combine messages (sum, minimum, maximum, label histogr
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.sparse as sparse
 
@@ -140,7 +142,9 @@ def csr(rows: np.ndarray, columns: np.ndarray, data: np.ndarray, shape: tuple[in
 
 
 def edge_weights(values: np.ndarray | None, count: int) -> np.ndarray:
-    """Edge values as float weights: 1.0 for an edge without a value."""
+    """Edge values as float weights: 1.0 for an edge without a value, NaN for one that is no
+    number (a property map, a ``(label, properties)`` pair, text): programs that ignore weights
+    never look, and weighted ones read the property they name from the raw values instead."""
     if values is None:
         return np.ones(count)
     if values.dtype.kind == "f":
@@ -150,7 +154,16 @@ def edge_weights(values: np.ndarray | None, count: int) -> np.ndarray:
         if missing.any():
             values = values.copy()
             values[missing] = 1.0
-    return values.astype(float)  # float() of each value, in C
+    try:
+        return values.astype(float)  # float() of each value, in C
+    except (TypeError, ValueError):
+        return np.array([_number(value) for value in values.tolist()], dtype=float)
+
+
+def _number(value) -> float:
+    if isinstance(value, (int, float, np.number)):
+        return float(value)
+    return math.nan
 
 
 def row_edges(matrix, rows: np.ndarray) -> np.ndarray:

@@ -19,8 +19,9 @@ from collections.abc import Callable
 from gyreflow.plan.graph_changes import REMOVE_VERTEX, RemoveVertex, VertexStillConnectedError
 from gyreflow.plan.operators import EVERY_VERTEX, GraphComputeSpec, GraphMode
 from gyreflow.runtime.dataflow.graph_context import EMPTY, Slots, context_class
+from gyreflow.runtime.dataflow.graph_removals import refused_removal
 from gyreflow.runtime.dataflow.operators import Operator
-from gyreflow.runtime.errors import RecordError
+from gyreflow.runtime.errors import DataError, RecordError
 from gyreflow.state.keys.keygroups import key_group_of
 
 VERTEX_COUNT = "__vertices__"
@@ -310,7 +311,7 @@ class GraphOperator(Operator):
         table = self.graph
         graph = table.data
         gone = []
-        for vid, record in removed:
+        for vid, _record in removed:
             entry = graph.get(vid)
             if entry is None:
                 continue
@@ -320,7 +321,7 @@ class GraphOperator(Operator):
                 msg = (f"vertex {vid!r} still has {len(edges)} edge(s) at the end of the window "
                        f"(to or from {shown}): remove them with RemoveEdge first, or the vertex with "
                        "RemoveVertex(id, detach=True)")
-                raise RecordError(self.name, record, VertexStillConnectedError(msg))
+                raise refused_removal(vid, VertexStillConnectedError(msg))
             table.delete(vid)
             touched.discard(vid)
             updated.discard(vid)
@@ -421,6 +422,8 @@ class GraphOperator(Operator):
                     values[vid] = new
                     if incremental and new != old:
                         changed.add(vid)
+        except DataError:  # the graph's data cannot serve the program (an edge weight missing)
+            raise
         except Exception as exc:
             raise RecordError(self.name, (vid, messages), exc) from exc
         ids = self.slots.ids

@@ -11,6 +11,7 @@ import numpy as np
 from gyreflow.plan.graph_changes import REMOVE_VERTEX, RemoveVertex, VertexStillConnectedError
 from gyreflow.runtime.dataflow.graph_arrays import concat_ids, id_array, key_groups
 from gyreflow.runtime.dataflow.graph_partition import add_window_input, chunk_key
+from gyreflow.runtime.errors import DataError
 
 _SIDE = itemgetter(3)
 
@@ -130,6 +131,12 @@ def apply_changes(chunks: dict, records: list, max_parallelism: int, directed: b
     reshaped = bool(detached or kept or blocks)
     return AppliedChanges(changed, concat_ids(touched), lost, removed, kept, gone, halves, added,
                           ensured, reshaped, given)
+
+
+def refused_removal(vertex, error: Exception) -> DataError:
+    """The one-line error of a ``RemoveVertex`` the graph refuses: the input asks for it, so a fix
+    of the input (or ``detach=True`` where it is made) and a resume go on (``gyreflow run`` exit 5)."""
+    return DataError(f"RemoveVertex({vertex!r}) refused: {error}")
 
 
 def vertex_record_ids(records: list) -> tuple[np.ndarray, bool]:

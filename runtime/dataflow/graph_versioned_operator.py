@@ -16,7 +16,7 @@ from gyreflow.plan.operators import COMPLETED, GraphMode
 from gyreflow.runtime.dataflow.graph_context import EMPTY, Slots, context_class
 from gyreflow.runtime.dataflow.graph_operator import GraphOperator
 from gyreflow.runtime.dataflow.graph_versions import History, VersionView
-from gyreflow.runtime.errors import RecordError
+from gyreflow.runtime.errors import DataError, RecordError
 from gyreflow.state.keys.keygroups import key_group_of
 
 _MISSING = object()
@@ -165,6 +165,8 @@ class VersionedGraphOperator(GraphOperator):
                 compute(ctx, messages)
                 if ctx.value is not old:
                     values[vid] = ctx.value
+        except DataError:  # the graph's data cannot serve the program (an edge weight missing)
+            raise
         except Exception as exc:
             raise RecordError(self.name, (vid, messages), exc) from exc
         ids = ctx._slots.ids

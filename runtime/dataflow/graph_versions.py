@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from gyreflow.plan.operators import COMPLETED
-from gyreflow.runtime.errors import RecordError
+from gyreflow.runtime.errors import DataError, RecordError
 
 
 def copy_entry(entry: list | None) -> list | None:
@@ -137,9 +137,15 @@ class History:
             msg = f"a version is a window id (int), None (the latest) or 'completed', not {spec!r}"
             raise RecordError(operator, record, TypeError(msg))
         if not oldest <= version <= window:
-            msg = (f"version {version} is not readable in window {window}: the graph keeps versions "
-                   f"{oldest}..{window} (retained_versions={self.retained})")
-            raise RecordError(operator, record, ValueError(msg))
+            # The input asked for it: a request for a version the graph keeps, or more versions
+            # kept from the start, go on (``gyreflow run`` exit 5, not a user function's fault).
+            keep = (f"; to read it, keep at least {window - version} with "
+                    f"GraphView(retained_versions=...) or graph.retained_versions and run again "
+                    f"with --fresh" if version < oldest else "")
+            msg = (f"operator {operator!r}: {_asked(record)} version {version}, which is not "
+                   f"readable in window {window}: the graph keeps versions {oldest}..{window} "
+                   f"(retained_versions={self.retained}){keep}")
+            raise DataError(msg, window)
         return version
 
     def _index(self, data: dict) -> dict[int, set]:
@@ -150,3 +156,11 @@ class History:
                     index.setdefault(window, set()).add(vid)
             self.index = index
         return self.index
+
+
+def _asked(record) -> str:
+    """Who asked for a version, for messages: a request (shortened) or a snapshot."""
+    if type(record) is tuple and record and record[0] == "snapshot":
+        return "a snapshot asks for"
+    shown = repr(record)
+    return f"request {shown[:80] + '...' if len(shown) > 80 else shown} asks for"
