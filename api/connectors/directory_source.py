@@ -21,6 +21,7 @@ from gyreflow.api.connectors.file_formats import (
     MalformedRecordError,
     check_delimiter,
 )
+from gyreflow.api.connectors.requirements import PYARROW, Requirement
 from gyreflow.api.connectors.sources import GrowingInputReader, Source, SourceReader
 from gyreflow.runtime.dataflow.columns import ColumnBatch, concat
 from gyreflow.runtime.errors import DataError
@@ -110,10 +111,10 @@ class DirectorySource(Source):
             msg = (f"DirectorySource: columnar=True reads {', '.join(COLUMNAR_FORMATS)}, not "
                    f"format {self.format!r}")
             raise ConfigError(msg)
-        if self.format == "parquet":
-            from gyreflow.api.connectors.file_formats import require_pyarrow
 
-            require_pyarrow("DirectorySource(format='parquet')")
+    def requires(self) -> tuple[Requirement, ...]:
+        """pyarrow for Parquet and for columns (checked before any data moves)."""
+        return (PYARROW,) if self.format == "parquet" or self.columnar else ()
 
     @property
     def csv_options(self) -> CsvOptions:

@@ -32,8 +32,9 @@ def require_pyarrow(what: str):
     try:
         import pyarrow.parquet as pq
     except ModuleNotFoundError:
-        msg = (f"{what} needs pyarrow, which is not installed: pip install 'gyreflow[parquet]' "
-               "(or pip install pyarrow)")
+        from gyreflow.api.connectors.requirements import PYARROW
+
+        msg = f"{what} needs the Python module pyarrow, which is not installed: {PYARROW.install}"
         raise ConfigError(msg) from None
     return pq
 

@@ -145,6 +145,12 @@ class Source:
         """A short text for ``explain``."""
         return type(self).__name__
 
+    def requires(self) -> tuple:
+        """The modules its readers import, as ``Requirement`` values (api/connectors/requirements.py):
+        a job whose plan needs one that is not installed stops before any data moves, with one
+        line naming the operator and how to install the module."""
+        return ()
+
 
 class _IteratorReader(SourceReader):
     """A reader over an iterator factory; the offset is the number of records consumed."""
@@ -536,6 +542,11 @@ class ArrowSource(Source):
                    "parallelism) arguments, so it can only run with parallelism 1")
             raise ValueError(msg)
         return _ArrowReader(data, self.rows_per_batch)
+
+    def requires(self) -> tuple:
+        from gyreflow.api.connectors.requirements import PYARROW
+
+        return (PYARROW,)
 
     def describe(self) -> str:
         if callable(self.data):

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from gyreflow.api.config.auto import master_cores, resolve
 from gyreflow.api.config.loading import AUTO, ENVIRONMENT_TYPES, Config, ConfigError
 from gyreflow.api.config.session import current_settings
+from gyreflow.api.connectors.requirements import check_requirements, requirements_of
 from gyreflow.api.language.windows import AllWindow
 from gyreflow.plan.graph import PipelineGraph
 from gyreflow.plan.operators import GraphComputeSpec, SourceSpec
@@ -61,7 +62,9 @@ class Environment:
               config: Mapping[str, object] | None = None) -> LocalEnvironment:
         """An in-process environment; ``config`` overrides dotted keys (``{"runtime.batch_size": 64}``).
 
-        Under ``gyreflow run --config FILE`` the file's values are the starting point.
+        Under ``gyreflow run --config FILE`` the file's values are the starting point. Where
+        ``environment.parallelism`` is ``auto`` (the default) it is 1, in this process, unless
+        ``environment.workers`` names a number of worker processes (``--workers N``: then N).
         """
         overrides = dict(config or {})
         overrides["environment.type"] = "local"
@@ -78,7 +81,8 @@ class Environment:
     def spark(master: str | None = None, parallelism: int | None = None, *,
               progress: bool | None = None,
               config: Mapping[str, object] | None = None) -> SparkEnvironment:
-        """An environment that runs on Spark (``master`` defaults to ``[spark] master``)."""
+        """An environment that runs on Spark (``master`` defaults to ``[spark] master``); ``auto``
+        parallelism (the default) is the master's cores (``local[N]``: N)."""
         overrides = dict(config or {})
         overrides["environment.type"] = "spark"
         if master is not None:
@@ -97,7 +101,9 @@ class Environment:
                     overrides: Mapping[str, object] | None = None) -> Environment:
         """The environment a TOML config file describes (plus ``GYREFLOW_SECTION__KEY`` variables).
 
-        Without ``path``, the file given to ``gyreflow run --config`` is used, else the defaults.
+        Without ``path``, the file given to ``gyreflow run --config`` is used, else the defaults:
+        Spark ``local[*]`` at the session's parallelism (``auto``), or with ``gyreflow run --env
+        local`` this machine's cores in as many worker processes.
         """
         settings = current_settings()
         merged = dict(overrides or {})
@@ -160,6 +166,7 @@ class LocalEnvironment(Environment):
     def run_task(self, name: str, graph: PipelineGraph, listener: JobListener | None,
                  recovery: RecoveryOptions | None = None) -> TaskResult:
         """Run ``graph`` in this process."""
+        check_requirements(requirements_of(graph))  # before any data moves
         return self._drive(name, graph, listener, recovery, self.state_backend,
                            lambda backend: LocalHost(self.config, backend))
 
@@ -221,6 +228,7 @@ class SparkEnvironment(Environment):
         """Run ``graph`` on Spark."""
         from gyreflow.runtime.spark.host import SparkHost, SparkState
 
+        check_requirements(requirements_of(graph))  # before any data moves (or Spark starts)
         make_host = None
         if spark_mode(self.config["spark.mode"], graph) == "workers":
             # its refusals first; auto falls back to rounds where Spark runs no barrier stage
