@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gyreflow.api import SizeTumblingWindow, UserFunctionError
+from gyreflow.api import AggregateFunction, SizeTumblingWindow, UserFunctionError
 
 # --- a script's own mistakes, as `gyreflow run` and `gyreflow explain` report them -----------------
 
@@ -166,7 +166,7 @@ def build_counted(kind: str, calls):
         calls.append((kind, x))
         if x == BAD:
             raise ValueError(f"refuses {x}")
-        return {"map": x, "filter": True, "flat_map": [x], "key": x % 3}[kind]
+        return {"map": x, "filter": True, "flat_map": [x], "key": x % 3, "window": x % 3}[kind]
 
     def build(ctx):
         stream = ctx.source(DATA, SizeTumblingWindow(4), parallelism=1)
@@ -178,15 +178,18 @@ def build_counted(kind: str, calls):
             stream.flat_map(step).map(lambda x: x).collect("out")
         elif kind == "fused":
             stream.map(lambda x: x).map(step).collect("out")
+        elif kind == "window":  # a processing window's count, keyed inside the operator
+            stream.key_by(step).window().count().collect("out")
         else:  # a key function: counted where the records are routed or counted
             stream.key_by(step).count().collect("out")
 
     return build
 
 
-@pytest.mark.parametrize("kind", ["map", "filter", "flat_map", "fused", "key"])
+@pytest.mark.parametrize("kind", ["map", "filter", "flat_map", "fused", "key", "window"])
 def test_a_failing_function_runs_once_on_the_failing_record(make_env, call_log, kind):
-    env = make_env(2, **{"runtime.batch_size": 5})
+    # One task for a window's count: its key function then runs in the counting operator.
+    env = make_env(1 if kind == "window" else 2, **{"runtime.batch_size": 5})
     pipeline = env.pipeline("once")
     pipeline.task(build_counted("map" if kind == "fused" else kind, call_log), name="job")
     with pytest.raises(UserFunctionError) as info:
@@ -195,11 +198,55 @@ def test_a_failing_function_runs_once_on_the_failing_record(make_env, call_log, 
     assert error.record == BAD
     calls = Counter(record for _, record in call_log.entries())
     assert calls[BAD] == 1, calls  # an oracle of its own: every call is one line of the file
-    if kind != "key":  # a key function runs where records are routed and where they are counted
+    if kind not in ("key", "window"):  # a key function may run where records are routed too
         assert max(calls.values()) == 1, calls
     assert "During handling" not in error.original_traceback
     assert error.original_traceback.count("Traceback") == 1
     assert "/runtime/" not in error.original_traceback
+
+
+class FailingResult(AggregateFunction):
+    """A sum whose result logs every call and refuses the total of one event-time window."""
+
+    def __init__(self, calls, refused: int) -> None:
+        self.calls, self.refused = calls, refused
+
+    def init(self):
+        return 0
+
+    def add(self, acc, record):
+        return acc + record
+
+    def merge(self, left, right):
+        return left + right
+
+    def result(self, acc):
+        self.calls.append(("result", acc))
+        if acc == self.refused:
+            raise ValueError(f"refuses the total {acc}")
+        return acc
+
+
+def test_a_failing_window_result_runs_once_and_names_its_key(make_env, call_log):
+    from gyreflow.api import Tumbling
+
+    data = list(range(12))
+    key, start = 1, 4  # the window [4, 8) of key 1 holds 4 and 7
+    refused = sum(x for x in data if x % 3 == key and start <= x < start + 4)
+    pipeline = make_env(1).pipeline("results")
+
+    @pipeline.task
+    def job(ctx):
+        (ctx.source(data, SizeTumblingWindow(12)).with_timestamps(float, max_delay=0)
+            .key_by(lambda x: x % 3).window(Tumbling(4)).aggregate(FailingResult(call_log, refused))
+            .collect("out"))
+
+    with pytest.raises(UserFunctionError) as info:
+        pipeline.execute()
+    assert info.value.record == key
+    calls = Counter(call_log.entries())
+    assert calls[("result", refused)] == 1, calls
+    assert max(calls.values()) == 1, calls
 
 
 # --- a key that is not a key ---------------------------------------------------------------------

@@ -20,7 +20,7 @@ from typing import NamedTuple
 from gyreflow.runtime.dataflow import event_columns
 from gyreflow.runtime.dataflow.columns import Column, ColumnBatch
 from gyreflow.runtime.dataflow.operators import Operator, frozen
-from gyreflow.runtime.errors import RecordError
+from gyreflow.runtime.errors import RecordError, locate_failure
 from gyreflow.state.keys.keygroups import key_group_of
 
 INF = math.inf
@@ -432,27 +432,23 @@ class EventWindowOperator(Operator):
         window_fn = getattr(self.aggregation, "window_fn", None)
         fired_results = []
         key = None
+        remaining = iter(out)  # names the failing key without calling result again
         try:
             if window_fn is None:
                 fired_results = [WindowResult(key, start, end, frozen(result(acc)))
-                                 for key, start, end, acc in out]
+                                 for key, start, end, acc in remaining]
             else:
                 for key, start, end, acc in out:
                     value = window_fn(key, acc, EventWindow(start, end))
                     fired_results.append(WindowResult(key, start, end, frozen(value)))
         except Exception as exc:
-            if window_fn is None:  # the comprehension does not say which key: find it
-                key = next((k for k, _, _, acc in out if _fails(result, acc)), None)
+            if window_fn is None:  # the comprehension does not say which key
+                key = locate_failure(self.name, out, remaining, exc).record
+                key = key[0] if key is not None else None
             raise RecordError(self.name, key, exc) from exc
         self._emit(fired_results)
 
 
-def _fails(fn: Callable, value) -> bool:
-    try:
-        fn(value)
-    except Exception:  # noqa: BLE001 - looking for the value that failed
-        return True
-    return False
 
 
 def _starts(ts: float, size: float, slide: float) -> list[float]:
@@ -466,6 +462,3 @@ def _starts(ts: float, size: float, slide: float) -> list[float]:
     while (first - 1) * slide + size > ts:
         first -= 1
     return [k * slide for k in range(first, last + 1)]
-
-
-

@@ -11,7 +11,7 @@ from gyreflow.plan.operators import identity
 from gyreflow.runtime.dataflow.columns import Column, ColumnBatch
 from gyreflow.runtime.dataflow.operators import Operator, fold_batch, frozen
 from gyreflow.runtime.dataflow.table_join_columns import last_per_key, merge_columns, merge_row
-from gyreflow.runtime.errors import RecordError
+from gyreflow.runtime.errors import RecordError, locate_failure
 
 # --- aggregations -----------------------------------------------------------------------------
 
@@ -170,23 +170,16 @@ class WindowCountOperator(Operator):
     def process(self, batch: list) -> None:
         self.records_in += len(batch)
         key_fn = self.key_fn
+        remaining = iter(batch)  # names a failing record without calling key_fn again
         try:
-            self.partial.update(batch if key_fn is None else map(key_fn, batch))
+            self.partial.update(remaining if key_fn is None else map(key_fn, remaining))
         except Exception as exc:
-            record = next((r for r in batch if _fails(key_fn, r)), None)
-            raise RecordError(self.name, record, exc) from exc
+            raise locate_failure(self.name, batch, remaining, exc) from exc
 
     def finish(self, window: int) -> None:
         partial, self.partial = self.partial, Counter()
         self._emit(list(partial.items()))
 
-
-def _fails(fn, record) -> bool:
-    try:
-        hash(fn(record))
-    except Exception:  # noqa: BLE001 - looking for the failing record
-        return True
-    return False
 
 
 class WindowAggregateOperator(Operator):
