@@ -67,7 +67,10 @@ def build(pipeline, edges_path: str, window: int, output: str, parallelism: int 
 
     @pipeline.task(name="graph_versions")
     def versions(ctx):
-        edges = (ctx.source(FileSource(edges_path), SizeTumblingWindow(window), name="edges")
+        # One source task each: window w is the w-th ``window`` lines of the file, whatever the
+        # configured parallelism (each source task would cut its own byte range into windows).
+        edges = (ctx.source(FileSource(edges_path), SizeTumblingWindow(window), name="edges",
+                            parallelism=1)
                  .flat_map(parse_change))
         graph = GraphView(None, edges, directed=False, parallelism=parallelism, name="graph",
                           retained_versions=2)
@@ -77,7 +80,7 @@ def build(pipeline, edges_path: str, window: int, output: str, parallelism: int 
         components.sink(FileSink(output, format=format_label)).with_name("files")
         if requests_path is not None:
             requests = (ctx.source(FileSource(requests_path), SizeTumblingWindow(requests_window),
-                                   name="requests").flat_map(parse_request))
+                                   name="requests", parallelism=1).flat_map(parse_request))
             (graph.traversal(requests, KHopNeighbourhood(2, "both"), name="khop",
                              version=request_version)
              .sink(FileSink(f"{output}-khop", format=format_hop)).with_name("khop-files"))

@@ -67,7 +67,10 @@ def build(pipeline, edges_path: str, window: int, output: str, parallelism: int 
 
     @pipeline.task(name="incremental_wcc")
     def components(ctx):
-        edges = (ctx.source(FileSource(edges_path), SizeTumblingWindow(window), name="edges")
+        # One source task: window w is the w-th ``window`` lines of the file, whatever the
+        # configured parallelism (each source task would cut its own byte range into windows).
+        edges = (ctx.source(FileSource(edges_path), SizeTumblingWindow(window), name="edges",
+                            parallelism=1)
                  .flat_map(parse_edge))
         graph = GraphView(None, edges, directed=False, parallelism=parallelism, name="graph")
         incremental_wcc(graph).sink(FileSink(output, format=format_label)).with_name("files")

@@ -98,12 +98,15 @@ def build(pipeline, orders_path: str, customers_path: str, window: int, output: 
     @pipeline.task(name="keyed_join")
     def keyed_join(ctx):
         orders = (
-            ctx.source(FileSource(orders_path), SizeTumblingWindow(window)).with_name("orders")
+            # One source task each: window w joins the w-th ``window`` lines of both files,
+            # whatever the configured parallelism (each task would cut its own byte range).
+            ctx.source(FileSource(orders_path), SizeTumblingWindow(window), parallelism=1)
+            .with_name("orders")
             .map(parse_order).with_name("parse-orders")
             .key_by(itemgetter(1))
         )
         customers = (
-            ctx.source(FileSource(customers_path), SizeTumblingWindow(window))
+            ctx.source(FileSource(customers_path), SizeTumblingWindow(window), parallelism=1)
             .with_name("customers")
             .map(parse_customer).with_name("parse-customers")
             .key_by(itemgetter(0))

@@ -89,7 +89,7 @@ def build(pipeline, vertices_path: str, edges_path: str, requests_path: str, out
         vertices = ctx.source(FileSource(vertices_path), name="vertices").flat_map(parse_vertex)
         edges = ctx.source(FileSource(edges_path), name="edges").flat_map(parse_edge)
         requests = (ctx.source(FileSource(requests_path), SizeTumblingWindow(request_window),
-                               name="requests")
+                               name="requests", parallelism=1)  # window w: the w-th lines
                     .flat_map(parse_request))
         graph = GraphView(vertices, edges, directed=directed, parallelism=parallelism)
         khop(graph, requests, k).sink(FileSink(output, format=format_answer)).with_name("files")
