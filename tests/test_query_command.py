@@ -228,3 +228,14 @@ def test_a_named_path_is_refused_naming_it():
     done = gyreflow("query", str(CONFORMANCE / "example-directed.properties"), query, store={})
     one_error_line(done, 2, "unsupported: named path (p = ...) at 1:7")
     one_error_line(gyreflow("explain", query, store={}), 2, "unsupported: named path (p = ...) at 1:7")
+
+
+def test_integer_division_truncates_and_by_zero_is_one_error_line():
+    """openCypher arithmetic as a user sees it: -7 / 2 is -3, -7 % 3 is -1 (Python would say -4
+    and 2); an integer / or % by 0 is one error line with exit status 2, a float one infinity."""
+    graph = str(CONFORMANCE / "example-directed.properties")
+    done = gyreflow("query", graph, "MATCH (a) WHERE id(a) = 1 RETURN -7 / 2 AS q, -7 % 3 AS r, "
+                    "7 % -3 AS s, -7.5 % 2 AS f", store={})
+    assert rows(done) == [{"q": -3, "r": -1, "s": 1, "f": -1.5}]
+    done = gyreflow("query", graph, "MATCH (a) WHERE id(a) / 0 = 1 RETURN a", store={})
+    one_error_line(done, 2, "integer division by zero in a query: ", " / 0 (openCypher raises")

@@ -161,7 +161,7 @@ def query(arguments: tuple[str, ...], params: tuple[str, ...], directed: bool | 
     from gyreflow.api.graph.query import Query, QuerySyntaxError, query_graph
     from gyreflow.api.graph.stored import StoredGraphError
     from gyreflow.api.graph.views import GraphView
-    from gyreflow.runtime.errors import UserFunctionError
+    from gyreflow.runtime.errors import DataError, UserFunctionError
     from gyreflow.runtime.spark.session import SparkStartError
     from gyreflow.state.shared.snapshot import BackendUnavailableError, SnapshotCorruptedError
 
@@ -218,7 +218,7 @@ def query(arguments: tuple[str, ...], params: tuple[str, ...], directed: bool | 
     except StoredGraphError as exc:
         nothing = "; and no folder or file has that name" if exc.no_job else ""
         _fail(console, f"{exc}{nothing}", 2)
-    except (QuerySyntaxError, GraphFileError) as exc:
+    except (QuerySyntaxError, GraphFileError, DataError) as exc:  # DataError: an integer / by 0
         _fail(console, str(exc), 2)
     except (KeyError, ValueError, TypeError) as exc:
         _fail(console, str(exc.args[0] if exc.args else exc), 2)

@@ -6,7 +6,78 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from gyreflow.runtime.errors import DataError
+
 LABEL_KEY = "label"  # the key of a vertex or edge mapping that names its label (or edge type)
+
+
+class QueryArithmeticError(DataError):
+    """An integer ``/`` or ``%`` by zero in a query: openCypher raises (a float operand gives
+    infinity or NaN instead)."""
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _int64(result: int, left: int, op: str, right: int) -> int:
+    """``result`` of an integer operation, which must fit openCypher's 64-bit integers."""
+    if not _INT64[0] <= result <= _INT64[1]:
+        msg = (f"integer overflow in a query: {left} {op} {right} is outside the 64-bit range "
+               "of openCypher integers (use a float operand for a float result)")
+        raise QueryArithmeticError(msg)
+    return result
+
+
+def arithmetic(op: str, left: Any, right: Any) -> Any:
+    """``left op right`` as openCypher defines it: integer ``/`` truncates toward zero and ``%``
+    takes the dividend's sign (``-7 / 2`` is -3, ``-7 % 3`` is -1), with a float operand both are
+    IEEE float operations (``-7.5 % 2`` is -1.5, ``1 / 0.0`` infinity, ``0.0 / 0`` and ``1.0 % 0``
+    NaN), and an integer ``/`` or ``%`` by 0 raises ``QueryArithmeticError``, as does an integer
+    result outside 64 bits. ``+`` also joins
+    strings and lists; operands of other types (booleans included) give null.
+
+    >>> arithmetic("/", -7, 2), arithmetic("%", -7, 3), arithmetic("%", 7, -3)
+    (-3, -1, 1)
+    >>> arithmetic("/", -7.0, 2), arithmetic("%", -7.5, 2), arithmetic("/", -1, 0.0)
+    (-3.5, -1.5, -inf)
+    >>> arithmetic("*", "ab", 3) is None
+    True
+    """
+    if not (_number(left) and _number(right)):
+        if op == "+" and ((isinstance(left, str) and isinstance(right, str))
+                          or isinstance(left, list) or isinstance(right, list)):
+            if isinstance(left, list):
+                return left + (right if isinstance(right, list) else [right])
+            if isinstance(right, list):
+                return [left, *right]
+            return left + right
+        return None
+    integers = isinstance(left, int) and isinstance(right, int)
+    if op in ("+", "-", "*"):
+        result = left + right if op == "+" else left - right if op == "-" else left * right
+        return _int64(result, left, op, right) if integers else result
+    if integers:
+        if right == 0:
+            what = "division" if op == "/" else "modulo"
+            msg = (f"integer {what} by zero in a query: {left} {op} {right} (openCypher raises for "
+                   f"an integer {op} by 0; a float operand gives infinity or NaN)")
+            raise QueryArithmeticError(msg)
+        quotient = abs(left) // abs(right)
+        if (left < 0) != (right < 0):
+            quotient = -quotient
+        return _int64(quotient, left, op, right) if op == "/" else left - right * quotient
+    left, right = float(left), float(right)
+    if op == "%":
+        return math.fmod(left, right) if right != 0 else math.nan
+    if right != 0:
+        return left / right
+    if left == 0 or math.isnan(left):
+        return math.nan
+    return math.copysign(math.inf, left) * math.copysign(1.0, right)
 
 
 def _label_and_properties(value: Any) -> tuple[tuple, dict]:
@@ -130,25 +201,15 @@ def evaluate(expr: tuple, bindings: dict, params: dict, columns: dict | None = N
         return [evaluate(item, bindings, params, columns) for item in expr[1]]
     if kind == "neg":
         value = evaluate(expr[1], bindings, params, columns)
-        return None if value is None else -value
+        if not _number(value):
+            return None
+        return -value if isinstance(value, float) else _int64(-value, 0, "-", value)
     if kind == "bin":
         left = evaluate(expr[2], bindings, params, columns)
         right = evaluate(expr[3], bindings, params, columns)
         if left is None or right is None:
             return None
-        op = expr[1]
-        try:
-            if op == "+":
-                return left + right
-            if op == "-":
-                return left - right
-            if op == "*":
-                return left * right
-            if op == "/":
-                return left // right if isinstance(left, int) and isinstance(right, int) else left / right
-            return left % right
-        except (TypeError, ZeroDivisionError):
-            return None
+        return arithmetic(expr[1], left, right)
     if kind == "fn":
         return _function(expr, bindings, params, columns)
     if kind == "agg":
