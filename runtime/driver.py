@@ -183,7 +183,6 @@ class JobDriver:
                 name, graph, store, backend,
                 iterations and self.config["state.iteration_checkpoint_interval"] > 0)
             resume_from = coordinator.prepare(recovery or RecoveryOptions())
-            self._announce(name, graph, resume_from)
             horizon = coordinator.retained[0] if coordinator.retained else 0
             link = HostLink(self._reports.put, self._settle, self._writer_failed)
             host.open(name, graph, store, link, resume_from, frozenset(coordinator.rescaled), horizon,
@@ -209,15 +208,17 @@ class JobDriver:
                     lock.release()
 
     def _announce(self, name: str, graph: ExecutionGraph, resume_from: int) -> None:
-        """``on_start`` once per run, before its first host starts its tasks (a worker lost while
-        they start is a failover like any other); ``on_restart`` for every later host."""
+        """``on_start`` once per run, when its first host has started its tasks; then
+        ``on_restart`` for every restart not told yet (a host that failed to start its tasks, a
+        worker killed while they start, is a failover like any other: the next host tells it)."""
         run = self.job_run
         if run is None or not run.announced:
             if run is not None:
                 run.announced = True
+                run.started = self.started
             self.listener.on_start(name, graph)
-        else:
-            tell_restart(self.listener, name, graph, resume_from, run.restart)
+        while run is not None and run.untold:
+            tell_restart(self.listener, name, graph, resume_from, run.untold.pop(0))
 
     def _elapsed(self) -> float:
         """The run's wall time so far: from the run's start, across its restarts and their waits."""
@@ -251,6 +252,7 @@ class JobDriver:
         self.durable = resume_from
         self.started = self.clock()
         self.pending: deque = deque()
+        self._announce(name, graph, resume_from)
         self.pending.extend(scheduler.start())
         if self.control is not None:
             self.desk = ControlDesk(self.control, host, graph, host.backend.max_parallelism)
@@ -542,9 +544,9 @@ class JobRun:
         self.restarts = 0
         self.rebalances = 0
         self.clock: Callable[[], float] = time.monotonic
-        self.started: float | None = None  # when ``execute`` began: the result's wall time counts from it
+        self.started: float | None = None  # when its tasks first ran: the wall time counts from it
         self.announced = False  # listeners heard ``on_start``
-        self.restart: Restart | None = None  # why the next host builds the tasks again
+        self.untold: list[Restart] = []  # restarts the listeners have not heard of yet
 
     def execute(self, name: str, graph: PipelineGraph,
                 recovery: RecoveryOptions | None = None) -> TaskResult:
@@ -568,7 +570,6 @@ class JobRun:
             raise
         if self.stop is not None:
             self.stop.backend = self.backend.name  # what a stop may advise
-        self.started = self.clock()
         try:
             while True:
                 host = self.make_host(self.backend)
@@ -592,7 +593,7 @@ class JobRun:
                         self.workers = request.parallelism
                     else:
                         graph = graph.with_parallelism(request.operator, request.parallelism)
-                    self.restart = _rescale(before, graph, host, request)
+                    self.untold.append(_rescale(before, graph, host, request))
                     recovery = RecoveryOptions(resume=True)
                     result = request.result
                     self.restarts += 1
@@ -613,8 +614,9 @@ class JobRun:
                     result = driver.completed_result(result)
                     recovery = RecoveryOptions(resume=True)
                     self.restarts += 1
-                    self.restart = Restart("restart", cause=str(error).strip(),
-                                           attempt=strategy.restarts, attempts=strategy.attempts)
+                    self.untold.append(Restart("restart", cause=str(error).strip(),
+                                               attempt=strategy.restarts,
+                                               attempts=strategy.attempts))
                     relock = relock or store_away(error)
                     if self.control is not None:  # status answers at once while the run waits
                         committed = getattr(getattr(driver, "scheduler", None), "committed", None)
