@@ -259,7 +259,8 @@ class WorkerHost:
             if ended or time.monotonic() > deadline:
                 self.launcher.kill()
                 what = ended or f"the workers did not connect within {seconds} s"
-                if getattr(listener, "dropped", 0):
+                if not ended and getattr(listener, "dropped", 0):
+                    # (a worker killed during its challenge counts as dropped: its death says more)
                     what += (f" ({listener.dropped} connection(s) without the run's key were "
                              "dropped)")
                 msg = f"job {self._job!r} could not start its workers: {what}"
