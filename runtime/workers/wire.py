@@ -16,15 +16,19 @@ Every connection first passes ``multiprocessing.connection``'s HMAC challenge wi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import queue
-import shutil
 import socket
 import struct
-import tempfile
 import threading
-from multiprocessing.connection import Connection, answer_challenge, deliver_challenge
+from multiprocessing.connection import (
+    Connection,
+    answer_challenge,
+    arbitrary_address,
+    deliver_challenge,
+)
 
 from gyreflow.runtime.dataflow.task_runner import TaskError
 
@@ -119,21 +123,23 @@ class KeyedListener:
     bounded by ``handshake_seconds``: a client with a wrong key, one that sends garbage, closes at
     once or connects and sends nothing is closed and counted in ``dropped``, and never delays the
     real workers (``multiprocessing``'s own ``Listener`` fails its ``accept`` on the first such
-    client, or waits on it forever). ``family`` is ``"AF_UNIX"`` (a socket in a new 0700
-    directory) or ``"AF_INET"`` (``address`` is ``(host, port)``; port 0 takes a free one).
+    client, or waits on it forever). ``family`` is ``"AF_UNIX"`` (a socket in a 0700 directory
+    of this process) or ``"AF_INET"`` (``address`` is ``(host, port)``; port 0 takes a free one).
     """
 
     def __init__(self, family: str, authkey: bytes, address=None,
                  handshake_seconds: float = HANDSHAKE_SECONDS) -> None:
         self._authkey = authkey
         self._seconds = handshake_seconds
-        self._directory = None
+        self._path = None
         if family == "AF_INET":
             self._socket = socket.create_server(address, backlog=64)
             self.address = self._socket.getsockname()[:2]
         else:
-            self._directory = tempfile.mkdtemp(prefix="gyreflow-listener-")  # mode 0700
-            self.address = os.path.join(self._directory, "socket")
+            # In multiprocessing's 0700 directory of this process (forked workers share their
+            # driver's), removed when the process that made it exits: even the socket of a
+            # worker killed before it closed its listener goes then.
+            self.address = self._path = arbitrary_address("AF_UNIX")
             self._socket = socket.socket(socket.AF_UNIX)
             self._socket.bind(self.address)
             self._socket.listen(64)
@@ -166,8 +172,9 @@ class KeyedListener:
                 return
             self._closed = True
         self._socket.close()
-        if self._directory is not None:
-            shutil.rmtree(self._directory, ignore_errors=True)
+        if self._path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self._path)
         while True:
             try:
                 conn = self._ready.get_nowait()
