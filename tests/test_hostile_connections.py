@@ -9,6 +9,7 @@ job; instead each is dropped, the job's output equals a ``Counter`` and no resta
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 from collections import Counter
@@ -145,6 +146,7 @@ def test_hostile_clients_on_the_local_workers_listeners_are_dropped(tmp_path, mo
             sock.close()
     assert seen == ["wrong key refused"]
     assert peers_seen.read_text(encoding="utf-8") == "wrong key refused\n"  # worker 1 -> 0
+    assert not os.path.exists(driver[0])  # the driver's socket is gone with its listener
     assert got == totals_per_window(WORDS)
     assert restarts.count == 0
 
