@@ -606,7 +606,9 @@ class JobRun:
                 except Exception as error:
                     wait = strategy.delay_for(error)
                     if wait is None:
-                        stopping = _gave_up(error, self.restarts)
+                        # Failover restarts only (not rescales), of an error the strategy restarts
+                        stopping = _gave_up(error, strategy.restarts
+                                            if strategy.restartable(error) else 0)
                         if stopping is error:
                             raise
                         raise stopping from error
