@@ -287,10 +287,16 @@ def user_frames_text(error: BaseException) -> str:
 
 def fault_traceback(error: BaseException) -> str:
     """``error``'s whole traceback as text for a report of a fault of gyreflow, without the frames
-    of what ran the script (click, runpy)."""
+    of what ran the script (click, runpy, gyreflow's command line)."""
+    cli = os.path.join(_ROOT, "api", "cli") + os.sep
     shown = traceback.TracebackException.from_exception(error)
-    shown.stack = traceback.StackSummary.from_list(
-        [frame for frame in shown.stack if not machinery_frame(frame.filename)])
+    links = [shown]
+    while links:
+        link = links.pop()
+        link.stack = traceback.StackSummary.from_list(
+            [frame for frame in link.stack
+             if not machinery_frame(frame.filename) and not frame.filename.startswith(cli)])
+        links.extend(chained for chained in (link.__cause__, link.__context__) if chained)
     return "".join(shown.format())
 
 

@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from gyreflow.api import AggregateFunction, SizeTumblingWindow, UserFunctionError
+from gyreflow.api import (
+    AggregateFunction,
+    SizeTumblingWindow,
+    Source,
+    SourceReader,
+    UserFunctionError,
+)
 
 # --- a script's own mistakes, as `gyreflow run` and `gyreflow explain` report them -----------------
 
@@ -288,3 +294,89 @@ def test_an_unhashable_key_is_one_line_in_and_out_of_process(tmp_path, workers):
         "while processing record ['a', 1]: TypeError: " + KEY_MESSAGE)
     no_internals(done)
 
+
+
+# --- the user's own source or sink ----------------------------------------------------------------
+
+
+class BrokenReader(SourceReader):
+    """Two records, then the feed it reads breaks."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def read(self, max_records: int) -> list:
+        self.reads += 1
+        if self.reads == 2:
+            raise ValueError("the feed broke")
+        return [1, 2]
+
+    def offset(self) -> int:
+        return self.reads
+
+    def seek(self, offset) -> None:
+        self.reads = offset or 0
+
+    def close(self) -> None:
+        pass
+
+
+class BrokenSource(Source):
+    def create_reader(self, task_index: int, parallelism: int) -> SourceReader:
+        return BrokenReader()
+
+
+def test_a_failing_source_of_the_users_is_its_code_not_a_fault_of_gyreflow(make_env):
+    from gyreflow.runtime.dataflow.task_runner import UserCodeError
+
+    pipeline = make_env(1).pipeline("custom")
+    pipeline.task(lambda ctx: ctx.source(BrokenSource(), SizeTumblingWindow(2)).collect("c"),
+                  name="job")
+    with pytest.raises(UserCodeError) as info:
+        pipeline.execute()
+    message = str(info.value)
+    assert message.startswith("task '") and "test_user_mistakes.py:" in message
+    assert message.endswith("ValueError: the feed broke")
+    shown = info.value.original_traceback
+    assert shown.startswith("Traceback") and "in read" in shown
+    assert "/runtime/" not in shown and "/api/" not in shown
+
+
+CUSTOM = """from gyreflow.api import Environment, SizeTumblingWindow, Source, SourceReader
+
+class Reader(SourceReader):
+    reads = 0
+    def read(self, max_records):
+        self.reads += 1
+        if self.reads == 2:
+            raise ValueError("the feed broke")
+        return [1, 2]
+    def offset(self):
+        return self.reads
+    def seek(self, offset):
+        self.reads = offset or 0
+    def close(self):
+        pass
+
+class Feed(Source):
+    def create_reader(self, task_index, parallelism):
+        return Reader()
+
+pipeline = Environment.from_config().pipeline("custom")
+pipeline.task(lambda ctx: ctx.source(Feed(), SizeTumblingWindow(2)).collect("c"), name="job")
+pipeline.execute()
+"""
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_failing_source_of_the_users_exits_1_with_its_own_frames(tmp_path, workers):
+    (tmp_path / "custom.py").write_text(CUSTOM)
+    done = gyreflow(["run", "custom.py", "--env", "local", "--workers", workers], tmp_path)
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith("error: task 'source-0")
+    assert lines[0].endswith("failed in window 1 in custom.py:8: ValueError: the feed broke")
+    assert lines[2:] == ["Original traceback:", "Traceback (most recent call last):",
+                         '  File "custom.py", line 8, in read',
+                         '    raise ValueError("the feed broke")', "ValueError: the feed broke"]

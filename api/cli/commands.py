@@ -305,10 +305,10 @@ def _fail_other(console, error: Exception, backend: str | None = None) -> None:
     """Spark that did not start (exit 2, nothing ran), a worker process that died once the restart
     strategy gave up (exit 6, one line: a signal or the machine, not a bug) and a task that failed
     outside user functions (exit 6, a fault of gyreflow or its host: one line, then its traceback
-    for a report); anything else the script raised is told by ``fail_script``."""
-    import traceback
-
-    from gyreflow.runtime.dataflow.task_runner import TaskError
+    for a report); the user's own source or sink that raised exits 1, as a user function does;
+    anything else the script raised is told by ``fail_script``."""
+    from gyreflow.runtime.dataflow.task_runner import TaskError, UserCodeError
+    from gyreflow.runtime.errors import fault_traceback
     from gyreflow.runtime.spark.session import SparkStartError
     from gyreflow.runtime.workers.wire import WorkerLostError
 
@@ -318,11 +318,17 @@ def _fail_other(console, error: Exception, backend: str | None = None) -> None:
         _fail(console, str(error), 6,
               hint=_kept(backend, "run again with --resume (restart.attempts sets how many "
                                   "times a run starts its workers again by itself)"))
+    if isinstance(error, UserCodeError):  # the user's source or sink: as a user function
+        traceback_text = error.original_traceback
+        _fail(console, str(error), 1,
+              hint=_kept(backend, "fix the code and run again with --resume"),
+              detail=(f"Original traceback:\n{traceback_text}"
+                      if traceback_text.startswith("Traceback") else None))
     if isinstance(error, TaskError):
         _fail(console, str(error), 6,
               hint=_kept(backend, "run again with --resume; if it fails again, report it "
                                   "with the traceback below"),
-              detail="".join(traceback.format_exception(error)))
+              detail=fault_traceback(error))
     fail_script(console, error)
 
 

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from collections.abc import Callable
 
 from gyreflow.runtime.dataflow.task import Task
-from gyreflow.runtime.errors import DataError, RecordError, UserFunctionError
+from gyreflow.runtime.errors import (
+    DataError,
+    RecordError,
+    UserFunctionError,
+    raised_inside_gyreflow,
+    user_location,
+    user_traceback,
+)
 from gyreflow.scheduler.events import EventKind, TaskEvent, TaskFailed
 from gyreflow.state.shared.snapshot import SnapshotCorruptedError
 
@@ -17,6 +25,19 @@ class TaskError(RuntimeError):
     def __init__(self, message: str, window: int = 0) -> None:
         super().__init__(message)
         self.window = window
+
+
+class UserCodeError(TaskError):
+    """The user's own code raised in a task outside a function given a record: a ``Source``'s
+    reader, a ``SinkWriter``'s ``finish_window`` or ``publish``. The message names the task, the
+    window and the file and line; ``original_traceback`` holds the user's frames only."""
+
+    def __init__(self, message: str, window: int = 0, original_traceback: str = "") -> None:
+        super().__init__(message, window)
+        self.original_traceback = original_traceback
+
+    def __reduce__(self):
+        return (type(self), (str(self), self.window, self.original_traceback))
 
 
 class TaskRunner:
@@ -103,9 +124,21 @@ def _task_error(task: Task, item, exc: Exception) -> Exception:
     elif isinstance(exc, DataError):
         error = DataError(f"{where}: {exc}", window)
     else:
-        error = TaskError(f"{where}: {type(exc).__name__}: {exc}", window)
+        error = failed_task(where, exc, window)
     error.__cause__ = exc
     return error
+
+
+def failed_task(where: str, exc: BaseException, window: int = 0) -> TaskError:
+    """The error for a task that failed ``where`` (``task 'x' failed in window 3``) outside a user
+    function given a record: the user's own code (``UserCodeError``, naming its file and line) when
+    the exception was raised there, else a fault of gyreflow or its host (``TaskError``)."""
+    location = user_location(exc)
+    if location is not None and raised_inside_gyreflow(exc) is None:
+        path, line = location
+        return UserCodeError(f"{where} in {os.path.basename(path)}:{line}: "
+                             f"{type(exc).__name__}: {exc}", window, user_traceback(exc))
+    return TaskError(f"{where}: {type(exc).__name__}: {exc}", window)
 
 
 class Dispatcher:

@@ -29,7 +29,7 @@ import pickle
 import attrs
 
 from gyreflow.runtime.dataflow.iteration import IterationTask, task_class_for
-from gyreflow.runtime.dataflow.task_runner import Dispatcher, TaskError, TaskRunner
+from gyreflow.runtime.dataflow.task_runner import Dispatcher, TaskRunner, failed_task
 from gyreflow.runtime.spark.partition import DONE, Round, _build_task, _plan
 from gyreflow.scheduler.events import EventKind, TaskFailed
 
@@ -151,7 +151,7 @@ def _run_graph_task(spec: Round, index: int, state, loops: list, messages: list,
             else:
                 live = None
     except Exception as exc:  # noqa: BLE001 - reported to the driver
-        error = TaskError(f"task {task.name!r} failed in window {window}: {type(exc).__name__}: {exc}")
+        error = failed_task(f"task {task.name!r} failed in window {window}", exc)
         error.__cause__ = exc
         holder.dones.append(TaskFailed(task.cycle, task.spec.id, window, error))
     finally:

@@ -23,7 +23,7 @@ from gyreflow.runtime.dataflow.channels import link_channels
 from gyreflow.runtime.dataflow.combine import build_emitter, combine_kinds, takes_combined
 from gyreflow.runtime.dataflow.iteration import task_class_for
 from gyreflow.runtime.dataflow.task import Task, TaskCheckpoints
-from gyreflow.runtime.dataflow.task_runner import Dispatcher, TaskError, TaskRunner
+from gyreflow.runtime.dataflow.task_runner import Dispatcher, TaskError, TaskRunner, failed_task
 from gyreflow.runtime.snapshot_writers import InlineSnapshotWriter
 from gyreflow.runtime.spark.round_order import RoundOrderError, tell_finished, wait_for_previous
 from gyreflow.scheduler.events import Done, EventKind, LaunchSource, TaskEvent, TaskFailed
@@ -314,7 +314,7 @@ def _control(plan: RunPlan, spec: Round, index: int, event: TaskEvent, store, ou
         if isinstance(exc, SnapshotCorruptedError):
             error: Exception = SnapshotCorruptedError(f"{where}: {exc}")
         else:
-            error = TaskError(f"{where}: {type(exc).__name__}: {exc}")
+            error = failed_task(where, exc)
         error.__cause__ = exc
         return TaskFailed(plan.cycle_of[event.task], event.task, event.window, error)
 
