@@ -228,7 +228,10 @@ class Task:
         if ended or full:
             self.source_offset = self.source_reader.offset()  # before the look-ahead below
         if full and not ended:
-            ended = self._live_peek(read) if live and read.deadline is not None else not self._peek()
+            if live and read.deadline is not None:
+                ended = self._live_peek(read)
+            else:  # a live reader's empty look-ahead is a pause, not an end, until it says so
+                ended = not self._peek() and (not live or self.source_reader.exhausted)
         if ended or full:
             self.reading = None
             self.exhausted = ended
