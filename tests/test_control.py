@@ -66,6 +66,7 @@ def words(tmp_path_factory) -> tuple[Path, list[str]]:
 def environ(tmp_path: Path, environment: str, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GYREFLOW_")}
     env.update({"COLUMNS": "400", "GYREFLOW_ENVIRONMENT__TYPE": environment,
+                "GYREFLOW_ENVIRONMENT__WORKERS": "1",  # local: in this process unless extra says
                 "GYREFLOW_SPARK__MASTER": "local[2]",
                 "GYREFLOW_SPARK__CONF": json.dumps({"spark.ui.enabled": "false"}),
                 "GYREFLOW_CONTROL__DIRECTORY": str(tmp_path / "control"),

@@ -136,7 +136,9 @@ def command(tmp_path: Path, *flags: str) -> list[str]:
     script = tmp_path / "job.py"
     if not script.exists():
         script.write_text(JOB, encoding="utf-8")
-    return [sys.executable, "-m", "gyreflow", "run", "--quiet", "--env", "local", *flags,
+    # in this process: a mid-window crash point then kills the job, not a worker it restarts
+    return [sys.executable, "-m", "gyreflow", "run", "--quiet", "--env", "local", "--workers", "1",
+            *flags,
             str(script), "--", str(tmp_path / "data"), str(tmp_path / "out"), str(WINDOW)]
 
 
