@@ -133,6 +133,12 @@ def test_a_postgresql_store_that_stops_and_starts_mid_run_is_restarted_and_outpu
     (SnapshotWriteError("sqlite", 2, 1, RuntimeError("commit failed in jdbc:sqlite: "
                                                      "OperationalError: database is locked")), True),
     (TimeoutError("timed out"), True),
+    (SnapshotWriteError("sqlite", 2, 1, RuntimeError("write failed in jdbc:sqlite: "
+                                                     "OperationalError: database or disk is full")),
+     True),
+    (SnapshotWriteError("sqlite", 2, 1, RuntimeError("write failed in jdbc:sqlite: "
+                                                     "OperationalError: no such table: "
+                                                     "gyreflow_state")), False),
     (BackendUnavailableError('jdbc backend (state.url): cannot connect to postgresql://db: '
                              'FATAL: password authentication failed for user "app"'), False),
     (BackendUnavailableError("cannot connect to postgresql://db: FATAL: database \"x\" does not "

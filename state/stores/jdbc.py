@@ -297,9 +297,11 @@ class JdbcSnapshotStore(SnapshotStore):
         if stored != seen:
             kg, v = min(slot for slot in stored.keys() | seen.keys()
                         if stored.get(slot) != seen.get(slot))
+            written, found = stored.get((kg, v), 0), seen.get((kg, v), 0)
             msg = (f"the state of {self.location()} job={job} table={table} key group {kg} lost rows: "
-                   f"{stored.get((kg, v), 0)} keys were written at version {v}, "
-                   f"{seen.get((kg, v), 0)} are stored (rows deleted or added outside gyreflow)")
+                   f"{written} key{' was' if written == 1 else 's were'} written at version {v}, "
+                   f"{found} {'is' if found == 1 else 'are'} stored (rows deleted or added outside "
+                   "gyreflow)")
             raise SnapshotCorruptedError(msg)
 
     def read_record(self, job, kind, name, index, version):
@@ -533,17 +535,21 @@ _AWAY = ("connection refused", "could not connect", "server closed the connectio
          "the database system is in recovery mode", "database is locked", "connection is closed",
          "connection was closed", "connection is lost", "broken pipe", "no route to host",
          "network is unreachable", "consuming input failed", "adminshutdown",
-         "too many clients", "cannot connect now", "the connection to the server was lost")
+         "too many clients", "cannot connect now", "the connection to the server was lost",
+         # the driver's class for errors of the database's operation rather than of the request
+         "operationalerror")
 _REFUSED = ("authentication", "password", "pg_hba.conf", "does not exist", "permission denied",
             "must be owner", "malformed", "not a database", "corrupt", "damaged", "checksum",
-            "tampered")
+            "tampered", "no such table", "no such column", "readonly database", "read-only")
 
 
 def transient_failure(error: BaseException) -> bool:
     """Whether ``error`` (or what caused it) says the database is away for a while: connection
-    refused or dropped, a timeout, a server starting up or shutting down, SQLite's busy lock; not
-    a refusal (authentication, permissions, a missing database) nor damage. Words, not types: a
-    snapshot writer in another process reports its store's error as text.
+    refused or dropped, a timeout, a server starting up or shutting down, SQLite's busy lock, any
+    other operational error of the driver; not a refusal (authentication, permissions, a missing
+    database or table, a read-only database) nor damage. Words, not types: a snapshot writer in
+    another process reports its store's error as text. A failure taken for transient that is not
+    costs the restart attempts, then stops the job as before.
 
     >>> transient_failure(RuntimeError("write failed: OperationalError: (psycopg.errors."
     ...                                "AdminShutdown) terminating connection due to administrator command"))
