@@ -1,7 +1,8 @@
 """Incremental algorithms against networkx on windows of additions and removals that Hypothesis
 makes: removals of the source, of bridge edges, of vertices other values rested on, and vertices
 added again later. After every window, the folded upsert stream of ``incremental_bfs``,
-``incremental_sssp``, ``incremental_wcc`` and ``incremental_pagerank`` equals networkx on that
+``incremental_sssp``, ``incremental_wcc`` and ``incremental_pagerank`` (array programs) and of the
+per-vertex BFS, SSSP and WCC programs under ``incremental_compute`` equals networkx on that
 version of the graph."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from test_graph_changes import expected, fold, run_changes
 from gyreflow.api.graph import Edge, RemoveEdge, RemoveVertex
 
 SOURCE = 0
-NAMES = ["bfs", "sssp", "wcc", "pagerank"]
+NAMES = ["bfs", "sssp", "wcc", "pagerank", "record_bfs", "record_sssp", "record_wcc"]
 _RUNS = itertools.count()
 
 
@@ -67,7 +68,7 @@ def check(outputs: dict, versions: list, directed: bool) -> None:
     for name in NAMES:
         folded = fold(outputs[name], len(versions), exact=name != "pagerank")
         for window, version in enumerate(versions, start=1):
-            want = expected(version, directed, SOURCE)[name]
+            want = expected(version, directed, SOURCE)[name.removeprefix("record_")]
             got = folded[window - 1]
             if name == "pagerank":
                 assert set(got) == set(want), f"pagerank vertices after window {window}"

@@ -121,6 +121,10 @@ def run_changes(env, batches, directed: bool, source, names, parallelism: int = 
                    "pagerank": lambda: algorithms.incremental_pagerank(graph, tolerance=1e-12),
                    "record_wcc": lambda: graph.incremental_compute(
                        algorithms.ConnectedComponents(directed)),
+                   "record_bfs": lambda: graph.incremental_compute(
+                       algorithms.IncrementalBreadthFirstSearch(source)),
+                   "record_sssp": lambda: graph.incremental_compute(
+                       algorithms.ShortestPaths(source)),
                    "static_wcc": lambda: algorithms.wcc(graph)}
         for name in names:
             outputs[name]().collect(name)

@@ -221,3 +221,21 @@ def test_a_missing_weight_is_one_error_line_with_exit_5(tmp_path, environment_ty
     assert "Traceback" not in done.stderr and "fix the function" not in done.stderr, done.stderr
     assert lines[-1] == ("Completed windows are kept: fix the input (the data, or the system it "
                          "comes from) and run again with --resume."), done.stderr
+
+
+@pytest.mark.parametrize("environment_type", ["local", "workers"])
+@pytest.mark.parametrize("directed", [True, False], ids=["directed", "undirected"])
+def test_khop_on_a_property_graph_equals_networkx(make_env, directed):
+    vertices, edges = property_graph(9 + directed, 16, 30)
+    starts = [0, 3, 15]
+    pipeline = make_env().pipeline("property-khop")
+
+    @pipeline.task
+    def reach(ctx):
+        graph = GraphView(ctx.source(vertices, AllWindow()), ctx.source(edges, AllWindow()),
+                          directed=directed, parallelism=2)
+        algorithms.khop(graph, ctx.source([(s, s) for s in starts], AllWindow()), 2).collect("k")
+
+    got = dict(pipeline.execute().output("k"))
+    graph = nx_graph(vertices, edges, directed)
+    assert got == {s: nx.single_source_shortest_path_length(graph, s, cutoff=2) for s in starts}
