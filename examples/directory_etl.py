@@ -7,7 +7,7 @@ window's orders and revenue per city, and write one Parquet file per window.
 Every CSV file needs a header with the columns ``city``, ``quantity`` and ``price`` (others, such
 as ``order_id``, are allowed): a file without one of them is refused before anything runs, with one
 line naming the file and the column and exit status 2 (a file that lands later while ``--follow``
-runs stops the job on its first row). Rows the CSV reader cannot read (a price that is no number, a
+runs stops the job at its first row, exit status 1, with an error naming the file). Rows the CSV reader cannot read (a price that is no number, a
 missing cell) are set aside in ``--dead-letters`` instead of stopping the job. Files are read once
 each, across crashes and resumes.
 """
@@ -40,7 +40,7 @@ def header_of(path: str) -> list[str] | None:
 
 
 def missing_column(input_dir: str) -> str | None:
-    """The first file in ``input_dir`` that lacks a column this ETL reads, as one error line."""
+    """The first file in ``input_dir`` that lacks a column this ETL reads, named with the column."""
     for name in sorted(os.listdir(input_dir)) if os.path.isdir(input_dir) else []:
         path = os.path.join(input_dir, name)
         if name.startswith((".", "_")) or ".csv" not in name or not os.path.isfile(path):
@@ -48,20 +48,28 @@ def missing_column(input_dir: str) -> str | None:
         header = header_of(path)
         absent = [column for column in REQUIRED if header is not None and column not in header]
         if absent:
-            return (f"error: {path}: no column {absent[0]!r} (directory_etl.py reads the columns "
+            return (f"{path}: no column {absent[0]!r} (directory_etl.py reads the columns "
                     f"{', '.join(REQUIRED)}; the file has {', '.join(header)})")
     return None
 
 
-def is_valid(row: dict) -> bool:
-    """A row worth counting: a city, a positive quantity and a price."""
-    for column in REQUIRED:
-        if column not in row:  # a file without the column landed while the job followed the folder
-            msg = (f"a row has no column {column!r}: every input file needs the columns "
-                   f"{', '.join(REQUIRED)} (row: {row!r})")
-            raise ValueError(msg)
-    return bool((row.get("city") or "").strip()) and (row.get("quantity") or 0) > 0 \
-        and row.get("price") is not None
+class ValidOrder:
+    """The filter: a row worth counting has a city, a positive quantity and a price. A row without
+    one of the columns comes from a file that landed while the job followed the folder: it stops
+    the job, naming the file."""
+
+    def __init__(self, input_dir: str) -> None:
+        self.input_dir = input_dir
+
+    def __call__(self, row: dict) -> bool:
+        for column in REQUIRED:
+            if column not in row:
+                msg = missing_column(self.input_dir) or (
+                    f"a row has no column {column!r} (directory_etl.py reads the columns "
+                    f"{', '.join(REQUIRED)}): {row!r}")
+                raise ValueError(msg)
+        return bool((row.get("city") or "").strip()) and (row.get("quantity") or 0) > 0 \
+            and row.get("price") is not None
 
 
 def clean(row: dict) -> dict:
@@ -84,7 +92,7 @@ def build(pipeline, input_dir: str, output: str, window: int, follow: bool = Fal
                                  dead_letters=dead_letters)
         orders = (ctx.source(source, SizeTumblingWindow(window), name="orders")
                   .with_parallelism(readers))
-        (orders.filter(is_valid).with_name("valid").map(clean).with_name("clean")
+        (orders.filter(ValidOrder(input_dir)).with_name("valid").map(clean).with_name("clean")
          .key_by(itemgetter("city")).window().apply(city_totals).with_name("totals")
          .map(lambda pair: {"city": pair[0], "orders": pair[1][0], "revenue": pair[1][1]})
          .with_name("rows")
@@ -106,7 +114,7 @@ def main(argv: list[str] | None = None):
     args = parser.parse_args(argv)
     problem = missing_column(args.input)
     if problem is not None:  # refused before anything runs: an empty output would look like success
-        sys.stderr.write(problem + "\n")
+        sys.stderr.write(f"error: {problem}\n")
         raise SystemExit(2)
     env = Environment.from_config(args.config)
     pipeline = build(env.pipeline("directory-etl"), args.input, args.output, args.window,

@@ -272,3 +272,28 @@ def test_a_file_without_a_column_the_example_reads_is_refused_in_one_line(tmp_pa
         f"error: landing/{name}: no column 'quantity' (directory_etl.py reads the columns city, "
         "quantity, price; the file has city, price)"]
     assert not (tmp_path / "out").exists()
+
+
+def test_a_file_without_a_column_that_lands_while_followed_stops_the_job_naming_it(tmp_path):
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    write_orders(landing / "2026-11-01.csv", order_rows(0, 3))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GYREFLOW_")}
+    env.update({"GYREFLOW_ENVIRONMENT__TYPE": "local", "COLUMNS": "400"})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gyreflow", "run", "--quiet", "--until-idle", "20", str(EXAMPLE),
+         "--", "--input", "landing/", "--output", "out/revenue", "--window", "1", "--follow"],
+        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(2)
+        (landing / "_2026-11-02.csv").write_text("city,price\nOslo,3\n")
+        os.replace(landing / "_2026-11-02.csv", landing / "2026-11-02.csv")
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 1, stderr
+    first = stderr.splitlines()[0]
+    assert first.startswith("error: ") and (
+        "landing/2026-11-02.csv: no column 'quantity' (directory_etl.py reads the columns city, "
+        "quantity, price; the file has city, price)") in first, stderr
