@@ -115,3 +115,22 @@ def test_snapshots_never_cut_a_job_name_and_speak_json(tmp_path):
     assert job["job"] == name
     assert job["last_completed"] == 2  # 10 records in windows of 5
     assert job["retained"][-1] == 2 and all(size >= 0 for size in job["parts"].values())
+
+
+def test_one_argument_is_singular():
+    result = CliRunner().invoke(main, ["query", "MATCH (a) RETURN a"])
+    assert result.exit_code == 2
+    assert "got 1 argument\n" in result.output
+
+
+def test_a_size_window_of_one_record_is_singular_in_the_warning():
+    from gyreflow.api import Environment, SizeTumblingWindow
+
+    pipeline = Environment.local(progress=False).pipeline("ones")
+    pipeline.task(lambda ctx: ctx.source(list(range(4)), SizeTumblingWindow(1), parallelism=2)
+                  .collect("c"), name="job")
+    with pytest.warns(Warning) as caught:
+        pipeline.execute()
+    text = " ".join(str(w.message) for w in caught)
+    assert "into windows of 1 record," in text and "windows of 1 consecutive record pin" in text
+    assert "1 records" not in text

@@ -9,6 +9,7 @@ import sys
 import click
 
 from gyreflow.api.cli.errors import fail as _fail
+from gyreflow.plan.words import plural
 
 
 def _parse_param(text: str) -> tuple[str, object]:
@@ -167,8 +168,8 @@ def query(arguments: tuple[str, ...], params: tuple[str, ...], directed: bool | 
 
     console = Console(stderr=True)
     if len(arguments) not in (2, 3):
-        raise click.UsageError(f"expected GRAPH QUERY or VERTICES EDGES QUERY, got {len(arguments)} "
-                               "arguments")
+        raise click.UsageError("expected GRAPH QUERY or VERTICES EDGES QUERY, got "
+                               f"{plural(len(arguments), 'argument')}")
     *where, text = arguments
     try:
         parsed = Query(text)

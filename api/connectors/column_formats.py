@@ -23,6 +23,7 @@ from gyreflow.api.connectors.file_formats import (
     open_cursor,
     strip_line_ending,
 )
+from gyreflow.plan.words import plural
 from gyreflow.runtime.dataflow.columns import ColumnBatch
 from gyreflow.runtime.errors import DataError
 
@@ -336,7 +337,7 @@ class CsvColumnsCursor(_BlockCursor):
             text = raw[starts[index]:starts[index] + lengths[index]].decode("utf-8", "replace")
             bad.append(MalformedRecordError(
                 f"line {first + index}",
-                f"{int(cells[index])} cells, the header has {len(self.columns)}", text))
+                f"{plural(int(cells[index]), 'cell')}, the header has {len(self.columns)}", text))
         if bad:
             raw = b"".join(raw[starts[i]:ends[i] + 1] for i in np.flatnonzero(~wrong).tolist())
         numbers = (np.flatnonzero(~empty & ~wrong) + first).tolist()

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 import attrs
 
 from gyreflow.api.config.loading import ConfigError
+from gyreflow.plan.words import plural
 from gyreflow.runtime.dataflow.columns import ColumnBatch
 
 FORMATS = ("text", "jsonl", "csv", "parquet")
@@ -295,7 +296,8 @@ class _LineCursor(FileCursor):
             return cells
         if len(cells) != len(columns):
             return MalformedRecordError(_lines_named(first, last),
-                                        f"{len(cells)} cells, the header has {len(columns)}",
+                                        f"{plural(len(cells), 'cell')}, the header has "
+                                        f"{len(columns)}",
                                         text.rstrip("\r\n"))
         record = dict(zip(columns, cells, strict=True))
         for column, convert in self.options.types.items():
@@ -554,7 +556,7 @@ class CsvEncoder(WindowEncoder):
         else:
             row = list(record)
             if self.columns is not None and len(row) != len(self.columns):
-                msg = f"{len(row)} cells, the header has {len(self.columns)}"
+                msg = f"{plural(len(row), 'cell')}, the header has {len(self.columns)}"
                 raise UnwritableRecordError(record, msg)
         if not row:
             raise UnwritableRecordError(record, "a row without cells would read back as no row")

@@ -8,6 +8,7 @@ import warnings
 from gyreflow.api.language.windows import SizeTumblingWindow
 from gyreflow.plan.graph import PipelineGraph
 from gyreflow.plan.operators import SourceSpec
+from gyreflow.plan.words import plural
 
 # Warnings shown so far, by Python's rules for a registry: once per source line and message
 # (``warnings.simplefilter("always")`` shows every one, ``"error"`` makes it an exception).
@@ -43,9 +44,10 @@ def warn_size_windows_per_task(graph: PipelineGraph, origins: dict[int, tuple[st
         size, parallelism = spec.window.size, vertex.parallelism
         msg = (f"source {vertex.name!r} runs with parallelism {parallelism} and "
                f"SizeTumblingWindow({size}): each of its {parallelism} source tasks cuts its own "
-               f"share of the input ({spec.source.describe()}) into windows of {size} records, so a "
-               f"window holds up to {parallelism * size} records and the windows change with the "
-               f"parallelism; for windows of {size} consecutive records pin the source with "
+               f"share of the input ({spec.source.describe()}) into windows of "
+               f"{plural(size, 'record')}, so a window holds up to {parallelism * size} records and "
+               f"the windows change with the parallelism; for windows of "
+               f"{plural(size, 'consecutive record')} pin the source with "
                f"ctx.source(..., parallelism=1)")
         filename, lineno = origins.get(vertex.id, ("<pipeline>", 0))
         warnings.warn_explicit(msg, SourceParallelismWarning, filename, lineno,

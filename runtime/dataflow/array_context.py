@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gyreflow.plan.words import plural
 from gyreflow.runtime.dataflow.graph_arrays import reduce_messages, row_edges
 from gyreflow.runtime.dataflow.graph_context import add_to_aggregate
 from gyreflow.runtime.dataflow.graph_partition import IN, OUT, Partition
@@ -68,7 +69,7 @@ class Outbox:
             values = np.full(len(columns), values)
         values = np.asarray(values)
         if len(columns) != len(values):
-            msg = f"send: {len(columns)} target columns but {len(values)} values"
+            msg = f"send: {plural(len(columns), 'target column')} but {plural(len(values), 'value')}"
             raise ValueError(msg)
         if len(columns) == 0:
             return

@@ -19,6 +19,7 @@ import numpy as np
 
 from gyreflow.plan.graph_changes import VertexStillConnectedError
 from gyreflow.plan.operators import GraphComputeSpec, GraphMode
+from gyreflow.plan.words import plural
 from gyreflow.runtime.dataflow.array_context import ArrayContext, receive, split_outgoing
 from gyreflow.runtime.dataflow.graph_arrays import COMBINES, concat_ids, id_array
 from gyreflow.runtime.dataflow.graph_context import Slots
@@ -193,7 +194,8 @@ class ArrayGraphOperator(GraphOperator):
             except Exception as exc:
                 raise RecordError(self.name, ("restarts", n, "vertices"), exc) from exc
             if mask.shape != (n,):
-                msg = f"{type(self.program).__name__}.restarts gave shape {mask.shape} for {n} vertices"
+                msg = (f"{type(self.program).__name__}.restarts gave shape {mask.shape} for "
+                       f"{plural(n, 'vertex', 'vertices')}")
                 raise RecordError(self.name, ("restarts", n, "vertices"), ValueError(msg))
         if mask.any():
             positions = np.flatnonzero(mask)
@@ -288,7 +290,7 @@ class ArrayGraphOperator(GraphOperator):
             values = np.asarray(self.program.init(ids, given))
             if values.shape != (len(ids),):
                 msg = (f"{type(self.program).__name__}.init returned values of shape "
-                       f"{values.shape} for {len(ids)} vertices")
+                       f"{values.shape} for {plural(len(ids), 'vertex', 'vertices')}")
                 raise ValueError(msg)
         except Exception as exc:
             raise RecordError(self.name, ("init", len(ids), "vertices"), exc) from exc
@@ -328,12 +330,12 @@ class ArrayGraphOperator(GraphOperator):
             new = np.asarray(ctx.values if new is None else new)
             if new.shape != (part.n,):
                 msg = (f"{type(self.program).__name__}.compute returned values of shape "
-                       f"{new.shape} for {part.n} vertices")
+                       f"{new.shape} for {plural(part.n, 'vertex', 'vertices')}")
                 raise ValueError(msg)
         except DataError:  # the graph's data cannot serve the program (an edge weight missing)
             raise
         except Exception as exc:
-            raise RecordError(self.name, ("superstep", iteration, f"{len(inbox)} messages"),
+            raise RecordError(self.name, ("superstep", iteration, plural(len(inbox), "message")),
                               exc) from exc
         self.values = new
         work = self._send_pieces(iteration + 1, *ctx.outbox.finish())
