@@ -37,6 +37,23 @@ ALL_PEERS = ("bytewax", "pyflink", "pathway", "spark")
 LOOP, API, EXAMPLE = "plain Python loop", "gyreflow API", "gyreflow example"
 ARROW = "pyarrow alone (no engine)"
 LABELS = {"bytewax": "Bytewax", "pyflink": "PyFlink Table/SQL (batch)", "pathway": "Pathway"}
+# How each peer's job is written, by workload: the plainest formulation (one operator a user reaches
+# for first) and, where it differs, the fastest idiomatic one (written the way gyreflow's count()
+# works: a C loop per window, then running totals). A peer with one row is timed in one form.
+FORMULATIONS = {
+    "bytewax": {"events": "plainest: count_window per key",
+                "words": "plainest: count_final per word",
+                "windows": "plainest: stateful_map per word"},
+    "bytewax-fast": {"words": "fastest: fold_final of lines into a Counter",
+                     "windows": "fastest: fold_window of lines into a Counter, "
+                                "stateful_map of running totals"},
+    "spark": {"events": "one form: groupBy(window, key).count()",
+              "words": "one form: explode, groupBy(word).count()",
+              "windows": "one form: groupBy(window, word).count(), running sum over windows"},
+    "pathway": {"events": "one form: windowby().reduce(count())",
+                "words": "one form: groupby(word).reduce(count())"},
+    "pyflink": {"events": "one form: TUMBLE window GROUP BY", "words": "one form: GROUP BY word"},
+}
 TIMEOUT_SECONDS = 1800
 WORKLOADS = ("events", "words", "windows")
 
@@ -50,6 +67,7 @@ class Workload:
     input_path: Path
     window: int = 0
     example: list[str] | None = None  # arguments of `gyreflow run` after the script path
+    parallelisms: tuple[int, ...] = ()  # run the example once per --parallelism given here
     expected: set = field(default_factory=set)
 
 
@@ -60,6 +78,7 @@ class Outcome:
     engine: str
     seconds: float | None = None
     status: str = ""
+    runs: dict[int, float] = field(default_factory=dict)  # repetition -> seconds
 
 
 # --- inputs --------------------------------------------------------------------------------------
@@ -93,10 +112,12 @@ def venv_python(venv: Path) -> Path:
 
 
 def peer_python(root: Path, peer: str) -> Path:
-    """The interpreter that runs ``peer``: a virtual environment of its own under ``root`` (their
-    pins conflict: PyFlink holds protobuf below 6, Pathway needs 6.33 or later); Spark runs in
-    gyreflow's own, which has pyspark."""
-    return Path(sys.executable) if peer == "spark" else venv_python(root / peer)
+    """The interpreter that runs ``peer``: gyreflow's own when the peer is installed there (pyspark,
+    and Bytewax from the ``bench`` extra), else a virtual environment of its own under ``root``
+    (their pins conflict: PyFlink holds protobuf below 6, Pathway needs 6.33 or later)."""
+    if peer == "spark" or installed_version(Path(sys.executable), peer):
+        return Path(sys.executable)
+    return venv_python(root / peer)
 
 
 def install_peers(root: Path, peers: list[str]) -> dict[str, str]:
@@ -104,9 +125,9 @@ def install_peers(root: Path, peers: list[str]) -> dict[str, str]:
     return {peer: why not} for failures."""
     failures: dict[str, str] = {}
     for peer in peers:
-        if peer == "spark":
-            continue
         python = peer_python(root, peer)
+        if python == Path(sys.executable):
+            continue
         if not python.exists():
             made = subprocess.run([sys.executable, "-m", "venv", str(python.parents[1])],
                                   capture_output=True, text=True, check=False)
@@ -183,31 +204,58 @@ def run_once(command: list[str], read) -> tuple[float, set | str]:
 def engine_commands(workload: Workload, engines: dict[str, Path], scratch: Path):
     """{engine label: (command, read output)} for every engine of ``workload``."""
     commands = {}
-    for engine, python in engines.items():
+    for engine, python in formulations(engines, workload.name):
         output = scratch / f"{workload.name}-{engine}.jsonl"
-        label = {"loop": LOOP, "gyreflow": API, "pyarrow": ARROW}.get(engine) or LABELS.get(engine)
-        if engine == "spark":
-            label = "Spark Structured Streaming" if workload.name == "events" else "Spark DataFrame"
+        label = engine_label(engine, workload.name)
         command = [str(python), str(JOBS), engine, workload.name, str(workload.input_path),
                    str(output), str(workload.window)]
         commands[label] = (command, lambda output=output: read_rows(output))
     if workload.example is not None:
-        directory = scratch / f"{workload.name}-example"
         script, *arguments = workload.example
-        command = [sys.executable, "-m", "gyreflow", "run", "--env", "local", "-q",
-                   str(ROOT / script), "--", *arguments, "--output", str(directory)]
+        for parallelism in workload.parallelisms or (None,):
+            directory = scratch / f"{workload.name}-example-{parallelism}"
+            extra = [] if parallelism is None else ["--parallelism", str(parallelism)]
+            command = [sys.executable, "-m", "gyreflow", "run", "--env", "local", "-q",
+                       str(ROOT / script), "--", *arguments, *extra, "--output", str(directory)]
 
-        def read(directory=directory):
-            return read_example_rows(workload, directory)
+            def read(directory=directory):
+                return read_example_rows(workload, directory)
 
-        commands[EXAMPLE + f" ({script})"] = (command, read, directory)
+            commands[example_label(script, parallelism)] = (command, read, directory)
     return commands
+
+
+def example_label(script: str, parallelism: int | None = None) -> str:
+    return EXAMPLE + f" ({script}" + ("" if parallelism is None else
+                                      f", parallelism {parallelism}") + ")"
+
+
+def formulations(engines: dict[str, Path], workload: str) -> list[tuple[str, Path]]:
+    """(job name in _peers_jobs.py, interpreter) of every formulation of every engine."""
+    jobs = []
+    for engine, python in engines.items():
+        jobs.append((engine, python))
+        if f"{engine}-fast" in FORMULATIONS and workload in FORMULATIONS[f"{engine}-fast"]:
+            jobs.append((f"{engine}-fast", python))
+    return jobs
+
+
+def engine_label(engine: str, workload: str) -> str:
+    """The table's name of a job: the engine, and how its job is written when it is a peer."""
+    fixed = {"loop": LOOP, "gyreflow": API, "pyarrow": ARROW}
+    if engine in fixed:
+        return fixed[engine]
+    peer = engine.removesuffix("-fast")
+    name = LABELS.get(peer, peer)
+    if peer == "spark":
+        name = "Spark Structured Streaming" if workload == "events" else "Spark DataFrame"
+    how = FORMULATIONS.get(engine, {}).get(workload)
+    return f"{name} ({how})" if how else name
 
 
 def measure(workload: Workload, commands: dict, repeat: int, skipped: dict[str, str]) -> list:
     """Median seconds of ``repeat`` interleaved runs of every engine whose output is right."""
     outcomes = {label: Outcome(label) for label in commands}
-    runs: dict[str, list[float]] = {label: [] for label in commands}
     for rep in range(repeat):
         labels = list(commands)
         shift = rep % len(labels)
@@ -224,12 +272,12 @@ def measure(workload: Workload, commands: dict, repeat: int, skipped: dict[str, 
                 outcomes[label].status = (f"wrong output: {len(rows ^ workload.expected)} rows "
                                           f"differ of {len(workload.expected)}")
             else:
-                runs[label].append(seconds)
+                outcomes[label].runs[rep] = seconds
             print(f"  {workload.name} #{rep + 1} {label}: "
                   f"{outcomes[label].status or format_seconds(seconds)}", file=sys.stderr)
-    for label, outcome in outcomes.items():
+    for outcome in outcomes.values():
         if not outcome.status:
-            outcome.seconds = statistics.median(runs[label])
+            outcome.seconds = statistics.median(outcome.runs.values())
     return list(outcomes.values()) + [Outcome(label, status=f"not run: {reason}")
                                       for label, reason in skipped.items()]
 
@@ -255,6 +303,40 @@ def table(workload: Workload, outcomes: list[Outcome]) -> str:
                                         "vs gyreflow API"], rows)
 
 
+# --- targets -------------------------------------------------------------------------------------
+
+WORD_COUNT, EVENT_TIME = "examples/word_count.py", "examples/event_time.py"
+# (workload, job, reference, least speed): the job's speed is the reference's seconds divided by
+# the job's, taken per repetition (both ran in it, one after the other) and then the median.
+TARGETS = [
+    ("windows", example_label(WORD_COUNT, 1), engine_label("bytewax-fast", "windows"), 1.2),
+    ("windows", example_label(WORD_COUNT, 1), LOOP, 0.5),
+    ("windows", example_label(WORD_COUNT, 2), example_label(WORD_COUNT, 1), 1.0),
+    ("events", example_label(EVENT_TIME), LOOP, 1.5),
+    ("words", API, LOOP, 0.8),
+]
+
+
+def target_lines(workload: str, outcomes: list[Outcome]) -> list[str]:
+    """One line per target of ``workload``: the median speed over repetitions and its spread."""
+    by_label = {outcome.engine: outcome for outcome in outcomes}
+    lines = []
+    for name, job, reference, least in TARGETS:
+        if name != workload:
+            continue
+        mine, theirs = by_label.get(job), by_label.get(reference)
+        reps = sorted(set(mine.runs) & set(theirs.runs)) if mine and theirs else []
+        if not reps:
+            lines.append(f"- {job} >= {least}x the speed of {reference}: not measured")
+            continue
+        speeds = [theirs.runs[rep] / mine.runs[rep] for rep in reps]
+        median = statistics.median(speeds)
+        lines.append(f"- {job} >= {least}x the speed of {reference}: {median:.2f}x "
+                     f"(repetitions {min(speeds):.2f}x to {max(speeds):.2f}x) -> "
+                     + ("met" if median >= least else "not met"))
+    return lines
+
+
 # --- main ----------------------------------------------------------------------------------------
 
 
@@ -276,7 +358,7 @@ def workloads(scratch: Path, small: bool, seed: int) -> list[Workload]:
         Workload("windows", f"cumulative word count, {words:,} words in 100 windows "
                  f"of {window:,} lines (the main job)", word_path, window=window,
                  example=["examples/word_count.py", "--input", str(word_path),
-                          "--window", str(window)]),
+                          "--window", str(window)], parallelisms=(1, 2)),
     ]
 
 
@@ -325,6 +407,11 @@ def main(argv: list[str] | None = None) -> None:
             outcomes = measure(workload, engine_commands(workload, engines, scratch),
                                args.repeat, skipped)
             sections += ["", f"**{workload.title}**", "", table(workload, outcomes)]
+            goals = target_lines(workload.name, outcomes)
+            if goals:
+                print("\n".join(goals))
+                sections += ["", "Targets (speed = the reference's seconds / the job's, per "
+                             "repetition; median and spread):", "", *goals]
     if args.write_docs:
         notes = ("Every engine runs as its own process, start-up and input reading included; its "
                  "output is checked against the plain loop's before its time counts. Seconds are "
