@@ -189,10 +189,6 @@ def locate_failure(operator: str, batch: list, remaining: Iterator,
     return RecordError(operator, None, cause, located=False)
 
 
-KEY_TYPES = ("str, bytes, int, float, bool, None, decimal.Decimal, datetime.datetime, "
-             "datetime.date or tuples of these")
-
-
 def key_error_for(cause: BaseException) -> BaseException:
     """``cause`` as the error that names a bad key, when it is Python refusing to hash a key inside
     gyreflow (``unhashable type: 'list'``); else ``cause`` as it is. Every host and every keyed
@@ -202,9 +198,11 @@ def key_error_for(cause: BaseException) -> BaseException:
         return cause
     if _user_frames(cause.__traceback__):
         return cause  # the user's own code hashed something: its own error
+    from gyreflow.state.keys.keygroups import KEY_ADVICE, KEY_TYPES
+
     kind = text.removeprefix("unhashable type: ").strip("'")
-    msg = (f"its key is or holds a {kind}, which cannot be a key: keys must be {KEY_TYPES}; return "
-           "a tuple of its fields instead")
+    msg = (f"cannot partition by a key of type {kind} (or a tuple holding one): keys must be "
+           f"{KEY_TYPES}; {KEY_ADVICE}")
     return TypeError(msg)
 
 

@@ -257,9 +257,9 @@ def test_a_failing_window_result_runs_once_and_names_its_key(make_env, call_log)
 
 # --- a key that is not a key ---------------------------------------------------------------------
 
-KEY_MESSAGE = ("its key is or holds a list, which cannot be a key: keys must be str, bytes, int, "
-               "float, bool, None, decimal.Decimal, datetime.datetime, datetime.date or tuples of "
-               "these; return a tuple of its fields instead")
+KEY_MESSAGE = ("cannot partition by a key of type list (or a tuple holding one): keys must be str, "
+               "bytes, int, float, bool, None, decimal.Decimal, datetime.datetime, datetime.date or "
+               "tuples of these; return a tuple of its fields from the key_by function instead")
 
 
 @pytest.mark.parametrize("parallelism", [1, 2])
@@ -380,3 +380,28 @@ def test_a_failing_source_of_the_users_exits_1_with_its_own_frames(tmp_path, wor
     assert lines[2:] == ["Original traceback:", "Traceback (most recent call last):",
                          '  File "custom.py", line 8, in read',
                          '    raise ValueError("the feed broke")', "ValueError: the feed broke"]
+
+
+class Point:
+    """Hashable in Python, but not a key: its hash differs between processes."""
+
+    def __init__(self, x: int) -> None:
+        self.x = x
+
+    def __hash__(self) -> int:
+        return hash(self.x)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Point) and other.x == self.x
+
+
+@pytest.mark.parametrize("parallelism", [1, 2])
+def test_an_object_key_is_refused_with_the_same_advice_on_every_host(make_env, parallelism):
+    pipeline = make_env(parallelism).pipeline("keys")
+    pipeline.task(lambda ctx: ctx.source([1, 2, 3], SizeTumblingWindow(3), parallelism=1)
+                  .key_by(lambda r: Point(r % 2)).count().collect("out"), name="job")
+    with pytest.raises(UserFunctionError) as info:
+        pipeline.execute()
+    message = str(info.value.cause)
+    assert message.startswith("cannot partition by key <") and " of type Point: " in message
+    assert message.endswith(KEY_MESSAGE.split(": ", 1)[1])

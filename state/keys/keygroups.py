@@ -66,15 +66,14 @@ def _encode(key: object) -> bytes:
         return b"T" + key.isoformat().encode()
     if isinstance(key, date):
         return b"d" + key.isoformat().encode()
-    msg = (
-        f"cannot partition by key {key!r} of type {type(key).__name__}: keys must be {KEY_TYPES} "
-        "(change the key_by function to return one)"
-    )
+    msg = (f"cannot partition by key {key!r} of type {type(key).__name__}: keys must be "
+           f"{KEY_TYPES}; {KEY_ADVICE}")
     raise TypeError(msg)
 
 
 KEY_TYPES = ("str, bytes, int, float, bool, None, decimal.Decimal, datetime.datetime, datetime.date "
              "or tuples of these")
+KEY_ADVICE = "return a tuple of its fields from the key_by function instead"
 
 
 def key_group_of(key: object, max_parallelism: int = DEFAULT_MAX_PARALLELISM) -> int:
