@@ -174,6 +174,9 @@ def base_environ(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GYREFLOW_")}
     env["COLUMNS"] = "400"  # rich wraps stderr at the terminal width: keep messages on one line
     env["GYREFLOW_ENVIRONMENT__TYPE"] = "local"  # crash points are the local executor's
+    # Tasks in the job's process (the default would be a worker process per core): a crash point
+    # then kills the job, as the tests mean, not a worker the run restarts by itself.
+    env["GYREFLOW_ENVIRONMENT__WORKERS"] = "1"
     env.update(extra or {})
     return env
 
