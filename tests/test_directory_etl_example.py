@@ -92,6 +92,7 @@ def run(tmp_path: Path, *flags: str, follow: bool = False, crash_at: str | None 
                 "GYREFLOW_STATE__PATH": str(tmp_path / "state"), "COLUMNS": "400"})
     if crash_at:
         env["GYREFLOW_CRASH_AT"] = crash_at
+        env["GYREFLOW_ENVIRONMENT__WORKERS"] = "1"  # the crash point kills the job, not a worker
     command = [sys.executable, "-m", "gyreflow", "run", "--quiet", *flags, str(EXAMPLE), "--",
                "--input", str(tmp_path / "landing"), "--output", str(tmp_path / "out"),
                "--window", str(WINDOW), "--dead-letters", str(tmp_path / "dead")]
