@@ -33,6 +33,10 @@ class KeyRequiredError(PipelineDefinitionError, AttributeError):
                    f"field, or key_by(lambda record: 0) to {name} the whole stream as one group{note}")
 
 
+class ParallelismError(PipelineDefinitionError, ValueError):
+    """A parallelism below 1 or above ``state.max_parallelism`` (a task would own no key group)."""
+
+
 class PlanNotShippableError(PipelineDefinitionError, TypeError):
     """A pipeline holds an object that cannot be sent to Spark executors."""
 

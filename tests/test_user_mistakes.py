@@ -65,8 +65,9 @@ CASES = {
                         "error: mistake.py:7: AttributeError: 'Stream' object has no attribute "
                         "'mapp'. Did you mean: 'map'?", None),
     "parallelism 0": (script(BODY.format(".with_parallelism(0)")), 2,
-                      "error: mistake.py:7: ValueError: parallelism must be a positive int, got 0",
-                      None),
+                      "error: mistake.py:7: operator 'map-1': parallelism must be an integer from 1 "
+                      "to state.max_parallelism (128), got 0",
+                      ["Fix the pipeline definition and run again."]),
     "name": ("print(undefined_name)\n", 1,
              "error: mistake.py:1: NameError: name 'undefined_name' is not defined",
              ['  File "mistake.py", line 1, in <module>', "    print(undefined_name)"]),
@@ -111,7 +112,7 @@ def test_more_tasks_than_key_groups_are_refused_as_rescale_refuses_them(tmp_path
     done = gyreflow(["run", "parallel.py"], tmp_path)
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines()[0] == (
-        "error: parallel.py:10: operator 'm': parallelism must be an integer from 1 to "
+        "error: parallel.py:8: operator 'm': parallelism must be an integer from 1 to "
         "state.max_parallelism (128), got 1000")
     no_internals(done)
 
@@ -139,7 +140,7 @@ def test_a_parallelism_flag_passed_on_by_a_script_is_refused_in_one_line(tmp_pat
     done = gyreflow(["run", "example.py", "--", "--parallelism", parallelism], tmp_path)
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines()[0] == (
-        "error: example.py:13: operator 'source-0': parallelism must be an integer from 1 to "
+        "error: example.py:11: operator 'source-0': parallelism must be an integer from 1 to "
         f"state.max_parallelism (128), got {parallelism}")
     no_internals(done)
 

@@ -368,7 +368,8 @@ def explain(script: str, script_args: tuple[str, ...], fmt: str, config_path: st
         from gyreflow.runtime.errors import PipelineDefinitionError
 
         if isinstance(exc, PipelineDefinitionError):
-            _fail(Console(stderr=True), script_location(exc) + str(exc), 2)
+            _fail(Console(stderr=True), script_location(exc) + str(exc), 2,
+                  hint="Fix the pipeline definition and run again.")
         fail_script(Console(stderr=True), exc)
     if not settings.explained:
         _fail(Console(stderr=True), f"{script} defines no pipeline that it executes: nothing to "

@@ -9,7 +9,7 @@ import attrs
 from gyreflow.plan import operators as specs
 from gyreflow.plan.graph import Partitioning, PipelineEdge, PipelineGraph, PipelineVertex
 from gyreflow.runtime.dataflow.columns import Column, ColumnAggregate
-from gyreflow.runtime.errors import KeyRequiredError, PipelineDefinitionError, parallelism_error
+from gyreflow.runtime.errors import KeyRequiredError, ParallelismError, parallelism_error
 
 
 @attrs.define
@@ -32,10 +32,20 @@ class GraphBuilder:
     def add(self, spec: specs.OperatorSpec, inputs: list[Stream], parallelism: int | None = None,
             name: str | None = None) -> int:
         """Record an operator fed by ``inputs`` and return its id."""
+        if parallelism is not None:  # refused at the line that asks for it
+            self.check_parallelism(parallelism, name or f"{spec.op}-{len(self.drafts)}")
         draft = _Draft(len(self.drafts), spec, name, parallelism,
                        [(s.node, s.partitioning, s.key_fn) for s in inputs])
         self.drafts.append(draft)
         return draft.id
+
+    def check_parallelism(self, parallelism: object, name: str) -> None:
+        """Refuse a parallelism below 1 or above the key groups, as ``control rescale`` does."""
+        groups = 128 if self.config is None else self.config["state.max_parallelism"]
+        refused = parallelism_error(parallelism, groups)
+        if refused is not None:
+            msg = f"operator {name!r}: {refused}"
+            raise ParallelismError(msg)
 
     def build(self) -> PipelineGraph:
         """Build the graph of every operator that feeds a sink or collect (walking back from them)."""
@@ -55,11 +65,7 @@ class GraphBuilder:
             if d.id in keep:
                 name = d.name or f"{d.spec.op}-{d.id}"
                 parallelism = self.default_parallelism if d.parallelism is None else d.parallelism
-                groups = 128 if self.config is None else self.config["state.max_parallelism"]
-                refused = parallelism_error(parallelism, groups)  # as control rescale refuses it
-                if refused is not None:
-                    msg = f"operator {name!r}: {refused}"
-                    raise PipelineDefinitionError(msg)
+                self.check_parallelism(parallelism, name)  # environment.parallelism, say
                 vertices[d.id] = PipelineVertex(d.id, name, d.spec, parallelism)
         edges = []
         for d in self.drafts:
@@ -103,11 +109,11 @@ class Stream:
     # Configuration of the operator that produced this stream --------------------------------
 
     def with_parallelism(self, parallelism: int) -> Stream:
-        """Run the operator that produced this stream with ``parallelism`` tasks."""
-        if not isinstance(parallelism, int) or parallelism < 1:
-            msg = f"parallelism must be a positive int, got {parallelism!r}"
-            raise ValueError(msg)
-        self.builder.drafts[self.node].parallelism = parallelism
+        """Run the operator that produced this stream with ``parallelism`` tasks (from 1 to
+        ``state.max_parallelism``, the number of key groups)."""
+        draft = self.builder.drafts[self.node]
+        self.builder.check_parallelism(parallelism, draft.name or f"{draft.spec.op}-{draft.id}")
+        draft.parallelism = parallelism
         return self
 
     def with_name(self, name: str) -> Stream:
