@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.sparse as sparse
 
 from gyreflow.state.keys.keygroups import key_group_of
 
@@ -135,6 +134,8 @@ def unique_ids(ids: np.ndarray) -> np.ndarray:
 
 def csr(rows: np.ndarray, columns: np.ndarray, data: np.ndarray, shape: tuple[int, int]):
     """A CSR matrix with one entry per edge, duplicates kept and each row in arrival order."""
+    import scipy.sparse as sparse  # here, not at the top: importing scipy takes a third of a second
+
     order = np.argsort(rows, kind="stable")
     indptr = np.zeros(shape[0] + 1, dtype=np.int64)
     np.cumsum(np.bincount(rows, minlength=shape[0]), out=indptr[1:])

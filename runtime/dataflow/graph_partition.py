@@ -14,7 +14,6 @@ from functools import cache
 from operator import itemgetter
 
 import numpy as np
-import scipy.sparse as sparse
 
 from gyreflow.runtime.dataflow.graph_arrays import (
     IdIndex,
@@ -408,7 +407,7 @@ class Partition:
             lengths[rows] = np.diff(matrix.indptr)
             indptr = np.zeros(n + 1, dtype=np.int64)
             np.cumsum(lengths, out=indptr[1:])
-            return sparse.csr_matrix((matrix.data, columns[matrix.indices], indptr), shape=(n, m))
+            return csr_matrix((matrix.data, columns[matrix.indices], indptr), shape=(n, m))
 
         self.out_edges = moved(self.out_edges)
         self.in_edges = moved(self.in_edges) if self.directed else self.out_edges
@@ -453,7 +452,7 @@ class Partition:
         found = self._transposed.get(which)
         if found is None:
             matrix = self.out_edges if which == 0 else self.in_edges
-            ones = sparse.csr_matrix((np.ones(matrix.nnz), matrix.indices, matrix.indptr),
+            ones = csr_matrix((np.ones(matrix.nnz), matrix.indices, matrix.indptr),
                                      shape=matrix.shape)
             found = self._transposed[which] = (ones.T.tocsr(),
                                                np.bincount(matrix.indices, minlength=self.m) > 0)
@@ -490,7 +489,7 @@ def _append_entries(matrix, rows: np.ndarray, columns: np.ndarray,
     indptr = indptr + np.concatenate([[0], np.cumsum(added)])
     placed = np.empty(len(at), dtype=np.int64)
     placed[order] = at
-    return sparse.csr_matrix((data, indices, indptr), shape=matrix.shape), placed
+    return csr_matrix((data, indices, indptr), shape=matrix.shape), placed
 
 
 def _drop_entries(matrix, rows: np.ndarray, columns: np.ndarray) -> tuple:
@@ -511,5 +510,13 @@ def _drop_entries(matrix, rows: np.ndarray, columns: np.ndarray) -> tuple:
     kept[at[hit]] = False
     dropped = np.bincount(entry_rows[hit], minlength=matrix.shape[0])
     indptr = indptr - np.concatenate([[0], np.cumsum(dropped)])
-    return sparse.csr_matrix((matrix.data[kept], matrix.indices[kept].astype(np.int64), indptr),
+    return csr_matrix((matrix.data[kept], matrix.indices[kept].astype(np.int64), indptr),
                              shape=matrix.shape), kept
+
+
+def csr_matrix(*args, **kwargs):
+    """``scipy.sparse.csr_matrix``, imported at the first use: importing scipy takes a third of a
+    second, which a job without a graph should not pay at start-up."""
+    from scipy.sparse import csr_matrix as make
+
+    return make(*args, **kwargs)
