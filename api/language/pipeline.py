@@ -34,7 +34,13 @@ class PipelineTaskContext:
 
     def source(self, source, window: Window | None = None, *, name: str | None = None,
                parallelism: int | None = None) -> Stream:
-        """Read ``source`` (a Source or any iterable) cut into ``window`` (default: ``AllWindow()``)."""
+        """Read ``source`` (a Source or any iterable) cut into ``window`` (default: ``AllWindow()``).
+
+        ``parallelism`` is the number of source tasks (default: the source's own, else the number
+        the environment sets; 1 under ``environment.parallelism = "auto"``). Each task reads its
+        own share of the input, and a ``SizeTumblingWindow(n)`` counts n records per task: with
+        more than one task its windows change with the parallelism (``SourceParallelismWarning``).
+        """
         source = as_source(source)
         window = window if window is not None else AllWindow()
         if not isinstance(window, Window):
