@@ -21,8 +21,9 @@ Spark, a Python worker: it kills the worker, not the job).
 
 Every point fires once per run of the job. A point that kills the job process cannot fire twice; one
 that kills a worker (``mid-window``) would fire again on every replay of its window after the
-restart, so the first process that fires it leaves a marker, named after the run
-(``GYREFLOW_CRASH_RUN``, set by the job process and inherited by its workers), that the others see.
+restart, so the first process that fires it leaves a marker (in ``gyreflow-<uid>/crash-points`` under
+the temporary directory), named after the run (``GYREFLOW_CRASH_RUN``, set by the job process and
+inherited by its workers), that the others see.
 
 Unset (the normal case), every check is a constant-time no-op.
 """
@@ -81,8 +82,10 @@ def _first_time(name: str, window) -> bool:
     run = os.environ.get("GYREFLOW_CRASH_RUN")
     if run is None:
         return True
-    marker = os.path.join(tempfile.gettempdir(), f"gyreflow-crash-{run}-{name}-{window}")
+    folder = os.path.join(tempfile.gettempdir(), f"gyreflow-{os.geteuid()}", "crash-points")
+    marker = os.path.join(folder, f"{run}-{name}-{window}")
     try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
         os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     except FileExistsError:
         return False
