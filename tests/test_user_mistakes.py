@@ -155,6 +155,9 @@ def test_click_usage_errors_read_like_the_others(tmp_path):
     done = gyreflow(["run", "--resum", "x.py"], tmp_path)  # not taken for the script's name
     assert done.returncode == 2
     assert done.stderr.splitlines()[0] == "error: no such option '--resum'. Did you mean '--resume'?"
+    done = gyreflow([], tmp_path)  # no command: the help, as click gives it
+    assert done.returncode == 2 and done.stderr.startswith("Usage: gyreflow [OPTIONS] COMMAND")
+    assert "error:" not in done.stderr
     done = gyreflow(["run", "--env", "nowhere", "x.py"], tmp_path)
     assert done.returncode == 2
     assert done.stderr.splitlines()[0].startswith("error: invalid value for '--env': 'nowhere'")

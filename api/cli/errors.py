@@ -135,6 +135,9 @@ class GyreflowGroup(click.Group):
 
 
 def _usage_error(exc: click.exceptions.UsageError) -> None:
+    if type(exc).__name__ == "NoArgsIsHelpError":  # a command given nothing: its help, as click
+        exc.show()
+        sys.exit(exc.exit_code)
     click.echo(f"error: {_lower_first(one_line(exc.format_message()))}", err=True)
     if exc.ctx is not None:
         click.echo(exc.ctx.get_usage(), err=True)
