@@ -18,7 +18,7 @@ import pytest
 from _environments import environment_flags
 
 from gyreflow.api import AllWindow, SizeTumblingWindow
-from gyreflow.api.graph import GraphView, algorithms
+from gyreflow.api.graph import Edge, GraphView, RemoveEdge, algorithms
 from gyreflow.api.graph.array_algorithms import ArrayShortestPaths, edge_weight
 from gyreflow.runtime.errors import DataError
 
@@ -184,7 +184,7 @@ def test_an_edge_without_the_weight_property_is_named(make_env, name):
 
 SCRIPT = """
 from gyreflow.api import Environment, SizeTumblingWindow
-from gyreflow.api.graph import GraphView, algorithms
+from gyreflow.api.graph import Edge, GraphView, RemoveEdge, algorithms
 
 p = Environment.from_config().pipeline("roads")
 
@@ -239,3 +239,35 @@ def test_khop_on_a_property_graph_equals_networkx(make_env, directed):
     got = dict(pipeline.execute().output("k"))
     graph = nx_graph(vertices, edges, directed)
     assert got == {s: nx.single_source_shortest_path_length(graph, s, cutoff=2) for s in starts}
+
+
+@pytest.mark.parametrize("environment_type", ["local", "workers"])
+def test_a_reweighted_property_edge_is_read_again(make_env):
+    """Weights read in one window are not kept for the next: an edge removed and added again with
+    another ``weight`` property changes the distances (networkx on each version)."""
+    windows = [[Edge(1, 2, {"label": "ROAD", "weight": 5}), Edge(2, 3, ("ROAD", {"weight": 1})),
+                Edge(1, 3, {"label": "ROAD", "weight": 9})],
+               [RemoveEdge(1, 2), Edge(1, 2, {"label": "ROAD", "weight": 1})],
+               [RemoveEdge(2, 3), Edge(2, 3, ("ROAD", {"weight": 20}))]]
+    pipeline = make_env().pipeline("reweighted")
+
+    @pipeline.task
+    def roads(ctx):
+        edges = ctx.source(windows, SizeTumblingWindow(1), parallelism=1).flat_map(list)
+        graph = GraphView(None, edges, directed=True, parallelism=2)
+        algorithms.incremental_sssp(graph, 1).collect("incremental")
+        algorithms.sssp(graph, 1).collect("static")
+
+    result = pipeline.execute()
+    folded: dict = {}
+    graph = nx.DiGraph()
+    for window, changes in enumerate(windows, start=1):
+        for change in changes:
+            if isinstance(change, Edge):
+                value = change.value
+                graph.add_edge(change.src, change.dst,
+                               **(value[1] if isinstance(value, tuple) else value))
+        want = {v: float(d) for v, d in nx.single_source_dijkstra_path_length(graph, 1).items()}
+        folded.update(result.by_window("incremental").get(window, []))
+        assert folded == want, window
+        assert dict(result.by_window("static")[window]) == want, window

@@ -7,6 +7,7 @@ run these.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -308,9 +309,21 @@ class ArrayShortestPaths(ArrayVertexCompute):
         if part.iteration == 1:
             improved = np.union1d(improved, np.flatnonzero(np.isfinite(distance)))
         if len(improved):
-            rows, columns, weights = out_edge_weights(part, improved, self.weight, self.algorithm)
+            rows, columns, weights = self.weights(part, improved)
             part.send(columns, distance[rows] + weights)
         return distance
+
+    def weights(self, part, where: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``out_edge_weights`` of the vertices ``where``, reading each property once per edge."""
+        read = self.__dict__.get("_read")
+        if read is None:
+            read = self._read = {}
+        return out_edge_weights(part, where, self.weight, self.algorithm, read)
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_read", None)  # what this process read: not shipped
+        return state
 
 
 def edge_weight(value: Any, weight: str | None, algorithm: str, src: Any, dst: Any) -> float:
@@ -343,25 +356,41 @@ def edge_weight(value: Any, weight: str | None, algorithm: str, src: Any, dst: A
     raise DataError(msg)
 
 
-def out_edge_weights(part, where: np.ndarray, weight: str | None,
-                     algorithm: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def out_edge_weights(part, where: np.ndarray, weight: str | None, algorithm: str,
+                     read: dict | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(rows, columns, weights)`` of the out-edges of the vertices at positions ``where``: the
     CSR data, with the entries that are no number (NaN: property maps) read by ``edge_weight``
-    from the raw edge values; all 1.0 with ``weight`` None."""
+    from the raw edge values; all 1.0 with ``weight`` None. ``read`` keeps, per out-edge matrix
+    (by ``id``, with a weak reference to it), the weights read so far: an edge relaxed again is
+    not read again (a window that changes the edges brings a new matrix)."""
     rows, columns, weights = part.edges(where, "out")
     if weight is None:
         return rows, columns, np.ones(len(rows))
     odd = np.flatnonzero(np.isnan(weights))
-    if len(odd) and part.out_values is not None:
-        indptr = part.out_edges.indptr
-        where = np.asarray(where, dtype=np.int64)
-        starts, lengths = indptr[where], indptr[where + 1] - indptr[where]
-        at = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(len(rows))
-        weights = weights.copy()
-        weights[odd] = [edge_weight(value, weight, algorithm, src, dst)
-                        for value, src, dst in zip(part.out_values[at[odd]].tolist(),
-                                                   part.ids[rows[odd]].tolist(),
-                                                   part.columns[columns[odd]].tolist(), strict=True)]
+    if not len(odd) or part.out_values is None:
+        return rows, columns, weights
+    matrix = part.out_edges
+    indptr = matrix.indptr
+    where = np.asarray(where, dtype=np.int64)
+    starts, lengths = indptr[where], indptr[where + 1] - indptr[where]
+    at = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(len(rows))
+    kept = None if read is None else read.get(id(matrix))
+    known = kept[1] if kept is not None and kept[0]() is matrix else None
+    weights = weights.copy()
+    if known is not None:
+        weights[odd] = known[at[odd]]
+        odd = odd[np.isnan(weights[odd])]
+    weights[odd] = [edge_weight(value, weight, algorithm, src, dst)
+                    for value, src, dst in zip(part.out_values[at[odd]].tolist(),
+                                               part.ids[rows[odd]].tolist(),
+                                               part.columns[columns[odd]].tolist(), strict=True)]
+    if read is not None:
+        if known is None:
+            for key in [key for key, (ref, _) in read.items() if ref() is None]:
+                del read[key]  # matrices of earlier windows
+            known = matrix.data.copy()
+            read[id(matrix)] = (weakref.ref(matrix), known)
+        known[at[odd]] = weights[odd]
     return rows, columns, weights
 
 

@@ -12,7 +12,6 @@ from gyreflow.api.graph.array_algorithms import (
     ArrayPageRank,
     ArrayShortestPaths,
     _improve,
-    out_edge_weights,
 )
 from gyreflow.api.graph.views import Aggregator
 
@@ -37,8 +36,7 @@ class ArrayIncrementalShortestPaths(ArrayShortestPaths):
             starting = known if part.removal_scope else part.touched & known
             improved = np.union1d(improved, np.flatnonzero(starting))
         if len(improved):
-            rows, columns, weights = out_edge_weights(part, improved, self.weight,
-                                                      self.algorithm)
+            rows, columns, weights = self.weights(part, improved)
             part.send(columns, distance[rows] + weights)
         return distance
 
