@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from gyreflow.api.graph import array_algorithms as arrays
 from gyreflow.api.graph.views import Aggregator, GraphView, VertexCentricCompute
+from gyreflow.api.graph.weights import edge_weight
 from gyreflow.api.language.functions import AggregateFunction
 
 if TYPE_CHECKING:
@@ -329,7 +330,7 @@ class LocalClusteringCoefficient(VertexCentricCompute):
 class ShortestPaths(VertexCentricCompute):
     """Single-source shortest paths: the smallest sum of edge weights from ``source``; ``inf`` for
     unreachable vertices. An edge weighs its value when that is a number, 1 without a value, its
-    property ``weight`` when the value is a property map (``array_algorithms.edge_weight``)."""
+    property ``weight`` when the value is a property map (``weights.edge_weight``)."""
 
     combine = min
 
@@ -357,7 +358,7 @@ class ShortestPaths(VertexCentricCompute):
             if type(value) is float or type(value) is int:
                 send(other, distance + (value if key is not None else 1.0))
             else:
-                send(other, distance + arrays.edge_weight(value, key, "ShortestPaths", vertex.id,
+                send(other, distance + edge_weight(value, key, "ShortestPaths", vertex.id,
                                                           other))
 
 
