@@ -308,8 +308,8 @@ def _fail_other(console, error: Exception, backend: str | None = None) -> None:
     for a report); the user's own source or sink that raised exits 1, as a user function does;
     anything else the script raised is told by ``fail_script``."""
     from gyreflow.runtime.dataflow.task_runner import TaskError, UserCodeError
-    from gyreflow.runtime.errors import fault_traceback
     from gyreflow.runtime.spark.session import SparkStartError
+    from gyreflow.runtime.user_code import fault_traceback
     from gyreflow.runtime.workers.wire import WorkerLostError
 
     if isinstance(error, SparkStartError):

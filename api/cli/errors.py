@@ -52,7 +52,7 @@ def script_location(error: BaseException) -> str:
     path relative to the working folder when inside it), or an empty string."""
     import os
 
-    from gyreflow.runtime.errors import user_location
+    from gyreflow.runtime.user_code import user_location
 
     location = user_location(error)
     if location is None:
@@ -77,7 +77,7 @@ def fail_script(console: Console, error: BaseException) -> None:
     """
     import traceback
 
-    from gyreflow.runtime.errors import (
+    from gyreflow.runtime.user_code import (
         exception_line,
         fault_traceback,
         raised_inside_gyreflow,

@@ -7,14 +7,8 @@ from collections import deque
 from collections.abc import Callable
 
 from gyreflow.runtime.dataflow.task import Task
-from gyreflow.runtime.errors import (
-    DataError,
-    RecordError,
-    UserFunctionError,
-    raised_inside_gyreflow,
-    user_location,
-    user_traceback,
-)
+from gyreflow.runtime.errors import DataError, RecordError, UserFunctionError
+from gyreflow.runtime.user_code import raised_inside_gyreflow, user_location, user_traceback
 from gyreflow.scheduler.events import EventKind, TaskEvent, TaskFailed
 from gyreflow.state.shared.snapshot import SnapshotCorruptedError
 

@@ -1,0 +1,139 @@
+"""Which frames of a traceback are the user's own code, and tracebacks with only those frames.
+
+gyreflow's own frames (its packages), and those of what runs a script or a task (click, runpy,
+PySpark's worker), are left out of what a user is shown about a mistake in their code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import sys
+import sysconfig
+import traceback
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_INTERNAL_DIRS = tuple(os.path.join(_ROOT, part) + os.sep
+                       for part in ("api", "plan", "scheduler", "runtime", "state", "gyreflow"))
+_INTERNAL_FILES = ("<frozen runpy>", "<fused chain>")
+_LIBRARY_PACKAGES = ("click", "pyspark", "py4j", "cloudpickle")
+_LIBRARY_DIRS = tuple({os.path.abspath(path) + os.sep for name in ("stdlib", "platstdlib",
+                                                                    "purelib", "platlib")
+                       if (path := sysconfig.get_paths().get(name))})
+
+
+def machinery_frame(filename: str) -> bool:
+    """Whether a frame of ``filename`` belongs to what runs a script or a task (click, runpy,
+    PySpark's worker), neither gyreflow's nor the user's."""
+    if filename in _INTERNAL_FILES or filename.startswith("<attrs generated"):
+        return True
+    for base in _LIBRARY_DIRS:
+        if filename.startswith(base):
+            top = filename[len(base):].split(os.sep, 1)[0]
+            return top in _LIBRARY_PACKAGES or top == "runpy.py"
+    return False
+
+
+def internal_frame(filename: str) -> bool:
+    """Whether a frame of ``filename`` is gyreflow's own or its machinery's, not the user's."""
+    return filename.startswith(_INTERNAL_DIRS) or machinery_frame(filename)
+
+
+def _library_frame(filename: str) -> bool:
+    return filename.startswith(_LIBRARY_DIRS) or filename.startswith("<frozen ")
+
+
+def user_frames(tb) -> list[traceback.FrameSummary]:
+    """The frames of ``tb`` that are not gyreflow's, from the first frame of the user's own code
+    (the standard library frames gyreflow called before it are left out too)."""
+    frames = [frame for frame in traceback.extract_tb(tb) if not internal_frame(frame.filename)]
+    for index, frame in enumerate(frames):
+        if not _library_frame(frame.filename):
+            return frames[index:]
+    return []
+
+
+def user_traceback(error: BaseException) -> str:
+    """``error``'s traceback as text with the user's frames only; an exception gyreflow raised
+    while handling another (its own bookkeeping) is left out of the chain.
+
+    Empty frames leave just the exception's line (a flat_map that returned None, say).
+    """
+    shown = traceback.TracebackException.from_exception(error)
+    links = [(shown, error)]
+    while links:
+        link, exc = links.pop()
+        link.stack = traceback.StackSummary.from_list(user_frames(exc.__traceback__))
+        for attribute in ("__cause__", "__context__"):
+            chained = getattr(link, attribute)
+            original = getattr(exc, attribute)
+            if chained is None or original is None:
+                continue
+            if user_frames(original.__traceback__):
+                links.append((chained, original))
+            else:
+                setattr(link, attribute, None)
+    return "".join(shown.format())
+
+
+def user_frames_text(error: BaseException) -> str:
+    """The user's own frames of ``error``'s traceback as text (``File ..., line N, in f`` and the
+    line's source), without a heading or the exception's line."""
+    return "".join(traceback.StackSummary.from_list(user_frames(error.__traceback__)).format())
+
+
+def fault_traceback(error: BaseException) -> str:
+    """``error``'s whole traceback as text for a report of a fault of gyreflow, without the frames
+    of what ran the script (click, runpy, gyreflow's command line)."""
+    cli = os.path.join(_ROOT, "api", "cli") + os.sep
+    shown = traceback.TracebackException.from_exception(error)
+    links = [shown]
+    while links:
+        link = links.pop()
+        link.stack = traceback.StackSummary.from_list(
+            [frame for frame in link.stack
+             if not machinery_frame(frame.filename) and not frame.filename.startswith(cli)])
+        links.extend(chained for chained in (link.__cause__, link.__context__) if chained)
+    return "".join(shown.format())
+
+
+def user_location(error: BaseException) -> tuple[str, int] | None:
+    """The file and line of the innermost frame of the user's own code in ``error``'s traceback
+    (for a SyntaxError, the line that does not parse), or None."""
+    if isinstance(error, SyntaxError) and error.filename and error.lineno:
+        return error.filename, error.lineno
+    frames = [f for f in traceback.extract_tb(error.__traceback__)
+              if not internal_frame(f.filename) and not _library_frame(f.filename)]
+    if not frames:
+        return None
+    return frames[-1].filename, frames[-1].lineno or 0
+
+
+def raised_inside_gyreflow(error: BaseException) -> str | None:
+    """Where ``error`` was raised if gyreflow's own code raised it: ``"api"`` when every frame after
+    the user's last one is in gyreflow's public layer (an argument or a name the user's call got
+    wrong), ``"core"`` when it came from deeper; None when the user's code (or a library it called
+    itself) raised it."""
+    frames = traceback.extract_tb(error.__traceback__)
+    if not frames or not frames[-1].filename.startswith(_INTERNAL_DIRS):
+        return None
+    trailing = []
+    for frame in reversed(frames):
+        if not internal_frame(frame.filename) and not _library_frame(frame.filename):
+            break
+        trailing.append(frame.filename)
+    api = os.path.join(_ROOT, "api") + os.sep
+    if all(name.startswith(api) or not name.startswith(_INTERNAL_DIRS) for name in trailing):
+        return "api"
+    return "core"
+
+
+def exception_line(error: BaseException) -> str:
+    """``Type: message`` as Python prints it last when the exception ends a program, hints
+    included (``Did you mean: 'map'?``, which the traceback module of Python 3.11 leaves out)."""
+    shown = io.StringIO()
+    with contextlib.redirect_stderr(shown):
+        sys.__excepthook__(type(error), error, None)
+    lines = [line for line in shown.getvalue().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else traceback.format_exception_only(error)[-1].strip()
