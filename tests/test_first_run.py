@@ -91,7 +91,7 @@ def test_spark_without_java_says_so_in_one_line(tmp_path, no_java):
     assert result.stderr.splitlines() == [
         "error: Spark did not start with master local[*]: Java 17 is missing: no java on PATH and "
         "JAVA_HOME is not set; install Java 17 (e.g. apt-get install openjdk-17-jre-headless) or "
-        "set JAVA_HOME (--env local runs in this process and needs no Java)"]
+        "set JAVA_HOME (--env local runs without Spark and needs no Java)"]
     assert result.stdout == ""
     assert not (tmp_path / "out").exists()
 
@@ -106,7 +106,7 @@ def test_a_java_home_without_java_is_named(tmp_path):
     assert result.stderr.splitlines() == [
         f"error: Spark did not start with master local[*]: JAVA_HOME is wrong: {home} has no "
         "bin/java; point JAVA_HOME at a Java 17 installation or unset it to use the java on PATH "
-        "(--env local runs in this process and needs no Java)"]
+        "(--env local runs without Spark and needs no Java)"]
 
 
 @pytest.mark.processes
@@ -231,7 +231,7 @@ def test_spark_says_what_starts_before_the_wait(tmp_path):
     assert result.returncode == 0, result.stderr
     lines = result.stderr.splitlines()
     assert lines[0].startswith("starting Spark local[*] (a JVM; about ")
-    assert lines[0].endswith(" s) — --env local runs in this process")
+    assert lines[0].endswith(" s) — --env local starts none")
     assert lines[-1] == (f"word-count/word_count ran on Spark local[*], workers mode, parallelism "
                          f"{cores()}; output: FileSink(out)")
     assert read_output(out) == window_counts(2500)

@@ -69,7 +69,7 @@ def spark_session(config, announce: bool = False) -> Callable[[], object]:
     return factory
 
 
-NO_JAVA_HINT = "--env local runs in this process and needs no Java"
+NO_JAVA_HINT = "--env local runs without Spark and needs no Java"
 
 
 def java_problem(environ=None) -> str | None:
@@ -99,7 +99,7 @@ def announce_start(master: str) -> None:
     seconds = _last_start_seconds() or FIRST_START_SECONDS
     with contextlib.suppress(OSError):
         sys.stderr.write(f"starting Spark {master} (a JVM; about {seconds:.0f} s) "
-                         "— --env local runs in this process\n")
+                         "— --env local starts none\n")
         sys.stderr.flush()
 
 
