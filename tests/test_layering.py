@@ -114,7 +114,7 @@ def test_a_planted_cycle_and_upward_import_are_found(tmp_path):
 # (or its own), never one after it. A layer's top-level modules (factories, documented re-exports)
 # may import any of its folders.
 FOLDER_ORDER = {
-    "api": ("config", "service", "connectors", "language", "graph", "cli"),
+    "api": ("config", "service", "connectors", "language", "graph", "dsl", "cli"),
     "runtime": ("dataflow", "local", "workers", "spark"),
     "state": ("keys", "shared", "stores"),
 }

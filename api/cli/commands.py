@@ -13,6 +13,7 @@ from gyreflow.api.cli.errors import GyreflowGroup, fail_script, script_location
 from gyreflow.api.cli.errors import fail as _fail
 from gyreflow.api.cli.graph import graph
 from gyreflow.api.cli.query import query
+from gyreflow.api.cli.sql import sql
 
 # Choices named at the command line; tests/test_cli.py checks them against config and explain. What
 # a command runs is imported when it runs, so that every command starts fast.
@@ -490,6 +491,7 @@ def show_config(config_path: str | None, schema: bool) -> None:
 
 main.add_command(graph)
 main.add_command(query)
+main.add_command(sql)
 main.add_command(control)
 
 if __name__ == "__main__":

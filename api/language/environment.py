@@ -118,6 +118,18 @@ class Environment:
 
         return Pipeline(self, name)
 
+    def sql(self, text: str, settings: Mapping[str, str] | None = None, *, name: str = "sql",
+            root: str | None = None, **execute):
+        """Run a script of GeaFlow's SQL (docs/dsl.md) as one pipeline named ``name``, its statements
+        in order; ``settings`` are ``set key = value`` ahead of the script and fill its ``${key}``s;
+        relative paths resolve against ``root`` (default: the working folder). Returns the
+        PipelineResult; a SELECT's rows are its output ``rows-N`` (N: the statement's number)."""
+        from importlib import import_module
+
+        # gyreflow.api.dsl sits above this folder (it plans onto pipelines): reached by name at call time.
+        runner = import_module("gyreflow.api.dsl.runner")
+        return runner.build(self, text, dict(settings or {}), root, name).execute(**execute)
+
     def run_task(self, name: str, graph: PipelineGraph, listener: JobListener | None,
                  recovery: RecoveryOptions | None = None) -> TaskResult:
         """Run one pipeline task's graph; subclasses choose the executor."""

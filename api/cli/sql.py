@@ -1,0 +1,75 @@
+"""``gyreflow sql``: run a script of GeaFlow's Hybrid DSL (its SQL side) as one gyreflow job."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from gyreflow.api.cli.errors import fail as _fail
+
+
+def _setting(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise click.BadParameter(f"expected KEY=VALUE, got {text!r}", param_hint="--set")
+    return key.strip(), value
+
+
+@click.command(name="sql")
+@click.argument("script", type=click.Path(dir_okay=False))
+@click.option("--env", "environment", type=click.Choice(("local", "spark")),
+              help="Environment to run on (default: environment.type where the configuration sets it, "
+                   "else local).")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="TOML config file (see conf/default.toml).")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
+              help="A setting, as the script's own `set KEY = VALUE;` (and ${KEY} in the script).")
+@click.option("--resume", is_flag=True, help="Continue after the last completed window.")
+def sql(script: str, environment: str | None, config_path: str | None, settings: tuple[str, ...],
+        resume: bool) -> None:
+    """Run the statements of SCRIPT in order as one job: SET, CREATE TABLE/VIEW/FUNCTION, INSERT INTO
+    and SELECT (whose rows are printed, one line each in GeaFlow's row format).
+
+    Exit status 2: a statement that does not parse or that gyreflow's SQL does not run (nothing ran);
+    1: a query failed while it ran.
+    """
+    from rich.console import Console
+
+    from gyreflow.api.config.loading import ConfigError, chosen_environment
+    from gyreflow.api.config.session import RunSettings, using_settings
+    from gyreflow.api.dsl.parsing import DslError
+    from gyreflow.api.dsl.rows import RowFormatError, format_row
+    from gyreflow.api.dsl.runner import build, selected_rows
+    from gyreflow.runtime.errors import UserFunctionError
+
+    console = Console(stderr=True)
+    try:
+        with open(script, encoding="utf-8") as file:
+            text = file.read()
+    except OSError as exc:
+        _fail(console, f"{script}: cannot read it: {exc.strerror}", 2)
+    values = dict(_setting(s) for s in settings)
+    environment = environment or chosen_environment(config_path) or "local"
+    run_settings = RunSettings(config_path=config_path, environment=environment, quiet=True,
+                               show_progress=False, summaries=[])
+    name = os.path.splitext(os.path.basename(script))[0] or "sql"
+    try:
+        with using_settings(run_settings):
+            from gyreflow.api.language.environment import Environment
+
+            env = Environment.from_config()
+            pipeline = build(env, text, values, root=os.getcwd(), name=name)
+            result = pipeline.execute(resume=resume, fresh=not resume)
+    except DslError as exc:
+        _fail(console, f"{script}: {exc}", 2, hint=exc.hint)
+    except RowFormatError as exc:
+        _fail(console, str(exc), 5)
+    except ConfigError as exc:
+        _fail(console, f"configuration: {exc}", 2)
+    except UserFunctionError as exc:
+        _fail(console, f"{script}: {str(exc).splitlines()[0]}", 1)
+    for _, rows in selected_rows(result):
+        for row in rows:
+            sys.stdout.write(format_row(row) + "\n")

@@ -1,0 +1,185 @@
+"""The catalogue of a script: tables with their connectors' options, views, functions and settings."""
+
+from __future__ import annotations
+
+import os
+
+import attrs
+from sqlglot import exp
+
+import gyreflow.api.dsl.functions as fns
+from gyreflow.api.dsl.parsing import DslError, Statement
+from gyreflow.api.dsl.rows import read_text_rows, resolve_path
+
+TABLE_TYPES = ("file", "jdbc")
+WINDOW_SIZE = "geaflow.dsl.window.size"
+SEPARATOR = "geaflow.dsl.column.separator"
+TIME_ZONE = "gyreflow.dsl.time.zone"  # where epoch milliseconds are shown (default: this machine's)
+
+
+@attrs.define
+class Table:
+    """A table: its columns ``(name, type)`` and its ``WITH`` options."""
+
+    name: str
+    columns: list[tuple[str, str]]
+    options: dict[str, str]
+
+    @property
+    def kind(self) -> str:
+        return self.options.get("type", "file").lower()
+
+    def option(self, key: str, settings: dict, default: str | None = None) -> str | None:
+        """A table option, else the script's setting of the same key, else ``default``."""
+        return self.options.get(key, settings.get(key, default))
+
+    def path(self, settings: dict, root: str) -> str:
+        path = self.options.get("geaflow.dsl.file.path")
+        if not path:
+            raise DslError(f"table {self.name} has no geaflow.dsl.file.path")
+        return resolve_path(path, root)
+
+    def window_size(self, settings: dict) -> int:
+        return int(self.option(WINDOW_SIZE, settings, "-1"))
+
+    def read(self, settings: dict, root: str) -> list[tuple]:
+        """Every row of the table, typed by its columns."""
+        types = [t for _, t in self.columns]
+        if self.kind == "jdbc":
+            from gyreflow.api.dsl.jdbc import read_jdbc
+
+            return read_jdbc(self, settings)
+        path = self.path(settings, root)
+        if not os.path.exists(path):
+            raise DslError(f"table {self.name}: no file or folder {path}")
+        separator = self.option(SEPARATOR, settings, ",")
+        trim = str(self.option("geaflow.dsl.column.trim", settings, "true")).lower() != "false"
+        return read_text_rows(path, types, separator, trim, settings.get(TIME_ZONE) or None)
+
+
+@attrs.define
+class View:
+    """A named query and the names it gives its columns."""
+
+    name: str
+    query: exp.Expression
+    columns: list[str] | None
+
+
+class Catalog:
+    """Tables, views, functions and settings, by lower-case name; rows come from ``rows`` when bound."""
+
+    def __init__(self, settings: dict | None = None, root: str = ".") -> None:
+        self.settings: dict[str, str] = dict(settings or {})
+        self.root = root
+        self.tables: dict[str, Table] = {}
+        self.views: dict[str, View] = {}
+        self.functions: dict[str, str] = {}  # name -> Java class of CREATE FUNCTION
+        self.rows: dict[str, list[tuple]] | None = None
+
+    def __getstate__(self):
+        return self.__dict__
+
+    def copy(self) -> Catalog:
+        other = Catalog(self.settings, self.root)
+        other.tables, other.views = dict(self.tables), dict(self.views)
+        other.functions, other.rows = dict(self.functions), self.rows
+        return other
+
+    def bound(self, rows: dict[str, list[tuple]]) -> Catalog:
+        """This catalogue reading its tables' rows from ``rows`` (by table name) instead of files."""
+        other = self.copy()
+        other.rows = rows
+        return other
+
+    def child(self, ctes: dict[str, exp.Expression]) -> Catalog:
+        """With ``WITH name AS (query)`` views added."""
+        other = self.copy()
+        for name, query in ctes.items():
+            other.views[name] = View(name, query, None)
+        return other
+
+    # ---- statements
+    def add_table(self, statement: Statement) -> None:
+        table = Table(statement.name, statement.columns, statement.options)
+        if table.kind not in TABLE_TYPES:
+            raise statement.error(f"table {table.name}: type '{table.kind}' is not a connector gyreflow's "
+                                  f"SQL has", hint=f"types: {', '.join(TABLE_TYPES)}")
+        self.tables[statement.name.lower()] = table
+
+    def add_view(self, statement: Statement) -> None:
+        self.views[statement.name.lower()] = View(statement.name, statement.query,
+                                                  statement.target_columns)
+
+    def add_function(self, statement: Statement) -> None:
+        if statement.value not in fns.JAVA_CLASSES:
+            raise statement.error(f"function {statement.name}: the Java class {statement.value} is not one "
+                                  "gyreflow has an equivalent of")
+        self.functions[statement.name.lower()] = statement.value
+
+    def table(self, name: str) -> Table | None:
+        return self.tables.get(name.lower())
+
+    # ---- what queries read
+    def relation(self, name: str):
+        from gyreflow.api.dsl.queries import QueryError, Relation
+
+        key = name.lower()
+        if key in self.views:
+            view = self.views[key]
+            result = self.evaluate(view.query)
+            if view.columns:
+                if len(view.columns) != len(result.columns):
+                    raise QueryError(f"view {view.name} names {len(view.columns)} columns for a query "
+                                     f"of {len(result.columns)}")
+                return Relation([(None, c.lower()) for c in view.columns], result.rows)
+            return result
+        table = self.tables.get(key)
+        if table is None:
+            raise QueryError(f"no table or view {name}")
+        columns = [(None, c.lower()) for c, _ in table.columns]
+        rows = self.rows.get(key, []) if self.rows is not None else table.read(self.settings, self.root)
+        if table.kind == "jdbc" and rows and len(rows[0]) > len(columns):  # GeaFlow scans SELECT *
+            columns += [(None, f"col{i}") for i in range(len(columns), len(rows[0]))]
+        return Relation(columns, rows)
+
+    def evaluate(self, query: exp.Expression):
+        """The rows of ``query`` over this catalogue's tables and views."""
+        from gyreflow.api.dsl.select import evaluate
+
+        return evaluate(query, self)
+
+    def base_tables(self, query: exp.Expression, seen: frozenset = frozenset()) -> list[str]:
+        """The tables (not views) ``query`` reads, views followed, in order of first use."""
+        found = []
+        ctes = {c.alias.lower() for c in query.find_all(exp.CTE)}
+        for node in query.find_all(exp.Table):
+            key = node.name.lower()
+            if key in ctes or key in seen:
+                continue
+            if key in self.views:
+                found.extend(self.base_tables(self.views[key].query, seen | {key}))
+            elif key in self.tables:
+                found.append(key)
+        return list(dict.fromkeys(found))
+
+    def _user(self, name: str, kind: str):
+        cls = self.functions.get(name)
+        if cls is None:
+            return None
+        found_kind, target = fns.JAVA_CLASSES[cls]
+        return target if found_kind == kind else None
+
+    def scalar(self, name: str):
+        target = self._user(name, "scalar")
+        return fns.SCALAR.get(target or name)
+
+    def aggregate(self, name: str):
+        target = self._user(name, "aggregate")
+        return fns.AGGREGATE.get(target or name)
+
+    def aggregate_parameter(self, name: str):
+        return fns.AGGREGATE_WITH_PARAMETER.get(name)
+
+    def table_function(self, name: str):
+        return self._user(name, "table") or fns.TABLE.get(name)

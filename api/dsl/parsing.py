@@ -1,0 +1,267 @@
+"""Reading a Hybrid-DSL script: statements split and classified, DDL read, queries parsed by sqlglot."""
+
+from __future__ import annotations
+
+import re
+
+import attrs
+import sqlglot
+from sqlglot import exp, tokens
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import TokenType
+
+
+class GeaFlowDialect(Dialect):
+    """GeaFlow's SQL as sqlglot reads it: ``'...'`` and ``"..."`` are strings, `` `...` `` names."""
+
+    class Tokenizer(tokens.Tokenizer):
+        QUOTES = ["'", '"']
+        IDENTIFIERS = ["`"]
+        STRING_ESCAPES = ["\\", "'"]
+
+
+class DslError(Exception):
+    """A statement gyreflow cannot run: ``where`` names the statement, line and column."""
+
+    def __init__(self, message: str, *, statement: int | None = None, line: int | None = None,
+                 column: int | None = None, hint: str | None = None) -> None:
+        self.message, self.statement, self.line, self.column, self.hint = (
+            message, statement, line, column, hint)
+        super().__init__(str(self))
+
+    @property
+    def where(self) -> str:
+        parts = []
+        if self.statement is not None:
+            parts.append(f"statement {self.statement}")
+        if self.line is not None:
+            parts.append(f"line {self.line}" + (f", column {self.column}" if self.column else ""))
+        return ", ".join(parts)
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}" if self.where else self.message
+
+
+@attrs.define
+class Statement:
+    """One statement of a script: its kind, its text and where it starts (1-based line and column)."""
+
+    number: int
+    kind: str
+    text: str
+    line: int
+    column: int
+    name: str | None = None
+    columns: list[tuple[str, str]] = attrs.Factory(list)
+    options: dict[str, str] = attrs.Factory(dict)
+    query: exp.Expression | None = None
+    target_columns: list[str] | None = None
+    value: str | None = None
+
+    def error(self, message: str, hint: str | None = None, *, line: int | None = None,
+              column: int | None = None) -> DslError:
+        return DslError(message, statement=self.number, line=line or self.line,
+                        column=column or self.column, hint=hint)
+
+
+_TOKENIZER = GeaFlowDialect().tokenizer_class()
+
+
+def _tokens(text: str, line: int = 1) -> list:
+    try:
+        return _TOKENIZER.tokenize(text)
+    except TokenError as exc:
+        raise DslError(f"cannot read the script: {exc}", line=line) from None
+
+
+def split_statements(text: str) -> list[tuple[str, int, int]]:
+    """``(text, line, column)`` of each statement, split on ``;`` outside strings and comments."""
+    found, start, previous = [], None, None
+    for token in _tokens(text):
+        if token.token_type == TokenType.SEMICOLON:
+            if start is not None:
+                found.append((text[start.start:previous.end + 1], start.line, start.col))
+            start = None
+            continue
+        if start is None:
+            start = token
+        previous = token
+    if start is not None:
+        found.append((text[start.start:previous.end + 1], start.line, start.col))
+    # sqlglot's column is the token's last character; the statement's first word starts at col - len + 1
+    return [(t, line, max(1, col - len(t.split(None, 1)[0]) + 1) if t.split() else col)
+            for t, line, col in found]
+
+
+def _words(text: str, count: int) -> list[str]:
+    return [w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z_0-9]*", text)[:count]]
+
+
+def _group(toks: list, at: int) -> tuple[list, int]:
+    """The tokens inside the parenthesis at ``toks[at]`` and the index after its close."""
+    depth, inner = 0, []
+    for i in range(at, len(toks)):
+        kind = toks[i].token_type
+        if kind == TokenType.L_PAREN:
+            depth += 1
+            if depth == 1:
+                continue
+        elif kind == TokenType.R_PAREN:
+            depth -= 1
+            if depth == 0:
+                return inner, i + 1
+        inner.append(toks[i])
+    raise DslError("a parenthesis is not closed", line=toks[at].line)
+
+
+def _split_commas(toks: list) -> list[list]:
+    parts, depth, current = [], 0, []
+    for token in toks:
+        if token.token_type == TokenType.L_PAREN:
+            depth += 1
+        elif token.token_type == TokenType.R_PAREN:
+            depth -= 1
+        if token.token_type == TokenType.COMMA and depth == 0:
+            parts.append(current)
+            current = []
+        else:
+            current.append(token)
+    if current:
+        parts.append(current)
+    return parts
+
+
+def _token_text(token) -> str:
+    return token.text
+
+
+def _options(toks: list) -> dict[str, str]:
+    options = {}
+    for part in _split_commas(toks):
+        texts = [_token_text(t) for t in part]
+        if "=" not in texts:
+            continue
+        at = texts.index("=")
+        key = "".join(texts[:at]).strip()
+        options[key] = "".join(texts[at + 1:])
+    return options
+
+
+def _name_and_rest(toks: list, skip_words: set[str]) -> tuple[str, int]:
+    at = 0
+    while at < len(toks) and toks[at].text.lower() in skip_words:
+        at += 1
+    name = toks[at].text
+    at += 1
+    while at + 1 < len(toks) and toks[at].token_type == TokenType.DOT:  # a qualified name
+        name += "." + toks[at + 1].text
+        at += 2
+    return name, at
+
+
+_CREATE_WORDS = {"create", "or", "replace", "temporary", "table", "view", "if", "not", "exists",
+                 "function", "graph", "insert", "into", "overwrite"}
+
+
+def parse_query(text: str, statement: Statement, offset_line: int = 0) -> exp.Expression:
+    """A SELECT / VALUES / UNION query parsed by sqlglot, errors placed in the script."""
+    try:
+        parsed = sqlglot.parse_one(text, dialect=GeaFlowDialect)
+    except ParseError as exc:
+        detail = exc.errors[0] if exc.errors else {}
+        line = statement.line + offset_line + (detail.get("line") or 1) - 1
+        message = (detail.get("description") or str(exc)).split("\n")[0]
+        raise statement.error(f"cannot parse the query: {message}", line=line,
+                              column=detail.get("col")) from None
+    if not isinstance(parsed, (exp.Query, exp.Values)):
+        raise statement.error(f"expected a query, found {parsed.key.upper()}")
+    return parsed
+
+
+_GQL = re.compile(r"\b(match|call)\b\s*[(\w]", re.I)
+
+
+def classify(number: int, text: str, line: int, column: int) -> Statement:
+    """One statement read: ``kind`` is set, create, view, function, insert, query, use or graph."""
+    words = _words(text, 6)
+    statement = Statement(number, "", text, line, column)
+    toks = _tokens(text, line)
+    if not words:
+        raise statement.error("an empty statement")
+    head = words[0]
+    if head == "set":
+        body = text.split(None, 1)[1]
+        key, sep, value = body.partition("=")
+        if not sep:
+            raise statement.error("SET needs key = value")
+        statement.kind, statement.name = "set", key.strip().replace("`", "")
+        statement.value = value.strip().strip("'\"")
+        return statement
+    if head == "use":
+        statement.kind = "use_graph" if words[1:2] == ["graph"] else "use"
+        statement.name = toks[-1].text
+        return statement
+    if head == "create" and "function" in words:
+        name, at = _name_and_rest(toks, _CREATE_WORDS)
+        statement.kind, statement.name = "function", name
+        statement.value = next((t.text for t in toks[at:] if t.token_type == TokenType.STRING), None)
+        return statement
+    if head == "create" and "table" in words[:4]:
+        name, at = _name_and_rest(toks, _CREATE_WORDS)
+        statement.kind, statement.name = "table", name
+        if at < len(toks) and toks[at].token_type == TokenType.L_PAREN:
+            inner, at = _group(toks, at)
+            for part in _split_commas(inner):
+                if part and part[0].text.lower().split()[0] not in ("primary", "constraint", "watermark"):
+                    statement.columns.append((part[0].text, " ".join(t.text for t in part[1:])))
+        if at < len(toks) and toks[at].text.lower() == "with":
+            inner, at = _group(toks, at + 1)
+            statement.options = _options(inner)
+        return statement
+    if head == "create" and "view" in words[:4]:
+        name, at = _name_and_rest(toks, _CREATE_WORDS)
+        statement.kind, statement.name = "view", name
+        if at < len(toks) and toks[at].token_type == TokenType.L_PAREN:
+            inner, at = _group(toks, at)
+            statement.target_columns = [t.text for t in inner if t.token_type != TokenType.COMMA]
+        body = text[toks[at + 1].start:] if at < len(toks) and toks[at].text.lower() == "as" else None
+        if body is None:
+            raise statement.error("CREATE VIEW needs AS followed by a query")
+        statement.query = _query_or_gql(body, statement, toks[at + 1].line - 1)
+        return statement
+    if head == "create" and "graph" in words[:4]:
+        statement.kind = "graph"
+        return statement
+    if head == "insert":
+        name, at = _name_and_rest(toks, _CREATE_WORDS)
+        statement.kind, statement.name = "insert", name
+        if at < len(toks) and toks[at].token_type == TokenType.L_PAREN and not (
+                at + 1 < len(toks) and toks[at + 1].text.lower() in ("select", "with", "values")):
+            inner, at = _group(toks, at)
+            statement.target_columns = [t.text for t in inner if t.token_type != TokenType.COMMA]
+        if at >= len(toks):
+            raise statement.error("INSERT INTO needs a query")
+        statement.query = _query_or_gql(text[toks[at].start:], statement, toks[at].line - 1)
+        return statement
+    if head in ("select", "with", "values", "match") or text.lstrip().startswith("("):
+        statement.kind = "query"
+        statement.query = _query_or_gql(text, statement, 0)
+        return statement
+    raise statement.error(f"{' '.join(words[:2]).upper()} is not a statement gyreflow's SQL knows",
+                          hint="statements: SET, CREATE TABLE/VIEW/FUNCTION/GRAPH, USE, INSERT INTO, "
+                               "SELECT")
+
+
+def _query_or_gql(text: str, statement: Statement, offset_line: int) -> exp.Expression:
+    if _GQL.search(re.sub(r"'[^']*'", "", text)):
+        statement.kind = statement.kind or "query"
+        statement.value = "gql"
+        return None
+    return parse_query(text, statement, offset_line)
+
+
+def parse_script(text: str) -> list[Statement]:
+    """Every statement of ``text``, read and checked before anything runs."""
+    return [classify(number, body, line, column)
+            for number, (body, line, column) in enumerate(split_statements(text), 1)]

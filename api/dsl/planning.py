@@ -1,0 +1,135 @@
+"""Planning a statement onto gyreflow's operators: table sources cut into windows, the query, a sink."""
+
+from __future__ import annotations
+
+import functools
+
+import attrs
+
+from gyreflow.api.connectors.sinks import FileSink
+from gyreflow.api.connectors.sources import Source, _IteratorReader
+from gyreflow.api.dsl.catalog import SEPARATOR, Catalog, Table
+from gyreflow.api.dsl.rows import format_row
+from gyreflow.api.dsl.select import evaluate
+from gyreflow.api.language.functions import ProcessFunction
+from gyreflow.api.language.windows import AllWindow, SizeTumblingWindow
+
+
+@attrs.frozen(eq=False)
+class TableSource(Source):
+    """The rows of a table of the script, read where the source task runs."""
+
+    table: Table
+    settings: dict
+    root: str
+    default_parallelism = 1
+
+    def create_reader(self, task_index: int, parallelism: int):
+        table, settings, root = self.table, self.settings, self.root
+        if task_index:
+            return _IteratorReader(lambda: iter(()))
+        return _IteratorReader(lambda: iter(table.read(settings, root)))
+
+    def describe(self) -> str:
+        return f"TableSource({self.table.name}, {self.table.kind})"
+
+
+def _tag(name: str, row: tuple) -> tuple:
+    return (name, row)
+
+
+def _one_key(record) -> int:
+    return 0
+
+
+def _line(separator: str, window: int, row: tuple) -> str:
+    return format_row(row, separator)
+
+
+def is_incremental(query) -> bool:
+    """Whether a query's result over a stream is recomputed over everything so far (aggregates,
+    DISTINCT, ORDER BY, joins) rather than computed over each window's rows alone."""
+    from sqlglot import exp
+
+    if isinstance(query, (exp.Union, exp.Except, exp.Intersect)):
+        return True
+    return any(isinstance(n, (exp.AggFunc, exp.Group, exp.Distinct, exp.Order, exp.Join, exp.Anonymous))
+               for n in query.walk())
+
+
+class QueryFunction(ProcessFunction):
+    """Runs a query over the rows its tables delivered: per window, over that window's rows, or (for
+    aggregates and the like) over every row so far, emitting the rows that changed."""
+
+    def __init__(self, query, catalog: Catalog, incremental: bool) -> None:
+        self.query, self.catalog, self.incremental = query, catalog, incremental
+
+    def process(self, record, ctx) -> None:
+        name, row = record
+        state = ctx.get_state(None) or {"all": {}, "windows": {}, "last": None}
+        state["windows"].setdefault(ctx.window, {}).setdefault(name, []).append(row)
+        ctx.set_state(state)
+        ctx.notify_at(ctx.window)
+
+    def on_notify(self, window, ctx) -> None:
+        state = ctx.get_state(None) or {"all": {}, "windows": {}, "last": None}
+        rows = state["windows"].pop(window, {})
+        if self.incremental:
+            for name, added in rows.items():
+                state["all"].setdefault(name, []).extend(added)
+            rows = state["all"]
+        result = evaluate(self.query, self.catalog.bound(rows)).rows
+        emitted = result
+        if self.incremental:
+            if state["last"] is not None:
+                before: dict = {}
+                for row in state["last"]:
+                    before[row] = before.get(row, 0) + 1
+                emitted = []
+                for row in result:
+                    if before.get(row, 0):
+                        before[row] -= 1
+                    else:
+                        emitted.append(row)
+            state["last"] = result
+        for row in emitted:
+            ctx.emit(row)
+        ctx.set_state(state)
+
+
+def window_of(table: Table, settings: dict):
+    size = table.window_size(settings)
+    return AllWindow() if size <= 0 else SizeTumblingWindow(size)
+
+
+def plan_insert(ctx, query, catalog: Catalog, sink, number: int = 0) -> None:
+    """Add to a pipeline task the streams of ``INSERT INTO sink query``."""
+    tables = catalog.base_tables(query)
+    streams = []
+    for name in tables:
+        table = catalog.tables[name]
+        stream = (ctx.source(TableSource(table, catalog.settings, catalog.root), window_of(table,
+                  catalog.settings), name=f"table {table.name}").with_parallelism(1)
+                  .map(functools.partial(_tag, name)).with_name(f"rows of {table.name}"))
+        streams.append(stream)
+    if not streams:  # a query of constants: one empty trigger
+        streams.append(ctx.source([("", ())], AllWindow(), name="values"))
+    merged = streams[0].union(*streams[1:]) if len(streams) > 1 else streams[0]
+    incremental = is_incremental(query) and any(
+        catalog.tables[n].window_size(catalog.settings) > 0 for n in tables)
+    result = (merged.key_by(_one_key).process(QueryFunction(query, catalog.copy(), incremental))
+              .with_name("query").with_parallelism(1))
+    if sink is None:  # a SELECT: its rows are the task's result
+        result.collect(f"rows-{number}")
+    elif isinstance(sink, tuple):  # a table of a database: rows as dicts of its columns
+        as_dict, table_sink = sink
+        result.map(as_dict).with_name("columns").sink(table_sink).with_name("sink")
+    else:
+        result.sink(sink).with_name("sink")
+
+
+def file_sink(table: Table, catalog: Catalog) -> FileSink:
+    """GeaFlow's file sink: lines of the row format in the folder of ``geaflow.dsl.file.path``."""
+    separator = table.option(SEPARATOR, catalog.settings, ",")
+    return FileSink(table.path(catalog.settings, catalog.root),
+                    format=functools.partial(_line, separator), prefix="partition", extension="")

@@ -1,0 +1,322 @@
+"""Relational evaluation of one parsed query (SELECT, JOIN, GROUP BY, UNION, VALUES) over rows."""
+
+from __future__ import annotations
+
+import functools
+import math
+
+from sqlglot import exp
+
+import gyreflow.api.dsl.functions as fns
+from gyreflow.api.dsl.parsing import DslError
+from gyreflow.api.dsl.rows import cast_value
+
+
+class Relation:
+    """Rows and the ``(qualifier, name)`` of each column (names in lower case)."""
+
+    __slots__ = ("columns", "rows")
+
+    def __init__(self, columns: list[tuple[str | None, str]], rows: list[tuple]) -> None:
+        self.columns, self.rows = columns, rows
+
+    def requalified(self, qualifier: str | None) -> Relation:
+        return Relation([(qualifier, n) for _, n in self.columns], self.rows)
+
+    def names(self) -> list[str]:
+        return [n for _, n in self.columns]
+
+
+class QueryError(DslError):
+    """A query that names what does not exist or uses what is not supported."""
+
+
+def _lower(name) -> str:
+    return str(name).lower()
+
+
+def _java_div(a, b):
+    if isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool):
+        if b == 0:
+            raise QueryError("division by zero")
+        q = abs(a) // abs(b)
+        return q if (a >= 0) == (b > 0) else -q
+    return a / b if b else (math.copysign(math.inf, a) if a else math.nan)
+
+
+def _java_mod(a, b):
+    if isinstance(a, int) and isinstance(b, int):
+        return a - b * _java_div(a, b)
+    return math.fmod(a, b)
+
+
+def _strict2(fn):
+    def apply(a, b):
+        return None if a is None or b is None else fn(a, b)
+    return apply
+
+
+def _comparable(a, b):
+    """Values compared as Java compares them after Calcite's implicit casts (numbers vs text)."""
+    if isinstance(a, str) and isinstance(b, (int, float)) and not isinstance(b, bool):
+        try:
+            return float(a), b
+        except ValueError:
+            return a, str(b)
+    if isinstance(b, str) and isinstance(a, (int, float)) and not isinstance(a, bool):
+        try:
+            return a, float(b)
+        except ValueError:
+            return str(a), b
+    return a, b
+
+
+def _cmp(fn):
+    def apply(a, b):
+        if a is None or b is None:
+            return None
+        return fn(*_comparable(a, b))
+    return apply
+
+
+BINARY = {
+    exp.Add: _strict2(lambda a, b: a + b), exp.Sub: _strict2(lambda a, b: a - b),
+    exp.Mul: _strict2(lambda a, b: a * b), exp.Div: _strict2(_java_div),
+    exp.Mod: _strict2(_java_mod), exp.EQ: _cmp(lambda a, b: a == b),
+    exp.NEQ: _cmp(lambda a, b: a != b), exp.GT: _cmp(lambda a, b: a > b),
+    exp.GTE: _cmp(lambda a, b: a >= b), exp.LT: _cmp(lambda a, b: a < b),
+    exp.LTE: _cmp(lambda a, b: a <= b), exp.DPipe: fns._concat,
+}
+
+
+def _and(a, b):
+    if a is False or b is False:
+        return False
+    if a is None or b is None:
+        return None
+    return True
+
+
+def _or(a, b):
+    if a is True or b is True:
+        return True
+    if a is None or b is None:
+        return None
+    return False
+
+
+def function_name(node: exp.Expression) -> str:
+    if isinstance(node, exp.Anonymous):
+        return _lower(node.name)
+    return _lower(node.sql_name())
+
+
+def function_args(node: exp.Expression) -> list[exp.Expression]:
+    """A function's arguments in order (sqlglot keeps them under named keys)."""
+    found = []
+    for key in node.arg_types:
+        value = node.args.get(key)
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, exp.Expression):
+                found.append(item)
+    return found
+
+
+class Scope:
+    """Names a query's expressions can use: the input's columns, then the output's aliases."""
+
+    def __init__(self, relation: Relation, catalog, aliases: dict[str, exp.Expression] | None = None):
+        self.relation, self.catalog, self.aliases = relation, catalog, aliases or {}
+
+    def index(self, name: str, table: str | None) -> int | None:
+        name = _lower(name)
+        table = _lower(table) if table else None
+        for i, (qualifier, column) in enumerate(self.relation.columns):
+            if column == name and (table is None or qualifier == table):
+                return i
+        return None
+
+    def is_aggregate(self, node: exp.Expression) -> bool:
+        if isinstance(node, exp.AggFunc) and not isinstance(node, exp.Anonymous):
+            return True
+        if isinstance(node, exp.Anonymous):
+            name = function_name(node)
+            return (self.catalog.aggregate(name) is not None
+                    or self.catalog.aggregate_parameter(name) is not None)
+        return False
+
+    def has_aggregate(self, node: exp.Expression) -> bool:
+        return any(self.is_aggregate(n) for n in node.walk() if isinstance(n, exp.Func)) if node else False
+
+    # ---- compiling: an expression becomes a function of ``(row, group)``
+    def compile(self, node: exp.Expression):
+        if isinstance(node, (exp.Paren, exp.Alias)):
+            return self.compile(node.this)
+        if isinstance(node, exp.Literal):
+            value = node.this if node.is_string else _number(node.this)
+            return lambda ctx: value
+        if isinstance(node, exp.Null):
+            return lambda ctx: None
+        if isinstance(node, exp.Boolean):
+            value = bool(node.this)
+            return lambda ctx: value
+        if isinstance(node, exp.Column):
+            return self._column(node)
+        if isinstance(node, exp.Neg):
+            inner = self.compile(node.this)
+            return lambda ctx: None if (v := inner(ctx)) is None else -v
+        if isinstance(node, exp.Not):
+            inner = self.compile(node.this)
+            return lambda ctx: None if (v := inner(ctx)) is None else not v
+        if isinstance(node, exp.And):
+            left, right = self.compile(node.this), self.compile(node.expression)
+            return lambda ctx: _and(left(ctx), right(ctx))
+        if isinstance(node, exp.Or):
+            left, right = self.compile(node.this), self.compile(node.expression)
+            return lambda ctx: _or(left(ctx), right(ctx))
+        if type(node) in BINARY:
+            op = BINARY[type(node)]
+            left, right = self.compile(node.this), self.compile(node.expression)
+            return lambda ctx: op(left(ctx), right(ctx))
+        if isinstance(node, exp.Is):
+            inner, other = self.compile(node.this), node.expression
+            if isinstance(other, exp.Null):
+                return lambda ctx: inner(ctx) is None
+            want = bool(other.this) if isinstance(other, exp.Boolean) else None
+            return lambda ctx: inner(ctx) is want
+        if isinstance(node, (exp.Like, exp.ILike)):
+            left, right = self.compile(node.this), self.compile(node.expression)
+            lower = isinstance(node, exp.ILike)
+            return lambda ctx: fns.SCALAR["like"](*(
+                (v.lower() if lower and isinstance(v, str) else v) for v in (left(ctx), right(ctx))))
+        if isinstance(node, exp.Escape):
+            return self.compile(node.this)
+        if isinstance(node, exp.In):
+            return self._in(node)
+        if isinstance(node, exp.Between):
+            value, low, high = (self.compile(node.this), self.compile(node.args["low"]),
+                                self.compile(node.args["high"]))
+            ge, le = BINARY[exp.GTE], BINARY[exp.LTE]
+            return lambda ctx: _and(ge(value(ctx), low(ctx)), le(value(ctx), high(ctx)))
+        if isinstance(node, exp.Case):
+            return self._case(node)
+        if isinstance(node, exp.If):
+            cond, yes = self.compile(node.this), self.compile(node.args["true"])
+            no = self.compile(node.args["false"]) if node.args.get("false") else (lambda ctx: None)
+            return lambda ctx: yes(ctx) if cond(ctx) else no(ctx)
+        if isinstance(node, (exp.Cast, exp.TryCast)):
+            inner, kind = self.compile(node.this), node.to.sql().lower()
+            return lambda ctx: cast_value(inner(ctx), kind)
+        if isinstance(node, exp.Subquery) or isinstance(node, exp.Select):
+            return self._scalar_subquery(node)
+        if isinstance(node, exp.Func):
+            return self._function(node)
+        raise QueryError(f"{node.sql(dialect='')[:60]!r} ({node.key}) is not supported in an expression")
+
+    def _column(self, node: exp.Column):
+        name, table = node.name, node.table or None
+        index = self.index(name, table)
+        if index is not None:
+            return lambda ctx: ctx[0][index]
+        if table is None and _lower(name) in self.aliases:
+            return self.compile(self.aliases[_lower(name)])
+        if table is None and _lower(name) in fns.CONSTANTS:
+            value = fns.CONSTANTS[_lower(name)]
+            return lambda ctx: value
+        known = ", ".join(n for _, n in self.relation.columns)
+        full = f"{table}.{name}" if table else name
+        raise QueryError(f"no column {full} (columns: {known})")
+
+    def _in(self, node: exp.In):
+        value = self.compile(node.this)
+        query = node.args.get("query")
+        if query is not None:
+            inner = self.catalog.evaluate(query.this if isinstance(query, exp.Subquery) else query)
+            members = {row[0] for row in inner.rows}
+            return lambda ctx: None if (v := value(ctx)) is None else v in members
+        options = [self.compile(e) for e in node.expressions]
+        return lambda ctx: None if (v := value(ctx)) is None else any(v == o(ctx) for o in options)
+
+    def _case(self, node: exp.Case):
+        subject = self.compile(node.this) if node.this else None
+        branches = [(self.compile(i.this), self.compile(i.args["true"])) for i in node.args["ifs"]]
+        default = self.compile(node.args["default"]) if node.args.get("default") else (lambda ctx: None)
+
+        def case(ctx):
+            key = subject(ctx) if subject else None
+            for cond, value in branches:
+                if (cond(ctx) == key and key is not None) if subject else cond(ctx) is True:
+                    return value(ctx)
+            return default(ctx)
+        return case
+
+    def _scalar_subquery(self, node):
+        inner = self.catalog.evaluate(node.this if isinstance(node, exp.Subquery) else node)
+        value = inner.rows[0][0] if inner.rows else None
+        return lambda ctx: value
+
+    def _function(self, node: exp.Func):
+        name = function_name(node)
+        if self.is_aggregate(node):
+            return self._aggregate(node, name)
+        args = [self.compile(a) for a in function_args(node)]
+        fn = self.catalog.scalar(name)
+        if fn is None:
+            raise QueryError(f"no function {name.upper()}",
+                             hint="see docs/dsl.md for GeaFlow's built-in functions gyreflow has")
+        return lambda ctx: fn(*(a(ctx) for a in args))
+
+    def _aggregate(self, node: exp.Func, name: str):
+        args = function_args(node)
+        distinct = False
+        if args and isinstance(args[0], exp.Distinct):
+            distinct, args = True, list(args[0].expressions) + args[1:]
+        if name == "count" and (not args or isinstance(args[0], exp.Star)):
+            return lambda ctx: len(ctx[1])
+        parameter = self.catalog.aggregate_parameter(name)
+        if parameter is not None:
+            column, fraction = self.compile(args[0]), self.compile(args[1])
+            return lambda ctx: parameter([column((r, None)) for r in ctx[1]], fraction(ctx))
+        fn = self.catalog.aggregate(name)
+        compiled = [self.compile(a) for a in args]
+        if len(compiled) == 1:
+            one = compiled[0]
+
+            def values(group):
+                return [one((r, None)) for r in group]
+        else:
+            def values(group):
+                return [tuple(c((r, None)) for c in compiled) for r in group]
+
+        def aggregate(ctx):
+            found = values(ctx[1])
+            if distinct:
+                found = list(dict.fromkeys(v for v in found if v is not None))
+            return fn(found)
+        return aggregate
+
+
+def _number(text: str):
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+def _sort_key(value):
+    """Orders values with NULL last (ascending), as Calcite's default collation does."""
+    if value is None:
+        return (1, 0)
+    return (0, value)
+
+
+def _order(rows: list, keys: list) -> list:
+    """``rows`` of ``(output, ctx)`` sorted by ``keys`` of ``(fn, descending)``."""
+    def compare(a, b):
+        for fn, descending in keys:
+            x, y = _sort_key(fn(a)), _sort_key(fn(b))
+            if x != y:
+                result = -1 if x < y else 1
+                return -result if descending else result
+        return 0
+    return sorted(rows, key=functools.cmp_to_key(compare))

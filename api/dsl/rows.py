@@ -1,0 +1,159 @@
+"""GeaFlow's row formats: reading file tables into typed rows and printing values as Java does."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import os
+from decimal import Decimal
+
+# SQL type names as the scripts write them, by the Python type a value of it takes.
+_INTEGERS = {"int", "integer", "bigint", "long", "smallint", "tinyint"}
+_DOUBLES = {"double", "float", "real", "decimal"}
+_STRINGS = {"varchar", "string", "char", "text", "binary_string"}
+
+
+def base_type(sql_type: str) -> str:
+    """The lower-case type name without a length or precision: ``VARCHAR(10)`` -> ``varchar``."""
+    return sql_type.strip().lower().split("(")[0].strip()
+
+
+def java_double(value: float) -> str:
+    """``Double.toString``: ``1.0``, ``0.5``, ``NaN``, ``Infinity``, E notation below 1e-3 and from 1e7."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0:
+        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
+    if 1e-3 <= abs(value) < 1e7:
+        text = repr(value)
+        return text if "." in text else text + ".0"
+    sign, digits, exponent = Decimal(repr(value)).as_tuple()
+    text = "".join(map(str, digits)).rstrip("0") or "0"
+    point = len(digits) + exponent - 1  # the power of ten of the first digit
+    return f"{'-' if sign else ''}{text[0]}.{text[1:] or '0'}E{point}"
+
+
+def java_string(value) -> str:
+    """``String.valueOf(value)`` for the values a query produces."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, float):
+        return java_double(value)
+    if isinstance(value, _dt.datetime):  # java.sql.Timestamp: fraction without trailing zeros, at least .0
+        fraction = f"{value.microsecond:06d}".rstrip("0") or "0"
+        return f"{value.strftime('%Y-%m-%d %H:%M:%S')}.{fraction}"
+    if isinstance(value, _dt.date):
+        return value.isoformat()
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(java_string(v) for v in value) + "]"
+    return str(value)
+
+
+def cast_value(value, sql_type: str, zone: str | None = None):
+    """``value`` (a field's text or a computed value) as ``sql_type``; ``None`` stays ``None``.
+    Epoch milliseconds become timestamps in time zone ``zone`` (default: this machine's)."""
+    if value is None:
+        return None
+    kind = base_type(sql_type)
+    if kind in _INTEGERS:
+        if isinstance(value, str):
+            text = value.strip()
+            if text == "" or text.lower() == "null":
+                return None
+            try:
+                return int(text)
+            except ValueError:
+                return int(float(text))
+        if isinstance(value, bool):
+            return int(value)
+        if isinstance(value, float):
+            return int(value)  # Java's narrowing: towards zero
+        return value
+    if kind in _DOUBLES:
+        if isinstance(value, str):
+            text = value.strip()
+            if text == "" or text.lower() == "null":
+                return None
+            return float(text)
+        return float(value)
+    if kind == "boolean":
+        if isinstance(value, str):
+            return value.strip().lower() == "true"
+        return bool(value)
+    if kind == "timestamp":
+        return to_timestamp(value, zone)
+    if kind == "date":
+        if isinstance(value, _dt.datetime):
+            return value.date()
+        if isinstance(value, _dt.date):
+            return value
+        return _dt.date.fromisoformat(str(value).strip()[:10])
+    if isinstance(value, str):
+        return value
+    return java_string(value)
+
+
+def to_timestamp(value, zone: str | None = None):
+    """A timestamp from epoch milliseconds (shown in ``zone``, else local time, as the JVM shows them)
+    or from ``yyyy-MM-dd HH:mm:ss[.SSS]`` text."""
+    if isinstance(value, _dt.datetime):
+        return value
+    text = str(value).strip()
+    if isinstance(value, (int, float)) and not isinstance(value, bool) or text.lstrip("-").isdigit():
+        millis = int(value) if not isinstance(value, str) else int(text)
+        if zone:
+            from zoneinfo import ZoneInfo
+
+            moment = _dt.datetime.fromtimestamp(millis // 1000, ZoneInfo(zone)).replace(tzinfo=None)
+            return moment + _dt.timedelta(milliseconds=millis % 1000)
+        return _dt.datetime.fromtimestamp(millis // 1000) + _dt.timedelta(milliseconds=millis % 1000)
+    return _dt.datetime.fromisoformat(text)
+
+
+def resolve_path(path: str, root: str) -> str:
+    """``resource:///x`` against ``root`` (GeaFlow's class path), ``file://`` stripped, others as given."""
+    if path.startswith("resource:///"):
+        return os.path.join(root, path[len("resource:///"):])
+    if path.startswith("file://"):
+        return path[len("file://"):]
+    return path
+
+
+class RowFormatError(ValueError):
+    """A line of a file table that does not fit the table's columns."""
+
+
+def read_text_rows(path: str, types: list[str], separator: str = ",", trim: bool = True,
+                   zone: str | None = None) -> list[tuple]:
+    """The rows of a text file table (or of every file in a folder), one row a non-empty line."""
+    files = [path]
+    if os.path.isdir(path):
+        files = sorted(os.path.join(path, n) for n in os.listdir(path) if not n.startswith("."))
+    rows = []
+    for name in files:
+        with open(name, encoding="utf-8") as file:
+            for number, line in enumerate(file, 1):
+                line = line.rstrip("\n").rstrip("\r")
+                if not line.strip():
+                    continue
+                fields = line.split(separator)
+                if len(fields) != len(types):
+                    raise RowFormatError(f"{name}, line {number}: {len(fields)} fields for "
+                                         f"{len(types)} columns")
+                try:
+                    rows.append(tuple(cast_value(f.strip() if trim else f, t, zone)
+                                      for f, t in zip(fields, types, strict=True)))
+                except ValueError as exc:
+                    raise RowFormatError(f"{name}, line {number}: {exc}") from None
+    return rows
+
+
+def format_row(row: tuple, separator: str = ",") -> str:
+    """One output line (without its newline) in GeaFlow's file sink format."""
+    return separator.join(java_string(v) for v in row)

@@ -1,0 +1,157 @@
+"""gyreflow's SQL (GeaFlow's Hybrid DSL, its table side): results against plain-Python loops, GeaFlow's
+row format against Java's printed values, and refusals with their statement, line and column."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from collections import Counter, defaultdict
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gyreflow.api import Environment
+from gyreflow.api.dsl import DslError, prepare
+from gyreflow.api.dsl.rows import java_double, java_string
+
+PEOPLE = [(1, "ann", 30, 1.5), (2, "bob", 25, 2.25), (3, "cy", 30, None), (4, "dee", 41, 0.5),
+          (5, "ed", 25, 4.0), (6, "flo", 30, 1.0)]
+
+
+def write_people(tmp_path, rows=PEOPLE):
+    text = "".join(",".join("" if v is None else str(v) for v in row) + "\n" for row in rows)
+    (tmp_path / "people.txt").write_text(text, encoding="utf-8")
+    return ("CREATE TABLE people (id bigint, name varchar, age int, score double) "
+            f"WITH (type='file', geaflow.dsl.file.path='{tmp_path / 'people.txt'}');\n")
+
+
+def select(tmp_path, query: str, rows=PEOPLE):
+    env = Environment.local(progress=False)
+    result = env.sql(write_people(tmp_path, rows) + query, root=str(tmp_path))
+    return result.output("rows-2")
+
+
+@pytest.mark.parametrize(("value", "java"), [
+    (1.0, "1.0"), (0.5, "0.5"), (18.8, "18.8"), (0.816496580927726, "0.816496580927726"),
+    (1e7, "1.0E7"), (12345678.9, "1.23456789E7"), (0.001, "0.001"), (0.0001, "1.0E-4"),
+    (-2.5e-5, "-2.5E-5"), (9999999.0, "9999999.0"), (float("nan"), "NaN"), (-math.inf, "-Infinity"),
+])
+def test_doubles_print_as_javas_double_to_string(value, java):
+    assert java_double(value) == java
+
+
+def test_values_print_as_java_string_value_of():
+    import datetime as dt
+
+    assert [java_string(v) for v in (None, True, False, 3, "x")] == ["null", "true", "false", "3", "x"]
+    assert java_string(dt.datetime(2017, 3, 15, 19, 18, 13, 883000)) == "2017-03-15 19:18:13.883"
+    assert java_string(dt.datetime(2017, 3, 15, 19, 18, 13)) == "2017-03-15 19:18:13.0"
+    assert java_string(dt.date(2023, 10, 1)) == "2023-10-01"
+
+
+def test_group_by_having_order_against_a_loop(tmp_path):
+    got = select(tmp_path, "SELECT age, count(*) AS n, sum(id) AS s, avg(id) AS a, max(name) FROM people "
+                           "WHERE id > 1 GROUP BY age HAVING count(*) > 1 ORDER BY s DESC;")
+    groups = defaultdict(list)
+    for row in PEOPLE:
+        if row[0] > 1:
+            groups[row[2]].append(row)
+    want = [(age, len(rs), sum(r[0] for r in rs), sum(r[0] for r in rs) / len(rs), max(r[1] for r in rs))
+            for age, rs in groups.items() if len(rs) > 1]
+    assert got == sorted(want, key=lambda r: -r[2])
+
+
+def test_nulls_in_aggregates_and_filters(tmp_path):
+    got = select(tmp_path, "SELECT count(score), count(1), sum(score) FROM people WHERE score IS NOT NULL "
+                           "OR name = 'cy';")
+    scores = [r[3] for r in PEOPLE if r[3] is not None]
+    assert got == [(len(scores), len(PEOPLE), sum(scores))]
+
+
+def test_join_union_and_subquery_against_loops(tmp_path):
+    got = select(tmp_path, "SELECT a.name, b.name FROM people a JOIN people b ON a.age = b.age AND "
+                           "a.id < b.id;")
+    assert Counter(got) == Counter((a[1], b[1]) for a in PEOPLE for b in PEOPLE
+                                   if a[2] == b[2] and a[0] < b[0])
+    got = select(tmp_path, "SELECT age FROM people WHERE id < 3 UNION SELECT age FROM people;")
+    assert sorted(got) == sorted({(r[2],) for r in PEOPLE})
+    got = select(tmp_path, "SELECT name FROM (SELECT name, age FROM people WHERE age = 30) t "
+                           "WHERE t.name <> 'cy' ORDER BY name LIMIT 1;")
+    assert got == [min((r[1],) for r in PEOPLE if r[2] == 30 and r[1] != "cy")]
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.tuples(st.integers(-5, 5), st.integers(-3, 3)), max_size=12))
+def test_java_integer_division_and_remainder_per_group(tmp_path_factory, pairs):
+    tmp_path = tmp_path_factory.mktemp("div")
+    rows = [(i, f"n{i}", a, float(b)) for i, (a, b) in enumerate(pairs)]
+    got = select(tmp_path, "SELECT id, age / 2, age % 3, id * 7 / 3 FROM people;", rows)
+    java_div = lambda a, b: int(a / b)  # noqa: E731 - Java's int division truncates towards zero
+    want = [(i, java_div(a, 2), a - 3 * java_div(a, 3), java_div(i * 7, 3)) for i, _, a, _ in rows]
+    assert sorted(got) == sorted(want)
+
+
+def test_insert_writes_geaflows_row_format_per_window(tmp_path):
+    script = write_people(tmp_path) + (
+        f"CREATE TABLE out (name varchar, score double) WITH (type='file', "
+        f"geaflow.dsl.file.path='{tmp_path / 'out'}');\n"
+        "SET geaflow.dsl.window.size = 4;\n"
+        "INSERT INTO out SELECT name, score FROM people;\n")
+    Environment.local(progress=False).sql(script)
+    files = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert files == ["partition-000001", "partition-000002"]  # 6 rows, 4 a window
+    lines = [line for f in files for line in (tmp_path / "out" / f).read_text().splitlines()]
+    assert lines == [f"{n},{'null' if s is None else java_double(s)}" for _, n, _, s in PEOPLE]
+
+
+def test_an_aggregate_over_windows_emits_the_groups_that_changed(tmp_path):
+    script = write_people(tmp_path) + (
+        f"CREATE TABLE out (age int, n bigint) WITH (type='file', geaflow.dsl.file.path='{tmp_path / 'o'}',"
+        " geaflow.dsl.window.size = 3);\n"
+        "INSERT INTO out SELECT age, count(id) FROM people GROUP BY age;\n")
+    script = script.replace("geaflow.dsl.file.path='" + str(tmp_path / "people.txt") + "'",
+                            "geaflow.dsl.file.path='" + str(tmp_path / "people.txt") + "', "
+                            "geaflow.dsl.window.size = '3'")
+    Environment.local(progress=False).sql(script)
+    first = (tmp_path / "o" / "partition-000001").read_text().split()
+    second = (tmp_path / "o" / "partition-000002").read_text().split()
+    seen = Counter()
+    for _, _, age, _ in PEOPLE[:3]:
+        seen[age] += 1
+    assert sorted(first) == sorted(f"{a},{n}" for a, n in seen.items())
+    before = dict(seen)
+    for _, _, age, _ in PEOPLE[3:]:
+        seen[age] += 1
+    assert sorted(second) == sorted(f"{a},{n}" for a, n in seen.items() if before.get(a) != n)
+
+
+def test_statements_outside_the_language_are_refused_before_anything_runs(tmp_path):
+    with pytest.raises(DslError) as caught:
+        prepare("SET a = 1;\n\n  MERGE INTO t USING s ON t.id = s.id;")
+    assert (caught.value.statement, caught.value.line, caught.value.column) == (2, 3, 3)
+    with pytest.raises(DslError, match="type 'kafka' is not a connector"):
+        prepare("CREATE TABLE t (a int) WITH (type='kafka');")
+
+
+@pytest.mark.processes
+def test_the_command_line_reports_a_wrong_statement_in_one_line_and_writes_nothing(tmp_path):
+    script = write_people(tmp_path) + (
+        "CREATE TABLE out (age int) WITH (type='file', geaflow.dsl.file.path='out');\n"
+        "INSERT INTO out SELECT age FROM people;\n"
+        "INSERT INTO out SELECT nope FROM people;\n")
+    (tmp_path / "bad.sql").write_text(script, encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "gyreflow", "sql", "bad.sql"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "error: bad.sql: statement 4, line 4, column 1: no column nope (columns: id, name, age, score)"]
+    assert not (tmp_path / "out").exists()
+    good = script.rsplit("INSERT", 1)[0] + "SELECT name FROM people WHERE age = 25 ORDER BY id;\n"
+    (tmp_path / "good.sql").write_text(good, encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "gyreflow", "sql", "good.sql"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "bob\ned\n", "")
+    assert sorted((tmp_path / "out" / "partition-000001").read_text().split()) == sorted(
+        str(r[2]) for r in PEOPLE)
