@@ -12,7 +12,7 @@ import os
 import stat
 import threading
 
-from gyreflow.state.shared.snapshot import BackendUnavailableError
+from gyreflow.state.shared.errors import BackendUnavailableError
 
 
 class UnsafeLocationError(BackendUnavailableError):

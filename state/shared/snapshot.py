@@ -29,6 +29,7 @@ from typing import NamedTuple
 import attrs
 
 from gyreflow.state.keys.keygroups import key_group_of
+from gyreflow.state.shared.errors import BackendUnavailableError  # noqa: F401 (re-exported)
 
 _HEADER = struct.Struct(">BI")  # flag, crc32
 _VALUE, _DELETED = 0, 1
@@ -44,10 +45,6 @@ class StateExistsError(RuntimeError):
 
 class IncompatiblePlanError(RuntimeError):
     """The stored plan fingerprint differs from the plan being resumed."""
-
-
-class BackendUnavailableError(RuntimeError):
-    """The configured backend cannot be opened (path not writable, database unreachable)."""
 
 
 _DELETED_CRC = zlib.crc32(bytes([_DELETED]))
