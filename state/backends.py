@@ -32,10 +32,16 @@ class StateBackend:
     secret: str = attrs.field(default="", repr=False, kw_only=True)
 
     name = "abstract"
+    # Whether a commit outlives the machine (a crash of the OS or a power cut), so that output staged
+    # for a window must be on disk before the window's commit (fsync): not with the memory backend,
+    # whose commits end with the process, where staged files need only outlive a killed process.
+    durable = True
 
     def create_keyed_store(self, key_groups: range | None = None) -> KeyedStateStore:
         """Open the working keyed state of one task owning ``key_groups``."""
-        return KeyedStateStore(self.max_parallelism, key_groups)
+        store = KeyedStateStore(self.max_parallelism, key_groups)
+        store.durable = self.durable
+        return store
 
     def open_store(self) -> SnapshotStore:
         """Open the snapshot store (a live object: close it where it was opened)."""
@@ -55,6 +61,7 @@ class MemoryStateBackend(StateBackend):
 
     namespace: str = attrs.field(factory=lambda: uuid.uuid4().hex)
     name = "memory"
+    durable = False
 
     def open_store(self) -> SnapshotStore:
         from gyreflow.state.stores.memory import memory_store

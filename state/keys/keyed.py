@@ -170,6 +170,7 @@ class KeyedStateStore:
         self.max_parallelism = max_parallelism
         self.key_groups = key_groups if key_groups is not None else range(max_parallelism)
         self.tables: dict[str, KeyedTable] = {}
+        self.durable = True  # the backend's commits outlive the machine (``StateBackend.durable``)
 
     def table(self, name: str, kind: StateKind = StateKind.VALUE) -> KeyedTable:
         """Return the table ``name``, creating it on first use."""
