@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import gc
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 import attrs
 
@@ -18,18 +17,10 @@ from gyreflow.runtime.dataflow.fetch import FetchService, Worker
 from gyreflow.runtime.dataflow.fusion import fuse
 from gyreflow.runtime.dataflow.operator_factory import build_operator
 from gyreflow.runtime.dataflow.operators import CollectOperator, Operator, SinkOperator
-from gyreflow.runtime.errors import RecordError
-from gyreflow.runtime.faults import crash_point
+from gyreflow.runtime.dataflow.task_source import WindowRead, read_step
+from gyreflow.runtime.dataflow.task_state import TaskCheckpoints, nothing, restore, write_snapshot
 from gyreflow.scheduler.events import Done, EventKind, OperatorMetrics, TaskEvent
-from gyreflow.state.keys.keygroups import contiguous_runs, key_group_of, task_key_groups
-from gyreflow.state.shared.snapshot import (
-    SnapshotCorruptedError,
-    TaskRecord,
-    TaskSnapshot,
-    chunks_by_key_group,
-    dumps,
-    loads,
-)
+from gyreflow.state.keys.keygroups import task_key_groups
 
 
 @attrs.define(eq=False)
@@ -89,7 +80,7 @@ class Task:
                              self._end_of_input)
         self.fetch = FetchService(self.worker)
         self.launches: deque[tuple[int, bool]] = deque()  # (window, snapshot it)
-        self.reading: _WindowRead | None = None
+        self.reading: WindowRead | None = None
         self.exhausted = False
         self.lookahead: list = []
         self.window_started = clock()
@@ -194,82 +185,7 @@ class Task:
 
     def read_step(self) -> None:
         """Read one batch of the current window (or start the next launched one)."""
-        if self.reading is None:
-            window, checkpoint = self.launches.popleft()
-            if self.exhausted:
-                self.report(Done(self.cycle, self.spec.id, self.exhausted_at,
-                                 EventKind.LAUNCH_SOURCE, exhausted=True))
-                return
-            self.ctx.window = window
-            if self.controls:
-                self._apply_controls()
-            self.window_started = self.clock()
-            self.reading = _WindowRead.start(window, checkpoint, self.window_spec, self.clock)
-        read = self.reading
-        budget = read.budget(self.read_size)
-        live = getattr(self.source_reader, "live", False)
-        batch = self._poll(budget, read) if live else self._take(budget)
-        if read.count == 0:
-            crash_point("mid-window", read.window)
-        if batch:
-            read.count += len(batch)
-            self.source_records += len(batch)
-            if self.head is not None:
-                if type(batch) is ColumnBatch and not self.head_takes_columns:
-                    batch = batch.rows()
-                self.head.process(batch)
-            else:
-                self.emitter.emit(batch)
-        # Readers return a short batch only at the end of their input (live readers say when it
-        # ended); a full window peeks one record ahead so that the last window is known to be last
-        # (no empty trailing window; a live reader is waited for only in size windows).
-        ended = self.source_reader.exhausted and not self.lookahead if live else len(batch) < budget
-        full = read.full(self.clock)
-        if ended or full:
-            self.source_offset = self.source_reader.offset()  # before the look-ahead below
-        if full and not ended:
-            if live and read.deadline is not None:
-                ended = self._live_peek(read)
-            else:  # a live reader's empty look-ahead is a pause, not an end, until it says so
-                ended = not self._peek() and (not live or self.source_reader.exhausted)
-        if ended or full:
-            self.reading = None
-            self.exhausted = ended
-            if ended:
-                self.exhausted_at = read.window
-            self.ctx.input_ended = ended
-            self._finish_window(read.window, read.checkpoint)
-            self.report(Done(self.cycle, self.spec.id, read.window, EventKind.LAUNCH_SOURCE,
-                             exhausted=ended))
-            if ended:
-                self._end_of_input()
-
-    def _live_peek(self, read) -> bool:
-        """A processing-time window of a live reader is over: whether the input ended with it,
-        waiting a little (a tenth of the window, at most 0.1 s) for the end or the next record."""
-        grace = min(0.1, getattr(self.window_spec, "seconds", 1.0) / 10)
-        self.lookahead = self.source_reader.poll(1, grace)
-        return not self.lookahead and self.source_reader.exhausted
-
-    def _poll(self, count: int, read) -> list:
-        """Up to ``count`` records of a live reader, waiting no longer than the window lasts."""
-        if self.lookahead:
-            batch, self.lookahead = self.lookahead, []
-            return batch
-        timeout = None if read.deadline is None else max(0.0, read.deadline - self.clock())
-        return self.source_reader.poll(count, timeout)
-
-    def _take(self, count: int) -> list:
-        if self.lookahead:
-            batch, self.lookahead = self.lookahead, []
-            if count > len(batch):
-                batch.extend(self.source_reader.read(count - len(batch)))
-            return batch
-        return self.source_reader.read(count)
-
-    def _peek(self) -> bool:
-        self.lookahead = self.source_reader.read(1)
-        return bool(self.lookahead)
+        read_step(self)
 
     # Windows ------------------------------------------------------------------------------
 
@@ -294,18 +210,7 @@ class Task:
             self._apply_controls()
         for op in self.operators:
             op.finish(window)
-        metrics = []
-        if self.source_reader is not None:
-            metrics.append((self.vertex.head.name, OperatorMetrics(0, self.source_records)))
-            self.source_records = 0
-        for op in self.operators:
-            metrics.append((op.name, OperatorMetrics(op.records_in, op.records_out,
-                                                     getattr(op, "watermark", None))))
-            op.records_in = op.records_out = 0
-        if metrics:  # into the chain (read, for a source task) and out of its last operator
-            first, last = metrics[0][1], metrics[-1][1]
-            self.totals[0] += first.records_out if self.source_reader is not None else first.records_in
-            self.totals[1] += last.records_out
+        metrics = _window_metrics(self)
         collected = tuple((op.result_name, tuple(op.take())) for op in self.collectors)
         self.emitter.barrier(window, checkpoint, self.ctx.input_ended)
         cp = self.checkpoints
@@ -313,7 +218,7 @@ class Task:
             if checkpoint:
                 self._snapshot(window, self._report_checkpoint(window), sized=True)
             elif cp.every_window:  # persisted for the next round, not a checkpoint of the job
-                self._snapshot(window, _nothing)
+                self._snapshot(window, nothing)
         now = self.clock()
         samples, self.samples = tuple(self.samples), []
         self.report(Done(self.cycle, self.spec.id, window, EventKind.EXECUTE_COMPUTE,
@@ -351,14 +256,7 @@ class Task:
                 if control.kind == "set":
                     self.ctx.parameters.setdefault(control.operator, {})[control.name] = control.value
                 elif control.kind == "sample":
-                    self.samples.append(self._sample())
-
-    def _sample(self) -> TaskSample:
-        state = self.ctx.state
-        keys = sum(len(table.data) for table in state.tables.values()) if state is not None else 0
-        queued = (self.worker.queued() if self.worker is not None else 0) + len(self.inbox or ())
-        return TaskSample(self.vertex.head.name, self.spec.index, self.totals[0], self.totals[1],
-                          keys, queued)
+                    self.samples.append(_sample(self))
 
     # Snapshots and recovery -----------------------------------------------------------------
 
@@ -368,99 +266,15 @@ class Task:
         return report
 
     def _snapshot(self, version: int, on_durable: Callable, sized: bool = False) -> None:
-        """Hand the state changed since the last snapshot, and the source offset, to the writer;
-        ``sized``: ``on_durable`` takes the snapshot's size in bytes.
-
-        Changes are pickled once per key group (``chunks_by_key_group``), not once per key: per-key
-        pickling cost more than the rest of a snapshot together.
-        """
-        cp = self.checkpoints
-        chunks = []
-        groups = self.ctx.state.max_parallelism
-        for table in self.ctx.state.tables.values():
-            changed, removed = table.take_changes()
-            if not changed and not removed:
-                continue
-            name = table.name
-            try:
-                chunks.extend(chunks_by_key_group(name, changed, removed, groups, self._groups))
-            except Exception as exc:
-                raise _unstorable(name, changed, removed, groups) from exc
-        records = ()
-        if self.source_reader is not None:
-            offset = (self.source_offset, self.exhausted)
-            records = (TaskRecord("source", self.vertex.head.name, self.spec.index, dumps(offset)),)
-        snapshot = TaskSnapshot(cp.job, version, self.ctx.state.key_groups, (), records,
-                                cp.horizon, tuple(chunks), tuple(self.ctx.state.tables))
-        self.last_snapshot = version
-        parts = snapshot.by_runs()
-        for part in parts[:-1]:  # the writer keeps order: durable once the last part is
-            cp.writer.write(part, _nothing)
-        if sized:
-            size = snapshot.size
-            cp.writer.write(parts[-1], lambda: on_durable(size))
-        else:
-            cp.writer.write(parts[-1], on_durable)
+        """Hand the state changed since the last snapshot, and the source offset, to the writer
+        (``task_state.write_snapshot``)."""
+        write_snapshot(self, version, on_durable, sized)
 
     def rollback(self, window: int, recover_sinks: bool = True, verify: bool = True) -> None:
         """Restore state, source offset and (unless the driver does it) sinks to ``window``; with
-        ``verify`` (a resume), first check that the stored state reached ``window``."""
-        cp = self.checkpoints
-        state = self.ctx.state
-        store = cp.store
-        # A restore creates millions of objects at once, and every few hundred new objects the
-        # cyclic collector would walk the growing state again: it is paused while they are made.
-        # A cycle whose input ended before ``window`` wrote its last snapshot and output then.
-        reached = min(window, cp.cycle_ends.get(self.cycle, window))
-        # Key groups moved (another parallelism or a rebalance): every table of the chain is
-        # written whole in the new layout's first snapshot, so that the older layout's storage is
-        # needed by no later version and can go.
-        relaid = any(v.name in cp.rescaled for v in self.vertex.chain)
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            for table in state.tables.values():
-                data = table.data
-                data.clear()
-                for run in contiguous_runs(state.key_groups):
-                    if verify:
-                        store.verify_reached(cp.job, table.name, run, reached)
-                    store.read_into(cp.job, table.name, run, window, data)
-                table.changed = set(data) if relaid else set()
-                table.removed = set()
-        finally:
-            if collecting:
-                gc.enable()
-        if self.source_reader is not None:
-            found = store.read_record(cp.job, "source", self.vertex.head.name, self.spec.index,
-                                      window)
-            if found is None and window > 0:
-                msg = (f"the offset of source {self.vertex.head.name!r} task {self.spec.index} at "
-                       f"window {window} is missing from {store.location()} (job {cp.job!r}): the "
-                       "state was damaged or partly deleted; nothing was published or deleted")
-                raise SnapshotCorruptedError(msg)
-            if found is not None:
-                version, blob = found
-                offset, exhausted = loads(blob)
-                if verify and version < window and not exhausted:
-                    # Every snapshot of a source still reading records its offset: an older one
-                    # means the offset of ``window`` was lost, and replaying from it would repeat
-                    # records of completed windows.
-                    msg = (f"the offset of source {self.vertex.head.name!r} task {self.spec.index} "
-                           f"at window {window} is missing from {store.location()} (job {cp.job!r};"
-                           f" the latest is of window {version}): the state was damaged or partly "
-                           "deleted; nothing was published or deleted")
-                    raise SnapshotCorruptedError(msg)
-                self.source_reader.seek(offset)
-                self.source_offset = offset
-                self.exhausted = exhausted
-                self.exhausted_at = version if exhausted else 0
-                self.lookahead = []
-        for op in self.operators:
-            op.restored()
-        if recover_sinks:
-            for op in self.sinks:
-                op.recover(reached)
+        ``verify`` (a resume), first check that the stored state reached ``window``
+        (``task_state.restore``)."""
+        restore(self, window, recover_sinks, verify)
 
     def enter_window(self, window: int, checkpoints: TaskCheckpoints, restore: bool) -> None:
         """On a host whose tasks live for one round (Spark): window ``window`` starts now, in this
@@ -487,58 +301,28 @@ class Task:
             op.publish(window)
 
 
-def _nothing() -> None:
-    """A snapshot nobody waits for."""
+def _window_metrics(task: Task) -> list:
+    """Records in and out of each operator of the chain in the window just finished (counted anew
+    from zero), added to the task's totals."""
+    metrics = []
+    if task.source_reader is not None:
+        metrics.append((task.vertex.head.name, OperatorMetrics(0, task.source_records)))
+        task.source_records = 0
+    for op in task.operators:
+        metrics.append((op.name, OperatorMetrics(op.records_in, op.records_out,
+                                                 getattr(op, "watermark", None))))
+        op.records_in = op.records_out = 0
+    if metrics:  # into the chain (read, for a source task) and out of its last operator
+        first, last = metrics[0][1], metrics[-1][1]
+        task.totals[0] += first.records_out if task.source_reader is not None else first.records_in
+        task.totals[1] += last.records_out
+    return metrics
 
 
-def _unstorable(table: str, changed: dict, removed: set, groups: int) -> RecordError:
-    """The error for the first key or value of a snapshot that cannot be hashed or pickled."""
-    for key, value in [*changed.items(), *((k, None) for k in removed)]:
-        try:
-            key_group_of(key, groups)
-            dumps(key)
-            dumps(value)
-        except Exception as exc:  # noqa: BLE001
-            return RecordError(table, (key, value), exc)
-    return RecordError(table, None, RuntimeError("snapshot failed"), located=False)
-
-
-@attrs.frozen(eq=False)
-class TaskCheckpoints:
-    """What a task needs to snapshot and restore: the job, the store, the writer, the cadence."""
-
-    job: str
-    store: object
-    writer: object
-    every_window: bool = False  # the host persists every window (tasks that live one round)
-    rescaled: frozenset[str] = frozenset()
-    horizon: int | None = None  # the oldest retained version, when the caller knows it
-    # cycle id -> the window of its last snapshot, for cycles whose input had ended (a resume)
-    cycle_ends: Mapping[int, int] = attrs.field(factory=dict)
-
-
-@attrs.define
-class _WindowRead:
-    """Progress of reading one window from a source."""
-
-    window: int
-    checkpoint: bool
-    size: int | None
-    deadline: float | None
-    count: int = 0
-
-    @classmethod
-    def start(cls, window: int, checkpoint: bool, spec, clock) -> _WindowRead:
-        size = getattr(spec, "size", None)
-        seconds = getattr(spec, "seconds", None)
-        return cls(window, checkpoint, size, None if seconds is None else clock() + seconds)
-
-    def budget(self, batch_size: int) -> int:
-        if self.size is None:
-            return batch_size
-        return min(batch_size, self.size - self.count)
-
-    def full(self, clock) -> bool:
-        if self.size is not None and self.count >= self.size:
-            return True
-        return self.deadline is not None and clock() >= self.deadline
+def _sample(task: Task) -> TaskSample:
+    """A monitoring sample: the task's totals, the keys in its state, the messages waiting for it."""
+    state = task.ctx.state
+    keys = sum(len(table.data) for table in state.tables.values()) if state is not None else 0
+    queued = (task.worker.queued() if task.worker is not None else 0) + len(task.inbox or ())
+    return TaskSample(task.vertex.head.name, task.spec.index, task.totals[0], task.totals[1],
+                      keys, queued)
