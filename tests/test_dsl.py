@@ -155,3 +155,44 @@ def test_the_command_line_reports_a_wrong_statement_in_one_line_and_writes_nothi
     assert (done.returncode, done.stdout, done.stderr) == (0, "bob\ned\n", "")
     assert sorted((tmp_path / "out" / "partition-000001").read_text().split()) == sorted(
         str(r[2]) for r in PEOPLE)
+
+
+GRAPH = """
+CREATE GRAPH g (
+  Vertex person (id bigint ID, name varchar, age int),
+  Edge knows (src bigint SOURCE ID, dst bigint DESTINATION ID, weight double)
+) WITH (storeType = 'memory');
+"""
+
+
+def test_match_over_a_graph_loaded_by_insert_against_networkx(tmp_path):
+    import networkx as nx
+
+    people = [(i, f"p{i}", 20 + i % 7) for i in range(12)]
+    knows = [(i, (i * 5 + 3) % 12, round(0.1 * (i % 4), 1)) for i in range(12)] + [(0, 5, 0.9), (5, 0, 0.3)]
+    rows = ", ".join(f"({i}, '{n}', {a})" for i, n, a in people)
+    edges = ", ".join(f"({s}, {d}, {w})" for s, d, w in knows)
+    script = GRAPH + (
+        f"INSERT INTO g.person SELECT * FROM (VALUES {rows}) AS t(id, name, age);\n"
+        f"INSERT INTO g.knows SELECT * FROM (VALUES {edges}) AS t(s, d, w);\n"
+        "USE GRAPH g;\n"
+        "SELECT a_id, c_id, w FROM (MATCH (a:person WHERE a.age > 22)-[e:knows]->(b)-[f:knows]->(c:person) "
+        "WHERE a.id <> c.id RETURN a.id AS a_id, c.id AS c_id, e.weight + f.weight AS w);\n"
+        "SELECT b_id, count(a_id) FROM (MATCH (a)<-[e]-(b:person WHERE id < 6) "
+        "RETURN b.id AS b_id, a.id AS a_id) GROUP BY b_id;\n")
+    result = Environment.local(progress=False).sql(script)
+    graph = nx.MultiDiGraph()
+    graph.add_nodes_from((i, {"age": a}) for i, _, a in people)
+    graph.add_edges_from((s, d, {"weight": w}) for s, d, w in knows)
+    want = Counter()
+    for a in graph:
+        if graph.nodes[a]["age"] <= 22:
+            continue
+        for _, b, e in graph.out_edges(a, data=True):
+            for _, c, f in graph.out_edges(b, data=True):
+                if a != c:
+                    want[(a, c, e["weight"] + f["weight"])] += 1
+    assert Counter(result.output("rows-5")) == want
+    # (a)<-[e]-(b): b's out-edges, per b with id < 6
+    assert sorted(result.output("rows-6")) == sorted(
+        (b, graph.out_degree(b)) for b in graph if b < 6 and graph.out_degree(b))

@@ -45,6 +45,10 @@ class Table:
     def read(self, settings: dict, root: str) -> list[tuple]:
         """Every row of the table, typed by its columns."""
         types = [t for _, t in self.columns]
+        if self.kind == "graphdata":
+            from gyreflow.api.dsl.rows import read_json_rows
+
+            return read_json_rows(self.options["path"], types)
         if self.kind == "jdbc":
             from gyreflow.api.dsl.jdbc import read_jdbc
 
@@ -76,20 +80,55 @@ class Catalog:
         self.views: dict[str, View] = {}
         self.functions: dict[str, str] = {}  # name -> Java class of CREATE FUNCTION
         self.rows: dict[str, list[tuple]] | None = None
-
-    def __getstate__(self):
-        return self.__dict__
+        self.graphs: dict = {}  # name -> GraphDef
+        self.graph_dirs: dict[str, str] = {}  # name -> the folder its inserted rows are kept in
+        self.gql: dict = {}  # __gql_N_K -> GqlQuery
+        self.extra: dict = {}  # name -> Relation (a MATCH's bindings)
+        self.graph_cache: dict = {}
+        self.current_graph: str | None = None
 
     def copy(self) -> Catalog:
         other = Catalog(self.settings, self.root)
         other.tables, other.views = dict(self.tables), dict(self.views)
         other.functions, other.rows = dict(self.functions), self.rows
+        other.graphs, other.graph_dirs, other.gql = dict(self.graphs), dict(self.graph_dirs), dict(self.gql)
+        other.extra, other.graph_cache = dict(self.extra), self.graph_cache
+        other.current_graph = self.current_graph
         return other
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["graph_cache"], state["extra"] = {}, {}
+        return state
+
+    def with_relation(self, name: str, relation) -> Catalog:
+        other = self.copy()
+        other.extra[name.lower()] = relation
+        return other
+
+    # ---- graphs
+    def add_graph(self, definition, directory: str) -> None:
+        self.graphs[definition.name.lower()] = definition
+        self.graph_dirs[definition.name.lower()] = directory
+        for label, element in definition.types.items():
+            columns = element.columns
+            if element.table:
+                table = self.table(element.table)
+                if table is None:
+                    raise DslError(f"graph {definition.name}: no table {element.table} for {element.label}")
+                columns = element.columns = list(table.columns)
+            key = self.graph_table(definition, label)
+            self.tables[key] = Table(key, columns, {"type": "graphdata",
+                                                    "path": os.path.join(directory, label)})
+
+    def graph_table(self, definition, label: str) -> str:
+        """The name of the table that holds the rows inserted into a label of a graph."""
+        return f"__graph_{definition.name.lower()}_{label.lower()}"
 
     def bound(self, rows: dict[str, list[tuple]]) -> Catalog:
         """This catalogue reading its tables' rows from ``rows`` (by table name) instead of files."""
         other = self.copy()
-        other.rows = rows
+        other.rows, other.graph_cache = rows, {}
         return other
 
     def child(self, ctes: dict[str, exp.Expression]) -> Catalog:
@@ -125,6 +164,12 @@ class Catalog:
         from gyreflow.api.dsl.queries import QueryError, Relation
 
         key = name.lower()
+        if key in self.extra:
+            return self.extra[key]
+        if key in self.gql:
+            from gyreflow.api.dsl.graphs import evaluate_gql
+
+            return evaluate_gql(self.gql[key], self)
         if key in self.views:
             view = self.views[key]
             result = self.evaluate(view.query)
@@ -157,7 +202,13 @@ class Catalog:
             key = node.name.lower()
             if key in ctes or key in seen:
                 continue
-            if key in self.views:
+            if key in self.gql:
+                graph = self.graphs.get((self.gql[key].graph or "").lower())
+                for label, element in (graph.types.items() if graph else ()):
+                    found.append(self.graph_table(graph, label))
+                    if element.table:
+                        found.append(element.table.lower())
+            elif key in self.views:
                 found.extend(self.base_tables(self.views[key].query, seen | {key}))
             elif key in self.tables:
                 found.append(key)

@@ -82,6 +82,37 @@ class Runner:
         self.manifest = json.loads((package / "manifest.json").read_text(encoding="utf-8"))
         self.env = Environment.local(progress=False, config={"environment.workers": 1})
         self.count = 0
+        self.shared = Path(tempfile.mkdtemp(prefix="gyreflow-dsl-classes-"))
+        self.class_settings: dict[str, dict] = {}  # a class's settings once its setup ran
+
+    def close(self) -> None:
+        shutil.rmtree(self.shared, ignore_errors=True)
+
+    def _root(self, settings: dict) -> dict:
+        """Settings whose persistent root (a path on GeaFlow's machine) is moved into our folder."""
+        root = settings.get("geaflow.file.persistent.root")
+        if root and not root.startswith(str(self.shared)) and not root.startswith(tempfile.gettempdir()
+                                                                                  + "/gyreflow-dsl-"):
+            settings = {**settings, "geaflow.file.persistent.root":
+                        str(self.shared / root.strip("/").replace("/", "_"))}
+        return settings
+
+    def _class_setup(self, name: str, base: dict) -> dict:
+        """Runs a class's setup scripts once (GeaFlow's @BeforeClass); later tests reuse what it stored."""
+        if name not in self.class_settings:
+            settings = dict(base)
+            work = self.shared / name
+            work.mkdir(exist_ok=True)
+            here = os.getcwd()
+            try:
+                os.chdir(work)
+                for step in self.manifest["class_setup"][name]:
+                    settings = self._root({**settings, **step["config"]})
+                    self._run_script(step["query"], step["graph_define"], settings, work)
+            finally:
+                os.chdir(here)
+            self.class_settings[name] = settings
+        return dict(self.class_settings[name])
 
     def _run_script(self, query: str, graph_define: str | None, settings: dict, work: Path) -> None:
         from gyreflow.api.dsl.runner import run
@@ -109,16 +140,16 @@ class Runner:
 
                 base["gyreflow.dsl.jdbc.url"] = prepare_test_database(work, entry["jdbc_setup"])
             settings = dict(base)
-            for key in entry.get("class_setup") and self.manifest["class_setup"][entry["class_setup"]] or []:
-                settings.update(key["config"])
-                self._run_script(key["query"], key["graph_define"], settings, work)
+            if entry.get("class_setup"):
+                settings = self._class_setup(entry["class_setup"], base)
             for step in entry["setup"]:
-                settings.update(step["config"])
+                settings = self._root({**settings, **step["config"]})
                 self._run_script(step["query"], step["graph_define"], settings, work)
             expected = java_trim((self.package / entry["expect"]).read_text(encoding="utf-8"))
             runs = [entry["config"]] + [{**entry["config"], **r["config"]} for r in entry["extra_runs"]]
             for config in runs:
-                self._run_script(entry["query"], entry["graph_define"], {**settings, **config}, work)
+                self._run_script(entry["query"], entry["graph_define"], self._root({**settings, **config}),
+                                 work)
                 actual = read_result(work / "target" / _target_name(entry["query"]))
                 if not same(actual, expected, ordered=entry["compare_with_order"], dedupe=entry["dedupe"]):
                     return False, "different rows"
@@ -135,13 +166,22 @@ def run_all(package: Path, family: str | None = None, test: str | None = None) -
     """``{id: {"family", "passed", "why"}}`` of the selected tests."""
     runner = Runner(package)
     results = {}
+    try:
+        _run_entries(runner, results, family, test)
+    finally:
+        runner.close()
+    return results
+
+
+def _run_entries(runner: Runner, results: dict, family: str | None, test: str | None) -> None:
     for entry in selected(runner.manifest):
         if (family and entry["family"] != family) or (test and entry["id"] != test):
             continue
+        started = time.perf_counter()
         with contextlib.redirect_stdout(sys.stderr):
             passed, why = runner.run_test(entry)
-        results[entry["id"]] = {"family": entry["family"], "passed": passed, "why": why}
-    return results
+        results[entry["id"]] = {"family": entry["family"], "passed": passed, "why": why,
+                                "seconds": round(time.perf_counter() - started, 3)}
 
 
 def table(results: dict[str, dict]) -> str:

@@ -58,6 +58,8 @@ class Statement:
     query: exp.Expression | None = None
     target_columns: list[str] | None = None
     value: str | None = None
+    body: str | None = None  # the query's text, when it holds GQL
+    body_line: int = 0
 
     def error(self, message: str, hint: str | None = None, *, line: int | None = None,
               column: int | None = None) -> DslError:
@@ -257,6 +259,7 @@ def _query_or_gql(text: str, statement: Statement, offset_line: int) -> exp.Expr
     if _GQL.search(re.sub(r"'[^']*'", "", text)):
         statement.kind = statement.kind or "query"
         statement.value = "gql"
+        statement.body, statement.body_line = text, offset_line
         return None
     return parse_query(text, statement, offset_line)
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import functools
+import os
 
 import attrs
 
 from gyreflow.api.connectors.sinks import FileSink
 from gyreflow.api.connectors.sources import Source, _IteratorReader
 from gyreflow.api.dsl.catalog import SEPARATOR, Catalog, Table
-from gyreflow.api.dsl.rows import format_row
+from gyreflow.api.dsl.rows import format_row, json_row
 from gyreflow.api.dsl.select import evaluate
 from gyreflow.api.language.functions import ProcessFunction
 from gyreflow.api.language.windows import AllWindow, SizeTumblingWindow
@@ -126,6 +127,29 @@ def plan_insert(ctx, query, catalog: Catalog, sink, number: int = 0) -> None:
         result.map(as_dict).with_name("columns").sink(table_sink).with_name("sink")
     else:
         result.sink(sink).with_name("sink")
+
+
+def _reorder(positions: tuple, row: tuple) -> tuple:
+    return tuple(row[i] if i is not None else None for i in positions)
+
+
+def sink_of(statement, catalog: Catalog, graph_target):
+    """Where an INSERT's rows go: a file table, a database table, or a label of a graph (kept as
+    JSON lines in the graph's folder, its columns in the type's order)."""
+    if graph_target is not None:
+        graph, element = graph_target
+        order = [c.lower() for c, _ in element.columns]
+        given = [c.lower() for c in statement.target_columns] if statement.target_columns else order
+        positions = tuple(given.index(c) if c in given else None for c in order)
+        folder = os.path.join(catalog.graph_dirs[graph.name.lower()], element.label.lower())
+        return (functools.partial(_reorder, positions),
+                FileSink(folder, format=json_row, prefix=f"statement{statement.number}", extension=".jsonl"))
+    table = catalog.table(statement.name)
+    if table.kind == "file":
+        return file_sink(table, catalog)
+    from gyreflow.api.dsl.jdbc import jdbc_sink
+
+    return jdbc_sink(table, catalog.settings)
 
 
 def file_sink(table: Table, catalog: Catalog) -> FileSink:

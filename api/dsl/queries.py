@@ -218,6 +218,11 @@ class Scope:
         index = self.index(name, table)
         if index is not None:
             return lambda ctx: ctx[0][index]
+        if table is not None:  # a property of a vertex or edge column: a.id
+            holder = self.index(table, None)
+            if holder is not None:
+                key = _lower(name)
+                return lambda ctx: _property(ctx[0][holder], key)
         if table is None and _lower(name) in self.aliases:
             return self.compile(self.aliases[_lower(name)])
         if table is None and _lower(name) in fns.CONSTANTS:
@@ -294,6 +299,15 @@ class Scope:
                 found = list(dict.fromkeys(v for v in found if v is not None))
             return fn(found)
         return aggregate
+
+
+def _property(element, key: str):
+    if not isinstance(element, dict):
+        return None
+    for name, value in element.items():
+        if name.lower() == key:
+            return value
+    return None
 
 
 def _number(text: str):

@@ -157,3 +157,28 @@ def read_text_rows(path: str, types: list[str], separator: str = ",", trim: bool
 def format_row(row: tuple, separator: str = ",") -> str:
     """One output line (without its newline) in GeaFlow's file sink format."""
     return separator.join(java_string(v) for v in row)
+
+
+def read_json_rows(folder: str, types: list[str]) -> list[tuple]:
+    """Rows kept as JSON arrays, one a line, in the files of ``folder`` (none when it is missing)."""
+    import json
+
+    if not os.path.isdir(folder):
+        return []
+    rows = []
+    for name in sorted(os.listdir(folder)):
+        if name.startswith("."):
+            continue
+        with open(os.path.join(folder, name), encoding="utf-8") as file:
+            for line in file:
+                if line.strip():
+                    values = json.loads(line)
+                    rows.append(tuple(cast_value(v, t) for v, t in zip(values, types, strict=False)))
+    return rows
+
+
+def json_row(window: int, row: tuple) -> str:
+    """A row kept by a graph store: a JSON array (timestamps and dates as text)."""
+    import json
+
+    return json.dumps(list(row), default=java_string, ensure_ascii=False)

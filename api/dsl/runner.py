@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 
 from gyreflow.api.dsl.catalog import Catalog
-from gyreflow.api.dsl.parsing import DslError, Statement, parse_script
+from gyreflow.api.dsl.gql import cut_matches, parse_create_graph, parse_gql
+from gyreflow.api.dsl.parsing import DslError, Statement, parse_query, parse_script
 from gyreflow.api.dsl.queries import QueryError
 from gyreflow.api.dsl.select import evaluate
 
-# Statements of the language that gyreflow's SQL does not run yet, by kind.
-NOT_YET = {
-    "graph": "CREATE GRAPH is not supported yet",
-    "use_graph": "USE GRAPH is not supported yet",
-    "gql": "graph queries (MATCH, CALL) are not supported yet",
-}
+PERSISTENT_ROOT = "geaflow.file.persistent.root"
+STORED = ("rocksdb", "paimon")  # graph stores kept under the persistent root between runs
 
 
 def substitute(text: str, settings: dict) -> str:
@@ -28,25 +26,89 @@ def substitute(text: str, settings: dict) -> str:
     return re.sub(r"\$\{([^}]+)\}", value, text)
 
 
+def _graph_target(statement: Statement, catalog: Catalog):
+    """``(graph, element type)`` of ``INSERT INTO graph.label``, or None for a table."""
+    graph_name, _, label = statement.name.partition(".")
+    graph = catalog.graphs.get(graph_name.lower())
+    if graph is None:
+        return None
+    if not label:
+        raise statement.error(f"INSERT INTO {statement.name}(label.column, ...) is not supported yet",
+                              hint=f"insert into one label at a time: INSERT INTO {graph_name}.LABEL")
+    element = graph.types.get(label.lower())
+    if element is None:
+        raise statement.error(f"graph {graph.name} has no vertex or edge type {label}")
+    return graph, element
+
+
+def _read_gql(statement: Statement, catalog: Catalog) -> None:
+    """A statement's MATCH blocks cut out, parsed and kept in the catalogue under names of their own."""
+    text, blocks = cut_matches(statement.body, f"__gql_{statement.number}_")
+    statement.query = parse_query(text, statement, statement.body_line)
+    for name, block in blocks:
+        catalog.gql[name] = parse_gql(block, statement, catalog.current_graph)
+
+
+def apply(statement: Statement, catalog: Catalog, *, check: bool) -> None:
+    """What a statement declares, added to ``catalog`` (and, with ``check``, its query checked)."""
+    kind = statement.kind
+    if kind == "set":
+        catalog.settings[statement.name] = statement.value
+    elif kind == "table":
+        catalog.add_table(statement)
+    elif kind == "function":
+        catalog.add_function(statement)
+    elif kind == "graph":
+        definition = parse_create_graph(statement)
+        if statement.value is None:  # where its rows are kept: chosen once, when the script is read
+            if definition.store in STORED:
+                root = catalog.settings.get(PERSISTENT_ROOT) or os.path.join(".gyreflow", "graphs")
+                statement.value = os.path.abspath(os.path.join(root, definition.name))
+            else:
+                statement.value = tempfile.mkdtemp(prefix=f"gyreflow-graph-{definition.name}-")
+        try:
+            catalog.add_graph(definition, statement.value)
+        except DslError as exc:
+            raise statement.error(exc.message) from None
+    elif kind == "use_graph":
+        if statement.name.lower() not in catalog.graphs:
+            raise statement.error(f"USE GRAPH {statement.name}: no such graph")
+        catalog.current_graph = statement.name
+    elif kind in ("insert", "query", "view"):
+        if statement.value == "gql" and statement.query is None:
+            _read_gql(statement, catalog)
+        elif statement.value == "gql":
+            text, blocks = cut_matches(statement.body, f"__gql_{statement.number}_")
+            for name, block in blocks:
+                catalog.gql[name] = parse_gql(block, statement, catalog.current_graph)
+        if check:
+            _check(statement, catalog)
+        if kind == "view":
+            catalog.add_view(statement)
+
+
 def _check(statement: Statement, catalog: Catalog) -> None:
     """Refuses what cannot run, before any data moves: unknown tables, columns and functions."""
-    if statement.value == "gql" and statement.kind in ("insert", "query", "view"):
-        raise statement.error(NOT_YET["gql"], hint="docs/dsl.md lists what runs")
-    if statement.kind in NOT_YET:
-        raise statement.error(NOT_YET[statement.kind], hint="docs/dsl.md lists what runs")
-    if statement.kind in ("insert", "query", "view"):
-        dry = catalog.bound({})
-        try:
-            result = evaluate(statement.query, dry)
-        except QueryError as exc:
-            raise statement.error(exc.message, exc.hint) from None
-        if statement.kind == "insert":
-            table = catalog.table(statement.name)
-            if table is None:
-                raise statement.error(f"INSERT INTO {statement.name}: no such table")
-            if table.kind == "file" and len(result.columns) != len(table.columns):
-                raise statement.error(f"INSERT INTO {statement.name}: the query gives "
-                                      f"{len(result.columns)} columns, the table has {len(table.columns)}")
+    dry = catalog.bound({})
+    try:
+        result = evaluate(statement.query, dry)
+    except QueryError as exc:
+        raise statement.error(exc.message, exc.hint) from None
+    if statement.kind != "insert":
+        return
+    graph = _graph_target(statement, catalog)
+    if graph is not None:
+        width = len(statement.target_columns or graph[1].columns)
+        if len(result.columns) != width:
+            raise statement.error(f"INSERT INTO {statement.name}: the query gives {len(result.columns)} "
+                                  f"columns for {width}")
+        return
+    table = catalog.table(statement.name)
+    if table is None:
+        raise statement.error(f"INSERT INTO {statement.name}: no such table or graph")
+    if table.kind == "file" and len(result.columns) != len(table.columns):
+        raise statement.error(f"INSERT INTO {statement.name}: the query gives "
+                              f"{len(result.columns)} columns, the table has {len(table.columns)}")
 
 
 def prepare(text: str, settings: dict | None = None, root: str | None = None):
@@ -55,50 +117,27 @@ def prepare(text: str, settings: dict | None = None, root: str | None = None):
     statements = parse_script(substitute(text, settings) if "${" in text else text)
     catalog = Catalog(settings, root or os.getcwd())
     for statement in statements:
-        if statement.kind == "set":
-            catalog.settings[statement.name] = statement.value
-        elif statement.kind == "table":
-            catalog.add_table(statement)
-        elif statement.kind == "view":
-            _check(statement, catalog)
-            catalog.add_view(statement)
-        elif statement.kind == "function":
-            catalog.add_function(statement)
-        elif statement.kind in ("insert", "query"):
-            _check(statement, catalog)
-        elif statement.kind == "use":
-            continue
-        else:
-            _check(statement, catalog)
+        if statement.kind != "use":
+            apply(statement, catalog, check=True)
     return statements, catalog
 
 
 def build(env, text: str, settings: dict | None = None, root: str | None = None, name: str = "sql"):
     """A pipeline of ``env`` with one task per INSERT (and SELECT) of the script, in order."""
-    from gyreflow.api.dsl.jdbc import jdbc_sink
-    from gyreflow.api.dsl.planning import file_sink, plan_insert
+    from gyreflow.api.dsl.planning import plan_insert, sink_of
 
     statements, catalog = prepare(text, settings, root)
     pipeline = env.pipeline(name)
-    state = catalog.copy()
-    state.tables, state.views, state.functions = {}, {}, {}
+    state = Catalog(dict(settings or {}), catalog.root)
     for statement in statements:  # each task sees the catalogue as it stood at its statement
-        if statement.kind == "set":
-            state.settings[statement.name] = statement.value
-        elif statement.kind == "table":
-            state.add_table(statement)
-        elif statement.kind == "view":
-            state.add_view(statement)
-        elif statement.kind == "function":
-            state.add_function(statement)
-        elif statement.kind in ("insert", "query"):
+        if statement.kind == "use":
+            continue
+        apply(statement, state, check=False)
+        if statement.kind in ("insert", "query"):
             snapshot = state.copy()
             snapshot.settings = dict(state.settings)
-            sink = None
-            if statement.kind == "insert":
-                table = snapshot.table(statement.name)
-                sink = (file_sink(table, snapshot) if table.kind == "file"
-                        else jdbc_sink(table, snapshot.settings))
+            sink = sink_of(statement, snapshot, _graph_target(statement, snapshot)) \
+                if statement.kind == "insert" else None
             _add_task(pipeline, statement, snapshot, sink, plan_insert)
     return pipeline
 

@@ -1,0 +1,380 @@
+"""GQL in a script: CREATE GRAPH read from sqlglot's tokens, MATCH blocks cut out of SQL and parsed."""
+
+from __future__ import annotations
+
+import attrs
+import sqlglot
+from sqlglot import exp
+from sqlglot.tokens import TokenType
+
+from gyreflow.api.dsl.parsing import (
+    GeaFlowDialect,
+    Statement,
+    _group,
+    _options,
+    _split_commas,
+    _tokens,
+)
+
+
+@attrs.define
+class ElementType:
+    """A vertex or edge type of a graph: its columns, which hold the ids, and the table it comes from."""
+
+    kind: str  # "vertex" or "edge"
+    label: str
+    columns: list[tuple[str, str]]
+    id_column: str | None = None  # vertices
+    source_column: str | None = None  # edges
+    target_column: str | None = None
+    table: str | None = None  # `using` table
+
+
+@attrs.define
+class GraphDef:
+    name: str
+    types: dict[str, ElementType]
+    options: dict[str, str]
+
+    @property
+    def store(self) -> str:
+        return self.options.get("storeType", "memory").lower()
+
+
+def parse_create_graph(statement: Statement) -> GraphDef:
+    """``CREATE GRAPH name (Vertex l (cols) | Vertex l using t WITH ID(c), Edge ...) WITH (...)``."""
+    toks = _tokens(statement.text, statement.line)
+    at = 0
+    while toks[at].text.lower() in ("create", "graph", "if", "not", "exists", "temporary"):
+        at += 1
+    name = toks[at].text
+    at += 1
+    if at >= len(toks) or toks[at].token_type != TokenType.L_PAREN:
+        raise statement.error("CREATE GRAPH needs its vertex and edge types in parentheses")
+    inner, at = _group(toks, at)
+    options = {}
+    if at < len(toks) and toks[at].text.lower() == "with":
+        options = _options(_group(toks, at + 1)[0])
+    types = {}
+    for part in _split_commas(inner):
+        kind = part[0].text.lower()
+        if kind not in ("vertex", "edge"):
+            raise statement.error(f"a graph type starts with Vertex or Edge, not {part[0].text}",
+                                  line=part[0].line)
+        label = part[1].text
+        element = ElementType(kind, label, [])
+        if len(part) > 2 and part[2].token_type == TokenType.L_PAREN:
+            columns, _ = _group(part, 2)
+            for column in _split_commas(columns):
+                words = [t.text for t in column]
+                upper = [w.upper() for w in words]
+                col = words[0]
+                type_words = []
+                for word in upper[1:]:
+                    if word in ("ID", "SOURCE", "DESTINATION", "TIMESTAMP") and type_words:
+                        break
+                    type_words.append(word.lower())
+                element.columns.append((col, " ".join(type_words) or "varchar"))
+                marks = " ".join(upper[1 + len(type_words):])
+                if marks == "ID":
+                    element.id_column = col
+                elif marks == "SOURCE ID":
+                    element.source_column = col
+                elif marks == "DESTINATION ID":
+                    element.target_column = col
+        else:
+            words = [t.text for t in part]
+            lower = [w.lower() for w in words]
+            if "using" in lower:
+                element.table = words[lower.index("using") + 1]
+            if "id" in lower:
+                ids_at = lower.index("id")
+                ids, _ = _group(part, ids_at + 1)
+                names = [t.text for t in ids if t.token_type != TokenType.COMMA]
+                if kind == "vertex":
+                    element.id_column = names[0]
+                else:
+                    element.source_column, element.target_column = names[0], names[1]
+        types[label.lower()] = element
+    return GraphDef(name, types, options)
+
+
+# ---- MATCH blocks -------------------------------------------------------------------------------
+
+@attrs.define
+class NodePattern:
+    var: str
+    labels: list[str]
+    where: exp.Expression | None
+
+
+@attrs.define
+class EdgePattern:
+    var: str
+    labels: list[str]
+    where: exp.Expression | None
+    direction: str  # "out", "in", "both"
+    hops: tuple[int, int] | None = None
+
+
+@attrs.define
+class MatchClause:
+    patterns: list[list]  # each: node, edge, node, ...
+    where: exp.Expression | None
+
+
+@attrs.define
+class GqlQuery:
+    """A MATCH block: match clauses, then an optional RETURN (a SELECT over the bindings) and filters."""
+
+    graph: str | None
+    matches: list[MatchClause]
+    returns: exp.Expression | None  # SELECT ... FROM __bindings [ORDER BY/LIMIT]
+    filters: list[exp.Expression]
+    lets: list[tuple[str, str, exp.Expression]] = attrs.Factory(list)
+    text: str = ""
+
+
+_CLAUSES = {"match", "return", "then", "let", "where", "optional"}
+
+
+def _expression(text: str, statement: Statement) -> exp.Expression:
+    try:
+        return sqlglot.parse_one("SELECT " + text, dialect=GeaFlowDialect).expressions[0]
+    except sqlglot.errors.ParseError as exc:
+        raise statement.error(f"cannot parse {text.strip()[:60]!r} in a MATCH: "
+                              f"{str(exc).splitlines()[0]}") from None
+
+
+class _Reader:
+    def __init__(self, text: str, statement: Statement) -> None:
+        self.text, self.statement = text, statement
+        self.toks = _tokens(text, statement.line)
+        self.at = 0
+        self.anonymous = 0
+
+    def peek(self, ahead: int = 0):
+        i = self.at + ahead
+        return self.toks[i] if i < len(self.toks) else None
+
+    def word(self, ahead: int = 0) -> str:
+        token = self.peek(ahead)
+        return token.text.lower() if token is not None else ""
+
+    def take(self):
+        token = self.toks[self.at]
+        self.at += 1
+        return token
+
+    def expect(self, text: str):
+        token = self.peek()
+        if token is None or token.text.lower() != text:
+            found = token.text if token is not None else "the end"
+            raise self.statement.error(f"expected {text!r} in a MATCH, found {found!r}",
+                                       line=token.line if token else None)
+        return self.take()
+
+    def until(self, stop_words: set[str], stop_at_close: bool = True) -> str:
+        """The text up to a stop word at depth 0 (or the close of the enclosing bracket)."""
+        depth, start = 0, self.at
+        while self.at < len(self.toks):
+            token = self.toks[self.at]
+            if token.token_type in (TokenType.L_PAREN, TokenType.L_BRACKET):
+                depth += 1
+            elif token.token_type in (TokenType.R_PAREN, TokenType.R_BRACKET):
+                if depth == 0 and stop_at_close:
+                    break
+                depth -= 1
+            elif depth == 0 and token.text.lower() in stop_words:
+                break
+            self.at += 1
+        if start == self.at:
+            return ""
+        return self.text[self.toks[start].start:self.toks[self.at - 1].end + 1]
+
+    def fresh(self, kind: str) -> str:
+        self.anonymous += 1
+        return f"__{kind}{self.anonymous}"
+
+
+def _labels_and_where(reader: _Reader, close: TokenType) -> tuple[str | None, list[str],
+                                                                  exp.Expression | None]:
+    var, labels, where = None, [], None
+    token = reader.peek()
+    if token is not None and token.token_type not in (close, TokenType.COLON) and reader.word() != "where":
+        var = reader.take().text
+    if reader.peek() is not None and reader.peek().token_type == TokenType.COLON:
+        reader.take()
+        labels.append(reader.take().text.lower())
+        while reader.peek() is not None and reader.peek().token_type == TokenType.PIPE:
+            reader.take()
+            labels.append(reader.take().text.lower())
+    if reader.word() == "where":
+        reader.take()
+        where = _expression(reader.until(set()), reader.statement)
+    return var, labels, where
+
+
+def _node(reader: _Reader) -> NodePattern:
+    reader.expect("(")
+    var, labels, where = _labels_and_where(reader, TokenType.R_PAREN)
+    reader.expect(")")
+    return NodePattern(var or reader.fresh("v"), labels, where)
+
+
+def _edge(reader: _Reader) -> EdgePattern | None:
+    """An edge after a node: ``-[...]->``, ``<-[...]-``, ``-[...]-``, ``->``, ``<-``, ``-``."""
+    token = reader.peek()
+    if token is None:
+        return None
+    text = token.text
+    incoming = False
+    if text == "<-" or (text == "<" and reader.word(1) == "-"):
+        incoming = True
+        reader.take()
+        if text == "<":
+            reader.take()
+    elif text == "-":
+        reader.take()
+    elif text == "->":
+        reader.take()
+        return EdgePattern(reader.fresh("e"), [], None, "out")
+    else:
+        return None
+    var, labels, where = None, [], None
+    if reader.peek() is not None and reader.peek().token_type == TokenType.L_BRACKET:
+        reader.take()
+        var, labels, where = _labels_and_where(reader, TokenType.R_BRACKET)
+        reader.expect("]")
+    direction = "in" if incoming else "both"
+    nxt = reader.peek()
+    if nxt is not None and nxt.text == "->":
+        reader.take()
+        direction = "out" if not incoming else "both"
+    elif nxt is not None and nxt.text == "-":
+        reader.take()
+    elif nxt is not None and nxt.text == ">" :
+        reader.take()
+        direction = "out"
+    hops = None
+    if reader.peek() is not None and reader.peek().token_type == TokenType.L_BRACE:
+        reader.take()
+        low = int(reader.take().text)
+        high = low
+        if reader.peek().token_type == TokenType.COMMA:
+            reader.take()
+            high = int(reader.take().text) if reader.peek().token_type != TokenType.R_BRACE else 10
+        reader.expect("}")
+        hops = (low, high)
+    return EdgePattern(var or reader.fresh("e"), labels, where, direction, hops)
+
+
+def _path(reader: _Reader) -> list:
+    path = [_node(reader)]
+    while True:
+        edge = _edge(reader)
+        if edge is None:
+            return path
+        path.extend([edge, _node(reader)])
+
+
+def parse_gql(text: str, statement: Statement, graph: str | None) -> GqlQuery:
+    """A MATCH block (``MATCH ... [WHERE] [RETURN ... [ORDER BY] [LIMIT]] [THEN FILTER ...]``)."""
+    reader = _Reader(text, statement)
+    query = GqlQuery(graph, [], None, [], text=text)
+    while reader.peek() is not None:
+        word = reader.word()
+        if word == "match":
+            reader.take()
+            patterns = [_path(reader)]
+            while reader.peek() is not None and reader.peek().token_type == TokenType.COMMA:
+                reader.take()
+                patterns.append(_path(reader))
+            where = None
+            if reader.word() == "where":
+                reader.take()
+                where = _expression(reader.until(_CLAUSES - {"where"}), statement)
+            query.matches.append(MatchClause(patterns, where))
+        elif word == "return":
+            reader.take()
+            body = reader.until({"then", "match", "let"})
+            try:
+                query.returns = sqlglot.parse_one(_return_select(body), dialect=GeaFlowDialect)
+            except sqlglot.errors.ParseError as exc:
+                raise statement.error(f"cannot parse the RETURN: {str(exc).splitlines()[0]}") from None
+        elif word == "then":
+            reader.take()
+            reader.expect("filter")
+            query.filters.append(_expression(reader.until({"then", "match", "let", "return"}), statement))
+        elif word == "let":
+            reader.take()
+            target = reader.until({"="})
+            reader.expect("=")
+            value = _expression(reader.until({"let", "match", "return", "then", ","}), statement)
+            var, _, prop = target.strip().partition(".")
+            query.lets.append((var.strip(), prop.strip(), value))
+            while reader.peek() is not None and reader.peek().token_type == TokenType.COMMA:
+                reader.take()
+                target = reader.until({"="})
+                reader.expect("=")
+                value = _expression(reader.until({"let", "match", "return", "then", ","}), statement)
+                var, _, prop = target.strip().partition(".")
+                query.lets.append((var.strip(), prop.strip(), value))
+        else:
+            raise statement.error(f"{reader.peek().text!r} is not a GQL clause gyreflow knows",
+                                  hint="clauses: MATCH, WHERE, LET, RETURN, ORDER BY, LIMIT, THEN FILTER")
+    if not query.matches:
+        raise statement.error("a graph query starts with MATCH")
+    return query
+
+
+def _return_select(body: str) -> str:
+    """``RETURN items [GROUP BY ..] [ORDER BY ..] [LIMIT n]`` as a SELECT over the bindings."""
+    lowered = body.lower()
+    cut = len(body)
+    for word in (" group by", "\ngroup by", " order by", "\norder by", "\torder by", " limit", "\nlimit"):
+        at = lowered.find(word)
+        if at != -1 and _depth_zero(body, at):
+            cut = min(cut, at)
+    return f"SELECT {body[:cut]} FROM __bindings {body[cut:]}"
+
+
+def _depth_zero(text: str, at: int) -> bool:
+    return text[:at].count("(") == text[:at].count(")")
+
+
+def cut_matches(text: str, prefix: str = "__gql_") -> tuple[str, list[tuple[str, str]]]:
+    """``text`` with each MATCH block replaced by a table name ``{prefix}k``, and the blocks."""
+    toks = _tokens(text)
+    blocks, pieces, last = [], [], 0
+    i = 0
+    while i < len(toks):
+        token = toks[i]
+        if token.text.lower() == "match" and (i == 0 or toks[i - 1].text.lower() not in (".",)):
+            depth, j = 0, i
+            while j < len(toks):
+                kind = toks[j].token_type
+                if kind in (TokenType.L_PAREN, TokenType.L_BRACKET, TokenType.L_BRACE):
+                    depth += 1
+                elif kind in (TokenType.R_PAREN, TokenType.R_BRACKET, TokenType.R_BRACE):
+                    if depth == 0:
+                        break
+                    depth -= 1
+                elif kind == TokenType.SEMICOLON and depth == 0:
+                    break
+                j += 1
+            name = f"{prefix}{len(blocks)}"
+            end = toks[j - 1].end + 1
+            blocks.append((name, text[token.start:end]))
+            enclosed = i > 0 and toks[i - 1].token_type == TokenType.L_PAREN
+            pieces.append(text[last:token.start])
+            pieces.append(f"SELECT * FROM {name}" if enclosed or i == 0 or
+                          toks[i - 1].text.lower() not in ("from", "join") else name)
+            if not enclosed and (i == 0 or toks[i - 1].text.lower() not in ("from", "join")):
+                pieces[-1] = f"SELECT * FROM {name}"
+            last = end
+            i = j
+            continue
+        i += 1
+    pieces.append(text[last:])
+    return "".join(pieces), blocks

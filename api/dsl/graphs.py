@@ -1,0 +1,258 @@
+"""Graphs of a script: vertices and edges loaded from tables and stored labels, and MATCH evaluated."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from sqlglot import exp
+
+from gyreflow.api.dsl.gql import EdgePattern, GqlQuery, NodePattern
+from gyreflow.api.dsl.queries import QueryError, Relation, Scope
+
+
+class Vertex(dict):
+    """A vertex: its properties, with ``label`` and ``id`` as attributes."""
+
+    __slots__ = ("id", "label")
+
+    def __hash__(self):
+        return hash(("v", self.id))
+
+    def __eq__(self, other):
+        return isinstance(other, Vertex) and other.id == self.id and other.label == self.label
+
+
+class Edge(dict):
+    """An edge: its properties, with ``label``, ``src`` and ``dst`` as attributes."""
+
+    __slots__ = ("dst", "label", "src")
+
+    def __hash__(self):
+        return hash(("e", self.src, self.dst, self.label))
+
+    def __eq__(self, other):
+        return isinstance(other, Edge) and dict.__eq__(self, other) and other.label == self.label
+
+
+class Graph:
+    """Vertices by id and edges by their ends."""
+
+    def __init__(self) -> None:
+        self.vertices: dict = {}
+        self.out_edges: dict = defaultdict(list)
+        self.in_edges: dict = defaultdict(list)
+
+    def add_vertex(self, label: str, props: dict, id_column: str) -> None:
+        vertex = Vertex(props)
+        vertex.label, vertex.id = label, props.get(id_column)
+        self.vertices[vertex.id] = vertex
+
+    def add_edge(self, label: str, props: dict, source: str, target: str) -> None:
+        edge = Edge(props)
+        edge.label, edge.src, edge.dst = label, props.get(source), props.get(target)
+        self.out_edges[edge.src].append(edge)
+        self.in_edges[edge.dst].append(edge)
+
+
+def load_graph(name: str, catalog) -> Graph:
+    """The graph ``name`` from its types' tables and the rows inserted into its labels."""
+    cache = catalog.graph_cache
+    if name.lower() in cache:
+        return cache[name.lower()]
+    definition = catalog.graphs.get(name.lower())
+    if definition is None:
+        raise QueryError(f"no graph {name}")
+    graph = Graph()
+    for label, element in definition.types.items():
+        sources = [catalog.graph_table(definition, label)]
+        if element.table:
+            sources.append(element.table)
+        for source in sources:
+            relation = catalog.relation(source)
+            names = [n for _, n in relation.columns]
+            if element.table and source == element.table:
+                names = [c for c, _ in catalog.tables[element.table.lower()].columns] or names
+            else:
+                names = [c for c, _ in element.columns]
+            for row in relation.rows:
+                props = dict(zip(names, row, strict=False))
+                if element.kind == "vertex":
+                    graph.add_vertex(element.label, props, element.id_column)
+                else:
+                    graph.add_edge(element.label, props, element.source_column, element.target_column)
+    cache[name.lower()] = graph
+    return graph
+
+
+def _element_relation(var: str, element: dict) -> Relation:
+    keys = list(element)
+    return Relation([(var.lower(), k.lower()) for k in keys] + [(None, k.lower()) for k in keys]
+                    + [(None, var.lower())], [])
+
+
+def _row(element: dict, keys) -> tuple:
+    values = tuple(element.values())
+    return values + values + (element,)
+
+
+class _Filters:
+    """Node and edge filters compiled once per shape of element."""
+
+    def __init__(self, catalog) -> None:
+        self.catalog, self.compiled = catalog, {}
+
+    def test(self, pattern, element) -> bool:
+        if pattern.labels and element.label.lower() not in pattern.labels:
+            return False
+        if pattern.where is None:
+            return True
+        key = (id(pattern), tuple(element))
+        fn = self.compiled.get(key)
+        if fn is None:
+            fn = Scope(_element_relation(pattern.var, element), self.catalog).compile(pattern.where)
+            self.compiled[key] = fn
+        return fn((_row(element, None), None)) is True
+
+
+def _steps(graph: Graph, vertex, edge: EdgePattern, filters: _Filters):
+    if edge.direction in ("out", "both"):
+        for e in graph.out_edges.get(vertex.id, ()):
+            if filters.test(edge, e) and e.dst in graph.vertices:
+                yield e, graph.vertices[e.dst]
+    if edge.direction in ("in", "both"):
+        for e in graph.in_edges.get(vertex.id, ()):
+            if filters.test(edge, e) and e.src in graph.vertices:
+                yield e, graph.vertices[e.src]
+
+
+def _walks(graph, vertex, edge: EdgePattern, filters):
+    """``(edge, end)`` of walks of ``edge.hops`` steps (the last edge stands for the walk)."""
+    if edge.hops is None:
+        yield from _steps(graph, vertex, edge, filters)
+        return
+    low, high = edge.hops
+    frontier = [(None, vertex)]
+    for length in range(1, high + 1):
+        frontier = [(e, end) for _, start in frontier for e, end in _steps(graph, start, edge, filters)]
+        if length >= low:
+            yield from frontier
+    if low == 0:
+        yield None, vertex
+
+
+def _match_path(graph, path: list, binding: dict, filters: _Filters) -> list[dict]:
+    first: NodePattern = path[0]
+    if first.var in binding:
+        bound = binding[first.var]
+        bindings = [binding] if isinstance(bound, Vertex) and filters.test(first, bound) else []
+    else:
+        bindings = []
+        for vertex in graph.vertices.values():
+            if filters.test(first, vertex):
+                extended = dict(binding)
+                extended[first.var] = vertex
+                bindings.append(extended)
+    for i in range(1, len(path), 2):
+        edge, node = path[i], path[i + 1]
+        after = []
+        for current in bindings:
+            start = current[path[i - 1].var]
+            for e, end in _walks(graph, start, edge, filters):
+                if node.var in current:
+                    if current[node.var] != end:
+                        continue
+                elif not filters.test(node, end):
+                    continue
+                extended = dict(current)
+                extended[edge.var] = e
+                extended[node.var] = end
+                after.append(extended)
+        bindings = after
+    return bindings
+
+
+def bindings_relation(bindings: list[dict], order: list[str]) -> Relation:
+    """One row a binding: each variable's element, then its properties as ``var.property``."""
+    props: dict[str, list[str]] = {var: [] for var in order}
+    for binding in bindings:
+        for var in order:
+            element = binding.get(var)
+            if isinstance(element, dict):
+                for key in element:
+                    if key not in props[var]:
+                        props[var].append(key)
+    columns = [(None, var.lower()) for var in order]
+    columns += [(var.lower(), key.lower()) for var in order for key in props[var]]
+    rows = []
+    for binding in bindings:
+        row = [binding.get(var) for var in order]
+        for var in order:
+            element = binding.get(var)
+            row.extend((element.get(k) if isinstance(element, dict) else None) for k in props[var])
+        rows.append(tuple(row))
+    return Relation(columns, rows)
+
+
+def _variables(query: GqlQuery) -> list[str]:
+    seen = []
+    for clause in query.matches:
+        for path in clause.patterns:
+            for item in path:
+                if item.var not in seen:
+                    seen.append(item.var)
+    return seen
+
+
+def evaluate_gql(query: GqlQuery, catalog) -> Relation:
+    """The rows of a MATCH block: its bindings, filtered, then RETURNed."""
+    if query.graph is None:
+        raise QueryError("a MATCH needs a graph: USE GRAPH name first")
+    graph = load_graph(query.graph, catalog)
+    filters = _Filters(catalog)
+    bindings: list[dict] = [{}]
+    order = _variables(query)
+    for clause in query.matches:
+        for path in clause.patterns:
+            bindings = [b for seed in bindings for b in _match_path(graph, path, seed, filters)]
+        if clause.where is not None:
+            relation = bindings_relation(bindings, order)
+            test = Scope(relation, catalog).compile(clause.where)
+            bindings = [b for b, row in zip(bindings, relation.rows, strict=True)
+                        if test((row, None)) is True]
+        bindings = _let(query, bindings, order, catalog)
+    relation = bindings_relation(bindings, order)
+    if query.returns is None:
+        result = Relation([c for c in relation.columns if c[0] is None],
+                          [r[:len(order)] for r in relation.rows])
+    else:
+        result = catalog.with_relation("__bindings", relation).evaluate(query.returns)
+    for condition in query.filters:
+        test = Scope(result, catalog).compile(condition)
+        result = Relation(result.columns, [r for r in result.rows if test((r, None)) is True])
+    return result
+
+
+def _let(query: GqlQuery, bindings: list[dict], order: list[str], catalog) -> list[dict]:
+    for var, prop, value in query.lets:
+        relation = bindings_relation(bindings, order)
+        fn = Scope(relation, catalog).compile(value)
+        updated = []
+        for binding, row in zip(bindings, relation.rows, strict=True):
+            element = binding.get(var)
+            if isinstance(element, Vertex):
+                changed = Vertex(element)
+                changed.id, changed.label = element.id, element.label
+            elif isinstance(element, Edge):
+                changed = Edge(element)
+                changed.src, changed.dst, changed.label = element.src, element.dst, element.label
+            else:
+                raise QueryError(f"LET {var}.{prop}: {var} is not a vertex or edge of the match")
+            changed[prop] = fn((row, None))
+            binding = dict(binding)
+            binding[var] = changed
+            updated.append(binding)
+        bindings = updated
+    return bindings
+
+
+__all__ = ["Edge", "Graph", "Vertex", "evaluate_gql", "exp", "load_graph"]
