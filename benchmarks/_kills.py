@@ -4,7 +4,7 @@ The forked workers are the driver's children with its command line; the Spark wo
 Python processes under the driver's JVM that hold a TCP connection to the driver (each worker of a
 barrier stage is connected to it for the whole run). ``Killer`` is a ``JobListener`` that SIGKILLs
 a random live worker, waits for the restart, and does it again. Used by benchmarks/failover.py and
-tests/test_failover_storm.py.
+tests/runtime/workers/test_failover_storm.py.
 """
 
 from __future__ import annotations

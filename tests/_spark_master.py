@@ -4,7 +4,7 @@
 and recovery suites on it by setting ``GYREFLOW_TEST_SPARK_MASTER``. On a cluster, state must be
 where every node reaches it, so the cases keep it in a checkpoint directory (every node of the
 test cluster mounts /tmp), with local copies on each executor (``state.local_copies = on``), and
-skip the backends a cluster refuses (``tests/test_spark_cluster.py`` checks those refusals).
+skip the backends a cluster refuses (``tests/spark/test_spark_cluster.py`` checks those refusals).
 """
 
 from __future__ import annotations

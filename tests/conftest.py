@@ -20,6 +20,16 @@ from hypothesis import settings
 
 from gyreflow.api import Environment
 
+# Test modules sit in folders by the part they guard (tests/api/cli, tests/state, ...), the shared
+# helpers (tests/_*.py, this file) here above them. Modules import each other's helpers by name
+# (``from test_recovery import word_count_oracle``): every test folder is on the import path, so
+# that works whichever module pytest (or a parallel worker) collects first.
+TESTS = Path(__file__).resolve().parent
+for _folder, _subfolders, _files in os.walk(TESTS):
+    _subfolders[:] = sorted(name for name in _subfolders if name not in ("data", "golden", "__pycache__"))
+    if _folder != str(TESTS) and any(name.startswith("test_") for name in _files):
+        sys.path.append(_folder)
+
 # "workers": the local environment with its tasks in two long-lived worker processes
 # (environment.workers = 2, runtime/workers/).
 ENVIRONMENTS = ["local", "workers", "spark"]
@@ -78,7 +88,7 @@ def make_env(environment_type, tmp_path):
         if environment_type == "spark" and ON_CLUSTER:
             safe = cluster_state(overrides, tmp_path)
             if safe is None:
-                pytest.skip("a cluster refuses this state (tests/test_spark_cluster.py)")
+                pytest.skip("a cluster refuses this state (tests/spark/test_spark_cluster.py)")
             overrides = safe
         return Environment.from_config(None, overrides)
 
@@ -216,7 +226,7 @@ SPARK_FIXTURES = frozenset({"spark"})
 
 def _starts_processes(item) -> bool:
     """Whether the test's module starts processes (it uses subprocess, or runs jobs through
-    tests/test_recovery.py's helpers), read once per module, or one of its fixtures does."""
+    tests/recovery/test_recovery.py's helpers), read once per module, or one of its fixtures does."""
     path = str(item.path)
     if path not in _STARTS_PROCESSES:
         text = item.path.read_text(encoding="utf-8")

@@ -15,7 +15,7 @@ from gyreflow.api.cli.graph import graph
 from gyreflow.api.cli.query import query
 from gyreflow.api.cli.sql import sql
 
-# Choices named at the command line; tests/test_cli.py checks them against config and explain. What
+# Choices named at the command line; tests/api/cli/test_cli.py checks them against config and explain. What
 # a command runs is imported when it runs, so that every command starts fast.
 ENVIRONMENT_TYPES = ("spark", "local")
 SPARK_MODES = ("auto", "workers", "rounds")
