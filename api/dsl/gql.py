@@ -121,6 +121,10 @@ class EdgePattern:
 class MatchClause:
     patterns: list[list]  # each: node, edge, node, ...
     where: exp.Expression | None
+    # ``p1 | p2`` (distinct) or ``p1 |+| p2`` (all): each alternative a list of comma-joined paths
+    alternatives: list[list[list]] = attrs.Factory(list)
+    keep_all: bool = False
+    order: exp.Select | None = None  # ORDER BY / LIMIT of the bindings, before RETURN
 
 
 @attrs.define
@@ -278,6 +282,14 @@ def _path(reader: _Reader) -> list:
         path.extend([edge, _node(reader)])
 
 
+def _paths(reader: _Reader) -> list[list]:
+    paths = [_path(reader)]
+    while reader.peek() is not None and reader.peek().token_type == TokenType.COMMA:
+        reader.take()
+        paths.append(_path(reader))
+    return paths
+
+
 def parse_gql(text: str, statement: Statement, graph: str | None) -> GqlQuery:
     """A MATCH block (``MATCH ... [WHERE] [RETURN ... [ORDER BY] [LIMIT]] [THEN FILTER ...]``)."""
     reader = _Reader(text, statement)
@@ -286,15 +298,24 @@ def parse_gql(text: str, statement: Statement, graph: str | None) -> GqlQuery:
         word = reader.word()
         if word == "match":
             reader.take()
-            patterns = [_path(reader)]
-            while reader.peek() is not None and reader.peek().token_type == TokenType.COMMA:
+            alternatives, keep_all = [_paths(reader)], False
+            while reader.peek() is not None and reader.peek().token_type == TokenType.PIPE:
                 reader.take()
-                patterns.append(_path(reader))
+                if reader.peek().text == "+":
+                    reader.take()
+                    reader.expect("|")
+                    keep_all = True
+                alternatives.append(_paths(reader))
             where = None
             if reader.word() == "where":
                 reader.take()
-                where = _expression(reader.until(_CLAUSES - {"where"}), statement)
-            query.matches.append(MatchClause(patterns, where))
+                where = _expression(reader.until(_CLAUSES - {"where"} | {"order", "order by", "limit"}),
+                                    statement)
+            clause = MatchClause(alternatives[0], where, alternatives, keep_all)
+            if reader.word() in ("order", "order by", "limit"):
+                text = reader.until({"return", "then", "match", "let"})
+                clause.order = sqlglot.parse_one(f"SELECT * FROM __bindings {text}", dialect=GeaFlowDialect)
+            query.matches.append(clause)
         elif word == "return":
             reader.take()
             body = reader.until({"then", "match", "let"})

@@ -23,9 +23,18 @@ class Vertex(dict):
 
 
 class Edge(dict):
-    """An edge: its properties, with ``label``, ``src`` and ``dst`` as attributes."""
+    """An edge: its properties, with ``label``, ``src`` and ``dst`` as attributes (and the columns
+    that hold them)."""
 
-    __slots__ = ("dst", "label", "src")
+    __slots__ = ("dst", "dst_col", "label", "src", "src_col")
+
+    def turned(self) -> Edge:
+        """The edge as GeaFlow shows one followed against its direction: its ends swapped."""
+        other = Edge(self)
+        other[self.src_col], other[self.dst_col] = self.get(self.dst_col), self.get(self.src_col)
+        other.label, other.src, other.dst = self.label, self.dst, self.src
+        other.src_col, other.dst_col = self.src_col, self.dst_col
+        return other
 
     def __hash__(self):
         return hash(("e", self.src, self.dst, self.label))
@@ -50,6 +59,7 @@ class Graph:
     def add_edge(self, label: str, props: dict, source: str, target: str) -> None:
         edge = Edge(props)
         edge.label, edge.src, edge.dst = label, props.get(source), props.get(target)
+        edge.src_col, edge.dst_col = source, target
         self.out_edges[edge.src].append(edge)
         self.in_edges[edge.dst].append(edge)
 
@@ -122,7 +132,7 @@ def _steps(graph: Graph, vertex, edge: EdgePattern, filters: _Filters):
     if edge.direction in ("in", "both"):
         for e in graph.in_edges.get(vertex.id, ()):
             if filters.test(edge, e) and e.src in graph.vertices:
-                yield e, graph.vertices[e.src]
+                yield e.turned(), graph.vertices[e.src]
 
 
 def _walks(graph, vertex, edge: EdgePattern, filters):
@@ -196,10 +206,11 @@ def bindings_relation(bindings: list[dict], order: list[str]) -> Relation:
 def _variables(query: GqlQuery) -> list[str]:
     seen = []
     for clause in query.matches:
-        for path in clause.patterns:
-            for item in path:
-                if item.var not in seen:
-                    seen.append(item.var)
+        for paths in clause.alternatives or [clause.patterns]:
+            for path in paths:
+                for item in path:
+                    if item.var not in seen:
+                        seen.append(item.var)
     return seen
 
 
@@ -212,14 +223,24 @@ def evaluate_gql(query: GqlQuery, catalog) -> Relation:
     bindings: list[dict] = [{}]
     order = _variables(query)
     for clause in query.matches:
-        for path in clause.patterns:
-            bindings = [b for seed in bindings for b in _match_path(graph, path, seed, filters)]
+        found = []
+        for paths in clause.alternatives or [clause.patterns]:
+            matched = bindings
+            for path in paths:
+                matched = [b for seed in matched for b in _match_path(graph, path, seed, filters)]
+            found.extend(matched)
+        bindings = found
+        if len(clause.alternatives) > 1 and not clause.keep_all:
+            bindings = _distinct_named(bindings, order, everything=True)
         if clause.where is not None:
             relation = bindings_relation(bindings, order)
             test = Scope(relation, catalog).compile(clause.where)
             bindings = [b for b, row in zip(bindings, relation.rows, strict=True)
                         if test((row, None)) is True]
         bindings = _let(query, bindings, order, catalog)
+        if clause.order is not None:
+            bindings = _ordered(clause.order, bindings, order, catalog)
+    bindings = _distinct_named(bindings, order)
     relation = bindings_relation(bindings, order)
     if query.returns is None:
         result = Relation([c for c in relation.columns if c[0] is None],
@@ -230,6 +251,47 @@ def evaluate_gql(query: GqlQuery, catalog) -> Relation:
         test = Scope(result, catalog).compile(condition)
         result = Relation(result.columns, [r for r in result.rows if test((r, None)) is True])
     return result
+
+
+def _key(element):
+    if isinstance(element, Vertex):
+        return ("v", element.id)
+    if isinstance(element, Edge):
+        return ("e", element.label, element.src, element.dst, tuple(sorted(map(str, element.items()))))
+    return element
+
+
+def _ordered(select, bindings: list[dict], order: list[str], catalog) -> list[dict]:
+    """``MATCH ... ORDER BY ... LIMIT n``: the bindings sorted and cut before RETURN."""
+    from gyreflow.api.dsl.queries import _order
+
+    relation = bindings_relation(bindings, order)
+    scope = Scope(relation, catalog)
+    pairs = list(zip(bindings, ((row, None) for row in relation.rows), strict=True))
+    ordering = select.args.get("order")
+    if ordering is not None:
+        keys = [((lambda fn: lambda pair: fn(pair[1]))(scope.compile(o.this)), bool(o.args.get("desc")))
+                for o in ordering.expressions]
+        pairs = _order(pairs, keys)
+    limit = select.args.get("limit")
+    if limit is not None:
+        pairs = pairs[:int(limit.expression.this)]
+    return [binding for binding, _ in pairs]
+
+
+def _distinct_named(bindings: list[dict], order: list[str], everything: bool = False) -> list[dict]:
+    """Paths that differ only in anonymous nodes and edges are one path, as GeaFlow's traversal
+    merges them (it keeps no unnamed element of a path)."""
+    named = [var for var in order if not var.startswith("__")]
+    if len(named) == len(order) and not everything:
+        return bindings
+    seen, kept = set(), []
+    for binding in bindings:
+        key = tuple(_key(binding.get(var)) for var in named)
+        if key not in seen:
+            seen.add(key)
+            kept.append(binding)
+    return kept
 
 
 def _let(query: GqlQuery, bindings: list[dict], order: list[str], catalog) -> list[dict]:
@@ -245,6 +307,7 @@ def _let(query: GqlQuery, bindings: list[dict], order: list[str], catalog) -> li
             elif isinstance(element, Edge):
                 changed = Edge(element)
                 changed.src, changed.dst, changed.label = element.src, element.dst, element.label
+                changed.src_col, changed.dst_col = element.src_col, element.dst_col
             else:
                 raise QueryError(f"LET {var}.{prop}: {var} is not a vertex or edge of the match")
             changed[prop] = fn((row, None))

@@ -321,6 +321,8 @@ def _sort_key(value):
     """Orders values with NULL last (ascending), as Calcite's default collation does."""
     if value is None:
         return (1, 0)
+    if isinstance(value, dict) and hasattr(value, "label"):  # a vertex or edge: by its id
+        return (0, getattr(value, "id", None) if hasattr(value, "id") else (value.src, value.dst))
     return (0, value)
 
 
