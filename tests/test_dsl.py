@@ -196,3 +196,19 @@ def test_match_over_a_graph_loaded_by_insert_against_networkx(tmp_path):
     # (a)<-[e]-(b): b's out-edges, per b with id < 6
     assert sorted(result.output("rows-6")) == sorted(
         (b, graph.out_degree(b)) for b in graph if b < 6 and graph.out_degree(b))
+
+
+def test_a_request_table_runs_the_match_once_per_row(tmp_path):
+    knows = [(1, 2, 0.5), (1, 4, 1.0), (4, 2, 0.2), (2, 4, 0.7), (4, 1, 0.9)]
+    requests = [(1, 0.4), (4, 0.5), (1, 0.6)]
+    script = GRAPH + (
+        "INSERT INTO g.person SELECT * FROM (VALUES (1, 'a', 20), (2, 'b', 30), (4, 'c', 40)) AS t(i, n, a);\n"
+        f"INSERT INTO g.knows SELECT * FROM (VALUES {', '.join(map(str, knows))}) AS t(s, d, w);\n"
+        "USE GRAPH g;\n"
+        "SELECT a_id, b_id, w FROM (WITH p AS (SELECT * FROM (VALUES "
+        f"{', '.join(map(str, requests))}) AS t(id, least)) "
+        "MATCH (a:person WHERE a.id = p.id)-[e WHERE weight > p.least]->(b) "
+        "RETURN a.id AS a_id, b.id AS b_id, e.weight AS w);\n")
+    got = Environment.local(progress=False).sql(script).output("rows-5")
+    assert Counter(got) == Counter((s, d, w) for i, least in requests for s, d, w in knows
+                                   if s == i and w > least)

@@ -41,7 +41,7 @@ def sql(script: str, environment: str | None, config_path: str | None, settings:
     from gyreflow.api.config.session import RunSettings, using_settings
     from gyreflow.api.dsl.parsing import DslError
     from gyreflow.api.dsl.rows import RowFormatError, format_row
-    from gyreflow.api.dsl.runner import build, selected_rows
+    from gyreflow.api.dsl.runner import run, selected_rows
     from gyreflow.runtime.errors import UserFunctionError
 
     console = Console(stderr=True)
@@ -60,8 +60,7 @@ def sql(script: str, environment: str | None, config_path: str | None, settings:
             from gyreflow.api.language.environment import Environment
 
             env = Environment.from_config()
-            pipeline = build(env, text, values, root=os.getcwd(), name=name)
-            result = pipeline.execute(resume=resume, fresh=not resume)
+            result = run(env, text, values, root=os.getcwd(), name=name, resume=resume, fresh=not resume)
     except DslError as exc:
         _fail(console, f"{script}: {exc}", 2, hint=exc.hint)
     except RowFormatError as exc:

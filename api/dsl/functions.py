@@ -111,7 +111,19 @@ def _substring(text, start, length=None):
     return text[begin:] if length is None else text[begin:begin + length]
 
 
+def _ends(vertex, edge, attribute: str):
+    if vertex is None or edge is None:
+        return None
+    return getattr(vertex, "id", vertex) == getattr(edge, attribute, None)
+
+
 SCALAR = {
+    # graph elements: GeaFlow's IS_SOURCE_OF(vertex, edge) and the like, and LABEL(element)
+    "is_source_of": lambda v, e: _ends(v, e, "src"),
+    "is_destination_of": lambda v, e: _ends(v, e, "dst"),
+    "is_not_source_of": lambda v, e: None if (r := _ends(v, e, "src")) is None else not r,
+    "is_not_destination_of": lambda v, e: None if (r := _ends(v, e, "dst")) is None else not r,
+    "label": lambda element: getattr(element, "label", None),
     "abs": _nulls(abs), "ceil": _nulls(lambda x: float(math.ceil(x)) if isinstance(x, float) else x),
     "floor": _nulls(lambda x: float(math.floor(x)) if isinstance(x, float) else x),
     "ln": _nulls(lambda x: math.log(x)), "log10": _nulls(lambda x: math.log10(x)),

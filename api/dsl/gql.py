@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import attrs
 import sqlglot
 from sqlglot import exp
@@ -58,6 +60,8 @@ def parse_create_graph(statement: Statement) -> GraphDef:
     types = {}
     for part in _split_commas(inner):
         kind = part[0].text.lower()
+        if kind == "timestamp":  # `Edge e using t WITH ID(a, b), TIMESTAMP(ts)`: the edge's time column
+            continue
         if kind not in ("vertex", "edge"):
             raise statement.error(f"a graph type starts with Vertex or Edge, not {part[0].text}",
                                   line=part[0].line)
@@ -292,6 +296,7 @@ def _paths(reader: _Reader) -> list[list]:
 
 def parse_gql(text: str, statement: Statement, graph: str | None) -> GqlQuery:
     """A MATCH block (``MATCH ... [WHERE] [RETURN ... [ORDER BY] [LIMIT]] [THEN FILTER ...]``)."""
+    text = re.sub(r"\.\s*~label\b", ".__label", text)
     reader = _Reader(text, statement)
     query = GqlQuery(graph, [], None, [], text=text)
     while reader.peek() is not None:
@@ -332,14 +337,14 @@ def parse_gql(text: str, statement: Statement, graph: str | None) -> GqlQuery:
             target = reader.until({"="})
             reader.expect("=")
             value = _expression(reader.until({"let", "match", "return", "then", ","}), statement)
-            var, _, prop = target.strip().partition(".")
+            var, _, prop = re.sub(r"(?i)^\s*(global\s+)?", "", target).strip().partition(".")
             query.lets.append((var.strip(), prop.strip(), value))
             while reader.peek() is not None and reader.peek().token_type == TokenType.COMMA:
                 reader.take()
                 target = reader.until({"="})
                 reader.expect("=")
                 value = _expression(reader.until({"let", "match", "return", "then", ","}), statement)
-                var, _, prop = target.strip().partition(".")
+                var, _, prop = re.sub(r"(?i)^\s*(let\s+)?(global\s+)?", "", target).strip().partition(".")
                 query.lets.append((var.strip(), prop.strip(), value))
         else:
             raise statement.error(f"{reader.peek().text!r} is not a GQL clause gyreflow knows",

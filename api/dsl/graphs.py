@@ -106,22 +106,30 @@ def _row(element: dict, keys) -> tuple:
 
 
 class _Filters:
-    """Node and edge filters compiled once per shape of element."""
+    """Node and edge filters compiled once per shape of element (and of the request row, if any)."""
 
     def __init__(self, catalog) -> None:
         self.catalog, self.compiled = catalog, {}
+        self.request: tuple[str, dict] | None = None
 
     def test(self, pattern, element) -> bool:
         if pattern.labels and element.label.lower() not in pattern.labels:
             return False
         if pattern.where is None:
             return True
-        key = (id(pattern), tuple(element))
+        request = self.request
+        key = (id(pattern), tuple(element), tuple(request[1]) if request else None)
         fn = self.compiled.get(key)
         if fn is None:
-            fn = Scope(_element_relation(pattern.var, element), self.catalog).compile(pattern.where)
+            relation = _element_relation(pattern.var, element)
+            if request is not None:
+                relation.columns += [(request[0].lower(), k.lower()) for k in request[1]]
+            fn = Scope(relation, self.catalog).compile(pattern.where)
             self.compiled[key] = fn
-        return fn((_row(element, None), None)) is True
+        row = _row(element, None)
+        if request is not None:
+            row += tuple(request[1].values())
+        return fn((row, None)) is True
 
 
 def _steps(graph: Graph, vertex, edge: EdgePattern, filters: _Filters):
@@ -220,8 +228,46 @@ def evaluate_gql(query: GqlQuery, catalog) -> Relation:
         raise QueryError("a MATCH needs a graph: USE GRAPH name first")
     graph = load_graph(query.graph, catalog)
     filters = _Filters(catalog)
-    bindings: list[dict] = [{}]
     order = _variables(query)
+    request = _request_table(query, order, catalog)
+    if request is None:
+        bindings = _match(query, graph, [{}], order, filters, catalog)
+    else:  # a query per row of the request table, its row bound to the table's name
+        relation = catalog.relation(request)
+        bindings, order = [], [*order, request]
+        for row in relation.rows:
+            values = {name: value for (_, name), value in zip(relation.columns, row, strict=True)}
+            filters.request = (request, values)
+            bindings.extend(_match(query, graph, [{request: values}], order, filters, catalog))
+    relation = bindings_relation(bindings, order)
+    if query.returns is None:
+        result = Relation([c for c in relation.columns if c[0] is None],
+                          [r[:len(order)] for r in relation.rows])
+    else:
+        result = catalog.with_relation("__bindings", relation).evaluate(query.returns)
+    for condition in query.filters:
+        test = Scope(result, catalog).compile(condition)
+        result = Relation(result.columns, [r for r in result.rows if test((r, None)) is True])
+    return result
+
+
+def _request_table(query: GqlQuery, order: list[str], catalog) -> str | None:
+    """The table a MATCH reads its requests from: a name its conditions use that is no variable."""
+    variables = {v.lower() for v in order}
+    expressions = [c.where for c in query.matches if c.where is not None]
+    for clause in query.matches:
+        for paths in clause.alternatives or [clause.patterns]:
+            expressions += [item.where for path in paths for item in path if item.where is not None]
+    for expression in expressions:
+        for column in expression.find_all(exp.Column):
+            name = column.table.lower() if column.table else ""
+            if name and name not in variables and (name in catalog.views or name in catalog.tables):
+                return name
+    return None
+
+
+def _match(query: GqlQuery, graph, bindings: list[dict], order, filters, catalog) -> list[dict]:
+    """The bindings of a query's MATCH clauses, starting from ``bindings``."""
     for clause in query.matches:
         found = []
         for paths in clause.alternatives or [clause.patterns]:
@@ -240,20 +286,12 @@ def evaluate_gql(query: GqlQuery, catalog) -> Relation:
         bindings = _let(query, bindings, order, catalog)
         if clause.order is not None:
             bindings = _ordered(clause.order, bindings, order, catalog)
-    bindings = _distinct_named(bindings, order)
-    relation = bindings_relation(bindings, order)
-    if query.returns is None:
-        result = Relation([c for c in relation.columns if c[0] is None],
-                          [r[:len(order)] for r in relation.rows])
-    else:
-        result = catalog.with_relation("__bindings", relation).evaluate(query.returns)
-    for condition in query.filters:
-        test = Scope(result, catalog).compile(condition)
-        result = Relation(result.columns, [r for r in result.rows if test((r, None)) is True])
-    return result
+    return _distinct_named(bindings, order)
 
 
 def _key(element):
+    if type(element) is dict:  # a request row
+        return tuple(sorted(map(str, element.items())))
     if isinstance(element, Vertex):
         return ("v", element.id)
     if isinstance(element, Edge):

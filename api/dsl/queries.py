@@ -304,6 +304,8 @@ class Scope:
 def _property(element, key: str):
     if not isinstance(element, dict):
         return None
+    if key == "__label":
+        return getattr(element, "label", None)
     for name, value in element.items():
         if name.lower() == key:
             return value

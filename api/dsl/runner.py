@@ -152,8 +152,13 @@ def _add_task(pipeline, statement, catalog, sink, plan_insert) -> None:
 
 
 def run(env, text: str, settings: dict | None = None, root: str | None = None, name: str = "sql", **kw):
-    """Run a script in ``env``; returns the pipeline's result (a SELECT's rows under ``collect``)."""
-    return build(env, text, settings, root, name).execute(**kw)
+    """Run a script in ``env``; returns the pipeline's result (a SELECT's rows under ``rows-N``)."""
+    pipeline = build(env, text, settings, root, name)
+    if not pipeline.tasks:  # declarations only: nothing to run
+        from gyreflow.api.language.pipeline import PipelineResult
+
+        return PipelineResult({})
+    return pipeline.execute(**kw)
 
 
 def selected_rows(result) -> list[tuple[int, list[tuple]]]:

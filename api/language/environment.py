@@ -128,7 +128,7 @@ class Environment:
 
         # gyreflow.api.dsl sits above this folder (it plans onto pipelines): reached by name at call time.
         runner = import_module("gyreflow.api.dsl.runner")
-        return runner.build(self, text, dict(settings or {}), root, name).execute(**execute)
+        return runner.run(self, text, dict(settings or {}), root, name, **execute)
 
     def run_task(self, name: str, graph: PipelineGraph, listener: JobListener | None,
                  recovery: RecoveryOptions | None = None) -> TaskResult:
