@@ -202,7 +202,8 @@ def test_a_request_table_runs_the_match_once_per_row(tmp_path):
     knows = [(1, 2, 0.5), (1, 4, 1.0), (4, 2, 0.2), (2, 4, 0.7), (4, 1, 0.9)]
     requests = [(1, 0.4), (4, 0.5), (1, 0.6)]
     script = GRAPH + (
-        "INSERT INTO g.person SELECT * FROM (VALUES (1, 'a', 20), (2, 'b', 30), (4, 'c', 40)) AS t(i, n, a);\n"
+        "INSERT INTO g.person SELECT * FROM (VALUES (1, 'a', 20), (2, 'b', 30), (4, 'c', 40)) "
+        "AS t(i, n, a);\n"
         f"INSERT INTO g.knows SELECT * FROM (VALUES {', '.join(map(str, knows))}) AS t(s, d, w);\n"
         "USE GRAPH g;\n"
         "SELECT a_id, b_id, w FROM (WITH p AS (SELECT * FROM (VALUES "
