@@ -23,12 +23,7 @@ from gyreflow.plan.words import plural
 from gyreflow.runtime.dataflow.array_context import ArrayContext, receive, split_outgoing
 from gyreflow.runtime.dataflow.graph_arrays import COMBINES, concat_ids, id_array
 from gyreflow.runtime.dataflow.graph_context import Slots
-from gyreflow.runtime.dataflow.graph_operator import (
-    REMOVAL_SCOPE,
-    REMOVALS,
-    VERTEX_COUNT,
-    GraphOperator,
-)
+from gyreflow.runtime.dataflow.graph_operator import GraphOperator
 from gyreflow.runtime.dataflow.graph_partition import Partition, add_window_input, chunk_key
 from gyreflow.runtime.dataflow.graph_removals import (
     apply_changes,
@@ -36,6 +31,7 @@ from gyreflow.runtime.dataflow.graph_removals import (
     refused_removal,
     vertex_record_ids,
 )
+from gyreflow.runtime.dataflow.graph_supersteps import REMOVAL_SCOPE, REMOVALS, VERTEX_COUNT
 from gyreflow.runtime.errors import DataError, RecordError
 
 
