@@ -7,9 +7,9 @@ window's orders and revenue per city, and write one Parquet file per window.
 Every CSV file needs a header with the columns ``city``, ``quantity`` and ``price`` (others, such
 as ``order_id``, are allowed): a file without one of them is refused before anything runs, with one
 line naming the file and the column and exit status 2 (a file that lands later while ``--follow``
-runs stops the job at its first row, exit status 1, with an error naming the file). Rows the CSV reader cannot read (a price that is no number, a
-missing cell) are set aside in ``--dead-letters`` instead of stopping the job. Files are read once
-each, across crashes and resumes.
+runs stops the job at its first row, exit status 1, with an error naming the file). Rows the CSV
+reader cannot read (a price that is no number, a missing cell) are set aside in ``--dead-letters``
+instead of stopping the job. Files are read once each, across crashes and resumes.
 """
 
 from __future__ import annotations
