@@ -86,6 +86,7 @@ class Catalog:
         self.extra: dict = {}  # name -> Relation (a MATCH's bindings)
         self.graph_cache: dict = {}
         self.current_graph: str | None = None
+        self.subquery_compiler = None  # set while a MATCH is evaluated (graphs.py)
 
     def copy(self) -> Catalog:
         other = Catalog(self.settings, self.root)
@@ -94,11 +95,12 @@ class Catalog:
         other.graphs, other.graph_dirs, other.gql = dict(self.graphs), dict(self.graph_dirs), dict(self.gql)
         other.extra, other.graph_cache = dict(self.extra), self.graph_cache
         other.current_graph = self.current_graph
+        other.subquery_compiler = self.subquery_compiler
         return other
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        state["graph_cache"], state["extra"] = {}, {}
+        state["graph_cache"], state["extra"], state["subquery_compiler"] = {}, {}, None
         return state
 
     def with_relation(self, name: str, relation) -> Catalog:

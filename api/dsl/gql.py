@@ -139,8 +139,10 @@ class GqlQuery:
     matches: list[MatchClause]
     returns: exp.Expression | None  # SELECT ... FROM __bindings [ORDER BY/LIMIT]
     filters: list[exp.Expression]
-    lets: list[tuple[str, str, exp.Expression]] = attrs.Factory(list)
+    lets: list[tuple[int, str, str, exp.Expression]] = attrs.Factory(list)  # after the N-th MATCH
     text: str = ""
+    # path sub-queries, called __sub_K() in the expressions: K -> (aggregate or "exists", path, value)
+    subqueries: dict = attrs.Factory(dict)
 
 
 _CLAUSES = {"match", "return", "then", "let", "where", "optional"}
@@ -155,8 +157,8 @@ def _expression(text: str, statement: Statement) -> exp.Expression:
 
 
 class _Reader:
-    def __init__(self, text: str, statement: Statement) -> None:
-        self.text, self.statement = text, statement
+    def __init__(self, text: str, statement: Statement, prefix: str = "") -> None:
+        self.text, self.statement, self.prefix = text, statement, prefix
         self.toks = _tokens(text, statement.line)
         self.at = 0
         self.anonymous = 0
@@ -202,7 +204,7 @@ class _Reader:
 
     def fresh(self, kind: str) -> str:
         self.anonymous += 1
-        return f"__{kind}{self.anonymous}"
+        return f"__{kind}{self.prefix}{self.anonymous}"
 
 
 def _labels_and_where(reader: _Reader, close: TokenType) -> tuple[str | None, list[str],
@@ -297,8 +299,9 @@ def _paths(reader: _Reader) -> list[list]:
 def parse_gql(text: str, statement: Statement, graph: str | None) -> GqlQuery:
     """A MATCH block (``MATCH ... [WHERE] [RETURN ... [ORDER BY] [LIMIT]] [THEN FILTER ...]``)."""
     text = re.sub(r"\.\s*~label\b", ".__label", text)
-    reader = _Reader(text, statement)
     query = GqlQuery(graph, [], None, [], text=text)
+    text = _cut_subqueries(text, statement, query)
+    reader = _Reader(text, statement)
     while reader.peek() is not None:
         word = reader.word()
         if word == "match":
@@ -338,20 +341,76 @@ def parse_gql(text: str, statement: Statement, graph: str | None) -> GqlQuery:
             reader.expect("=")
             value = _expression(reader.until({"let", "match", "return", "then", ","}), statement)
             var, _, prop = re.sub(r"(?i)^\s*(global\s+)?", "", target).strip().partition(".")
-            query.lets.append((var.strip(), prop.strip(), value))
+            query.lets.append((len(query.matches), var.strip(), prop.strip(), value))
             while reader.peek() is not None and reader.peek().token_type == TokenType.COMMA:
                 reader.take()
                 target = reader.until({"="})
                 reader.expect("=")
                 value = _expression(reader.until({"let", "match", "return", "then", ","}), statement)
                 var, _, prop = re.sub(r"(?i)^\s*(let\s+)?(global\s+)?", "", target).strip().partition(".")
-                query.lets.append((var.strip(), prop.strip(), value))
+                query.lets.append((len(query.matches), var.strip(), prop.strip(), value))
         else:
             raise statement.error(f"{reader.peek().text!r} is not a GQL clause gyreflow knows",
                                   hint="clauses: MATCH, WHERE, LET, RETURN, ORDER BY, LIMIT, THEN FILTER")
     if not query.matches:
         raise statement.error("a graph query starts with MATCH")
     return query
+
+
+_AGGREGATE_PATH = re.compile(r"(?i)\b(count|sum|max|min|avg)\s*\(\s*\(")
+_EXISTS_PATH = re.compile(r"(?i)\bexists\s*(?=\()")
+
+
+def _close(text: str, at: int) -> int:
+    """The index of the parenthesis that closes the one at ``at`` (strings skipped)."""
+    depth, quote = 0, None
+    for i in range(at, len(text)):
+        c = text[i]
+        if quote:
+            quote = None if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+    return len(text) - 1
+
+
+def _cut_subqueries(text: str, statement: Statement, query: GqlQuery) -> str:
+    """``COUNT((b)->(c) => c.id)`` and ``EXISTS (b)->(c)`` replaced by ``__sub_K()``, kept in ``query``."""
+    out, at = [], 0
+    while True:
+        found = [m for m in (_AGGREGATE_PATH.search(text, at), _EXISTS_PATH.search(text, at)) if m]
+        if not found:
+            break
+        match = min(found, key=lambda m: m.start())
+        key = len(query.subqueries)
+        if match.re is _AGGREGATE_PATH:
+            opening = text.index("(", match.start())
+            closing = _close(text, opening)
+            inner = text[opening + 1:closing]
+            if "=>" not in inner:
+                out.append(text[at:match.end()])
+                at = match.end()
+                continue
+            path_text, _, value_text = inner.partition("=>")
+            path = _path(_Reader(path_text.strip(), statement, f"s{key}_"))
+            value = _expression(_cut_subqueries(value_text, statement, query), statement)
+            query.subqueries[key] = (match.group(1).lower(), path, value)
+            end = closing + 1
+        else:
+            reader = _Reader(text[match.end():], statement, f"s{key}_")
+            path = _path(reader)
+            end = match.end() + reader.toks[reader.at - 1].end + 1
+            query.subqueries[key] = ("exists", path, None)
+        out.append(text[at:match.start()])
+        out.append(f"__sub_{key}()")
+        at = end
+    out.append(text[at:])
+    return "".join(out)
 
 
 def _return_select(body: str) -> str:

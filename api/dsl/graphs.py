@@ -229,6 +229,9 @@ def evaluate_gql(query: GqlQuery, catalog) -> Relation:
     graph = load_graph(query.graph, catalog)
     filters = _Filters(catalog)
     order = _variables(query)
+    if query.subqueries:
+        catalog = catalog.copy()
+        catalog.subquery_compiler = _SubQueries(query, graph, filters).compile
     request = _request_table(query, order, catalog)
     if request is None:
         bindings = _match(query, graph, [{}], order, filters, catalog)
@@ -251,6 +254,44 @@ def evaluate_gql(query: GqlQuery, catalog) -> Relation:
     return result
 
 
+class _SubQueries:
+    """Path sub-queries: per binding, the paths from its bound elements, aggregated."""
+
+    def __init__(self, query: GqlQuery, graph: Graph, filters: _Filters) -> None:
+        self.query, self.graph, self.filters = query, graph, filters
+
+    def compile(self, scope: Scope, key: int):
+        kind, path, value = self.query.subqueries[key]
+        elements = [(i, name) for i, (qualifier, name) in enumerate(scope.relation.columns)
+                    if qualifier is None]
+        variables = [item.var for item in path]
+        catalog = scope.catalog
+        aggregate = None if kind == "exists" else catalog.aggregate(kind)
+
+        def run(ctx):
+            row = ctx[0]
+            seed = {}
+            for i, name in elements:
+                if isinstance(row[i], (Vertex, Edge)):
+                    seed[_original(path, name)] = row[i]
+            found = _match_path(self.graph, path, seed, self.filters)
+            if kind == "exists":
+                return bool(found)
+            order = list(dict.fromkeys([*seed, *variables]))
+            relation = bindings_relation(found, order)
+            fn = Scope(relation, catalog).compile(value)
+            return aggregate([fn((r, None)) for r in relation.rows])
+        return run
+
+
+def _original(path: list, name: str) -> str:
+    """The spelling a path uses for a variable (names are compared without case)."""
+    for item in path:
+        if item.var.lower() == name:
+            return item.var
+    return name
+
+
 def _request_table(query: GqlQuery, order: list[str], catalog) -> str | None:
     """The table a MATCH reads its requests from: a name its conditions use that is no variable."""
     variables = {v.lower() for v in order}
@@ -268,7 +309,7 @@ def _request_table(query: GqlQuery, order: list[str], catalog) -> str | None:
 
 def _match(query: GqlQuery, graph, bindings: list[dict], order, filters, catalog) -> list[dict]:
     """The bindings of a query's MATCH clauses, starting from ``bindings``."""
-    for clause in query.matches:
+    for number, clause in enumerate(query.matches, 1):
         found = []
         for paths in clause.alternatives or [clause.patterns]:
             matched = bindings
@@ -283,7 +324,7 @@ def _match(query: GqlQuery, graph, bindings: list[dict], order, filters, catalog
             test = Scope(relation, catalog).compile(clause.where)
             bindings = [b for b, row in zip(bindings, relation.rows, strict=True)
                         if test((row, None)) is True]
-        bindings = _let(query, bindings, order, catalog)
+        bindings = _let(query, bindings, order, catalog, number)
         if clause.order is not None:
             bindings = _ordered(clause.order, bindings, order, catalog)
     return _distinct_named(bindings, order)
@@ -332,8 +373,10 @@ def _distinct_named(bindings: list[dict], order: list[str], everything: bool = F
     return kept
 
 
-def _let(query: GqlQuery, bindings: list[dict], order: list[str], catalog) -> list[dict]:
-    for var, prop, value in query.lets:
+def _let(query: GqlQuery, bindings: list[dict], order: list[str], catalog, clause: int) -> list[dict]:
+    for after, var, prop, value in query.lets:
+        if after != clause:
+            continue
         relation = bindings_relation(bindings, order)
         fn = Scope(relation, catalog).compile(value)
         updated = []

@@ -262,6 +262,8 @@ class Scope:
 
     def _function(self, node: exp.Func):
         name = function_name(node)
+        if name.startswith("__sub_") and getattr(self.catalog, "subquery_compiler", None):
+            return self.catalog.subquery_compiler(self, int(name[len("__sub_"):]))
         if self.is_aggregate(node):
             return self._aggregate(node, name)
         args = [self.compile(a) for a in function_args(node)]
