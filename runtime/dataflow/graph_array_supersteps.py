@@ -1,0 +1,164 @@
+"""An array graph operator's superstep loop: one array operation per task and superstep, message
+pieces sent to their target tasks, the window's results, and the window in progress as a value
+(iteration snapshots, moves between processes)."""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable
+
+import numpy as np
+
+from gyreflow.plan.operators import GraphMode
+from gyreflow.plan.words import plural
+from gyreflow.runtime.dataflow.array_context import ArrayContext, receive, split_outgoing
+from gyreflow.runtime.dataflow.graph_array_input import NO_EDGES, differs
+from gyreflow.runtime.dataflow.graph_partition import chunk_key
+from gyreflow.runtime.dataflow.graph_supersteps import REMOVAL_SCOPE, REMOVALS, VERTEX_COUNT
+from gyreflow.runtime.errors import DataError, RecordError
+
+
+class ArraySupersteps:
+    """The superstep loop, results and progress of ``ArrayGraphOperator`` (a part of it: the state
+    it reads and writes is the operator's)."""
+
+    def superstep(self, iteration: int, payload: tuple,
+                  save: Callable[[bytes], None] | None = None) -> tuple[int, tuple]:
+        """Run superstep ``iteration`` as one call of the program's ``compute``."""
+        combined = self._combine_partials(payload)
+        if iteration == 1:
+            self.num_vertices = combined.pop(VERTEX_COUNT, 0)
+            scope = combined.pop(REMOVAL_SCOPE, frozenset())
+            if combined.pop(REMOVALS, 0) and self.mode is GraphMode.INCREMENTAL:
+                self._restart(scope)
+            combined = {name: agg.zero for name, agg in self.aggregators.items()}
+        elif self._terminates(iteration - 1, combined):
+            self.loop.discard(self.index)
+            return 0, ()
+        pieces = self.loop.take(self.index, iteration) or []
+        if save is not None:
+            save(self.progress(iteration - 1, payload, pieces))
+        part = self.part
+        inbox = receive(pieces, part, self.combine)
+        ctx = ArrayContext(part, self.combine, self.aggregators)
+        ctx.values = self.values
+        ctx.touched = self.touched
+        ctx.added = self.added if self.mode is GraphMode.INCREMENTAL else None
+        ctx.removal_scope = self.scope
+        ctx.iteration = iteration
+        ctx.window = self.window
+        ctx.num_vertices = self.num_vertices
+        ctx._previous = combined
+        try:
+            new = self.program.compute(ctx, inbox)
+            new = np.asarray(ctx.values if new is None else new)
+            if new.shape != (part.n,):
+                msg = (f"{type(self.program).__name__}.compute returned values of shape "
+                       f"{new.shape} for {plural(part.n, 'vertex', 'vertices')}")
+                raise ValueError(msg)
+        except DataError:  # the graph's data cannot serve the program (an edge weight missing)
+            raise
+        except Exception as exc:
+            raise RecordError(self.name, ("superstep", iteration, plural(len(inbox), "message")),
+                              exc) from exc
+        self.values = new
+        work = self._send_pieces(iteration + 1, *ctx.outbox.finish())
+        if self.program.always_active:
+            work += part.n
+        return work, tuple(ctx.aggregates.items())
+
+    def _send_pieces(self, iteration: int, columns, values, counts) -> int:
+        if len(columns) == 0:
+            return 0
+        if self.combine is None:  # every message kept: bring them in column order
+            order = np.argsort(columns, kind="stable")
+            columns, values = columns[order], values[order]
+        local, remote = split_outgoing(self.part, columns, values, counts)
+        if len(local[0]):
+            self.loop.put(self.index, iteration, [local], self.merge)
+        for owner, piece in remote.items():
+            self.loop.put(owner, iteration, [piece], self.merge)
+        return len(columns)
+
+    def finish_iteration(self, window: int) -> None:
+        """The window's supersteps ended: emit the results (incremental: the changed ones)."""
+        self.loop.discard(self.index)
+        self.pending.pop(window, None)
+        self.added = NO_EDGES
+        part = self.part
+        values = self.values
+        if self.mode is GraphMode.INCREMENTAL:
+            changed = differs(values, self.before)
+            if len(self.fresh):
+                changed[self.fresh] = True
+            self.fresh = np.zeros(0, np.int64)
+            positions = np.flatnonzero(changed)
+            self._store_values(positions)
+        else:
+            positions = None
+        ids = part.ids if positions is None else part.ids[positions]
+        chosen = values if positions is None else values[positions]
+        if not self.plain_result:
+            try:
+                chosen = self.program.result(ids, chosen)
+            except Exception as exc:
+                raise RecordError(self.name, ("result", len(ids), "vertices"), exc) from exc
+        results = chosen.tolist() if isinstance(chosen, np.ndarray) else list(chosen)
+        records = list(zip(ids.tolist(), results, strict=True))
+        if self.mode is GraphMode.INCREMENTAL and self.removed:
+            records.extend((vid, None) for vid in self.removed)  # an upsert stream's delete
+        self.removed = []
+        self._emit(records)
+
+    def _store_values(self, positions: np.ndarray) -> None:
+        """Incremental: write the value chunks of the groups whose values changed."""
+        part = self.part
+        mp = self.max_parallelism
+        table = self.value_chunks
+        groups = np.searchsorted(part.offsets, positions, side="right") - 1
+        stored = table.data
+        for i, group in enumerate(part.groups):
+            key = chunk_key(group, mp)
+            start, end = part.offsets[i], part.offsets[i + 1]
+            if key not in stored or len(stored[key]) != end - start or (groups == i).any():
+                stored[key] = self.values[start:end].copy()
+                table.changed.add(key)
+
+    def progress(self, done: int, payload: tuple, inbox) -> bytes:
+        """Where the window stands after superstep ``done`` (an iteration snapshot)."""
+        return pickle.dumps((self.window, done, self.parallelism, payload, self.values, inbox,
+                             (self.touched, self.added), (self.before, self.fresh),
+                             self.num_vertices, [], {}, self.removed),
+                            pickle.HIGHEST_PROTOCOL)
+
+    def restore_progress(self, record: tuple) -> tuple:
+        """Go on from ``progress``'s record; returns the payload superstep ``done + 1`` takes."""
+        (_, done, _, payload, self.values, inbox, (self.touched, self.added),
+         (self.before, self.fresh), self.num_vertices, _, _) = record[:11]
+        self.removed = record[11] if len(record) > 11 else []
+        if inbox:
+            self.loop.put(self.index, done + 1, inbox, self.merge)
+        return payload
+
+    def export_state(self) -> tuple:
+        """Everything this task holds, to rebuild it in another process (Spark)."""
+        tables = {}
+        for table in self.ctx.state.tables.values():
+            if table.name.startswith(f"{self.name}:"):
+                tables[table.name] = (table.data, table.changed, table.removed)
+        # Not the CSR partition: it is rebuilt from the chunks where needed, and leaving it out
+        # keeps the bytes a Spark step persists per task to the graph itself.
+        return (tables, self.values, self.collecting, self.pending, (self.touched, self.added),
+                self.before, self.fresh, self.num_vertices, self.window,
+                (self.removed, self.removals))
+
+    def import_state(self, state: tuple) -> None:
+        """Take over what ``export_state`` gave."""
+        (tables, self.values, self.collecting, self.pending, (self.touched, self.added),
+         self.before, self.fresh, self.num_vertices, self.window,
+         (self.removed, self.removals)) = state
+        for name, (data, changed, removed) in tables.items():
+            table = self.ctx.state.table(name)
+            table.data, table.changed, table.removed = data, changed, removed
+        self._tables()
+        self.part = self._build(self.graph.data) if self.graph.data else None
