@@ -213,3 +213,31 @@ def test_a_request_table_runs_the_match_once_per_row(tmp_path):
     got = Environment.local(progress=False).sql(script).output("rows-5")
     assert Counter(got) == Counter((s, d, w) for i, least in requests for s, d, w in knows
                                    if s == i and w > least)
+
+
+def test_call_algorithms_against_networkx(tmp_path):
+    import networkx as nx
+
+    edges = [(1, 2), (1, 3), (2, 3), (3, 4), (5, 6), (6, 7), (7, 5), (4, 1), (8, 8)]
+    ids = sorted({v for e in edges for v in e} | {9})
+    script = GRAPH + (
+        f"INSERT INTO g.person SELECT * FROM (VALUES {', '.join(f'({i}, null, 1)' for i in ids)}) "
+        "AS t(i, n, a);\n"
+        f"INSERT INTO g.knows SELECT * FROM (VALUES {', '.join(f'({s}, {d}, 1.0)' for s, d in edges)}) "
+        "AS t(s, d, w);\nUSE GRAPH g;\n"
+        "CALL sssp(1) YIELD (vid, distance) RETURN vid, distance;\n"
+        "CALL wcc() YIELD (vid, component) RETURN vid, component;\n"
+        "CALL kcore(2) YIELD (vid, k) RETURN vid, k;\n"
+        "CALL jaccard_similarity(1, 3) YIELD (a, b, j) RETURN a, b, j;\n")
+    result = Environment.local(progress=False).sql(script)
+    graph = nx.DiGraph(edges)
+    graph.add_nodes_from(ids)
+    assert sorted(result.output("rows-5")) == sorted(nx.single_source_shortest_path_length(graph, 1).items())
+    want = {v: min(c) for c in nx.weakly_connected_components(graph) for v in c}
+    assert sorted(result.output("rows-6")) == sorted(want.items())
+    plain = nx.Graph(graph)
+    plain.remove_edges_from(nx.selfloop_edges(plain))
+    core = nx.k_core(plain, 2)
+    assert sorted(result.output("rows-7")) == sorted((v, core.degree(v) if v in core else 0) for v in ids)
+    a, b = set(plain[1]), set(plain[3])
+    assert result.output("rows-8") == [(1, 3, len(a & b) / len(a | b))]

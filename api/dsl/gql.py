@@ -143,6 +143,7 @@ class GqlQuery:
     text: str = ""
     # path sub-queries, called __sub_K() in the expressions: K -> (aggregate or "exists", path, value)
     subqueries: dict = attrs.Factory(dict)
+    call: tuple | None = None  # CALL name(args) YIELD (columns): (name, [args], [columns])
 
 
 _CLAUSES = {"match", "return", "then", "let", "where", "optional"}
@@ -324,6 +325,20 @@ def parse_gql(text: str, statement: Statement, graph: str | None) -> GqlQuery:
                 text = reader.until({"return", "then", "match", "let"})
                 clause.order = sqlglot.parse_one(f"SELECT * FROM __bindings {text}", dialect=GeaFlowDialect)
             query.matches.append(clause)
+        elif word == "call":
+            reader.take()
+            name = reader.take().text.lower()
+            reader.expect("(")
+            inside = reader.until(set())
+            reader.expect(")")
+            args = [_expression(part, statement) for part in _top_level_commas(inside)]
+            columns = []
+            if reader.word() == "yield":
+                reader.take()
+                reader.expect("(")
+                columns = [c.strip() for c in reader.until(set()).split(",") if c.strip()]
+                reader.expect(")")
+            query.call = (name, args, columns)
         elif word == "return":
             reader.take()
             body = reader.until({"then", "match", "let"})
@@ -352,8 +367,8 @@ def parse_gql(text: str, statement: Statement, graph: str | None) -> GqlQuery:
         else:
             raise statement.error(f"{reader.peek().text!r} is not a GQL clause gyreflow knows",
                                   hint="clauses: MATCH, WHERE, LET, RETURN, ORDER BY, LIMIT, THEN FILTER")
-    if not query.matches:
-        raise statement.error("a graph query starts with MATCH")
+    if not query.matches and query.call is None:
+        raise statement.error("a graph query starts with MATCH or CALL")
     return query
 
 
@@ -413,6 +428,21 @@ def _cut_subqueries(text: str, statement: Statement, query: GqlQuery) -> str:
     return "".join(out)
 
 
+def _top_level_commas(text: str) -> list[str]:
+    parts, depth, current = [], 0, ""
+    for c in text:
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        if c == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += c
+    return [p for p in [*parts, current] if p.strip()]
+
+
 def _return_select(body: str) -> str:
     """``RETURN items [GROUP BY ..] [ORDER BY ..] [LIMIT n]`` as a SELECT over the bindings."""
     lowered = body.lower()
@@ -435,7 +465,7 @@ def cut_matches(text: str, prefix: str = "__gql_") -> tuple[str, list[tuple[str,
     i = 0
     while i < len(toks):
         token = toks[i]
-        if token.text.lower() == "match" and (i == 0 or toks[i - 1].text.lower() not in (".",)):
+        if token.text.lower() in ("match", "call") and (i == 0 or toks[i - 1].text.lower() not in (".",)):
             depth, j = 0, i
             while j < len(toks):
                 kind = toks[j].token_type

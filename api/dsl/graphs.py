@@ -229,6 +229,16 @@ def evaluate_gql(query: GqlQuery, catalog) -> Relation:
     graph = load_graph(query.graph, catalog)
     filters = _Filters(catalog)
     order = _variables(query)
+    if query.call is not None:
+        from gyreflow.api.dsl.algorithms import call
+
+        name, args, columns = query.call
+        values = [Scope(Relation([], []), catalog).compile(a)(((), None)) for a in args]
+        rows = call(name, graph, values)
+        relation = Relation([(None, c.lower()) for c in columns], [tuple(r[:len(columns)]) for r in rows])
+        if query.returns is None:
+            return relation
+        return catalog.with_relation("__bindings", relation).evaluate(query.returns)
     if query.subqueries:
         catalog = catalog.copy()
         catalog.subquery_compiler = _SubQueries(query, graph, filters).compile

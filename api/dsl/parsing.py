@@ -19,6 +19,8 @@ class GeaFlowDialect(Dialect):
         QUOTES = ["'", '"']
         IDENTIFIERS = ["`"]
         STRING_ESCAPES = ["\\", "'"]
+        # CALL starts a graph algorithm's call, not a command whose rest is one string
+        KEYWORDS = {**tokens.Tokenizer.KEYWORDS, "CALL": TokenType.VAR}
 
 
 class DslError(Exception):
@@ -246,7 +248,7 @@ def classify(number: int, text: str, line: int, column: int) -> Statement:
             raise statement.error("INSERT INTO needs a query")
         statement.query = _query_or_gql(text[toks[at].start:], statement, toks[at].line - 1)
         return statement
-    if head in ("select", "with", "values", "match") or text.lstrip().startswith("("):
+    if head in ("select", "with", "values", "match", "call") or text.lstrip().startswith("("):
         statement.kind = "query"
         statement.query = _query_or_gql(text, statement, 0)
         return statement
