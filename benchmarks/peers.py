@@ -415,7 +415,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.write_docs:
         notes = ("Every engine runs as its own process, start-up and input reading included; its "
                  "output is checked against the plain loop's before its time counts. Seconds are "
-                 f"the median of {args.repeat} runs.")
+                 f"the median of {args.repeat} runs. A peer appears in its plainest formulation "
+                 "and, where it has a faster idiomatic one, in that one too (each row says which).")
         update_docs_section("peers", "## Peers\n\n" + notes + "\n\n" + "\n".join(sections))
 
 
