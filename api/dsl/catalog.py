@@ -123,6 +123,10 @@ class Catalog:
             self.tables[key] = Table(key, columns, {"type": "graphdata",
                                                     "path": os.path.join(directory, label)})
 
+    def graph_sources(self) -> set[str]:
+        """The tables graphs are built from (``using``)."""
+        return {e.table.lower() for g in self.graphs.values() for e in g.types.values() if e.table}
+
     def graph_table(self, definition, label: str) -> str:
         """The name of the table that holds the rows inserted into a label of a graph."""
         return f"__graph_{definition.name.lower()}_{label.lower()}"

@@ -243,7 +243,7 @@ def classify(number: int, text: str, line: int, column: int) -> Statement:
         if at < len(toks) and toks[at].token_type == TokenType.L_PAREN and not (
                 at + 1 < len(toks) and toks[at + 1].text.lower() in ("select", "with", "values")):
             inner, at = _group(toks, at)
-            statement.target_columns = [t.text for t in inner if t.token_type != TokenType.COMMA]
+            statement.target_columns = ["".join(t.text for t in part) for part in _split_commas(inner)]
         if at >= len(toks):
             raise statement.error("INSERT INTO needs a query")
         statement.query = _query_or_gql(text[toks[at].start:], statement, toks[at].line - 1)

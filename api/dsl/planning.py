@@ -60,10 +60,11 @@ def is_incremental(query) -> bool:
 
 class QueryFunction(ProcessFunction):
     """Runs a query over the rows its tables delivered: per window, over that window's rows, or (for
-    aggregates and the like) over every row so far, emitting the rows that changed."""
+    aggregates and the like) over every row so far, emitting the rows that changed. The tables of a
+    graph (``graph``) grow window by window: a MATCH runs each window over the graph so far."""
 
-    def __init__(self, query, catalog: Catalog, incremental: bool) -> None:
-        self.query, self.catalog, self.incremental = query, catalog, incremental
+    def __init__(self, query, catalog: Catalog, incremental: bool, graph: frozenset = frozenset()) -> None:
+        self.query, self.catalog, self.incremental, self.graph = query, catalog, incremental, graph
 
     def process(self, record, ctx) -> None:
         name, row = record
@@ -75,10 +76,13 @@ class QueryFunction(ProcessFunction):
     def on_notify(self, window, ctx) -> None:
         state = ctx.get_state(None) or {"all": {}, "windows": {}, "last": None}
         rows = state["windows"].pop(window, {})
-        if self.incremental:
-            for name, added in rows.items():
+        for name, added in rows.items():
+            if self.incremental or name in self.graph:
                 state["all"].setdefault(name, []).extend(added)
+        if self.incremental:
             rows = state["all"]
+        elif self.graph:
+            rows = {**rows, **{name: state["all"].get(name, []) for name in self.graph}}
         result = evaluate(self.query, self.catalog.bound(rows)).rows
         emitted = result
         if self.incremental:
@@ -99,6 +103,8 @@ class QueryFunction(ProcessFunction):
 
 
 def window_of(table: Table, settings: dict):
+    if table.kind == "graphdata":  # what earlier statements inserted into a graph: read whole
+        return AllWindow()
     size = table.window_size(settings)
     return AllWindow() if size <= 0 else SizeTumblingWindow(size)
 
@@ -118,13 +124,18 @@ def plan_insert(ctx, query, catalog: Catalog, sink, number: int = 0) -> None:
     merged = streams[0].union(*streams[1:]) if len(streams) > 1 else streams[0]
     incremental = is_incremental(query) and any(
         catalog.tables[n].window_size(catalog.settings) > 0 for n in tables)
-    result = (merged.key_by(_one_key).process(QueryFunction(query, catalog.copy(), incremental))
+    sources = catalog.graph_sources()
+    graph = frozenset(n for n in tables if catalog.tables[n].kind == "graphdata" or n in sources)
+    result = (merged.key_by(_one_key).process(QueryFunction(query, catalog.copy(), incremental, graph))
               .with_name("query").with_parallelism(1))
     if sink is None:  # a SELECT: its rows are the task's result
         result.collect(f"rows-{number}")
     elif isinstance(sink, tuple):  # a table of a database: rows as dicts of its columns
         as_dict, table_sink = sink
         result.map(as_dict).with_name("columns").sink(table_sink).with_name("sink")
+    elif isinstance(sink, list):  # labels of a graph: each its columns, in its type's order
+        for i, (project, label_sink) in enumerate(sink):
+            result.map(project).with_name(f"columns {i + 1}").sink(label_sink).with_name(f"sink {i + 1}")
     else:
         result.sink(sink).with_name("sink")
 
@@ -137,13 +148,17 @@ def sink_of(statement, catalog: Catalog, graph_target):
     """Where an INSERT's rows go: a file table, a database table, or a label of a graph (kept as
     JSON lines in the graph's folder, its columns in the type's order)."""
     if graph_target is not None:
-        graph, element = graph_target
-        order = [c.lower() for c, _ in element.columns]
-        given = [c.lower() for c in statement.target_columns] if statement.target_columns else order
-        positions = tuple(given.index(c) if c in given else None for c in order)
-        folder = os.path.join(catalog.graph_dirs[graph.name.lower()], element.label.lower())
-        return (functools.partial(_reorder, positions),
-                FileSink(folder, format=json_row, prefix=f"statement{statement.number}", extension=".jsonl"))
+        sinks = []
+        for graph, element, columns, where in graph_target:
+            order = [c.lower() for c, _ in element.columns]
+            given = [c.lower() for c in columns] if columns else order
+            at = where or list(range(len(given)))
+            positions = tuple(at[given.index(c)] if c in given else None for c in order)
+            folder = os.path.join(catalog.graph_dirs[graph.name.lower()], element.label.lower())
+            sinks.append((functools.partial(_reorder, positions),
+                          FileSink(folder, format=json_row, prefix=f"statement{statement.number}",
+                                   extension=".jsonl")))
+        return sinks
     table = catalog.table(statement.name)
     if table.kind == "file":
         return file_sink(table, catalog)

@@ -27,18 +27,34 @@ def substitute(text: str, settings: dict) -> str:
 
 
 def _graph_target(statement: Statement, catalog: Catalog):
-    """``(graph, element type)`` of ``INSERT INTO graph.label``, or None for a table."""
+    """``[(graph, element type, columns given or None, their positions in the query)]`` of ``INSERT
+    INTO graph.label [(columns)]`` or ``INSERT INTO graph(label.column, ...)``; None for a table."""
     graph_name, _, label = statement.name.partition(".")
     graph = catalog.graphs.get(graph_name.lower())
     if graph is None:
         return None
-    if not label:
-        raise statement.error(f"INSERT INTO {statement.name}(label.column, ...) is not supported yet",
-                              hint=f"insert into one label at a time: INSERT INTO {graph_name}.LABEL")
-    element = graph.types.get(label.lower())
-    if element is None:
-        raise statement.error(f"graph {graph.name} has no vertex or edge type {label}")
-    return graph, element
+    if label:
+        element = graph.types.get(label.lower())
+        if element is None:
+            raise statement.error(f"graph {graph.name} has no vertex or edge type {label}")
+        columns = statement.target_columns
+        return [(graph, element, columns, list(range(len(columns))) if columns else None)]
+    if not statement.target_columns or any("." not in c for c in statement.target_columns):
+        raise statement.error(f"INSERT INTO {statement.name} needs a label: INSERT INTO "
+                              f"{graph_name}.LABEL or INSERT INTO {graph_name}(label.column, ...)")
+    by_label: dict[str, tuple[list, list]] = {}
+    for position, column in enumerate(statement.target_columns):
+        label, _, name = column.partition(".")
+        by_label.setdefault(label.lower(), ([], []))
+        by_label[label.lower()][0].append(name)
+        by_label[label.lower()][1].append(position)
+    targets = []
+    for label, (columns, positions) in by_label.items():
+        element = graph.types.get(label)
+        if element is None:
+            raise statement.error(f"graph {graph.name} has no vertex or edge type {label}")
+        targets.append((graph, element, columns, positions))
+    return targets
 
 
 def _read_gql(statement: Statement, catalog: Catalog) -> None:
@@ -98,7 +114,7 @@ def _check(statement: Statement, catalog: Catalog) -> None:
         return
     graph = _graph_target(statement, catalog)
     if graph is not None:
-        width = len(statement.target_columns or graph[1].columns)
+        width = len(statement.target_columns or graph[0][1].columns)
         if len(result.columns) != width:
             raise statement.error(f"INSERT INTO {statement.name}: the query gives {len(result.columns)} "
                                   f"columns for {width}")
