@@ -125,9 +125,9 @@ class EdgePattern:
 class MatchClause:
     patterns: list[list]  # each: node, edge, node, ...
     where: exp.Expression | None
-    # ``p1 | p2`` (distinct) or ``p1 |+| p2`` (all): each alternative a list of comma-joined paths
-    alternatives: list[list[list]] = attrs.Factory(list)
-    keep_all: bool = False
+    # the comma-joined items, each ``(alternative paths, keep all)``: ``p1 | p2`` (distinct) or
+    # ``p1 |+| p2`` (all); ``patterns`` lists every path of them
+    items: list[tuple[list[list], bool]] = attrs.Factory(list)
     order: exp.Select | None = None  # ORDER BY / LIMIT of the bindings, before RETURN
 
 
@@ -289,12 +289,17 @@ def _path(reader: _Reader) -> list:
         path.extend([edge, _node(reader)])
 
 
-def _paths(reader: _Reader) -> list[list]:
-    paths = [_path(reader)]
-    while reader.peek() is not None and reader.peek().token_type == TokenType.COMMA:
+def _alternatives(reader: _Reader) -> tuple[list[list], bool]:
+    """``path [| path | ...]`` or ``path [|+| path ...]``: the paths and whether to keep them all."""
+    paths, keep_all = [_path(reader)], False
+    while reader.peek() is not None and reader.peek().token_type == TokenType.PIPE:
         reader.take()
+        if reader.peek() is not None and reader.peek().text == "+":
+            reader.take()
+            reader.expect("|")
+            keep_all = True
         paths.append(_path(reader))
-    return paths
+    return paths, keep_all
 
 
 def parse_gql(text: str, statement: Statement, graph: str | None) -> GqlQuery:
@@ -307,20 +312,16 @@ def parse_gql(text: str, statement: Statement, graph: str | None) -> GqlQuery:
         word = reader.word()
         if word == "match":
             reader.take()
-            alternatives, keep_all = [_paths(reader)], False
-            while reader.peek() is not None and reader.peek().token_type == TokenType.PIPE:
+            items = [_alternatives(reader)]
+            while reader.peek() is not None and reader.peek().token_type == TokenType.COMMA:
                 reader.take()
-                if reader.peek().text == "+":
-                    reader.take()
-                    reader.expect("|")
-                    keep_all = True
-                alternatives.append(_paths(reader))
+                items.append(_alternatives(reader))
             where = None
             if reader.word() == "where":
                 reader.take()
                 where = _expression(reader.until(_CLAUSES - {"where"} | {"order", "order by", "limit"}),
                                     statement)
-            clause = MatchClause(alternatives[0], where, alternatives, keep_all)
+            clause = MatchClause([path for paths, _ in items for path in paths], where, items)
             if reader.word() in ("order", "order by", "limit"):
                 text = reader.until({"return", "then", "match", "let"})
                 clause.order = sqlglot.parse_one(f"SELECT * FROM __bindings {text}", dialect=GeaFlowDialect)

@@ -214,11 +214,10 @@ def bindings_relation(bindings: list[dict], order: list[str]) -> Relation:
 def _variables(query: GqlQuery) -> list[str]:
     seen = []
     for clause in query.matches:
-        for paths in clause.alternatives or [clause.patterns]:
-            for path in paths:
-                for item in path:
-                    if item.var not in seen:
-                        seen.append(item.var)
+        for path in clause.patterns:
+            for item in path:
+                if item.var not in seen:
+                    seen.append(item.var)
     return seen
 
 
@@ -307,8 +306,7 @@ def _request_table(query: GqlQuery, order: list[str], catalog) -> str | None:
     variables = {v.lower() for v in order}
     expressions = [c.where for c in query.matches if c.where is not None]
     for clause in query.matches:
-        for paths in clause.alternatives or [clause.patterns]:
-            expressions += [item.where for path in paths for item in path if item.where is not None]
+        expressions += [item.where for path in clause.patterns for item in path if item.where is not None]
     for expression in expressions:
         for column in expression.find_all(exp.Column):
             name = column.table.lower() if column.table else ""
@@ -320,15 +318,11 @@ def _request_table(query: GqlQuery, order: list[str], catalog) -> str | None:
 def _match(query: GqlQuery, graph, bindings: list[dict], order, filters, catalog) -> list[dict]:
     """The bindings of a query's MATCH clauses, starting from ``bindings``."""
     for number, clause in enumerate(query.matches, 1):
-        found = []
-        for paths in clause.alternatives or [clause.patterns]:
-            matched = bindings
-            for path in paths:
-                matched = [b for seed in matched for b in _match_path(graph, path, seed, filters)]
-            found.extend(matched)
-        bindings = found
-        if len(clause.alternatives) > 1 and not clause.keep_all:
-            bindings = _distinct_named(bindings, order, everything=True)
+        for paths, keep_all in clause.items:
+            bindings = [b for path in paths for seed in bindings
+                        for b in _match_path(graph, path, seed, filters)]
+            if len(paths) > 1 and not keep_all:
+                bindings = _distinct_named(bindings, order, everything=True)
         if clause.where is not None:
             relation = bindings_relation(bindings, order)
             test = Scope(relation, catalog).compile(clause.where)
