@@ -189,9 +189,35 @@ def _match_path(graph, path: list, binding: dict, filters: _Filters) -> list[dic
     return bindings
 
 
+class Variables(list):
+    """A match's variable names in order, with the properties each may have (from the graph's types)."""
+
+    def __init__(self, names, schema: dict[str, list[str]] | None = None) -> None:
+        super().__init__(names)
+        self.schema = schema or {}
+
+
+def _schema(query: GqlQuery, names: list[str], catalog) -> dict[str, list[str]]:
+    """The properties of each variable: the columns of the types its labels allow."""
+    definition = catalog.graphs.get((query.graph or "").lower())
+    if definition is None:
+        return {}
+    schema: dict[str, list[str]] = {}
+    for clause in query.matches:
+        for path in clause.patterns:
+            for item in path:
+                kind = "vertex" if isinstance(item, NodePattern) else "edge"
+                found = schema.setdefault(item.var, [])
+                for label, element in definition.types.items():
+                    if element.kind == kind and (not item.labels or label in item.labels):
+                        found.extend(c for c, _ in element.columns if c not in found)
+    return schema
+
+
 def bindings_relation(bindings: list[dict], order: list[str]) -> Relation:
     """One row a binding: each variable's element, then its properties as ``var.property``."""
-    props: dict[str, list[str]] = {var: [] for var in order}
+    schema = getattr(order, "schema", {})
+    props: dict[str, list[str]] = {var: list(schema.get(var, ())) for var in order}
     for binding in bindings:
         for var in order:
             element = binding.get(var)
@@ -227,7 +253,8 @@ def evaluate_gql(query: GqlQuery, catalog) -> Relation:
         raise QueryError("a MATCH needs a graph: USE GRAPH name first")
     graph = load_graph(query.graph, catalog)
     filters = _Filters(catalog)
-    order = _variables(query)
+    order = Variables(_variables(query))
+    order.schema = _schema(query, order, catalog)
     if query.call is not None:
         from gyreflow.api.dsl.algorithms import call
 
@@ -246,7 +273,7 @@ def evaluate_gql(query: GqlQuery, catalog) -> Relation:
         bindings = _match(query, graph, [{}], order, filters, catalog)
     else:  # a query per row of the request table, its row bound to the table's name
         relation = catalog.relation(request)
-        bindings, order = [], [*order, request]
+        bindings, order = [], Variables([*order, request], order.schema)
         for row in relation.rows:
             values = {name: value for (_, name), value in zip(relation.columns, row, strict=True)}
             filters.request = (request, values)
