@@ -12,6 +12,7 @@ import attrs
 from gyreflow.api.config.auto import is_automatic
 from gyreflow.api.config.loading import ConfigError
 from gyreflow.api.config.session import current_settings
+from gyreflow.api.connectors.requirements import check_requirements, requirements_of
 from gyreflow.api.connectors.sources import GeneratorSource, as_source
 from gyreflow.api.language.source_windows import call_site, warn_size_windows_per_task
 from gyreflow.api.language.stream import GraphBuilder, Stream
@@ -210,10 +211,13 @@ class Pipeline:
             listener = monitor if listener is None else Listeners((listener, monitor))
         results = {}
         try:
-            for task in self.tasks:
-                graph = task.build(self.env.config)
-                results[task.name] = self.env.run_task(f"{self.name}/{task.name}", graph, listener,
-                                                       recovery)
+            # Every task's plan first, and what their sources and sinks need: a module missing for
+            # the last task refuses the pipeline before the first task moves any data.
+            graphs = [(task.name, task.build(self.env.config)) for task in self.tasks]
+            for _, graph in graphs:
+                check_requirements(requirements_of(graph))
+            for name, graph in graphs:
+                results[name] = self.env.run_task(f"{self.name}/{name}", graph, listener, recovery)
         except BaseException as exc:
             if ui is not None:
                 ui.monitor.finish(exc)

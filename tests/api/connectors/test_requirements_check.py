@@ -113,3 +113,25 @@ def test_a_source_of_ones_own_declares_what_it_needs(tmp_path):
         "which is not installed: pip install a-client")
     assert opened == []
     assert not (tmp_path / "state").exists()  # nothing stored either
+
+
+def test_a_later_task_that_needs_a_missing_module_stops_the_pipeline_before_the_first_task(tmp_path):
+    opened: list = []
+    out = tmp_path / "first"
+    pipeline = Environment.local(1, progress=False, config={
+        "state.path": str(tmp_path / "state")}).pipeline("needs-later")
+
+    @pipeline.task(name="first")
+    def first(ctx):
+        from gyreflow.api import FileSink
+
+        ctx.source([1, 2, 3], SizeTumblingWindow(10)).sink(FileSink(str(out)))
+
+    @pipeline.task(name="second")
+    def second(ctx):
+        ctx.source(ClientSource(opened), SizeTumblingWindow(10)).with_name("client").collect("x")
+
+    with pytest.raises(ConfigError, match="operator 'client' .* a_client_nobody_installed"):
+        pipeline.execute()
+    assert opened == []
+    assert not out.exists() or not any(out.iterdir())  # the first task moved no data
