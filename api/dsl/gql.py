@@ -304,7 +304,7 @@ def _alternatives(reader: _Reader) -> tuple[list[list], bool]:
 
 def parse_gql(text: str, statement: Statement, graph: str | None) -> GqlQuery:
     """A MATCH block (``MATCH ... [WHERE] [RETURN ... [ORDER BY] [LIMIT]] [THEN FILTER ...]``)."""
-    text = re.sub(r"\.\s*~label\b", ".__label", text)
+    text = re.sub(r"\.\s*~(label|id)\b", r".__\1", text)
     query = GqlQuery(graph, [], None, [], text=text)
     text = _cut_subqueries(text, statement, query)
     reader = _Reader(text, statement)

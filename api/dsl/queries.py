@@ -308,6 +308,8 @@ def _property(element, key: str):
         return None
     if key == "__label":
         return getattr(element, "label", None)
+    if key == "__id":
+        return getattr(element, "id", None)
     for name, value in element.items():
         if name.lower() == key:
             return value

@@ -177,6 +177,12 @@ def _order_key(node: exp.Expression, names: list[str], scope: Scope):
     if isinstance(node, exp.Literal) and not node.is_string:
         at = int(node.this) - 1
         return lambda pair: pair[0][at]
+    if isinstance(node, exp.Column) and node.table and node.table.lower() in names and \
+            scope.index(node.name, node.table) is None:  # a property of an output vertex or edge
+        from gyreflow.api.dsl.queries import _property
+
+        at, key = names.index(node.table.lower()), node.name.lower()
+        return lambda pair: _property(pair[0][at], key)
     fn = scope.compile(node)
     return lambda pair: fn(pair[1])
 
