@@ -446,9 +446,11 @@ def _top_level_commas(text: str) -> list[str]:
 
 def _return_select(body: str) -> str:
     """``RETURN items [GROUP BY ..] [ORDER BY ..] [LIMIT n]`` as a SELECT over the bindings."""
+    body = re.sub(r"(?i)\boffset\s+(\d+)\s+limit\s+(\d+)", r"limit \2 offset \1", body)
     lowered = body.lower()
     cut = len(body)
-    for word in (" group by", "\ngroup by", " order by", "\norder by", "\torder by", " limit", "\nlimit"):
+    for word in (" group by", "\ngroup by", " order by", "\norder by", "\torder by", " limit", "\nlimit",
+                 " offset", "\noffset"):
         at = lowered.find(word)
         if at != -1 and _depth_zero(body, at):
             cut = min(cut, at)

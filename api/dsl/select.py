@@ -183,7 +183,11 @@ def _order_key(node: exp.Expression, names: list[str], scope: Scope):
 
         at, key = names.index(node.table.lower()), node.name.lower()
         return lambda pair: _property(pair[0][at], key)
-    fn = scope.compile(node)
+    try:
+        fn = scope.compile(node)
+    except QueryError:  # an expression of the output's columns (of a returned vertex's property)
+        out = Scope(Relation([(None, n) for n in names], []), scope.catalog).compile(node)
+        return lambda pair: out((pair[0], None))
     return lambda pair: fn(pair[1])
 
 
