@@ -74,15 +74,15 @@ if _typing.TYPE_CHECKING:
         TaskResult,
         WindowMetrics,
     )
-    from gyreflow.runtime.dataflow.column_expressions import (
+    from gyreflow.runtime.dataflow.columns.expressions import (
         col,
     )
-    from gyreflow.runtime.dataflow.event_time import (
+    from gyreflow.runtime.dataflow.time.event_time import (
         EventWindow,
         LateRecord,
         WindowResult,
     )
-    from gyreflow.runtime.dataflow.windowing import (
+    from gyreflow.runtime.dataflow.time.windows import (
         WindowContext,
     )
     from gyreflow.runtime.errors import (
@@ -93,7 +93,7 @@ _EXPORTS: dict[str, str] = {
     "AggregateFunction": "gyreflow.api.language.functions",
     "AllWindow": "gyreflow.api.language.windows",
     "ArrowSource": "gyreflow.api.connectors.sources",
-    "col": "gyreflow.runtime.dataflow.column_expressions",
+    "col": "gyreflow.runtime.dataflow.columns.expressions",
     "CheckpointMetrics": "gyreflow.api.service.listeners",
     "CollectionSource": "gyreflow.api.connectors.sources",
     "Config": "gyreflow.api.config.loading",
@@ -102,14 +102,14 @@ _EXPORTS: dict[str, str] = {
     "DirectorySource": "gyreflow.api.connectors.directory_source",
     "Environment": "gyreflow.api.language.environment",
     "EventTimeStream": "gyreflow.api.language.windowed",
-    "EventWindow": "gyreflow.runtime.dataflow.event_time",
+    "EventWindow": "gyreflow.runtime.dataflow.time.event_time",
     "FileSink": "gyreflow.api.connectors.sinks",
     "FileSource": "gyreflow.api.connectors.sources",
     "GeneratorSource": "gyreflow.api.connectors.sources",
     "JobListener": "gyreflow.api.service.listeners",
     "JsonLinesListener": "gyreflow.api.service.listeners",
     "KeyedStream": "gyreflow.api.language.stream",
-    "LateRecord": "gyreflow.runtime.dataflow.event_time",
+    "LateRecord": "gyreflow.runtime.dataflow.time.event_time",
     "LocalEnvironment": "gyreflow.api.language.environment",
     "ParquetSink": "gyreflow.api.connectors.sinks",
     "Pipeline": "gyreflow.api.language.pipeline",
@@ -132,9 +132,9 @@ _EXPORTS: dict[str, str] = {
     "Tumbling": "gyreflow.api.language.windows",
     "UserFunctionError": "gyreflow.runtime.errors",
     "Window": "gyreflow.api.language.windows",
-    "WindowContext": "gyreflow.runtime.dataflow.windowing",
+    "WindowContext": "gyreflow.runtime.dataflow.time.windows",
     "WindowMetrics": "gyreflow.api.service.listeners",
-    "WindowResult": "gyreflow.runtime.dataflow.event_time",
+    "WindowResult": "gyreflow.runtime.dataflow.time.event_time",
     "WindowedStream": "gyreflow.api.language.windowed",
 }
 

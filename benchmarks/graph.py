@@ -58,7 +58,7 @@ from gyreflow.api.graph_algorithms import (
     sssp,
     wcc,
 )
-from gyreflow.runtime.dataflow.array_graph_operator import ArrayGraphOperator
+from gyreflow.runtime.dataflow.graph.array_operator import ArrayGraphOperator
 
 SPARK_MASTER = "local[2]"
 DAMPING = 0.85

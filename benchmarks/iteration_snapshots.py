@@ -29,7 +29,7 @@ from graph import DAMPING, check_ranks, plain_pagerank, random_edges
 from gyreflow.api import Environment
 from gyreflow.api.graph import GraphView
 from gyreflow.api.graph_algorithms import pagerank
-from gyreflow.runtime.dataflow.graph_operator import GraphOperator
+from gyreflow.runtime.dataflow.graph.operator import GraphOperator
 
 INTERVALS = (0, 5, 1)
 

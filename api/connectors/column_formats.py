@@ -24,7 +24,7 @@ from gyreflow.api.connectors.file_formats import (
     strip_line_ending,
 )
 from gyreflow.plan.words import plural
-from gyreflow.runtime.dataflow.columns import ColumnBatch
+from gyreflow.runtime.dataflow.columns.batch import ColumnBatch
 from gyreflow.runtime.errors import DataError
 
 BLOCK_BYTES = 1 << 22  # read from the file at a time

@@ -23,7 +23,7 @@ from gyreflow.api.connectors.file_formats import (
 )
 from gyreflow.api.connectors.requirements import PYARROW, Requirement
 from gyreflow.api.connectors.sources import GrowingInputReader, Source, SourceReader
-from gyreflow.runtime.dataflow.columns import ColumnBatch, concat
+from gyreflow.runtime.dataflow.columns.batch import ColumnBatch, concat
 from gyreflow.runtime.errors import DataError
 
 ORDERS = ("name", "mtime")

@@ -12,7 +12,7 @@ import attrs
 
 from gyreflow.api.config.loading import ConfigError
 from gyreflow.plan.words import plural
-from gyreflow.runtime.dataflow.columns import ColumnBatch
+from gyreflow.runtime.dataflow.columns.batch import ColumnBatch
 
 FORMATS = ("text", "jsonl", "csv", "parquet")
 COLUMNAR_FORMATS = ("csv", "jsonl", "parquet")  # formats read as column batches with columnar=True

@@ -16,7 +16,7 @@ import attrs
 from gyreflow.api.config.loading import ConfigError
 from gyreflow.api.connectors.file_formats import strip_line_ending
 from gyreflow.plan.words import plural
-from gyreflow.runtime.dataflow.columns import ColumnBatch, as_record_batch, concat, join_batches
+from gyreflow.runtime.dataflow.columns.batch import ColumnBatch, as_record_batch, concat, join_batches
 from gyreflow.runtime.errors import DataError
 
 

@@ -8,7 +8,7 @@ import attrs
 
 from gyreflow.plan import operators as specs
 from gyreflow.plan.graph import Partitioning, PipelineEdge, PipelineGraph, PipelineVertex
-from gyreflow.runtime.dataflow.columns import Column, ColumnAggregate
+from gyreflow.runtime.dataflow.columns.batch import Column, ColumnAggregate
 from gyreflow.runtime.errors import KeyRequiredError, ParallelismError, parallelism_error
 
 

@@ -24,10 +24,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gyreflow.plan import operators as specs
-from gyreflow.runtime.dataflow import windowing
-from gyreflow.runtime.dataflow.columns import Column
-from gyreflow.runtime.dataflow.event_columns import EventColumn
-from gyreflow.runtime.dataflow.event_time import LateRecord, WindowResult
+from gyreflow.runtime.dataflow.columns.batch import Column
+from gyreflow.runtime.dataflow.time import windows
+from gyreflow.runtime.dataflow.time.event_columns import EventColumn
+from gyreflow.runtime.dataflow.time.event_time import LateRecord, WindowResult
 from gyreflow.runtime.errors import KeyRequiredError
 
 
@@ -132,32 +132,32 @@ class WindowedStream:
 
     def count(self):
         """The number of records per key and window."""
-        return self._build(windowing.counting(), count=True)
+        return self._build(windows.counting(), count=True)
 
     def sum(self, value: Callable | str = _identity):
         """The sum of ``value(record)`` per key and window; of a column when ``value`` is its name
         (None values skipped; column batches aggregated in Arrow)."""
         if isinstance(value, str):
-            return self._build(windowing.of_column("sum", value))
-        return self._build(windowing.summing(value))
+            return self._build(windows.of_column("sum", value))
+        return self._build(windows.summing(value))
 
     def min(self, value: Callable | str = _identity):
         """The smallest ``value(record)`` per key and window; of a column when ``value`` is its name
         (None values skipped; column batches aggregated in Arrow)."""
         if isinstance(value, str):
-            return self._build(windowing.of_column("min", value))
-        return self._build(windowing.minimum(value))
+            return self._build(windows.of_column("min", value))
+        return self._build(windows.minimum(value))
 
     def max(self, value: Callable | str = _identity):
         """The largest ``value(record)`` per key and window; of a column when ``value`` is its name
         (None values skipped; column batches aggregated in Arrow)."""
         if isinstance(value, str):
-            return self._build(windowing.of_column("max", value))
-        return self._build(windowing.maximum(value))
+            return self._build(windows.of_column("max", value))
+        return self._build(windows.maximum(value))
 
     def reduce(self, fn: Callable):
         """Fold each key's records of a window with ``fn(accumulated, record)``."""
-        return self._build(windowing.reducing(fn))
+        return self._build(windows.reducing(fn))
 
     def aggregate(self, function):
         """Aggregate each key's records of a window with an ``AggregateFunction``."""
@@ -165,7 +165,7 @@ class WindowedStream:
             if not callable(getattr(function, method, None)):
                 msg = f"aggregate needs an AggregateFunction with init/add/merge/result; missing {method}"
                 raise TypeError(msg)
-        return self._build(windowing.Aggregation.of(function))
+        return self._build(windows.Aggregation.of(function))
 
     def apply(self, fn: Callable):
         """Call ``fn(key, records, window)`` once per key and window with the window's records
@@ -174,14 +174,14 @@ class WindowedStream:
         if not callable(fn):
             msg = f"apply needs a function, got {type(fn).__name__}"
             raise TypeError(msg)
-        return self._build(windowing.collecting(fn))
+        return self._build(windows.collecting(fn))
 
     def top(self, k: int, by: Callable = _identity):
         """The ``k`` records of each key and window with the highest ``by(record)``, best first."""
         if not isinstance(k, int) or k < 1:
             msg = f"top needs a positive k, got {k!r}"
             raise ValueError(msg)
-        return self._build(windowing.top(k, by))
+        return self._build(windows.top(k, by))
 
 
 class EventWindowResults:

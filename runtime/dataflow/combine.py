@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from gyreflow.plan import operators as specs
 from gyreflow.plan.graph import Partitioning
-from gyreflow.runtime.dataflow.columns import Column, ColumnBatch, PendingCounts, rows_of
+from gyreflow.runtime.dataflow.columns.batch import Column, ColumnBatch, PendingCounts, rows_of
 from gyreflow.runtime.dataflow.emitter import EmitterService, KeyGroupLoad, OutputEdge, _by_key
 from gyreflow.runtime.dataflow.operators import (
     AggregateOperator,

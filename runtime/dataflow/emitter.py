@@ -7,8 +7,8 @@ from collections.abc import Callable
 from gyreflow.plan.graph import Partitioning
 from gyreflow.plan.operators import identity
 from gyreflow.runtime.dataflow.channels import END_OF_INPUT, Barrier
-from gyreflow.runtime.dataflow.columns import Column, ColumnBatch, encode_keys
-from gyreflow.runtime.dataflow.event_time import Watermark
+from gyreflow.runtime.dataflow.columns.batch import Column, ColumnBatch, encode_keys
+from gyreflow.runtime.dataflow.time.event_time import Watermark
 from gyreflow.runtime.errors import RecordError
 from gyreflow.state.keys.keygroups import key_group_of, owner_table
 

@@ -6,7 +6,7 @@ from collections import deque
 from collections.abc import Callable
 
 from gyreflow.runtime.dataflow.channels import Barrier, EndOfInput
-from gyreflow.runtime.dataflow.columns import ColumnBatch
+from gyreflow.runtime.dataflow.columns.batch import ColumnBatch
 
 
 class Worker:

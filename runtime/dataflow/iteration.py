@@ -5,8 +5,8 @@ from __future__ import annotations
 import pickle
 
 from gyreflow.plan.operators import OperatorKind
-from gyreflow.runtime.dataflow.graph_operator import GraphOperator
-from gyreflow.runtime.dataflow.graph_supersteps import VERTEX_COUNT, LocalLoopExchange
+from gyreflow.runtime.dataflow.graph.operator import GraphOperator
+from gyreflow.runtime.dataflow.graph.supersteps import VERTEX_COUNT, LocalLoopExchange
 from gyreflow.runtime.dataflow.task import Task
 from gyreflow.scheduler.events import Done, EventKind, TaskEvent
 from gyreflow.scheduler.iteration import SAVED

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from gyreflow.plan import operators as specs
-from gyreflow.runtime.dataflow import event_time, notifications, windowing
-from gyreflow.runtime.dataflow.graph_operator import GraphOperator
+from gyreflow.runtime.dataflow import notifications
+from gyreflow.runtime.dataflow.graph.operator import GraphOperator
 from gyreflow.runtime.dataflow.operators import (
     AggregateOperator,
     CollectOperator,
@@ -18,6 +18,7 @@ from gyreflow.runtime.dataflow.operators import (
     SinkOperator,
     UnionOperator,
 )
+from gyreflow.runtime.dataflow.time import event_time, windows
 
 
 def build_operator(name: str, spec: specs.OperatorSpec) -> Operator:
@@ -44,22 +45,22 @@ def build_operator(name: str, spec: specs.OperatorSpec) -> Operator:
         return CollectOperator(name, spec.name)
     if isinstance(spec, specs.GraphComputeSpec):
         if spec.arrays and spec.versioned:
-            from gyreflow.runtime.dataflow.array_versioned_operator import (
+            from gyreflow.runtime.dataflow.graph.array_versioned_operator import (
                 VersionedArrayGraphOperator,
             )
 
             return VersionedArrayGraphOperator(name, spec)
         if spec.arrays:  # numpy and scipy are imported by the jobs that compute on arrays only
-            from gyreflow.runtime.dataflow.array_graph_operator import ArrayGraphOperator
+            from gyreflow.runtime.dataflow.graph.array_operator import ArrayGraphOperator
 
             return ArrayGraphOperator(name, spec)
         if spec.versioned:
-            from gyreflow.runtime.dataflow.graph_versioned_operator import VersionedGraphOperator
+            from gyreflow.runtime.dataflow.graph.versioned_operator import VersionedGraphOperator
 
             return VersionedGraphOperator(name, spec)
         return GraphOperator(name, spec)
     if isinstance(spec, specs.ContextMapSpec):
-        return windowing.ContextMapOperator(name, spec.fn)
+        return windows.ContextMapOperator(name, spec.fn)
     if isinstance(spec, specs.TimestampSpec):
         return event_time.TimestampOperator(name, spec.ts_fn, spec.max_delay, spec.idle_timeout)
     if isinstance(spec, specs.EventWindowSpec):
@@ -67,10 +68,10 @@ def build_operator(name: str, spec: specs.OperatorSpec) -> Operator:
     if isinstance(spec, specs.WindowAggregateSpec):
         if spec.aggregation is None:
             key_fn = None if spec.key_fn is specs.identity else spec.key_fn
-            return windowing.WindowCountOperator(name, key_fn)
-        return windowing.WindowAggregateOperator(name, spec.key_fn, spec.aggregation)
+            return windows.WindowCountOperator(name, key_fn)
+        return windows.WindowAggregateOperator(name, spec.key_fn, spec.aggregation)
     if isinstance(spec, specs.TableJoinSpec):
-        return windowing.TableJoinOperator(name, spec.stream_key, spec.table_key, spec.value_fn,
+        return windows.TableJoinOperator(name, spec.stream_key, spec.table_key, spec.value_fn,
                                            spec.fn, spec.inner, spec.ttl, spec.merged)
     if isinstance(spec, specs.ProcessSpec):
         return notifications.ProcessOperator(name, spec.key_fn, spec.function)

@@ -8,8 +8,8 @@ from collections import Counter
 from collections.abc import Callable
 
 from gyreflow.plan import operators as specs
-from gyreflow.runtime.dataflow.column_expressions import Predicate
-from gyreflow.runtime.dataflow.columns import Column, ColumnBatch, PendingCounts
+from gyreflow.runtime.dataflow.columns.batch import Column, ColumnBatch, PendingCounts
+from gyreflow.runtime.dataflow.columns.expressions import Predicate
 from gyreflow.runtime.errors import DataError, RecordError, locate_failure
 
 _MISSING = object()

@@ -10,7 +10,7 @@ import attrs
 
 from gyreflow.plan.execution import ExecutionTask, ExecutionVertex
 from gyreflow.runtime.control import TaskSample
-from gyreflow.runtime.dataflow.columns import ColumnBatch, rows_into
+from gyreflow.runtime.dataflow.columns.batch import ColumnBatch, rows_into
 from gyreflow.runtime.dataflow.combine import accept_combined
 from gyreflow.runtime.dataflow.emitter import EmitterService
 from gyreflow.runtime.dataflow.fetch import FetchService, Worker

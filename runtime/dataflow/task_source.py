@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from gyreflow.runtime.dataflow.columns import ColumnBatch
+from gyreflow.runtime.dataflow.columns.batch import ColumnBatch
 from gyreflow.runtime.faults import crash_point
 from gyreflow.scheduler.events import Done, EventKind
 

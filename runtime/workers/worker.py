@@ -30,7 +30,7 @@ import attrs
 
 from gyreflow.plan.execution import ExecutionGraph
 from gyreflow.runtime.dataflow.channels import link_channels
-from gyreflow.runtime.dataflow.columns import ColumnBatch
+from gyreflow.runtime.dataflow.columns.batch import ColumnBatch
 from gyreflow.runtime.dataflow.combine import build_emitter, combine_kinds, takes_combined
 from gyreflow.runtime.dataflow.iteration import IterationTask, task_class_for
 from gyreflow.runtime.dataflow.task import TaskCheckpoints

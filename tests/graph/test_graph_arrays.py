@@ -30,15 +30,15 @@ from gyreflow.api.graph import (
 )
 from gyreflow.api.graph.array_algorithms import ArrayConnectedComponents
 from gyreflow.api.graph.incremental_algorithms import ArrayIncrementalPageRank
-from gyreflow.runtime.dataflow.array_context import ArrayContext, receive, split_outgoing
-from gyreflow.runtime.dataflow.graph_arrays import (
+from gyreflow.runtime.dataflow.graph.array_context import ArrayContext, receive, split_outgoing
+from gyreflow.runtime.dataflow.graph.arrays import (
     id_array,
     key_groups,
     most_frequent,
     reduce_messages,
 )
-from gyreflow.runtime.dataflow.graph_partition import Partition, add_window_input, chunk_key
-from gyreflow.runtime.dataflow.graph_removals import apply_changes
+from gyreflow.runtime.dataflow.graph.partition import Partition, add_window_input, chunk_key
+from gyreflow.runtime.dataflow.graph.removals import apply_changes
 from gyreflow.runtime.errors import UserFunctionError
 from gyreflow.state.keys.keygroups import key_group_of
 

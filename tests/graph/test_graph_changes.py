@@ -34,7 +34,7 @@ from gyreflow.api.graph import (
 from gyreflow.api.graph.array_algorithms import ArrayConnectedComponents
 from gyreflow.api.graph.query import QuerySyntaxError
 from gyreflow.api.graph_algorithms import UNREACHABLE
-from gyreflow.runtime.dataflow.graph_versions import History, VersionView
+from gyreflow.runtime.dataflow.graph.versions import History, VersionView
 from gyreflow.runtime.errors import DataError
 from gyreflow.state.keys.keyed import KeyedTable, StateKind
 

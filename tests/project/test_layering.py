@@ -146,3 +146,65 @@ def test_no_folder_imports_a_folder_that_imports_it(graph, layer):
         if order.index(there) > order.index(here):
             wrong.append((source, target))
     assert not wrong, f"{layer}: folders import folders after their own: {sorted(wrong)}"
+
+
+# runtime/dataflow is by concern too: columns/ (record batches), then time/ (windows, event time),
+# then graph/ (the graph runtime). A folder imports its own and earlier ones, and of the top level
+# only the operator base; the operator base imports columns/ at most; the task machinery at the top
+# (task, fetch, emitter, fusion, combine, iteration, the factory) may import all three.
+DATAFLOW = "gyreflow.runtime.dataflow"
+DATAFLOW_ORDER = ("columns", "time", "graph")
+DATAFLOW_BASE = {f"{DATAFLOW}.operators"}
+
+
+def dataflow_folder(module: str) -> str | None:
+    """The folder of runtime/dataflow a module is in (None: the top level, or not in dataflow)."""
+    parts = module.split(".")
+    if not module.startswith(DATAFLOW + ".") or parts[3] not in DATAFLOW_ORDER:
+        return None
+    return parts[3]
+
+
+def dataflow_order_violations(edges) -> list[tuple[str, str]]:
+    """The imports among runtime/dataflow's modules that break its order."""
+    wrong = []
+    for source, target in edges:
+        if not (source.startswith(DATAFLOW + ".") and target.startswith(DATAFLOW + ".")):
+            continue
+        here, there = dataflow_folder(source), dataflow_folder(target)
+        if here is not None and there is None and target not in DATAFLOW_BASE:
+            wrong.append((source, target))  # a folder reaching up into the task machinery
+        elif here is not None and there is not None and (
+                DATAFLOW_ORDER.index(there) > DATAFLOW_ORDER.index(here)):
+            wrong.append((source, target))  # a folder importing a later one
+        elif source in DATAFLOW_BASE and there not in (None, "columns"):
+            wrong.append((source, target))  # the operator base importing windows or graphs
+    return sorted(wrong)
+
+
+def test_dataflow_folders_are_the_ordered_ones():
+    root = REPO / "runtime" / "dataflow"
+    folders = {p.name for p in root.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders == set(DATAFLOW_ORDER)
+
+
+def test_dataflow_folders_import_only_earlier_folders_and_the_operator_base(graph):
+    assert graph.has_edge(f"{DATAFLOW}.graph.operator", f"{DATAFLOW}.operators")
+    assert graph.has_edge(f"{DATAFLOW}.operator_factory", f"{DATAFLOW}.graph.operator")
+    wrong = dataflow_order_violations(graph.edges)
+    assert not wrong, f"runtime/dataflow: imports against columns -> time -> graph -> tasks: {wrong}"
+
+
+def test_dataflow_order_violations_are_found():
+    """The check can fail: each kind of wrong import is named, the allowed ones are not."""
+    d = DATAFLOW
+    wrong = [(f"{d}.columns.batch", f"{d}.time.windows"),
+             (f"{d}.time.event_time", f"{d}.graph.removals"),
+             (f"{d}.graph.removals", f"{d}.task"),
+             (f"{d}.operators", f"{d}.graph.operator")]
+    allowed = [(f"{d}.graph.removals", f"{d}.graph.partition"),
+               (f"{d}.graph.operator", f"{d}.operators"),
+               (f"{d}.time.windows", f"{d}.columns.batch"),
+               (f"{d}.task", f"{d}.graph.operator"),
+               (f"{d}.operators", f"{d}.columns.expressions")]
+    assert dataflow_order_violations(wrong + allowed) == sorted(wrong)

@@ -1,4 +1,4 @@
-"""Columnar batches (runtime/dataflow/columns.py): Arrow record batches from ``ArrowSource`` and
+"""Columnar batches (runtime/dataflow/columns/batch.py): Arrow record batches from ``ArrowSource`` and
 ``DirectorySource(format="parquet", columnar=True)`` stay columnar through ``key_by("column")``
 routing and ``count()``, and user functions see dicts.
 
@@ -29,7 +29,7 @@ from gyreflow.api import (
     col,
 )
 from gyreflow.plan.graph import Partitioning
-from gyreflow.runtime.dataflow.columns import (
+from gyreflow.runtime.dataflow.columns.batch import (
     Column,
     ColumnAggregate,
     ColumnBatch,

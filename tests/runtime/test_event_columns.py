@@ -1,4 +1,4 @@
-"""Event time on columns (runtime/dataflow/event_columns.py): ``with_timestamps("ts")``,
+"""Event time on columns (runtime/dataflow/time/event_columns.py): ``with_timestamps("ts")``,
 ``key_by("key")`` and tumbling or sliding ``count()``/``sum``/``min``/``max`` of a column stamp,
 assign and aggregate whole column batches, and give what the record-by-record rules give.
 
@@ -29,8 +29,8 @@ from gyreflow.api import (
     Tumbling,
     UserFunctionError,
 )
-from gyreflow.runtime.dataflow.columns import ColumnBatch
-from gyreflow.runtime.dataflow.event_columns import STAMP_COLUMNS, watermarks_before
+from gyreflow.runtime.dataflow.columns.batch import ColumnBatch
+from gyreflow.runtime.dataflow.time.event_columns import STAMP_COLUMNS, watermarks_before
 
 pa = pytest.importorskip("pyarrow")
 
@@ -187,7 +187,7 @@ def test_the_watermark_before_each_row_is_the_largest_time_before_it(times, late
 def test_rows_after_a_stamped_batch_are_the_row_path_items():
     import numpy as np
 
-    from gyreflow.runtime.dataflow.event_columns import stamp
+    from gyreflow.runtime.dataflow.time.event_columns import stamp
 
     batch = ColumnBatch(pa.record_batch({"ts": [1.0, 2.0], "key": ["a", "b"]}))
     stamped = stamp(batch, np.array([1.0, 2.0]), np.array([-math.inf, 0.5]), 1, 3)

@@ -1,4 +1,4 @@
-"""The stream-table join with ``merged=True`` (runtime/dataflow/table_join_columns.py): a record
+"""The stream-table join with ``merged=True`` (runtime/dataflow/columns/table_join.py): a record
 with the table value's fields added, on rows and, keyed by columns, on column batches joined whole.
 
 Oracle: a plain loop over the windows that keeps the latest table row per key and merges dicts.

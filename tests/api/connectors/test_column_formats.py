@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from gyreflow.api import DirectorySource, SizeTumblingWindow
 from gyreflow.api.connectors.column_formats import open_any_cursor
 from gyreflow.api.connectors.file_formats import CsvOptions, MalformedRecordError
-from gyreflow.runtime.dataflow.columns import ColumnBatch
+from gyreflow.runtime.dataflow.columns.batch import ColumnBatch
 from gyreflow.runtime.errors import DataError
 
 pa = pytest.importorskip("pyarrow")

@@ -7,19 +7,19 @@ a values list is None while every value is None, and in an undirected graph the 
 every incident edge is an out-edge), and, for incremental computations, ``NAME:values`` maps it to the
 computed value. Lists of plain ids keep snapshots cheap (they pickle several times faster than lists of
 pairs). Input of a window is held until the scheduler's InitIteration for that window
-(``graph_window_input``); supersteps then exchange messages with the other tasks of the operator
+(``window_input``); supersteps then exchange messages with the other tasks of the operator
 through a loop exchange, combined per target vertex when the program has a combiner
-(``graph_supersteps``); a window in progress is snapshotted between supersteps and moved between
-processes as one value (``graph_progress``). ``GraphOperator`` holds the state and joins the three.
+(``supersteps``); a window in progress is snapshotted between supersteps and moved between
+processes as one value (``progress``). ``GraphOperator`` holds the state and joins the three.
 """
 
 from __future__ import annotations
 
 from gyreflow.plan.operators import GraphComputeSpec, GraphMode
-from gyreflow.runtime.dataflow.graph_context import Slots, context_class
-from gyreflow.runtime.dataflow.graph_progress import Progress
-from gyreflow.runtime.dataflow.graph_supersteps import Supersteps, merger
-from gyreflow.runtime.dataflow.graph_window_input import WindowInput
+from gyreflow.runtime.dataflow.graph.context import Slots, context_class
+from gyreflow.runtime.dataflow.graph.progress import Progress
+from gyreflow.runtime.dataflow.graph.supersteps import Supersteps, merger
+from gyreflow.runtime.dataflow.graph.window_input import WindowInput
 from gyreflow.runtime.dataflow.operators import Operator
 from gyreflow.runtime.errors import RecordError
 

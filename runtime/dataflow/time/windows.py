@@ -8,9 +8,9 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from gyreflow.plan.operators import identity
-from gyreflow.runtime.dataflow.columns import Column, ColumnBatch
+from gyreflow.runtime.dataflow.columns.batch import Column, ColumnBatch
+from gyreflow.runtime.dataflow.columns.table_join import last_per_key, merge_columns, merge_row
 from gyreflow.runtime.dataflow.operators import Operator, fold_batch, frozen
-from gyreflow.runtime.dataflow.table_join_columns import last_per_key, merge_columns, merge_row
 from gyreflow.runtime.errors import RecordError, locate_failure
 
 # --- aggregations -----------------------------------------------------------------------------
@@ -56,7 +56,7 @@ def counting() -> Aggregation:
 def of_column(kind: str, column: str) -> Aggregation:
     """``sum``/``min``/``max`` of a column (None values skipped): on rows as any aggregation, on
     column batches in Arrow (``columns``)."""
-    from gyreflow.runtime.dataflow.columns import ColumnAggregate
+    from gyreflow.runtime.dataflow.columns.batch import ColumnAggregate
 
     aggregation = Aggregation.of(ColumnAggregate(kind, column))
     aggregation.columns = (kind, column)
@@ -244,7 +244,7 @@ class TableJoinOperator(Operator):
         self.merged = merged
         self.waiting: list = []
         # Merged records of a stream keyed by a column: column batches are joined whole
-        # (table_join_columns.py); a table keyed by a column is then read as columns too.
+        # (columns/table_join.py); a table keyed by a column is then read as columns too.
         self.takes_columns = merged and isinstance(stream_key, Column)
 
     def open(self, ctx) -> None:

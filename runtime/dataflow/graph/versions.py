@@ -26,7 +26,7 @@ def copy_entry(entry: list | None) -> list | None:
 
 
 class VersionView:
-    """The graph entries (see ``graph_operator``) of version ``version``, read-only."""
+    """The graph entries (see ``operator``) of version ``version``, read-only."""
 
     __slots__ = ("graph", "history", "version")
 

@@ -2,7 +2,7 @@
 requests name the version they ask about.
 
 It applies every window to its graph like ``GraphOperator`` and keeps the history of the retained
-versions (``graph_versions``). A traversal's start messages carry a version; the messages of each
+versions (``versions``). A traversal's start messages carry a version; the messages of each
 version travel keyed ``(version, vertex)``, and each version runs with a context and values of its
 own over its ``VersionView``, so requests about different versions share the window's supersteps.
 """
@@ -13,9 +13,9 @@ import pickle
 from collections.abc import Callable
 
 from gyreflow.plan.operators import COMPLETED, GraphMode
-from gyreflow.runtime.dataflow.graph_context import EMPTY, Slots, context_class
-from gyreflow.runtime.dataflow.graph_operator import GraphOperator
-from gyreflow.runtime.dataflow.graph_versions import History, VersionView
+from gyreflow.runtime.dataflow.graph.context import EMPTY, Slots, context_class
+from gyreflow.runtime.dataflow.graph.operator import GraphOperator
+from gyreflow.runtime.dataflow.graph.versions import History, VersionView
 from gyreflow.runtime.errors import DataError, RecordError
 from gyreflow.state.keys.keygroups import key_group_of
 

@@ -3,7 +3,7 @@ with an array program.
 
 Chunks are never changed in place (a window replaces the chunks it changes), so the history of a
 version is the chunk objects themselves: before a window changes a key group's chunk, the chunk it
-replaces is kept in the keyed table ``NAME:history`` under the window (``graph_versions.History``),
+replaces is kept in the keyed table ``NAME:history`` under the window (``versions.History``),
 and trimmed once no retained version reads it. A version's partition is built from those images and
 the current chunks of the groups no later window changed.
 """
@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from gyreflow.plan.operators import COMPLETED, GraphComputeSpec
-from gyreflow.runtime.dataflow.array_graph_operator import ArrayGraphOperator
-from gyreflow.runtime.dataflow.graph_partition import Partition, chunk_key
-from gyreflow.runtime.dataflow.graph_versions import History, VersionView
+from gyreflow.runtime.dataflow.graph.array_operator import ArrayGraphOperator
+from gyreflow.runtime.dataflow.graph.partition import Partition, chunk_key
+from gyreflow.runtime.dataflow.graph.versions import History, VersionView
 
 
 def _same(chunk):

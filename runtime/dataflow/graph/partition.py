@@ -15,7 +15,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from gyreflow.runtime.dataflow.graph_arrays import (
+from gyreflow.runtime.dataflow.graph.arrays import (
     IdIndex,
     concat_ids,
     csr,

@@ -13,7 +13,7 @@ import abc
 import operator
 from collections.abc import Iterable
 
-from gyreflow.runtime.dataflow.columns import column_of, value_of
+from gyreflow.runtime.dataflow.columns.batch import column_of, value_of
 
 _COMPARISONS = {
     "==": (operator.eq, "equal"),

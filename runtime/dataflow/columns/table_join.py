@@ -9,7 +9,7 @@ the table's columns.
 
 from __future__ import annotations
 
-from gyreflow.runtime.dataflow.columns import Column, ColumnBatch, encode_keys
+from gyreflow.runtime.dataflow.columns.batch import Column, ColumnBatch, encode_keys
 
 
 def last_per_key(batch: ColumnBatch, key: Column) -> list[tuple[object, dict]]:

@@ -10,7 +10,7 @@ by a key column and cross processes as one Arrow batch.
 
 from __future__ import annotations
 
-from gyreflow.runtime.dataflow.columns import (
+from gyreflow.runtime.dataflow.columns.batch import (
     STAMP_COLUMNS,
     Column,
     ColumnBatch,
@@ -141,7 +141,7 @@ def aggregate_windows(batch: ColumnBatch, key: Column, rows, starts, form: tuple
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from gyreflow.runtime.dataflow.columns import ColumnAggregate, exact
+    from gyreflow.runtime.dataflow.columns.batch import ColumnAggregate, exact
 
     keys, codes = encode_keys(batch, key)
     kind, column = form

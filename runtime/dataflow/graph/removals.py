@@ -1,5 +1,5 @@
 """Removals on a task's graph chunks (array programs): edge halves and vertices taken out of the
-per-key-group chunks of ``graph_partition``, in the order the window's streams carried them."""
+per-key-group chunks of ``partition``, in the order the window's streams carried them."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import attrs
 import numpy as np
 
 from gyreflow.plan.graph_changes import REMOVE_VERTEX, RemoveVertex, VertexStillConnectedError
-from gyreflow.runtime.dataflow.graph_arrays import concat_ids, id_array, key_groups
-from gyreflow.runtime.dataflow.graph_partition import add_window_input, chunk_key
+from gyreflow.runtime.dataflow.graph.arrays import concat_ids, id_array, key_groups
+from gyreflow.runtime.dataflow.graph.partition import add_window_input, chunk_key
 from gyreflow.runtime.errors import DataError
 
 _SIDE = itemgetter(3)

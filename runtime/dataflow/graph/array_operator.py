@@ -1,14 +1,14 @@
 """The running graph operator of array programs: one array operation per task and superstep.
 
 The task keeps its share of the graph in the keyed state table ``NAME:chunks``, one chunk per key
-group (see ``graph_partition``), and, for incremental computations, the computed values per chunk
+group (see ``partition``), and, for incremental computations, the computed values per chunk
 in ``NAME:values``. When a window adds vertices or edges (or the state was restored) the task builds
 its CSR partition again from the chunks; then each superstep hands the program the vertex values,
 the partition and the combined incoming messages as arrays. Messages travel between the tasks of the
 operator through the same loop exchange as per-vertex programs, as array pieces per target task:
 ``(positions, None, values, counts)`` for the task's own vertices, ``(None, ids, values, counts)``
-for another task's. The window input is ``graph_array_input``'s, the supersteps, results and
-progress ``graph_array_supersteps``'s; ``ArrayGraphOperator`` holds the state and joins them.
+for another task's. The window input is ``array_input``'s, the supersteps, results and
+progress ``array_supersteps``'s; ``ArrayGraphOperator`` holds the state and joins them.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from __future__ import annotations
 import numpy as np
 
 from gyreflow.plan.operators import GraphComputeSpec, GraphMode
-from gyreflow.runtime.dataflow.graph_array_input import NO_EDGES, ArrayWindowInput
-from gyreflow.runtime.dataflow.graph_array_supersteps import ArraySupersteps
-from gyreflow.runtime.dataflow.graph_arrays import COMBINES
-from gyreflow.runtime.dataflow.graph_context import Slots
-from gyreflow.runtime.dataflow.graph_operator import GraphOperator
-from gyreflow.runtime.dataflow.graph_partition import Partition
+from gyreflow.runtime.dataflow.graph.array_input import NO_EDGES, ArrayWindowInput
+from gyreflow.runtime.dataflow.graph.array_supersteps import ArraySupersteps
+from gyreflow.runtime.dataflow.graph.arrays import COMBINES
+from gyreflow.runtime.dataflow.graph.context import Slots
+from gyreflow.runtime.dataflow.graph.operator import GraphOperator
+from gyreflow.runtime.dataflow.graph.partition import Partition
 
 
 def merge_pieces(box: list, more: list) -> None:

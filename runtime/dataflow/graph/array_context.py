@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 
 from gyreflow.plan.words import plural
-from gyreflow.runtime.dataflow.graph_arrays import reduce_messages, row_edges
-from gyreflow.runtime.dataflow.graph_context import add_to_aggregate
-from gyreflow.runtime.dataflow.graph_partition import IN, OUT, Partition
+from gyreflow.runtime.dataflow.graph.arrays import reduce_messages, row_edges
+from gyreflow.runtime.dataflow.graph.context import add_to_aggregate
+from gyreflow.runtime.dataflow.graph.partition import IN, OUT, Partition
 
 
 class Inbox:
@@ -214,7 +214,7 @@ def receive(pieces: list, part: Partition, combine) -> Inbox:
         positions, _, values, counts = pieces[0]  # one task's own messages: already combined
         if combine != "histogram":
             return Inbox(n, positions, values)
-        from gyreflow.runtime.dataflow.graph_arrays import most_frequent
+        from gyreflow.runtime.dataflow.graph.arrays import most_frequent
 
         chosen = most_frequent(positions, values, counts)
         return Inbox(n, *chosen, (positions, values, counts))
@@ -233,7 +233,7 @@ def receive(pieces: list, part: Partition, combine) -> Inbox:
     counts = np.concatenate(all_counts) if combine == "histogram" else None
     positions, values, counts = reduce_messages(combine, positions, values, counts, n)
     if combine == "histogram":
-        from gyreflow.runtime.dataflow.graph_arrays import most_frequent
+        from gyreflow.runtime.dataflow.graph.arrays import most_frequent
 
         histogram = (positions, values, counts)
         positions, values = most_frequent(positions, values, counts)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from gyreflow.plan.graph_changes import REMOVE_VERTEX, RemoveVertex, VertexStillConnectedError
 from gyreflow.plan.operators import EVERY_VERTEX, GraphMode
-from gyreflow.runtime.dataflow.graph_removals import refused_removal
+from gyreflow.runtime.dataflow.graph.removals import refused_removal
 from gyreflow.state.keys.keygroups import key_group_of
 
 

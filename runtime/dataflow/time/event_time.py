@@ -17,9 +17,9 @@ from datetime import datetime
 from operator import itemgetter
 from typing import NamedTuple
 
-from gyreflow.runtime.dataflow import event_columns
-from gyreflow.runtime.dataflow.columns import Column, ColumnBatch
+from gyreflow.runtime.dataflow.columns.batch import Column, ColumnBatch
 from gyreflow.runtime.dataflow.operators import Operator, frozen
+from gyreflow.runtime.dataflow.time import event_columns
 from gyreflow.runtime.errors import RecordError, locate_failure
 from gyreflow.state.keys.keygroups import key_group_of
 
@@ -244,7 +244,7 @@ class EventWindowOperator(Operator):
         super().__init__(name)
         self.key_fn = key_fn
         self.assigner = assigner
-        self.aggregation = aggregation  # a windowing.Aggregation
+        self.aggregation = aggregation  # a windows.Aggregation
         # Tumbling and sliding counts, sums, minima and maxima keyed by a column: a stamped column
         # batch is assigned and aggregated whole, in Arrow (others get it as rows).
         self.form = event_columns.column_form(aggregation)

@@ -19,7 +19,7 @@ import attrs
 
 from gyreflow.runtime.errors import DataError
 
-# The columns of event time a timestamp operator adds to a batch (event_columns.py): the time, the
+# The columns of event time a timestamp operator adds to a batch (time/event_columns.py): the time, the
 # watermark before the row, the source task and the number of source tasks.
 STAMP_COLUMNS = ("__gyreflow_ts", "__gyreflow_watermark", "__gyreflow_source",
                  "__gyreflow_sources")

@@ -9,15 +9,15 @@ import numpy as np
 from gyreflow.plan.graph_changes import VertexStillConnectedError
 from gyreflow.plan.operators import GraphMode
 from gyreflow.plan.words import plural
-from gyreflow.runtime.dataflow.graph_arrays import concat_ids, id_array
-from gyreflow.runtime.dataflow.graph_partition import Partition, add_window_input, chunk_key
-from gyreflow.runtime.dataflow.graph_removals import (
+from gyreflow.runtime.dataflow.graph.arrays import concat_ids, id_array
+from gyreflow.runtime.dataflow.graph.partition import Partition, add_window_input, chunk_key
+from gyreflow.runtime.dataflow.graph.removals import (
     apply_changes,
     has_removals,
     refused_removal,
     vertex_record_ids,
 )
-from gyreflow.runtime.dataflow.graph_supersteps import REMOVAL_SCOPE, REMOVALS
+from gyreflow.runtime.dataflow.graph.supersteps import REMOVAL_SCOPE, REMOVALS
 from gyreflow.runtime.errors import RecordError
 
 NO_EDGES = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int8), None)

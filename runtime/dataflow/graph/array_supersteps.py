@@ -11,10 +11,10 @@ import numpy as np
 
 from gyreflow.plan.operators import GraphMode
 from gyreflow.plan.words import plural
-from gyreflow.runtime.dataflow.array_context import ArrayContext, receive, split_outgoing
-from gyreflow.runtime.dataflow.graph_array_input import NO_EDGES, differs
-from gyreflow.runtime.dataflow.graph_partition import chunk_key
-from gyreflow.runtime.dataflow.graph_supersteps import REMOVAL_SCOPE, REMOVALS, VERTEX_COUNT
+from gyreflow.runtime.dataflow.graph.array_context import ArrayContext, receive, split_outgoing
+from gyreflow.runtime.dataflow.graph.array_input import NO_EDGES, differs
+from gyreflow.runtime.dataflow.graph.partition import chunk_key
+from gyreflow.runtime.dataflow.graph.supersteps import REMOVAL_SCOPE, REMOVALS, VERTEX_COUNT
 from gyreflow.runtime.errors import DataError, RecordError
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gyreflow.plan.operators import GraphMode
-from gyreflow.runtime.dataflow.graph_context import EMPTY
+from gyreflow.runtime.dataflow.graph.context import EMPTY
 from gyreflow.runtime.errors import DataError, RecordError
 from gyreflow.state.keys.keygroups import key_group_of
 
