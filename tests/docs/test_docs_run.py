@@ -3,7 +3,8 @@
 A block's info string says what it is: ``python`` runs in a fresh interpreter (and when it ends with
 ``# `` comment lines after a ``print``, it must print exactly those lines; ``...`` matches anything);
 ``bash``/``sh`` runs line by line in a shell and every command must succeed; ``toml`` must load as
-gyreflow configuration; ``text`` is output, a diagram or a usage synopsis and is not run. A block
+gyreflow configuration; ``text`` is output, a diagram or a usage synopsis and is not run (nor is
+``mermaid``, a picture: test_docs_mermaid.py parses it). A block
 with no info string is a failure: say what it is.
 
 Shell blocks run in a scratch folder outside the repository holding what a clone has at its root
@@ -27,7 +28,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 RUNNABLE = {"python", "bash", "sh", "toml"}
-KNOWN = RUNNABLE | {"text"}
+KNOWN = RUNNABLE | {"text", "mermaid"}
 FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```\s*$", re.S | re.M)
 SKIPPED_LINES = (re.compile(r"\bpip install\b"), re.compile(r"scripts/test\.sh"))
 
