@@ -220,9 +220,22 @@ def _labels_and_where(reader: _Reader, close: TokenType) -> tuple[str | None, li
         while reader.peek() is not None and reader.peek().token_type == TokenType.PIPE:
             reader.take()
             labels.append(reader.take().text.lower())
+    conditions = []
+    if reader.peek() is not None and reader.peek().token_type == TokenType.L_BRACE:
+        reader.take()  # ISO GQL's property map {key: value, ...}: equalities
+        while reader.peek() is not None and reader.peek().token_type != TokenType.R_BRACE:
+            key = reader.take().text
+            reader.expect(":")
+            value = reader.until({",", "}"})
+            conditions.append(f"{key} = {value}")
+            if reader.peek() is not None and reader.peek().token_type == TokenType.COMMA:
+                reader.take()
+        reader.expect("}")
     if reader.word() == "where":
         reader.take()
-        where = _expression(reader.until(set()), reader.statement)
+        conditions.append(f"({reader.until(set())})")
+    if conditions:
+        where = _expression(" AND ".join(conditions), reader.statement)
     return var, labels, where
 
 
