@@ -125,6 +125,7 @@ SCALAR = {
     "is_not_destination_of": lambda v, e: None if (r := _ends(v, e, "dst")) is None else not r,
     "label": lambda element: getattr(element, "label", None),
     "id": lambda element: getattr(element, "id", None),
+    "direction": lambda edge: getattr(edge, "direction", None),
     "srcid": lambda edge: getattr(edge, "src", None),
     "targetid": lambda edge: getattr(edge, "dst", None),
     "abs": _nulls(abs), "ceil": _nulls(lambda x: float(math.ceil(x)) if isinstance(x, float) else x),

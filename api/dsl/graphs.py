@@ -26,7 +26,7 @@ class Edge(dict):
     """An edge: its properties, with ``label``, ``src`` and ``dst`` as attributes (and the columns
     that hold them)."""
 
-    __slots__ = ("dst", "dst_col", "label", "src", "src_col")
+    __slots__ = ("direction", "dst", "dst_col", "label", "src", "src_col")
 
     def turned(self) -> Edge:
         """The edge as GeaFlow shows one followed against its direction: its ends swapped."""
@@ -34,6 +34,7 @@ class Edge(dict):
         other[self.src_col], other[self.dst_col] = self.get(self.dst_col), self.get(self.src_col)
         other.label, other.src, other.dst = self.label, self.dst, self.src
         other.src_col, other.dst_col = self.src_col, self.dst_col
+        other.direction = "IN"
         return other
 
     def __hash__(self):
@@ -60,6 +61,7 @@ class Graph:
         edge = Edge(props)
         edge.label, edge.src, edge.dst = label, props.get(source), props.get(target)
         edge.src_col, edge.dst_col = source, target
+        edge.direction = "OUT"
         self.out_edges[edge.src].append(edge)
         self.in_edges[edge.dst].append(edge)
 
@@ -158,8 +160,12 @@ def _walks(graph, vertex, edge: EdgePattern, filters):
         yield None, vertex
 
 
-def _match_path(graph, path: list, binding: dict, filters: _Filters) -> list[dict]:
+def _match_path(graph, path: list, binding: dict, filters: _Filters, known=frozenset()) -> list[dict]:
+    """The bindings of ``path`` extending ``binding``; a variable of ``known`` (an earlier item's)
+    that ``binding`` leaves unbound (another alternative's) matches nothing."""
     first: NodePattern = path[0]
+    if first.var in known and first.var not in binding:
+        return []
     if first.var in binding:
         bound = binding[first.var]
         bindings = [binding] if isinstance(bound, Vertex) and filters.test(first, bound) else []
@@ -176,6 +182,8 @@ def _match_path(graph, path: list, binding: dict, filters: _Filters) -> list[dic
         for current in bindings:
             start = current[path[i - 1].var]
             for e, end in _walks(graph, start, edge, filters):
+                if node.var in known and node.var not in current:
+                    continue
                 if node.var in current:
                     if current[node.var] != end:
                         continue
@@ -345,9 +353,11 @@ def _request_table(query: GqlQuery, order: list[str], catalog) -> str | None:
 def _match(query: GqlQuery, graph, bindings: list[dict], order, filters, catalog) -> list[dict]:
     """The bindings of a query's MATCH clauses, starting from ``bindings``."""
     for number, clause in enumerate(query.matches, 1):
+        known: set = set()
         for paths, keep_all in clause.items:
             bindings = [b for path in paths for seed in bindings
-                        for b in _match_path(graph, path, seed, filters)]
+                        for b in _match_path(graph, path, seed, filters, known)]
+            known |= {item.var for path in paths for item in path}
             if len(paths) > 1 and not keep_all:
                 bindings = _distinct_named(bindings, order, everything=True)
         if clause.where is not None:
@@ -420,6 +430,7 @@ def _let(query: GqlQuery, bindings: list[dict], order: list[str], catalog, claus
                 changed = Edge(element)
                 changed.src, changed.dst, changed.label = element.src, element.dst, element.label
                 changed.src_col, changed.dst_col = element.src_col, element.dst_col
+                changed.direction = element.direction
             else:
                 raise QueryError(f"LET {var}.{prop}: {var} is not a vertex or edge of the match")
             changed[prop] = fn((row, None))
