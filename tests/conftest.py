@@ -211,7 +211,7 @@ def pytest_configure(config) -> None:
         "markers", "spark_subset(keep): on Spark, run only the parameter sets for which "
         "keep(params) is true (each one is a Spark job; the local environment runs them all)")
     config.addinivalue_line(
-        "markers", "spark: runs a Spark job (set on every Spark case and every test_spark_* module)")
+        "markers", "spark: runs a Spark job (set on every Spark case and every module in tests/spark)")
     config.addinivalue_line(
         "markers", "processes: it starts processes of its own (gyreflow run, a killed job, worker "
         "processes, a browser); scripts/test.sh --fast leaves these and the Spark cases out")
@@ -256,7 +256,7 @@ def _fixture_starts_processes(function) -> bool:
 def _runs_spark(item) -> bool:
     callspec = getattr(item, "callspec", None)
     params = callspec.params if callspec is not None else {}
-    return (item.path.name.startswith("test_spark")
+    return (item.path.name.startswith("test_spark") or item.path.parent.name == "spark"
             or "spark" in (params.get("environment_type"), params.get("environment"))
             or not SPARK_FIXTURES.isdisjoint(getattr(item, "fixturenames", ())))
 
