@@ -127,7 +127,7 @@ class MatchClause:
     where: exp.Expression | None
     # the comma-joined items, each ``(alternative paths, keep all)``: ``p1 | p2`` (distinct) or
     # ``p1 |+| p2`` (all); ``patterns`` lists every path of them
-    items: list[tuple[list[list], bool]] = attrs.Factory(list)
+    items: list[tuple[list[list], list[bool]]] = attrs.Factory(list)
     order: exp.Select | None = None  # ORDER BY / LIMIT of the bindings, before RETURN
 
 
@@ -302,17 +302,20 @@ def _path(reader: _Reader) -> list:
         path.extend([edge, _node(reader)])
 
 
-def _alternatives(reader: _Reader) -> tuple[list[list], bool]:
-    """``path [| path | ...]`` or ``path [|+| path ...]``: the paths and whether to keep them all."""
-    paths, keep_all = [_path(reader)], False
+def _alternatives(reader: _Reader) -> tuple[list[list], list[bool]]:
+    """``path | path |+| path ...``: the paths, and for each after the first whether it joins what
+    comes before it keeping every row (``|+|``) or only distinct ones (``|``)."""
+    paths, keep = [_path(reader)], []
     while reader.peek() is not None and reader.peek().token_type == TokenType.PIPE:
         reader.take()
+        keep_all = False
         if reader.peek() is not None and reader.peek().text == "+":
             reader.take()
             reader.expect("|")
             keep_all = True
+        keep.append(keep_all)
         paths.append(_path(reader))
-    return paths, keep_all
+    return paths, keep
 
 
 def parse_gql(text: str, statement: Statement, graph: str | None) -> GqlQuery:

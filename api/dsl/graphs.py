@@ -354,12 +354,17 @@ def _match(query: GqlQuery, graph, bindings: list[dict], order, filters, catalog
     """The bindings of a query's MATCH clauses, starting from ``bindings``."""
     for number, clause in enumerate(query.matches, 1):
         known: set = set()
-        for paths, keep_all in clause.items:
-            bindings = [b for path in paths for seed in bindings
-                        for b in _match_path(graph, path, seed, filters, known)]
+        for paths, keep in clause.items:
+            seeds = bindings
+            bindings = [b for seed in seeds for b in _match_path(graph, paths[0], seed, filters, known)]
+            for number, (path, keep_all) in enumerate(zip(paths[1:], keep, strict=True), 1):
+                more = [b for seed in seeds for b in _match_path(graph, path, seed, filters, known)]
+                if keep_all:  # |+|: these rows stay apart from the same rows of other alternatives
+                    more = [{**b, "__alternative": (b.get("__alternative"), number)} for b in more]
+                bindings += more
+                if not keep_all:
+                    bindings = _distinct_named(bindings, order, everything=True)
             known |= {item.var for path in paths for item in path}
-            if len(paths) > 1 and not keep_all:
-                bindings = _distinct_named(bindings, order, everything=True)
         if clause.where is not None:
             relation = bindings_relation(bindings, order)
             test = Scope(relation, catalog).compile(clause.where)
@@ -407,7 +412,7 @@ def _distinct_named(bindings: list[dict], order: list[str], everything: bool = F
         return bindings
     seen, kept = set(), []
     for binding in bindings:
-        key = tuple(_key(binding.get(var)) for var in named)
+        key = (*(_key(binding.get(var)) for var in named), binding.get("__alternative"))
         if key not in seen:
             seen.add(key)
             kept.append(binding)
