@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import attrs
 
-from gyreflow.runtime.dataflow.graph.partition import IN, OUT
+from gyreflow.runtime.dataflow.graph.chunks import IN, OUT
 
 _TABLE_SUFFIXES = (":graph", ":chunks")
 

@@ -37,7 +37,8 @@ from gyreflow.runtime.dataflow.graph.arrays import (
     most_frequent,
     reduce_messages,
 )
-from gyreflow.runtime.dataflow.graph.partition import Partition, add_window_input, chunk_key
+from gyreflow.runtime.dataflow.graph.chunks import add_window_input, chunk_key
+from gyreflow.runtime.dataflow.graph.partition import Partition
 from gyreflow.runtime.dataflow.graph.removals import apply_changes
 from gyreflow.runtime.errors import UserFunctionError
 from gyreflow.state.keys.keygroups import key_group_of

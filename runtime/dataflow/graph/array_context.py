@@ -8,8 +8,9 @@ import numpy as np
 
 from gyreflow.plan.words import plural
 from gyreflow.runtime.dataflow.graph.arrays import reduce_messages, row_edges
+from gyreflow.runtime.dataflow.graph.chunks import IN, OUT
 from gyreflow.runtime.dataflow.graph.context import add_to_aggregate
-from gyreflow.runtime.dataflow.graph.partition import IN, OUT, Partition
+from gyreflow.runtime.dataflow.graph.partition import Partition
 
 
 class Inbox:

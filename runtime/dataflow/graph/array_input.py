@@ -10,7 +10,8 @@ from gyreflow.plan.graph_changes import VertexStillConnectedError
 from gyreflow.plan.operators import GraphMode
 from gyreflow.plan.words import plural
 from gyreflow.runtime.dataflow.graph.arrays import concat_ids, id_array
-from gyreflow.runtime.dataflow.graph.partition import Partition, add_window_input, chunk_key
+from gyreflow.runtime.dataflow.graph.chunks import add_window_input, chunk_key
+from gyreflow.runtime.dataflow.graph.partition import Partition
 from gyreflow.runtime.dataflow.graph.removals import (
     apply_changes,
     has_removals,

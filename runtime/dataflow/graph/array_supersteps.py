@@ -13,7 +13,7 @@ from gyreflow.plan.operators import GraphMode
 from gyreflow.plan.words import plural
 from gyreflow.runtime.dataflow.graph.array_context import ArrayContext, receive, split_outgoing
 from gyreflow.runtime.dataflow.graph.array_input import NO_EDGES, differs
-from gyreflow.runtime.dataflow.graph.partition import chunk_key
+from gyreflow.runtime.dataflow.graph.chunks import chunk_key
 from gyreflow.runtime.dataflow.graph.supersteps import REMOVAL_SCOPE, REMOVALS, VERTEX_COUNT
 from gyreflow.runtime.errors import DataError, RecordError
 

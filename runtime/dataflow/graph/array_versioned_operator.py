@@ -14,7 +14,8 @@ import numpy as np
 
 from gyreflow.plan.operators import COMPLETED, GraphComputeSpec
 from gyreflow.runtime.dataflow.graph.array_operator import ArrayGraphOperator
-from gyreflow.runtime.dataflow.graph.partition import Partition, chunk_key
+from gyreflow.runtime.dataflow.graph.chunks import chunk_key
+from gyreflow.runtime.dataflow.graph.partition import Partition
 from gyreflow.runtime.dataflow.graph.versions import History, VersionView
 
 

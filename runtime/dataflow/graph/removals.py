@@ -10,7 +10,7 @@ import numpy as np
 
 from gyreflow.plan.graph_changes import REMOVE_VERTEX, RemoveVertex, VertexStillConnectedError
 from gyreflow.runtime.dataflow.graph.arrays import concat_ids, id_array, key_groups
-from gyreflow.runtime.dataflow.graph.partition import add_window_input, chunk_key
+from gyreflow.runtime.dataflow.graph.chunks import add_window_input, chunk_key
 from gyreflow.runtime.errors import DataError
 
 _SIDE = itemgetter(3)

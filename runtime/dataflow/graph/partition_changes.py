@@ -1,0 +1,249 @@
+"""The CSR partition following a window's changes in place: edge halves appended after their rows'
+entries, new vertices and columns, the values vertex records gave, removed halves dropped, and the
+matrices laid out again when the column space grows."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gyreflow.runtime.dataflow.graph.arrays import (
+    IdIndex,
+    concat_ids,
+    edge_weights,
+    id_array,
+    key_groups,
+    row_edges,
+    unique_ids,
+)
+from gyreflow.runtime.dataflow.graph.chunks import OUT, chunk_key
+
+
+class PartitionChanges:
+    """The in-place changes of ``Partition`` (a part of it: the arrays it changes are the
+    partition's)."""
+
+    def extend(self, added: tuple, chunks: dict | None = None,
+               ensured: np.ndarray | None = None) -> bool:
+        """Add edge halves ``(vertex ids, other ends, sides, values)`` in place, each after the
+        edges its row has. With ``chunks`` (after the window was added to them), vertices they have
+        beyond the partition (of the key groups of the halves and of ``ensured``) and other ends it
+        has no column for are added first (``grow``). False when that cannot be done: the
+        partition is then to be built again. Costs a copy of the matrices, no sort of their
+        entries."""
+        vids, others, sides, values = added
+        if chunks is not None and not self.grow(chunks, concat_ids([vids, id_array(
+                ensured if ensured is not None else [])])):
+            return False
+        rows, found = self.index.lookup(vids)
+        if not found.all():
+            return False
+        columns, reached = self.column_positions(others)
+        if not reached.all() and chunks is not None:
+            self._add_columns(unique_ids(others[~reached]))
+            columns, reached = self.column_positions(others)
+        if not reached.all():
+            return False
+        out = sides == OUT
+        weights = edge_weights(values, len(vids))
+        self.out_edges, placed = _append_entries(self.out_edges, rows[out], columns[out],
+                                                 weights[out])
+        if values is not None or self.out_values is not None:
+            merged = np.full(self.out_edges.nnz, None, dtype=object)
+            kept = np.ones(len(merged), dtype=bool)
+            kept[placed] = False
+            if self.out_values is not None:
+                merged[kept] = self.out_values
+            if values is not None:
+                merged[placed] = values[out]
+            self.out_values = merged
+        if self.directed:
+            self.in_edges, _ = _append_entries(self.in_edges, rows[~out], columns[~out],
+                                               weights[~out])
+        else:
+            self.in_edges = self.out_edges
+        self._changed()
+        return True
+
+    def grow(self, chunks: dict, ids: np.ndarray) -> bool:
+        """Add the vertices that the chunks of the key groups of ``ids`` have beyond the partition
+        (a chunk appends new vertices after its others), each at the end of its group's block as a
+        rebuild would place it, with no edges yet; False (nothing changed) when a chunk's first
+        vertices are not the partition's. The other positions and columns move, their order kept."""
+        _, found = self.index.lookup(ids)
+        if found.all():
+            return True
+        mp = self.max_parallelism
+        block = {group: i for i, group in enumerate(self.groups)}
+        added: dict[int, np.ndarray] = {}
+        for group in np.unique(key_groups(unique_ids(ids[~found]), mp)).tolist():
+            chunk = chunks.get(chunk_key(group, mp))
+            i = block.get(group)
+            start, end = (0, 0) if i is None else (int(self.offsets[i]), int(self.offsets[i + 1]))
+            if chunk is None or len(chunk[0]) < end - start or not np.array_equal(
+                    chunk[0][:end - start], self.ids[start:end]):
+                return False
+            if len(chunk[0]) > end - start:
+                added[group] = (chunk, end - start)
+        if not added:
+            return True
+        groups = sorted(set(self.groups) | set(added))
+        ids_parts, given_parts, sizes, moved = [], [], [], []
+        cursor = 0
+        for group in groups:
+            i = block.get(group)
+            if i is not None:
+                start, end = int(self.offsets[i]), int(self.offsets[i + 1])
+                ids_parts.append(self.ids[start:end])
+                given_parts.append(self.given[start:end])
+                moved.append(np.arange(cursor, cursor + end - start))
+                cursor += end - start
+            if group in added:
+                chunk, have = added[group]
+                ids_parts.append(chunk[0][have:])
+                given_parts.append(chunk[1][have:])
+                cursor += len(chunk[0]) - have
+            sizes.append(cursor - sum(sizes))
+        n = cursor
+        positions = np.concatenate(moved) if moved else np.zeros(0, np.int64)
+        columns = np.concatenate([positions, n + np.arange(self.m - self.n)])
+        self._relayout(positions, n, columns, n + self.m - self.n)
+        self.groups = groups
+        self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.ids = concat_ids(ids_parts)
+        self.given = np.concatenate(given_parts)
+        self.index = IdIndex(self.ids)
+        self.bounds = self.bounds + (n - self.n)
+        self.n = n
+        self.columns_ids = concat_ids([self.ids, self.remote_ids])
+        self.columns_index = None
+        return True
+
+    def update_given(self, chunks: dict, ids: np.ndarray) -> bool:
+        """Take the vertex-stream values of the key groups of ``ids`` from their chunks again (after
+        ``grow``); False (the partition is then to be built again) when a block and its chunk differ
+        in size."""
+        mp = self.max_parallelism
+        block = {group: i for i, group in enumerate(self.groups)}
+        for group in np.unique(key_groups(unique_ids(ids), mp)).tolist():
+            i, chunk = block.get(group), chunks.get(chunk_key(group, mp))
+            if i is None or chunk is None:
+                return False
+            start, end = int(self.offsets[i]), int(self.offsets[i + 1])
+            if len(chunk[1]) != end - start:
+                return False
+            self.given[start:end] = chunk[1]
+        return True
+
+    def _add_columns(self, remote: np.ndarray) -> None:
+        """Add columns for the other tasks' vertices ``remote`` (distinct, none present), each at
+        the end of its owning task's block."""
+        n, p = self.n, self.parallelism
+        owners = key_groups(remote, self.max_parallelism) * p // self.max_parallelism
+        order = np.argsort(owners, kind="stable")
+        remote, owners = remote[order], owners[order]
+        old = np.diff(self.bounds)
+        more = np.bincount(owners, minlength=p)
+        starts = np.concatenate([[0], np.cumsum(old + more)])  # of each owner's new block
+        placed_old = np.arange(self.m - n) + np.repeat(starts[:-1] - (self.bounds[:-1] - n), old)
+        placed_new = (np.repeat(starts[:-1] + old, more)
+                      + np.arange(len(remote)) - np.repeat(np.cumsum(more) - more, more))
+        everything = concat_ids([self.remote_ids, remote])
+        remote_ids = np.empty(len(everything), dtype=everything.dtype)
+        remote_ids[np.concatenate([placed_old, placed_new])] = everything
+        m = n + len(remote_ids)
+        self._relayout(np.arange(n), n, np.concatenate([np.arange(n), n + placed_old]), m)
+        self.remote_ids = remote_ids
+        self.bounds = n + starts
+        self.columns_ids = concat_ids([self.ids, remote_ids])
+        self.columns_index = None
+
+    def _relayout(self, rows: np.ndarray, n: int, columns: np.ndarray, m: int) -> None:
+        """Move row ``i`` of the matrices to ``rows[i]`` of ``n`` (rows not named stay empty) and
+        column ``j`` to ``columns[j]`` of ``m``; each row's entries keep their order."""
+        def moved(matrix):
+            lengths = np.zeros(n, dtype=np.int64)
+            lengths[rows] = np.diff(matrix.indptr)
+            indptr = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(lengths, out=indptr[1:])
+            return csr_matrix((matrix.data, columns[matrix.indices], indptr), shape=(n, m))
+
+        self.out_edges = moved(self.out_edges)
+        self.in_edges = moved(self.in_edges) if self.directed else self.out_edges
+        self.m = m
+        self._changed()
+
+    def remove(self, vids: np.ndarray, others: np.ndarray, sides: np.ndarray) -> None:
+        """Remove, in place, every edge half ``vertex -> other`` of side ``sides[i]`` (all the
+        parallel ones); halves the partition does not have are left alone."""
+        rows, found = self.index.lookup(vids)
+        columns, reached = self.column_positions(others)
+        have = found & reached
+        rows, columns, out = rows[have], columns[have], sides[have] == OUT
+        self.out_edges, kept = _drop_entries(self.out_edges, rows[out], columns[out])
+        if kept is not None and self.out_values is not None:
+            self.out_values = self.out_values[kept]
+        if self.directed:
+            self.in_edges, _ = _drop_entries(self.in_edges, rows[~out], columns[~out])
+        else:
+            self.in_edges = self.out_edges
+        self._changed()
+
+    def _changed(self) -> None:
+        self.out_degree = np.diff(self.out_edges.indptr)
+        self._transposed = {}
+        self._reached = {}
+
+
+def _append_entries(matrix, rows: np.ndarray, columns: np.ndarray,
+                    weights: np.ndarray) -> tuple:
+    """``matrix`` with one more entry per ``rows[i]``, ``columns[i]`` of weight ``weights[i]``,
+    each after the entries its row has (in the order given), and where each new entry went."""
+    if len(rows) == 0:
+        return matrix, np.zeros(0, np.int64)
+    n = matrix.shape[0]
+    order = np.argsort(rows, kind="stable")
+    rows, columns, weights = rows[order], columns[order], weights[order]
+    added = np.bincount(rows, minlength=n)
+    before = np.cumsum(added) - added  # new entries of the rows above
+    indptr = matrix.indptr.astype(np.int64)
+    within = np.arange(len(rows)) - before[rows]
+    at = indptr[rows + 1] + before[rows] + within
+    total = matrix.nnz + len(rows)
+    new = np.zeros(total, dtype=bool)
+    new[at] = True
+    indices = np.empty(total, dtype=np.int64)
+    data = np.empty(total, dtype=np.result_type(matrix.data.dtype, weights.dtype))
+    indices[new], data[new] = columns, weights
+    indices[~new], data[~new] = matrix.indices, matrix.data
+    indptr = indptr + np.concatenate([[0], np.cumsum(added)])
+    placed = np.empty(len(at), dtype=np.int64)
+    placed[order] = at
+    return csr_matrix((data, indices, indptr), shape=matrix.shape), placed
+
+def _drop_entries(matrix, rows: np.ndarray, columns: np.ndarray) -> tuple:
+    """``matrix`` without its entries at any (``rows[i]``, ``columns[i]``), and the mask of the
+    entries kept (None: nothing was dropped). Only the named rows' entries are looked at."""
+    if len(rows) == 0:
+        return matrix, None
+    m = matrix.shape[1]
+    indptr = matrix.indptr.astype(np.int64)
+    named = np.unique(rows)
+    at = row_edges(matrix, named)  # the entries of the named rows, row by row
+    entry_rows = np.repeat(named, indptr[named + 1] - indptr[named])
+    keys = entry_rows.astype(np.int64) * m + matrix.indices[at].astype(np.int64)
+    hit = np.isin(keys, rows.astype(np.int64) * m + columns.astype(np.int64))
+    if not hit.any():
+        return matrix, None
+    kept = np.ones(matrix.nnz, dtype=bool)
+    kept[at[hit]] = False
+    dropped = np.bincount(entry_rows[hit], minlength=matrix.shape[0])
+    indptr = indptr - np.concatenate([[0], np.cumsum(dropped)])
+    return csr_matrix((matrix.data[kept], matrix.indices[kept].astype(np.int64), indptr),
+                             shape=matrix.shape), kept
+
+def csr_matrix(*args, **kwargs):
+    """``scipy.sparse.csr_matrix``, imported at the first use: importing scipy takes a third of a
+    second, which a job without a graph should not pay at start-up."""
+    from scipy.sparse import csr_matrix as make
+
+    return make(*args, **kwargs)
