@@ -18,7 +18,7 @@ from gyreflow.runtime.dataflow.operators import (
     SinkOperator,
     UnionOperator,
 )
-from gyreflow.runtime.dataflow.time import event_time, windows
+from gyreflow.runtime.dataflow.time import event_time, event_windows, windows
 
 
 def build_operator(name: str, spec: specs.OperatorSpec) -> Operator:
@@ -64,7 +64,7 @@ def build_operator(name: str, spec: specs.OperatorSpec) -> Operator:
     if isinstance(spec, specs.TimestampSpec):
         return event_time.TimestampOperator(name, spec.ts_fn, spec.max_delay, spec.idle_timeout)
     if isinstance(spec, specs.EventWindowSpec):
-        return event_time.EventWindowOperator(name, spec.key_fn, spec.assigner, spec.aggregation)
+        return event_windows.EventWindowOperator(name, spec.key_fn, spec.assigner, spec.aggregation)
     if isinstance(spec, specs.WindowAggregateSpec):
         if spec.aggregation is None:
             key_fn = None if spec.key_fn is specs.identity else spec.key_fn
