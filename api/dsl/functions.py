@@ -151,6 +151,7 @@ SCALAR = {
     "reverse": _nulls(lambda s: s[::-1]),
     "instr": _nulls(lambda s, t: s.find(t) + 1),
     "hash": _nulls(_java_hash),
+    "_year": _nulls(lambda millis: to_timestamp(millis).year),
     "crc32": _nulls(lambda s: zlib.crc32(str(s).encode())),
     "if": lambda c, a, b: a if c else b,
     "coalesce": lambda *a: next((x for x in a if x is not None), None),

@@ -196,8 +196,9 @@ class _Reader:
                 if depth == 0 and stop_at_close:
                     break
                 depth -= 1
-            elif depth == 0 and token.text.lower() in stop_words:
-                break
+            elif depth == 0 and token.text.lower() in stop_words and not (
+                    token.text.lower() == "then" and self.word(1) != "filter"):
+                break  # THEN ends a clause only as THEN FILTER (not CASE WHEN ... THEN)
             self.at += 1
         if start == self.at:
             return ""

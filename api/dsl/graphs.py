@@ -113,24 +113,44 @@ class _Filters:
     def __init__(self, catalog) -> None:
         self.catalog, self.compiled = catalog, {}
         self.request: tuple[str, dict] | None = None
+        self.refs: dict = {}
 
-    def test(self, pattern, element) -> bool:
+    def _outer(self, pattern) -> tuple:
+        """The other variables a filter names (``(b WHERE b.age > a.age)``: a)."""
+        refs = self.refs.get(id(pattern))
+        if refs is None:
+            refs = tuple(sorted({c.table.lower() for c in pattern.where.find_all(exp.Column) if c.table}
+                                - {pattern.var.lower()}))
+            self.refs[id(pattern)] = refs
+        return refs
+
+    def test(self, pattern, element, binding: dict | None = None) -> bool:
         if pattern.labels and element.label.lower() not in pattern.labels:
             return False
         if pattern.where is None:
             return True
         request = self.request
-        key = (id(pattern), tuple(element), tuple(request[1]) if request else None)
+        outer = []
+        if binding:
+            names = {k.lower(): k for k in binding}
+            outer = [(ref, binding[names[ref]]) for ref in self._outer(pattern)
+                     if ref in names and isinstance(binding[names[ref]], dict)]
+        key = (id(pattern), tuple(element), tuple(request[1]) if request else None,
+               tuple((ref, tuple(value)) for ref, value in outer))
         fn = self.compiled.get(key)
         if fn is None:
             relation = _element_relation(pattern.var, element)
             if request is not None:
                 relation.columns += [(request[0].lower(), k.lower()) for k in request[1]]
+            for ref, value in outer:
+                relation.columns += [(ref, k.lower()) for k in value]
             fn = Scope(relation, self.catalog).compile(pattern.where)
             self.compiled[key] = fn
         row = _row(element, None)
         if request is not None:
             row += tuple(request[1].values())
+        for _, value in outer:
+            row += tuple(value.values())
         return fn((row, None)) is True
 
 
@@ -168,11 +188,11 @@ def _match_path(graph, path: list, binding: dict, filters: _Filters, known=froze
         return []
     if first.var in binding:
         bound = binding[first.var]
-        bindings = [binding] if isinstance(bound, Vertex) and filters.test(first, bound) else []
+        bindings = [binding] if isinstance(bound, Vertex) and filters.test(first, bound, binding) else []
     else:
         bindings = []
         for vertex in graph.vertices.values():
-            if filters.test(first, vertex):
+            if filters.test(first, vertex, binding):
                 extended = dict(binding)
                 extended[first.var] = vertex
                 bindings.append(extended)
@@ -187,7 +207,7 @@ def _match_path(graph, path: list, binding: dict, filters: _Filters, known=froze
                 if node.var in current:
                     if current[node.var] != end:
                         continue
-                elif not filters.test(node, end):
+                elif not filters.test(node, end, current):
                     continue
                 extended = dict(current)
                 extended[edge.var] = e
@@ -342,6 +362,9 @@ def _request_table(query: GqlQuery, order: list[str], catalog) -> str | None:
     expressions = [c.where for c in query.matches if c.where is not None]
     for clause in query.matches:
         expressions += [item.where for path in clause.patterns for item in path if item.where is not None]
+    if query.returns is not None:
+        expressions.append(query.returns)
+    expressions += [value for _, _, _, value in query.lets] + list(query.filters)
     for expression in expressions:
         for column in expression.find_all(exp.Column):
             name = column.table.lower() if column.table else ""
