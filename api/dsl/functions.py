@@ -176,8 +176,9 @@ def _total(values: list):
 
 
 def _sum(values):
+    """GeaFlow's SUM starts from 0: a group without a non-NULL value sums to 0."""
     values = [v for v in values if v is not None]
-    return _total(values) if values else None
+    return _total(values) if values else 0
 
 
 def _avg(values):
