@@ -344,8 +344,20 @@ class _SubQueries:
             order = list(dict.fromkeys([*seed, *variables]))
             relation = bindings_relation(found, order)
             fn = Scope(relation, catalog).compile(value)
-            return aggregate([fn((r, None)) for r in relation.rows])
+            result = aggregate([fn((r, None)) for r in relation.rows])
+            return 0.0 if result == 0 and kind == "sum" and doubles else result
+        doubles = _double_valued(value, catalog, self.query)
         return run
+
+
+def _double_valued(value, catalog, query: GqlQuery) -> bool:
+    """Whether a sub-query's value is a property the graph declares as a double (its empty SUM is 0.0)."""
+    definition = catalog.graphs.get((query.graph or "").lower())
+    if value is None or definition is None or not isinstance(value, exp.Column):
+        return False
+    name = value.name.lower()
+    return any(c.lower() == name and t.lower().split("(")[0] in ("double", "float", "decimal")
+               for element in definition.types.values() for c, t in element.columns)
 
 
 def _original(path: list, name: str) -> str:
