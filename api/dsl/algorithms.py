@@ -40,9 +40,19 @@ def _distances(graph, source, step) -> dict:
     return seen
 
 
-def sssp(graph, source):
-    """Hops from ``source`` along edges (every edge counts one), reachable vertices only."""
-    return list(_distances(graph, _same(graph, source), _out).items())
+def sssp(graph, source, edge_label=None, vertex_label=None):
+    """Hops from ``source`` along edges (every edge counts one; only edges of ``edge_label`` and
+    vertices of ``vertex_label`` when given), reachable vertices only."""
+    edges = str(edge_label).lower() if edge_label is not None else None
+    vertices = str(vertex_label).lower() if vertex_label is not None else None
+
+    def step(g, v):
+        for e in g.out_edges.get(v, ()):
+            if e.dst not in g.vertices or (edges is not None and e.label.lower() != edges):
+                continue
+            if vertices is None or g.vertices[e.dst].label.lower() == vertices:
+                yield e.dst
+    return list(_distances(graph, _same(graph, source), step).items())
 
 
 def khop(graph, source, k):
