@@ -100,12 +100,18 @@ def kcore(graph, k=1):
 
 
 def triangle_count(graph, label=None):
+    """Triangles through each vertex (of ``label``, counting only vertices of ``label`` when given)."""
+    wanted = str(label).lower() if label is not None else None
+
+    def near(v):
+        return {w for w in _neighbours(graph, v)
+                if wanted is None or graph.vertices[w].label.lower() == wanted}
     rows = []
     for v, vertex in graph.vertices.items():
-        if label is not None and vertex.label.lower() != str(label).lower():
+        if wanted is not None and vertex.label.lower() != wanted:
             continue
-        near = _neighbours(graph, v)
-        rows.append((v, sum(1 for a in near for b in near if a < b and b in _neighbours(graph, a))))
+        around = near(v)
+        rows.append((v, sum(1 for a in around for b in around if str(a) < str(b) and b in near(a))))
     return rows
 
 
