@@ -139,7 +139,8 @@ class GqlQuery:
     matches: list[MatchClause]
     returns: exp.Expression | None  # SELECT ... FROM __bindings [ORDER BY/LIMIT]
     filters: list[exp.Expression]
-    lets: list[tuple[int, str, str, exp.Expression]] = attrs.Factory(list)  # after the N-th MATCH
+    # (after the N-th MATCH, variable, property, value, GLOBAL: the vertex itself changes)
+    lets: list[tuple[int, str, str, exp.Expression, bool]] = attrs.Factory(list)
     text: str = ""
     # path sub-queries, called __sub_K() in the expressions: K -> (aggregate or "exists", path, value)
     subqueries: dict = attrs.Factory(dict)
@@ -370,18 +371,17 @@ def parse_gql(text: str, statement: Statement, graph: str | None) -> GqlQuery:
             query.filters.append(_expression(reader.until({"then", "match", "let", "return"}), statement))
         elif word == "let":
             reader.take()
-            target = reader.until({"="})
-            reader.expect("=")
-            value = _expression(reader.until({"let", "match", "return", "then", ","}), statement)
-            var, _, prop = re.sub(r"(?i)^\s*(global\s+)?", "", target).strip().partition(".")
-            query.lets.append((len(query.matches), var.strip(), prop.strip(), value))
-            while reader.peek() is not None and reader.peek().token_type == TokenType.COMMA:
-                reader.take()
+            while True:
                 target = reader.until({"="})
                 reader.expect("=")
                 value = _expression(reader.until({"let", "match", "return", "then", ","}), statement)
-                var, _, prop = re.sub(r"(?i)^\s*(let\s+)?(global\s+)?", "", target).strip().partition(".")
-                query.lets.append((len(query.matches), var.strip(), prop.strip(), value))
+                named = re.sub(r"(?i)^\s*(let\s+)?", "", target).strip()
+                is_global = named.lower().startswith("global ")
+                var, _, prop = re.sub(r"(?i)^global\s+", "", named).partition(".")
+                query.lets.append((len(query.matches), var.strip(), prop.strip(), value, is_global))
+                if reader.peek() is None or reader.peek().token_type != TokenType.COMMA:
+                    break
+                reader.take()
         else:
             raise statement.error(f"{reader.peek().text!r} is not a GQL clause gyreflow knows",
                                   hint="clauses: MATCH, WHERE, LET, RETURN, ORDER BY, LIMIT, THEN FILTER")

@@ -376,7 +376,7 @@ def _request_table(query: GqlQuery, order: list[str], catalog) -> str | None:
         expressions += [item.where for path in clause.patterns for item in path if item.where is not None]
     if query.returns is not None:
         expressions.append(query.returns)
-    expressions += [value for _, _, _, value in query.lets] + list(query.filters)
+    expressions += [let[3] for let in query.lets] + list(query.filters)
     for expression in expressions:
         for column in expression.find_all(exp.Column):
             name = column.table.lower() if column.table else ""
@@ -405,7 +405,7 @@ def _match(query: GqlQuery, graph, bindings: list[dict], order, filters, catalog
             test = Scope(relation, catalog).compile(clause.where)
             bindings = [b for b, row in zip(bindings, relation.rows, strict=True)
                         if test((row, None)) is True]
-        bindings = _let(query, bindings, order, catalog, number)
+        bindings = _let(query, bindings, order, catalog, number, graph)
         if clause.order is not None:
             bindings = _ordered(clause.order, bindings, order, catalog)
     return _distinct_named(bindings, order)
@@ -454,8 +454,9 @@ def _distinct_named(bindings: list[dict], order: list[str], everything: bool = F
     return kept
 
 
-def _let(query: GqlQuery, bindings: list[dict], order: list[str], catalog, clause: int) -> list[dict]:
-    for after, var, prop, value in query.lets:
+def _let(query: GqlQuery, bindings: list[dict], order: list[str], catalog, clause: int,
+         graph: Graph | None = None) -> list[dict]:
+    for after, var, prop, value, is_global in query.lets:
         if after != clause:
             continue
         relation = bindings_relation(bindings, order)
@@ -474,6 +475,8 @@ def _let(query: GqlQuery, bindings: list[dict], order: list[str], catalog, claus
             else:
                 raise QueryError(f"LET {var}.{prop}: {var} is not a vertex or edge of the match")
             changed[prop] = fn((row, None))
+            if is_global and isinstance(element, Vertex) and graph is not None:
+                graph.vertices[element.id][prop] = changed[prop]  # later matches see it
             binding = dict(binding)
             binding[var] = changed
             updated.append(binding)
