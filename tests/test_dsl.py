@@ -241,3 +241,13 @@ def test_call_algorithms_against_networkx(tmp_path):
     assert sorted(result.output("rows-7")) == sorted((v, core.degree(v) if v in core else 0) for v in ids)
     a, b = set(plain[1]), set(plain[3])
     assert result.output("rows-8") == [(1, 3, len(a & b) / len(a | b))]
+
+
+@pytest.mark.processes
+def test_a_query_that_fails_while_it_runs_names_its_statement_and_line(tmp_path):
+    script = write_people(tmp_path) + "\nSELECT id / (age - age) FROM people;\n"
+    (tmp_path / "div.sql").write_text(script, encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "gyreflow", "sql", "div.sql"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.splitlines() == ["error: div.sql: statement 2, line 3: division by zero"]

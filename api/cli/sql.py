@@ -68,7 +68,10 @@ def sql(script: str, environment: str | None, config_path: str | None, settings:
     except ConfigError as exc:
         _fail(console, f"configuration: {exc}", 2)
     except UserFunctionError as exc:
-        _fail(console, f"{script}: {str(exc).splitlines()[0]}", 1)
+        from gyreflow.api.dsl.queries import QueryError
+
+        cause = exc.cause if isinstance(exc.cause, QueryError) else None
+        _fail(console, f"{script}: {cause if cause is not None else str(exc).splitlines()[0]}", 1)
     for _, rows in selected_rows(result):
         for row in rows:
             sys.stdout.write(format_row(row) + "\n")

@@ -10,6 +10,7 @@ import attrs
 from gyreflow.api.connectors.sinks import FileSink
 from gyreflow.api.connectors.sources import Source, _IteratorReader
 from gyreflow.api.dsl.catalog import SEPARATOR, Catalog, Table
+from gyreflow.api.dsl.queries import QueryError
 from gyreflow.api.dsl.rows import format_row, json_row
 from gyreflow.api.dsl.select import evaluate
 from gyreflow.api.language.functions import ProcessFunction
@@ -63,8 +64,10 @@ class QueryFunction(ProcessFunction):
     aggregates and the like) over every row so far, emitting the rows that changed. The tables of a
     graph (``graph``) grow window by window: a MATCH runs each window over the graph so far."""
 
-    def __init__(self, query, catalog: Catalog, incremental: bool, graph: frozenset = frozenset()) -> None:
+    def __init__(self, query, catalog: Catalog, incremental: bool, graph: frozenset = frozenset(),
+                 where: str = "") -> None:
         self.query, self.catalog, self.incremental, self.graph = query, catalog, incremental, graph
+        self.where = where  # "statement N, line L": named by an error while the query runs
 
     def process(self, record, ctx) -> None:
         name, row = record
@@ -83,7 +86,10 @@ class QueryFunction(ProcessFunction):
             rows = state["all"]
         elif self.graph:
             rows = {**rows, **{name: state["all"].get(name, []) for name in self.graph}}
-        result = evaluate(self.query, self.catalog.bound(rows)).rows
+        try:
+            result = evaluate(self.query, self.catalog.bound(rows)).rows
+        except QueryError as exc:
+            raise QueryError(f"{self.where}: {exc.message}" if self.where else exc.message) from None
         emitted = result
         if self.incremental:
             if state["last"] is not None:
@@ -109,7 +115,7 @@ def window_of(table: Table, settings: dict):
     return AllWindow() if size <= 0 else SizeTumblingWindow(size)
 
 
-def plan_insert(ctx, query, catalog: Catalog, sink, number: int = 0) -> None:
+def plan_insert(ctx, query, catalog: Catalog, sink, number: int = 0, where: str = "") -> None:
     """Add to a pipeline task the streams of ``INSERT INTO sink query``."""
     tables = catalog.base_tables(query)
     streams = []
@@ -126,7 +132,7 @@ def plan_insert(ctx, query, catalog: Catalog, sink, number: int = 0) -> None:
         catalog.tables[n].window_size(catalog.settings) > 0 for n in tables)
     sources = catalog.graph_sources()
     graph = frozenset(n for n in tables if catalog.tables[n].kind == "graphdata" or n in sources)
-    result = (merged.key_by(_one_key).process(QueryFunction(query, catalog.copy(), incremental, graph))
+    result = (merged.key_by(_one_key).process(QueryFunction(query, catalog.copy(), incremental, graph, where))
               .with_name("query").with_parallelism(1))
     if sink is None:  # a SELECT: its rows are the task's result
         result.collect(f"rows-{number}")

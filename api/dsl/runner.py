@@ -162,7 +162,8 @@ def _add_task(pipeline, statement, catalog, sink, plan_insert) -> None:
     label = f"statement-{statement.number}"
 
     def task(ctx):
-        plan_insert(ctx, statement.query, catalog, sink, statement.number)
+        plan_insert(ctx, statement.query, catalog, sink, statement.number,
+                    f"statement {statement.number}, line {statement.line}")
     task.__name__ = label
     pipeline.task(task, name=label)
 
