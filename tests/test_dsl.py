@@ -146,7 +146,7 @@ def test_the_command_line_reports_a_wrong_statement_in_one_line_and_writes_nothi
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
-        "error: bad.sql: statement 4, line 4, column 1: no column nope (columns: id, name, age, score)"]
+        "error: bad.sql: statement 4, line 4, column 24: no column nope (columns: id, name, age, score)"]
     assert not (tmp_path / "out").exists()
     good = script.rsplit("INSERT", 1)[0] + "SELECT name FROM people WHERE age = 25 ORDER BY id;\n"
     (tmp_path / "good.sql").write_text(good, encoding="utf-8")

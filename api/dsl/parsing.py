@@ -62,6 +62,7 @@ class Statement:
     value: str | None = None
     body: str | None = None  # the query's text, when it holds GQL
     body_line: int = 0
+    query_at: tuple[int, int] = (0, 0)  # (line, column) in the script where the query's text starts
 
     def error(self, message: str, hint: str | None = None, *, line: int | None = None,
               column: int | None = None) -> DslError:
@@ -232,6 +233,7 @@ def classify(number: int, text: str, line: int, column: int) -> Statement:
         body = text[toks[at + 1].start:] if at < len(toks) and toks[at].text.lower() == "as" else None
         if body is None:
             raise statement.error("CREATE VIEW needs AS followed by a query")
+        statement.query_at = _start(statement, toks[at + 1])
         statement.query = _query_or_gql(body, statement, toks[at + 1].line - 1)
         return statement
     if head == "create" and "graph" in words[:4]:
@@ -246,15 +248,35 @@ def classify(number: int, text: str, line: int, column: int) -> Statement:
             statement.target_columns = ["".join(t.text for t in part) for part in _split_commas(inner)]
         if at >= len(toks):
             raise statement.error("INSERT INTO needs a query")
+        statement.query_at = _start(statement, toks[at])
         statement.query = _query_or_gql(text[toks[at].start:], statement, toks[at].line - 1)
         return statement
     if head in ("select", "with", "values", "match", "call") or text.lstrip().startswith("("):
         statement.kind = "query"
+        statement.query_at = (statement.line, statement.column)
         statement.query = _query_or_gql(text, statement, 0)
         return statement
     raise statement.error(f"{' '.join(words[:2]).upper()} is not a statement gyreflow's SQL knows",
                           hint="statements: SET, CREATE TABLE/VIEW/FUNCTION/GRAPH, USE, INSERT INTO, "
                                "SELECT")
+
+
+def _start(statement: Statement, token) -> tuple[int, int]:
+    """Where ``token`` of a statement's text starts in the script."""
+    column = token.col - len(token.text) + 1
+    if token.line == 1:
+        return statement.line, statement.column + column - 1
+    return statement.line + token.line - 1, column
+
+
+def place(statement: Statement, line: int | None, column: int | None) -> tuple[int | None, int | None]:
+    """A (line, column) of a statement's query text as a place in the script."""
+    if line is None or statement.query_at == (0, 0):
+        return None, None
+    start_line, start_column = statement.query_at
+    if line == 1:
+        return start_line, start_column + (column or 1) - 1
+    return start_line + line - 1, column
 
 
 def _query_or_gql(text: str, statement: Statement, offset_line: int) -> exp.Expression:

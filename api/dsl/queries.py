@@ -230,7 +230,9 @@ class Scope:
             return lambda ctx: value
         known = ", ".join(n for _, n in self.relation.columns)
         full = f"{table}.{name}" if table else name
-        raise QueryError(f"no column {full} (columns: {known})")
+        meta = node.this.meta if isinstance(node.this, exp.Identifier) else {}
+        column = meta["col"] - len(node.name) + 1 if "col" in meta else None
+        raise QueryError(f"no column {full} (columns: {known})", line=meta.get("line"), column=column)
 
     def _in(self, node: exp.In):
         value = self.compile(node.this)

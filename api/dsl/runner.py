@@ -8,7 +8,7 @@ import tempfile
 
 from gyreflow.api.dsl.catalog import Catalog
 from gyreflow.api.dsl.gql import cut_matches, parse_create_graph, parse_gql
-from gyreflow.api.dsl.parsing import DslError, Statement, parse_query, parse_script
+from gyreflow.api.dsl.parsing import DslError, Statement, parse_query, parse_script, place
 from gyreflow.api.dsl.queries import QueryError
 from gyreflow.api.dsl.select import evaluate
 
@@ -109,7 +109,8 @@ def _check(statement: Statement, catalog: Catalog) -> None:
     try:
         result = evaluate(statement.query, dry)
     except QueryError as exc:
-        raise statement.error(exc.message, exc.hint) from None
+        line, column = place(statement, exc.line, exc.column) if statement.value != "gql" else (None, None)
+        raise statement.error(exc.message, exc.hint, line=line, column=column) from None
     if statement.kind != "insert":
         return
     graph = _graph_target(statement, catalog)
