@@ -231,8 +231,31 @@ def _starts_processes(item) -> bool:
     if path not in _STARTS_PROCESSES:
         text = item.path.read_text(encoding="utf-8")
         _STARTS_PROCESSES[path] = any(name in text for name in _PROCESS_WORDS)
-    return _STARTS_PROCESSES[path] or any(_fixture_starts_processes(fixture.func)
-                                           for fixture in _fixtures(item))
+    return (_STARTS_PROCESSES[path]
+            or any(_fixture_starts_processes(fixture.func) for fixture in _fixtures(item))
+            or _calls_helpers_that_start_processes(getattr(item, "function", None), set()))
+
+
+def _calls_helpers_that_start_processes(function, seen: set) -> bool:
+    """Whether a test calls a function of another module that starts processes, directly or
+    through the functions it calls (``from test_state_verification import run``): the module's own
+    text does not show those."""
+    code = getattr(function, "__code__", None)
+    if code is None or function in seen:
+        return False
+    seen.add(function)
+    names = set(code.co_names)
+    names.update(name for const in code.co_consts if inspect.iscode(const) for name in const.co_names)
+    for name in names:
+        called = function.__globals__.get(name)
+        if (not inspect.isfunction(called) or called.__module__ == "conftest"
+                or not called.__code__.co_filename.startswith(str(TESTS))):
+            continue  # only the suite's own helpers: the engine's code is what the tests run
+        if called.__module__ != function.__module__ and _fixture_starts_processes(called):
+            return True
+        if _calls_helpers_that_start_processes(called, seen):
+            return True
+    return False
 
 
 def _fixtures(item):
