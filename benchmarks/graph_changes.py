@@ -184,6 +184,43 @@ def scipy_time(present: dict, vertices: int, algorithm: str) -> float:
     return time.perf_counter() - started
 
 
+def exact_pagerank(graph: nx.Graph, damping: float = 0.85) -> dict:
+    """The PageRank fixed point of ``graph`` (dangling ranks spread evenly), by power iteration
+    until a step moves the ranks by less than 1e-13 in total (L1)."""
+    nodes = list(graph)
+    n = len(nodes)
+    matrix = nx.to_scipy_sparse_array(graph, nodelist=nodes, weight=None, format="csr")
+    degree = np.asarray(matrix.sum(axis=1)).ravel()
+    share = np.divide(1.0, degree, out=np.zeros(n), where=degree > 0)
+    step = matrix.T.tocsr()
+    rank = np.full(n, 1.0 / n)
+    for _ in range(100_000):
+        new = (1 - damping) / n + damping * (step @ (rank * share) + rank[degree == 0].sum() / n)
+        done = np.abs(new - rank).sum() < 1e-13
+        rank = new
+        if done:
+            break
+    return dict(zip(nodes, rank.tolist(), strict=True))
+
+
+def check_pagerank(folded: dict, graph: nx.Graph, damping: float = 0.85) -> bool:
+    """Both PageRank jobs stop once no rank moves by more than ``TOLERANCE`` in a superstep; the
+    error left is about the rest of a geometric tail, ``TOLERANCE * damping / (1 - damping)``
+    (5.7e-10 here) per vertex, which the check allows. The reference is the exact fixed point,
+    not ``networkx.pagerank``: networkx stops once a step's L1 change is under ``tol * N``, so at
+    100,000 vertices its own result (tol 1e-12) is off by up to 1e-9 per vertex, 1.8e-4 of the
+    smallest ranks, which a relative comparison with networkx took for an error of the job.
+    networkx still witnesses the reference, within its own bound ``tol * N / (1 - damping)``
+    (L1)."""
+    exact = exact_pagerank(graph, damping)
+    ranks = nx.pagerank(graph, alpha=damping, tol=1e-12, max_iter=10_000, weight=None)
+    n = len(exact)
+    witnessed = sum(abs(ranks[v] - exact[v]) for v in exact) <= 1e-12 * n / (1 - damping)
+    bound = TOLERANCE * damping / (1 - damping)
+    return (witnessed and set(folded) == set(exact)
+            and all(abs(folded[v] - exact[v]) <= bound for v in exact))
+
+
 def check(name: str, folded: dict, present: dict, vertices_seen: set) -> None:
     graph = nx.Graph()
     graph.add_nodes_from(vertices_seen)
@@ -198,9 +235,7 @@ def check(name: str, folded: dict, present: dict, vertices_seen: set) -> None:
         distance = nx.single_source_dijkstra_path_length(graph, 0)
         ok = folded == {v: float(distance.get(v, math.inf)) for v in graph}
     else:
-        ranks = nx.pagerank(graph, alpha=0.85, tol=1e-12, max_iter=10_000, weight=None)
-        ok = set(folded) == set(ranks) and all(math.isclose(folded[v], ranks[v], rel_tol=1e-4)
-                                               for v in ranks)
+        ok = check_pagerank(folded, graph)
     if not ok:
         raise AssertionError(f"{name}: the output after the last window differs from networkx")
 
