@@ -14,7 +14,7 @@ which every job pays; upkeep / full is the lowest ratio an incremental algorithm
 "From scratch" is the one window of a job that builds the last version from nothing and computes
 on it (graph building included). A ``scipy.sparse`` recomputation of the same
 result on the same version is the peer. Every job's output after the last window is checked against
-networkx.
+networkx (PageRank against its exact fixed point, which networkx witnesses: see ``check_pagerank``).
 
     python benchmarks/graph_changes.py [--vertices 20000] [--windows 6] [--write-docs]
 """
@@ -296,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
         update_docs_section("graph-changes", "## Changing graphs\n\n"
                             f"{title}\n\n{markdown_table(columns, rows)}\n\n"
                             f"- Machine: {machine_line()}.\n- Command: `{command_line()}`; every "
-                            "job's output after the last window equals networkx on that version."
+                            "job's output after the last window equals networkx on that version "
+                            "(PageRank: within 5.7e-10 per vertex of its exact fixed point)."
                             + (f"\n\n{WHY_NOT_MET}" if worst > TARGET else ""))
     return 0 if worst <= TARGET else 1
 
