@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from gyreflow.plan.graph_changes import REMOVE_VERTEX, RemoveVertex, VertexStillConnectedError
 from gyreflow.plan.operators import EVERY_VERTEX, GraphMode
-from gyreflow.runtime.dataflow.graph.removals import refused_removal
 from gyreflow.state.keys.keygroups import key_group_of
 
 
@@ -201,6 +200,9 @@ class WindowInput:
                 msg = (f"vertex {vid!r} still has {len(edges)} edge(s) at the end of the window "
                        f"(to or from {shown}): remove them with RemoveEdge first, or the vertex with "
                        "RemoveVertex(id, detach=True)")
+                # removals.py works on arrays: a job without array programs never imports numpy
+                from gyreflow.runtime.dataflow.graph.removals import refused_removal
+
                 raise refused_removal(vid, VertexStillConnectedError(msg))
             table.delete(vid)
             touched.discard(vid)
