@@ -286,9 +286,10 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
             for table in summary_tables(name, busy) if busy else ():
                 console.print(table)
         for task, where, written in settings.ran:  # each task's environment and outputs
-            shown = "; output: " + ", ".join(written) if written else ""
-            console.print(f"{task} ran on {where}{shown}", markup=False, highlight=False,
-                          soft_wrap=True)
+            console.print(f"{task} ran on {where}", markup=False, highlight=False, soft_wrap=True)
+            if written:  # a line of its own: a path is shown whole, however long
+                console.print("  output: " + ", ".join(written), markup=False, highlight=False,
+                              soft_wrap=True)
 
 
 def _kept(backend: str | None, what: str) -> str:

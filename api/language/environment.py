@@ -173,7 +173,7 @@ class LocalEnvironment(Environment):
     def describe(self, graph: PipelineGraph) -> str:
         workers = self.config["environment.workers"]
         where = "in this process" if workers <= 1 else f"in {workers} worker processes"
-        return f"local environment, {where}, parallelism {self.config['environment.parallelism']}"
+        return f"local, {where}, parallelism {self.config['environment.parallelism']}"
 
     def run_task(self, name: str, graph: PipelineGraph, listener: JobListener | None,
                  recovery: RecoveryOptions | None = None) -> TaskResult:
