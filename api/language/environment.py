@@ -14,7 +14,8 @@ from gyreflow.plan.graph import PipelineGraph
 from gyreflow.plan.operators import GraphComputeSpec, SourceSpec
 from gyreflow.runtime.checkpoint import RecoveryOptions
 from gyreflow.runtime.control import ControlInbox
-from gyreflow.runtime.driver import JobListener, JobRun
+from gyreflow.runtime.driver import JobListener
+from gyreflow.runtime.job_run import JobRun
 from gyreflow.runtime.local.host import LocalHost
 from gyreflow.runtime.metrics import TaskResult
 from gyreflow.state.backends import backend_from_config
