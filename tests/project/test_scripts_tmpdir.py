@@ -3,7 +3,7 @@
 ``scripts/test.sh --fast`` runs for real with a stand-in for Python (it installs nothing and runs
 no suite; it lists the temporary directory when the suite would start): the throwaway PostgreSQL
 server's folder is made in ``TMPDIR`` and removed afterwards. A ``TMPDIR`` the postgres user cannot
-enter gets one ``error:`` line naming it. Every ``mktemp`` of scripts/ names ``TMPDIR``.
+enter gets one ``error:`` line naming it. Every ``mktemp`` of scripts/ and .ci/run names ``TMPDIR``.
 """
 
 from __future__ import annotations
@@ -82,7 +82,8 @@ def test_a_tmpdir_the_postgres_user_cannot_enter_is_named(tmp_path):
 
 
 def test_every_mktemp_of_the_scripts_names_tmpdir():
-    calls = [(path.name, line.strip()) for path in sorted((REPO / "scripts").glob("*.sh"))
+    scripts = [*sorted((REPO / "scripts").glob("*.sh")), REPO / ".ci" / "run"]
+    calls = [(path.name, line.strip()) for path in scripts
              for line in path.read_text(encoding="utf-8").splitlines()
              if re.search(r"\bmktemp\b", line) and not line.lstrip().startswith("#")]
     assert calls, "no mktemp found: the check reads the wrong files"
