@@ -55,6 +55,9 @@ TRANSITIONS = [
 class CycleScheduler:
     """Drives one cycle: sends events to its heads and collects Done events from its tails.
 
+    A window ends when its tails report it; it is handed on (``WindowFinished``, with the metrics
+    of every task) once the other tasks' reports of it are in too.
+
     >>> from gyreflow.plan.execution import ExecutionCycle, ExecutionVertexGroup, GroupKind
     >>> group = ExecutionVertexGroup(1, GroupKind.WINDOW, (0,))
     >>> sched = CycleScheduler(ExecutionCycle(1, group, (), heads=(0,), tails=(0,)))
@@ -214,8 +217,7 @@ class CycleScheduler:
             self.checkpoints.task_ended(event.task, event.window)
         else:
             self._dones.setdefault(event.window, []).append(event)
-            if event.task in self.cycle.tails:
-                self._reported.setdefault(event.window, set()).add(event.task)
+            self._reported.setdefault(event.window, set()).add(event.task)
         self._complete_ready_windows()
 
     def _on_checkpoint(self, event: Done) -> None:
@@ -237,9 +239,12 @@ class CycleScheduler:
             window = ctx.last_finished + 1
             if window not in ctx.in_flight:
                 break
+            # Every task's report, not only the tails': a window's metrics are the sum of all of
+            # them, and on hosts with several processes an upstream task's report may arrive after
+            # the tails' (a report that came later would be lost, and kept for ever).
             reported = self._reported.get(window, set())
             if not all(t in reported or self._ended.get(t, window) < window
-                       for t in self.cycle.tails):
+                       for t in self.task_ids):
                 break
             ctx.finish(window)
             self._reported.pop(window, None)

@@ -4,7 +4,8 @@ Cycles are built by hand, so every expectation below is derived from the cycle's
 heads and tails) and the event sequence, never from the scheduler's earlier output.
 
 The protocol: heads get LaunchSource per window; a window is *finished* (``WindowFinished``, with
-the Dones of every task) when every tail reported it, and *completed* (``WindowCompleted``) when it
+the Dones of every task) when every task reported it (upstream reports may reach the scheduler
+after the tails' on hosts with several processes), and *completed* (``WindowCompleted``) when it
 is finished and every task's snapshot of it is durable (a ``Done(CHECKPOINT)`` per task, or the
 task's end-of-input report). Launching follows finishing; cleaning up follows completing the last
 window.
@@ -114,9 +115,9 @@ def to_execute(max_flying: int = 1, cycle: ExecutionCycle | None = None,
     return sched
 
 
-def finish(sched: CycleScheduler, window: int, tails=TAILS) -> list:
-    """Every tail reports ``window``."""
-    return feed(sched, [done(t, window) for t in tails])
+def finish(sched: CycleScheduler, window: int, tasks=ALL) -> list:
+    """Every task reports ``window``, upstream first."""
+    return feed(sched, [done(t, window) for t in tasks])
 
 
 def persist(sched: CycleScheduler, window: int, tasks=ALL) -> list:
@@ -128,8 +129,14 @@ def finished(window: int, *dones: Done, cycle: int = CYCLE) -> WindowFinished:
     return WindowFinished(cycle, window, dones)
 
 
-def tail_dones(window: int, tails=TAILS) -> tuple[Done, ...]:
-    return tuple(done(t, window) for t in tails)
+def upstream_dones(window: int) -> tuple[Done, ...]:
+    """The reports of ``window`` by the tasks before the tails (heads and the middle)."""
+    return tuple(done(t, window) for t in HEADS + MIDDLE)
+
+
+def window_dones(window: int, tasks=ALL) -> tuple[Done, ...]:
+    """Every task's report of ``window``, in the order ``finish`` feeds them."""
+    return tuple(done(t, window) for t in tasks)
 
 
 def finished_windows(instructions) -> list[int]:
@@ -226,9 +233,9 @@ def test_launches_go_to_heads_only():
     cycle = make_cycle(heads=(0, 1, 5), middle=(), tails=(3,))
     sched = to_execute(max_flying=2, cycle=cycle)
     assert sched.context.in_flight == {1, 2}
-    out = finish(sched, 1, tails=(3,))
+    out = finish(sched, 1, tasks=(0, 1, 5, 3))
     assert out == [
-        finished(1, done(3, 1)),
+        finished(1, done(0, 1), done(1, 1), done(5, 1), done(3, 1)),
         SendEvents(
             (LaunchSource(CYCLE, 0, 3), LaunchSource(CYCLE, 1, 3), LaunchSource(CYCLE, 5, 3))
         ),
@@ -254,9 +261,22 @@ def test_window_finishes_only_when_every_tail_reported():
     assert sched.context.in_flight == {2, 3}
 
 
+def test_tails_do_not_finish_a_window_before_every_upstream_task_reported_it():
+    # Worker processes report on their own connections: the tails' reports of a window may reach
+    # the scheduler before an upstream task's, whose metrics belong to the same window.
+    sched = to_execute(max_flying=1)
+    assert feed(sched, [done(0, 1), done(3, 1), done(4, 1), done(2, 1)]) == []
+    assert sched.context.last_finished == 0
+    out = sched.handle(done(1, 1))
+    assert out == [
+        finished(1, done(0, 1), done(3, 1), done(4, 1), done(2, 1), done(1, 1)),
+        launches([2]),
+    ]
+
+
 def test_same_tail_reporting_twice_does_not_finish_a_window():
     sched = to_execute(max_flying=1)
-    assert feed(sched, [done(3, 1), done(3, 1)]) == []
+    assert feed(sched, [*upstream_dones(1), done(3, 1), done(3, 1)]) == []
     assert sched.context.last_finished == 0
     assert finished_windows(sched.handle(done(4, 1))) == [1]
 
@@ -265,7 +285,7 @@ def test_each_finished_window_launches_the_next():
     sched = to_execute(max_flying=1)
     for window in range(1, 6):
         out = finish(sched, window)
-        assert out == [finished(window, *tail_dones(window)), launches([window + 1])]
+        assert out == [finished(window, *window_dones(window)), launches([window + 1])]
         assert sched.context.in_flight == {window + 1}
 
 
@@ -274,11 +294,11 @@ def test_windows_finish_in_order_even_when_later_window_reports_first():
     # Both tails report window 2 before window 1: window 2 must wait.
     assert finish(sched, 2) == []
     assert sched.context.last_finished == 0
-    assert sched.handle(done(4, 1)) == []
+    assert feed(sched, [*upstream_dones(1), done(4, 1)]) == []
     out = sched.handle(done(3, 1))
     assert out == [
-        finished(1, done(4, 1), done(3, 1)),
-        finished(2, done(3, 2), done(4, 2)),
+        finished(1, *upstream_dones(1), done(4, 1), done(3, 1)),
+        finished(2, *window_dones(2)),
         launches([3, 4]),
     ]
     assert sched.context.last_finished == 2
@@ -287,13 +307,14 @@ def test_windows_finish_in_order_even_when_later_window_reports_first():
 
 def test_dones_of_different_windows_are_kept_apart():
     sched = to_execute(max_flying=3)
-    out = feed(sched, [done(3, 3), done(3, 1), done(4, 3), done(4, 2), done(3, 2)])
+    upstream = [d for w in (3, 1, 2) for d in upstream_dones(w)]
+    out = feed(sched, [*upstream, done(3, 3), done(3, 1), done(4, 3), done(4, 2), done(3, 2)])
     assert out == []  # window 1 still misses tail 4
     out = sched.handle(done(4, 1))
     assert out == [
-        finished(1, done(3, 1), done(4, 1)),
-        finished(2, done(4, 2), done(3, 2)),
-        finished(3, done(3, 3), done(4, 3)),
+        finished(1, *upstream_dones(1), done(3, 1), done(4, 1)),
+        finished(2, *upstream_dones(2), done(4, 2), done(3, 2)),
+        finished(3, *upstream_dones(3), done(3, 3), done(4, 3)),
         launches([4, 5, 6]),
     ]
 
@@ -315,9 +336,9 @@ def test_window_completes_when_finished_and_every_task_snapshot_is_durable():
 def test_durable_but_unfinished_window_completes_when_it_finishes():
     sched = to_execute(max_flying=1)
     assert persist(sched, 1) == []
-    assert sched.handle(done(3, 1)) == []
+    assert feed(sched, [*upstream_dones(1), done(3, 1)]) == []
     assert sched.handle(done(4, 1)) == [
-        finished(1, *tail_dones(1)),
+        finished(1, *window_dones(1)),
         WindowCompleted(CYCLE, 1),
         launches([2]),
     ]
@@ -386,14 +407,14 @@ def test_source_exhaustion_needs_every_head():
 def test_head_ending_early_keeps_its_first_end():
     sched = to_execute(max_flying=2)
     feed(sched, [source_done(0, 1, exhausted=True), source_done(0, 1, exhausted=True)])
-    assert finish(sched, 1) == [finished(1, *tail_dones(1)), launches([3])]
+    assert finish(sched, 1) == [finished(1, *window_dones(1)), launches([3])]
     assert sched.handle(source_done(1, 3, exhausted=True)) == []
     assert sched.context.terminate == 3  # max(1, 3)
 
 
 def test_full_lifecycle_with_exhaustion_and_cancelled_launches():
     sched = to_execute(max_flying=2)  # windows 1 and 2 launched
-    assert finish(sched, 1) == [finished(1, *tail_dones(1)), launches([3])]
+    assert finish(sched, 1) == [finished(1, *window_dones(1)), launches([3])]
     assert persist(sched, 1) == [WindowCompleted(CYCLE, 1)]
     assert sched.context.in_flight == {2, 3}
 
@@ -406,9 +427,9 @@ def test_full_lifecycle_with_exhaustion_and_cancelled_launches():
     assert sched.state is CycleState.EXECUTE_COMPUTE
 
     # The last window finishes: no launch beyond it, but no cleanup before it is durable.
-    assert sched.handle(done(3, 2)) == []
+    assert feed(sched, [*upstream_dones(2), done(3, 2)]) == []
     out = sched.handle(done(4, 2))
-    assert out == [finished(2, *tail_dones(2))]
+    assert out == [finished(2, *window_dones(2))]
     assert sched.state is CycleState.EXECUTE_COMPUTE
     out = persist(sched, 2)
     assert out == [WindowCompleted(CYCLE, 2), cleans(2)]
@@ -440,7 +461,7 @@ def test_end_of_input_reports_make_the_last_window_durable():
     # checkpoint of the last window.
     sched = to_execute(max_flying=1)
     feed(sched, [source_done(0, 1, exhausted=True), source_done(1, 1, exhausted=True)])
-    assert finish(sched, 1) == [finished(1, *tail_dones(1))]
+    assert finish(sched, 1) == [finished(1, *window_dones(1))]
     assert feed(sched, [done(t, 1, exhausted=True) for t in (0, 1, 2, 3)]) == []
     assert sched.handle(done(4, 1, exhausted=True)) == [WindowCompleted(CYCLE, 1), cleans(1)]
 
@@ -501,7 +522,7 @@ def test_late_report_of_a_head_that_ended_early_is_accepted_after_the_last_windo
 def test_exhaustion_in_the_first_window_with_one_window_in_flight():
     sched = to_execute(max_flying=1)
     feed(sched, [source_done(0, 1, exhausted=True), source_done(1, 1, exhausted=True)])
-    assert finish(sched, 1) == [finished(1, *tail_dones(1))]
+    assert finish(sched, 1) == [finished(1, *window_dones(1))]
     assert persist(sched, 1) == [WindowCompleted(CYCLE, 1), cleans(1)]
 
 
@@ -517,10 +538,10 @@ def test_tail_that_reported_end_of_input_counts_for_later_windows():
     finish(sched, 1)
     # Tail 3's input ended after window 1: it reports no later window and no later snapshot.
     assert sched.handle(done(3, 1, exhausted=True)) == []
-    out = sched.handle(done(4, 2))
-    assert out == [finished(2, done(4, 2)), launches([3])]
-    out = sched.handle(done(4, 3))
-    assert out == [finished(3, done(4, 3)), launches([4])]
+    out = finish(sched, 2, tasks=(0, 1, 2, 4))
+    assert out == [finished(2, *upstream_dones(2), done(4, 2)), launches([3])]
+    out = finish(sched, 3, tasks=(0, 1, 2, 4))
+    assert out == [finished(3, *upstream_dones(3), done(4, 3)), launches([4])]
     # Window 1 still needs tail 3's checkpoint? No: its end-of-input report says its state up to
     # window 1 is durable. The others' checkpoints complete windows 1 to 3.
     assert persist(sched, 1, tasks=(0, 1, 2, 4)) == [WindowCompleted(CYCLE, 1)]
@@ -531,12 +552,12 @@ def test_tail_end_of_input_does_not_stand_in_for_its_own_last_window():
     sched = to_execute(max_flying=2)
     # Tail 3 says its input ended after window 1 before window 1 finished.
     assert sched.handle(done(3, 1, exhausted=True)) == []
-    assert sched.handle(done(4, 1)) == []  # tail 3 has not reported window 1 itself
-    assert sched.handle(done(4, 2)) == []  # window 2 waits for window 1
+    assert finish(sched, 1, tasks=(0, 1, 2, 4)) == []  # tail 3 has not reported window 1 itself
+    assert finish(sched, 2, tasks=(0, 1, 2, 4)) == []  # window 2 waits for window 1
     out = sched.handle(done(3, 1))
     assert out == [
-        finished(1, done(4, 1), done(3, 1)),
-        finished(2, done(4, 2)),
+        finished(1, *upstream_dones(1), done(4, 1), done(3, 1)),
+        finished(2, *upstream_dones(2), done(4, 2)),
         launches([3, 4]),
     ]
 
@@ -546,12 +567,15 @@ def test_all_tails_ended_and_sources_exhausted_ends_the_cycle():
     finish(sched, 1)  # launches window 2
     persist(sched, 1)
     feed(sched, [done(3, 1, exhausted=True), source_done(0, 2, exhausted=True)])
-    out = sched.handle(done(4, 2))
-    assert out == [finished(2, done(4, 2)), launches([3])]
+    out = finish(sched, 2, tasks=(0, 1, 2, 4))
+    assert out == [finished(2, *upstream_dones(2), done(4, 2)), launches([3])]
+    # Head 0's input ended in window 2: it reports no later window.
+    assert sched.handle(done(0, 2, exhausted=True)) == []
     out = sched.handle(source_done(1, 3, exhausted=True))
     assert sched.context.terminate == 3
     assert out == []  # tail 4 has not reported window 3
-    assert sched.handle(done(4, 3)) == [finished(3, done(4, 3))]
+    assert finish(sched, 3, tasks=(1, 2)) == []
+    assert sched.handle(done(4, 3)) == [finished(3, done(1, 3), done(2, 3), done(4, 3))]
     assert persist(sched, 2, tasks=(0, 1, 2, 4)) == [WindowCompleted(CYCLE, 2)]
     assert persist(sched, 3, tasks=(0, 1, 2, 4)) == [WindowCompleted(CYCLE, 3), cleans(3)]
 
@@ -633,7 +657,7 @@ def test_history_in_error_is_limited_to_recent_events():
     history = message.split("recent history:\n", 1)[1].splitlines()
     assert len(history) == 10
     assert history[-1] == f"  EXECUTE_COMPUTE: {ack(0, EventKind.INIT_CYCLE)}"
-    assert history[0] == f"  EXECUTE_COMPUTE: {done(4, 8)}"
+    assert history[0] == f"  EXECUTE_COMPUTE: {done(1, 11)}"
     assert str(done(3, 1)) not in message
 
 
@@ -664,7 +688,7 @@ def test_rollback_path_resumes_after_the_completed_window():
     # Snapshots of windows up to the resume point (replayed writes) change nothing.
     assert persist(sched, 3) == []
     # The first window after the resume point comes first.
-    assert finish(sched, 4) == [finished(4, *tail_dones(4)), launches([6])]
+    assert finish(sched, 4) == [finished(4, *window_dones(4)), launches([6])]
     assert persist(sched, 4) == [WindowCompleted(CYCLE, 4)]
 
 

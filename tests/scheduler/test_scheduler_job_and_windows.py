@@ -165,7 +165,7 @@ def test_window_context_resume_after():
 def interleavings(draw):
     """Random interleavings of per-task event streams, each stream in window order.
 
-    A stream is ("done", tail) -- the tail's compute Dones for windows 1..N -- or
+    A stream is ("done", task) -- the task's compute Dones for windows 1..N, the head's too -- or
     ("checkpoint", task) -- the task's durable-snapshot reports for windows 1..N. Streams are
     independent (snapshots are written asynchronously), so any interleaving is possible.
     """
@@ -174,7 +174,7 @@ def interleavings(draw):
     with_checkpoints = draw(st.booleans())
     tail_ids = tuple(100 + t for t in range(tails))
     task_ids = (0, *tail_ids)
-    streams = [("done", t) for t in tail_ids]
+    streams = [("done", t) for t in task_ids]
     if with_checkpoints:
         streams += [("checkpoint", t) for t in task_ids]
     order = draw(st.permutations([s for s in streams for _ in range(windows)]))
@@ -201,10 +201,10 @@ def test_finished_and_completed_windows_are_the_fully_reported_prefix(case):
         finished_list.extend(finished_windows(out))
         completed_list.extend(completed_windows(out))
         launched.extend(launched_windows(out))
-        # Oracle: window w is finished when every tail reported it (w <= the smallest count of
-        # the tails' Done streams), durable when every task reported its snapshot, and completed
+        # Oracle: window w is finished when every task reported it (w <= the smallest count of
+        # the tasks' Done streams), durable when every task reported its snapshot, and completed
         # when it and every window before it are finished and durable.
-        k_finished = min(counts[("done", t)] for t in tail_ids)
+        k_finished = min(counts[("done", t)] for t in task_ids)
         k_durable = min(counts.get(("checkpoint", t), 0) for t in task_ids)
         assert finished_list == list(range(1, k_finished + 1))
         assert completed_list == list(range(1, min(k_finished, k_durable) + 1))

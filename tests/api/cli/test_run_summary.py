@@ -24,11 +24,10 @@ def test_summary_fits_80_columns_and_metrics_json_matches_the_counts(tmp_path, e
     source.write_text("\n".join(LINES) + "\n", encoding="utf-8")
     metrics = tmp_path / "metrics.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("GYREFLOW_")}
-    # One process: per-operator counts of a window reported by worker processes can miss a
-    # pre-combined batch that lands after the task's last window is reported (documented in
-    # docs/monitoring.md); the summary's own arithmetic is what this test checks.
+    # Two worker processes: an upstream task's report of a window may reach the driver after the
+    # tails'; the window's metrics must still count it.
     env.update({"COLUMNS": "200", "GYREFLOW_STATE__PATH": str(tmp_path / "state"),
-                "GYREFLOW_SPARK__MASTER": "local[2]", "GYREFLOW_ENVIRONMENT__WORKERS": "1"})
+                "GYREFLOW_SPARK__MASTER": "local[2]", "GYREFLOW_ENVIRONMENT__WORKERS": "2"})
     done = subprocess.run(
         [sys.executable, "-m", "gyreflow", "run", "--env", environment, "--metrics-json", str(metrics),
          str(EXAMPLE), "--", "--input", str(source), "--window", "40", "--output", str(tmp_path / "out")],
