@@ -159,7 +159,8 @@ def query(arguments: tuple[str, ...], params: tuple[str, ...], directed: bool | 
     from gyreflow.api.config.loading import Config, ConfigError, chosen_environment
     from gyreflow.api.config.session import RunSettings, using_settings
     from gyreflow.api.graph.files import GraphFileError
-    from gyreflow.api.graph.query import Query, QuerySyntaxError, query_graph
+    from gyreflow.api.graph.query import Query, QuerySyntaxError
+    from gyreflow.api.graph.query.run import MatchRun
     from gyreflow.api.graph.stored import StoredGraphError
     from gyreflow.api.graph.views import GraphView
     from gyreflow.runtime.errors import DataError, UserFunctionError
@@ -204,18 +205,17 @@ def query(arguments: tuple[str, ...], params: tuple[str, ...], directed: bool | 
 
             env = Environment.from_config(overrides=overrides)
             pipeline = env.pipeline("query")
-            ids = [vertex for vertex, _ in vertices]
+            # array joins where the query allows them, else partial paths as messages
+            matching = MatchRun(parsed, values, [vertex for vertex, _ in vertices], directed)
 
             @pipeline.task(name="query")
             def run(ctx):
                 graph = GraphView(ctx.source(vertices, name="vertices"),
                                   ctx.source(edges, name="edges"), directed=directed)
-                query_graph(graph, parsed, ctx.source([(0, values)], name="request"),
-                            ids).collect("matches")
+                matching.stream(ctx, graph).collect("matches")
 
-            matches = [bindings for _, bindings in
-                       pipeline.execute(fresh=True).output("matches")]
-        rows = parsed.rows(matches, values)
+            output = pipeline.execute(fresh=True).output("matches")
+        rows = matching.rows(output, dict(vertices))
     except StoredGraphError as exc:
         nothing = "; and no folder or file has that name" if exc.no_job else ""
         _fail(console, f"{exc}{nothing}", 2)

@@ -1,0 +1,218 @@
+"""Which MATCH queries run as array joins, their plan, and their rows from the tasks' results.
+
+``array_plan(query, directed)`` gives an ``ArrayPlan`` (or the reason it cannot, for the per-path
+traversal of ``compiler``): one path pattern whose relationships bind no variable, and whose
+relationships with a type or property filter all follow out-edges (a path whose filtered
+relationships all follow in-edges is turned round; a directed graph's tasks hold the values of
+their out-edges only). ``ArrayMatch`` (``array_match``) runs the plan; ``ArrayPlan.rows`` turns
+the tasks' results into the rows ``Query.rows`` gives for the same matches.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any
+
+import attrs
+
+from gyreflow.api.graph.query.evaluate import has_aggregate, project
+from gyreflow.api.graph.query.parser import NodePattern, PathPattern, QueryAst, RelPattern
+
+_FLIP = {"out": "in", "in": "out", "both": "both"}
+# Expressions that cannot raise, so they may be evaluated for vertices no match reaches.
+_SAFE = {"lit", "param", "var", "prop", "and", "or", "xor", "not", "cmp", "isnull", "in", "list",
+         "fn"}
+
+
+def variables_of(expr: Any) -> set:
+    """The variable names ``expr`` reads."""
+    if isinstance(expr, tuple) and len(expr) == 2 and expr[0] == "var":
+        return {expr[1]}
+    if isinstance(expr, (tuple, list)):
+        return set().union(*(variables_of(part) for part in expr)) if expr else set()
+    return set()
+
+
+def _safe(expr: Any) -> bool:
+    if not isinstance(expr, tuple) or not expr or not isinstance(expr[0], str):
+        return True
+    if expr[0] not in _SAFE:
+        return False
+    return all(_safe(part) if isinstance(part, tuple) and part and isinstance(part[0], str)
+               else all(_safe(p) for p in part) if isinstance(part, tuple) else True
+               for part in expr[1:])
+
+
+def _conjuncts(expr: tuple | None) -> list:
+    if expr is None:
+        return []
+    if expr[0] == "and":
+        return _conjuncts(expr[1]) + _conjuncts(expr[2])
+    return [expr]
+
+
+def _and(parts: list) -> tuple | None:
+    if not parts:
+        return None
+    result = parts[0]
+    for part in parts[1:]:
+        result = ("and", result, part)
+    return result
+
+
+@attrs.frozen
+class ArrayPlan:
+    """A query's path as array joins.
+
+    ``nodes`` and ``rels`` are the path in the order it is expanded (``reversed``: the query's
+    path turned round); ``first`` is the position of the query's first node (the one the start
+    vertex ids restrict); ``pushed`` holds, per node position, the WHERE conjuncts that read only
+    that node's variable (evaluated once per vertex, as a mask); ``where`` the rest; ``keep`` the
+    node positions whose vertex ids the rows need (first position of each variable the rest of
+    the query reads); ``count_only``: RETURN count(*) and nothing else, counted per task."""
+
+    nodes: tuple
+    rels: tuple
+    first: int
+    pushed: tuple
+    where: tuple | None
+    keep: tuple
+    keep_names: tuple
+    count_only: bool
+    distinct_rows: bool
+    directed: bool
+    reversed: bool = False
+
+    @property
+    def bound_at(self) -> tuple:
+        """Per node position: the first position of its variable (itself when it is the first)."""
+        first: dict = {}
+        found = []
+        for position, node in enumerate(self.nodes):
+            if node.variable is None:
+                found.append(position)
+            else:
+                found.append(first.setdefault(node.variable, position))
+        return tuple(found)
+
+    @property
+    def max_hops(self) -> int:
+        return sum(rel.max_hops for rel in self.rels)
+
+    def program(self, params: dict, vertex_ids=None):
+        """The array program that finds the matches of this plan for ``params``, starting the
+        query's first node at ``vertex_ids`` (None: every vertex)."""
+        from gyreflow.api.graph.query.array_match import ArrayMatch
+
+        return ArrayMatch(self, params, None if vertex_ids is None else frozenset(vertex_ids))
+
+    def rows(self, query, results, params: dict, vertex_values) -> list[dict]:
+        """The rows of ``query`` from the program's output ``(vertex id, task result)`` records;
+        ``vertex_values`` maps a vertex id to its value (``.get``; None for a vertex only edges
+        name)."""
+        rows, _ = self.timed_rows(query, results, params, vertex_values)
+        return rows
+
+    def timed_rows(self, query, results, params: dict, vertex_values) -> tuple[list[dict], float]:
+        """``rows`` and the seconds the query took: the slowest task's matching plus this."""
+        started = time.perf_counter()
+        payloads = [value for _, value in results if value is not None]
+        seconds = max((p["seconds"] for p in payloads), default=0.0)
+        ast: QueryAst = query.ast
+        if self.count_only:
+            total = sum(p["count"] for p in payloads)
+            rows = [{query.columns[0]: total}]
+        else:
+            rows = project(ast, self._matches(payloads, params, vertex_values), params,
+                           query.aggregated)
+        return rows, seconds + time.perf_counter() - started
+
+    def _matches(self, payloads: list, params: dict, vertex_values) -> list[dict]:
+        import numpy as np
+
+        from gyreflow.api.graph.query.evaluate import evaluate
+
+        tables = [table for p in payloads for table in p["rows"] if len(table)]
+        counts: Counter = Counter()
+        for table in tables:
+            if table.dtype != object and table.shape[1]:
+                unique, times = np.unique(table, axis=0, return_counts=True)
+                counts.update(dict(zip(map(tuple, unique.tolist()), times.tolist(), strict=True)))
+            else:
+                counts.update(map(tuple, table.tolist()))
+        matches = []
+        names = self.keep_names
+        for key, times in counts.items():
+            binding = {name: ("node", vertex, vertex_values.get(vertex))
+                       for name, vertex in zip(names, key, strict=True)}
+            if self.where is not None and evaluate(self.where, binding, params) is not True:
+                continue
+            matches.extend([binding] * (1 if self.distinct_rows else times))
+        return matches
+
+    def explain(self) -> str:
+        """How the plan runs, for ``Query.explain``."""
+        turned = " (the path turned round: its filtered relationships follow in-edges)" \
+            if self.reversed else ""
+        done = "counted per task" if self.count_only else "vertex ids of " + (
+            ", ".join(self.keep_names) or "no variable") + " collected"
+        return (f"Array joins{turned}: per task a CSR of the edges; partial paths expand as arrays "
+                f"of vertex ids, one hop per superstep; {done}")
+
+
+def _reverse(path: PathPattern) -> PathPattern:
+    rels = tuple(attrs.evolve(rel, direction=_FLIP[rel.direction]) for rel in reversed(path.rels))
+    return PathPattern(tuple(reversed(path.nodes)), rels)
+
+
+def _filtered(rel: RelPattern) -> bool:
+    return bool(rel.types or rel.properties)
+
+
+def array_plan(query, directed: bool = True) -> ArrayPlan | str:
+    """The array plan of ``query`` on a (``directed``) graph, or why it runs per path."""
+    ast: QueryAst = query.ast
+    if len(ast.patterns) != 1:
+        return "more than one path pattern"
+    path: PathPattern = ast.patterns[0]
+    if any(rel.variable is not None for rel in path.rels):
+        return "a relationship variable"
+    reversed_ = False
+    if directed:
+        backwards = [rel for rel in path.rels if _filtered(rel) and rel.direction != "out"]
+        if backwards:
+            if any(rel.direction == "both" for rel in backwards) or any(
+                    _filtered(rel) and rel.direction == "out" for rel in path.rels):
+                return ("a relationship with a type or property filter that follows in-edges "
+                        "(a task holds the values of its out-edges only)")
+            path, reversed_ = _reverse(path), True
+    nodes: tuple[NodePattern, ...] = path.nodes
+    first = len(nodes) - 1 if reversed_ else 0
+    variables = {node.variable for node in nodes if node.variable is not None}
+    positions = {}
+    for position, node in enumerate(nodes):
+        if node.variable is not None:
+            positions.setdefault(node.variable, position)
+    pushed: list[list] = [[] for _ in nodes]
+    rest = []
+    for conjunct in _conjuncts(ast.where):
+        names = variables_of(conjunct)
+        if len(names) == 1 and names <= variables and not has_aggregate(conjunct) and _safe(conjunct):
+            pushed[positions[next(iter(names))]].append(conjunct)
+        else:
+            rest.append(conjunct)
+    where = _and(rest)
+    read = set().union(variables_of(where), *(variables_of(item.expr) for item in ast.items),
+                       *(variables_of(expr) for expr, _ in ast.order)) & variables
+    keep_names = tuple(sorted(read, key=lambda name: positions[name]))
+    items = ast.items
+    count_only = (where is None and len(items) == 1 and items[0].expr == ("agg", "count", None, False)
+                  and ast.skip is None and ast.limit is None)
+    distinct_rows = ast.distinct and not query.aggregated
+    return ArrayPlan(nodes, path.rels, first, tuple(tuple(p) for p in pushed), where,
+                     tuple(positions[name] for name in keep_names), keep_names, count_only,
+                     distinct_rows, directed, reversed_)
+
+
+__all__ = ["ArrayPlan", "array_plan", "variables_of"]

@@ -1,0 +1,80 @@
+"""MATCH as array joins against kuzu (an embedded Cypher database) on one random directed graph with
+self-loops, parallel edges and cycles. kuzu matches relationships as walks, gyreflow as trails (no
+edge twice in a match): the kuzu queries ask for distinct edges themselves (``id(e1) <> id(e2)``,
+``is_trail``)."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+from test_match_arrays import run_matches
+
+from gyreflow.api import Environment
+
+kuzu = pytest.importorskip("kuzu")
+
+SIZE, EDGE_COUNT = 60, 240
+
+
+def random_graph(seed: int = 3):
+    rng = random.Random(seed)
+    vertices = [(i, {"x": rng.randrange(5)}) for i in range(SIZE)]
+    edges = [(rng.randrange(SIZE), rng.randrange(SIZE), {}) for _ in range(EDGE_COUNT)]
+    edges += [(7, 7, {}), (8, 9, {}), (8, 9, {}), (9, 8, {})]  # a self-loop, parallel edges, a cycle
+    return vertices, edges
+
+
+# (gyreflow query, the same in kuzu)
+QUERIES = [
+    ("MATCH (a)-[]->(b)-[]->(c) RETURN count(*)",
+     "MATCH (a)-[e1]->(b)-[e2]->(c) WHERE id(e1) <> id(e2) RETURN count(*)"),
+    ("MATCH (a)-[]->(b)-[]->(c) WHERE a.x < 2 AND c.x >= 3 RETURN count(*)",
+     "MATCH (a)-[e1]->(b)-[e2]->(c) WHERE id(e1) <> id(e2) AND a.x < 2 AND c.x >= 3 "
+     "RETURN count(*)"),
+    ("MATCH (a)-[]->(b)-[]->(c)-[]->(d) RETURN DISTINCT a.id, d.id",
+     "MATCH (a)-[e1]->(b)-[e2]->(c)-[e3]->(d) WHERE id(e1) <> id(e2) AND id(e1) <> id(e3) "
+     "AND id(e2) <> id(e3) RETURN DISTINCT a.id, d.id"),
+    ("MATCH (a)-[*1..3]->(b) RETURN count(*)",
+     "MATCH p = (a)-[*1..3]->(b) WHERE is_trail(p) RETURN count(*)"),
+    ("MATCH (a)<-[]-(b) WHERE b.x = 4 RETURN a.x, count(*)",
+     "MATCH (a)<-[e]-(b) WHERE b.x = 4 RETURN a.x, count(*)"),
+    ("MATCH (a)-[]-(b) WHERE a.x = 0 RETURN b.id",
+     "MATCH (a)-[e]-(b) WHERE a.x = 0 RETURN b.id"),
+]
+
+
+@pytest.fixture(scope="module")
+def graph_and_kuzu():
+    vertices, edges = random_graph()
+    connection = kuzu.Connection(kuzu.Database(":memory:"))
+    connection.execute("CREATE NODE TABLE V(id INT64, x INT64, PRIMARY KEY (id))")
+    connection.execute("CREATE REL TABLE E(FROM V TO V)")
+    for vertex, value in vertices:
+        connection.execute(f"CREATE (:V {{id: {vertex}, x: {value['x']}}})")
+    for src, dst, _ in edges:
+        connection.execute(f"MATCH (a:V), (b:V) WHERE a.id = {src} AND b.id = {dst} "
+                           "CREATE (a)-[:E]->(b)")
+    return vertices, edges, connection
+
+
+def kuzu_rows(connection, text):
+    result = connection.execute(text)
+    rows = []
+    while result.has_next():
+        rows.append(tuple(result.get_next()))
+    return rows
+
+
+def test_array_joins_equal_kuzu(graph_and_kuzu):
+    vertices, edges, connection = graph_and_kuzu
+    # ``a.id``: the vertex values carry their id too, as kuzu's property
+    with_ids = [(vertex, {**value, "id": vertex}) for vertex, value in vertices]
+    got, runs = run_matches(Environment.local(progress=False),
+                            [(ours, {}) for ours, _ in QUERIES], with_ids, edges, parallelism=2)
+    assert all(run.plan is not None for run in runs)
+    for (ours, theirs), rows in zip(QUERIES, got, strict=True):
+        want = kuzu_rows(connection, theirs)
+        assert len(want) > 0 and want != [(0,)], theirs
+        assert Counter(rows) == Counter(want), ours
