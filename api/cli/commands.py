@@ -347,7 +347,8 @@ def explain(script: str, script_args: tuple[str, ...], fmt: str, config_path: st
     """Print the PipelineGraph and ExecutionGraph of the pipelines SCRIPT defines, without running.
 
     SCRIPT may also be a graph query ('MATCH ...', see gyreflow query): its compiled plan is
-    printed, as text.
+    printed, as text; or a SQL script (FILE.sql, see gyreflow sql): the plan of each statement
+    that runs.
     """
     from rich.console import Console
 
@@ -356,6 +357,14 @@ def explain(script: str, script_args: tuple[str, ...], fmt: str, config_path: st
 
     if not os.path.exists(script) and script.lstrip()[:5].upper() == "MATCH":
         _explain_query(script, fmt)
+        return
+    if script.lower().endswith(".sql"):  # a script of gyreflow's SQL: each INSERT and SELECT's plan
+        from gyreflow.api.cli.sql import explain_sql
+
+        if script_args:
+            raise click.BadParameter(f"a SQL script takes no arguments, got {' '.join(script_args)}",
+                                     param_hint="SCRIPT_ARGS")
+        explain_sql(script, fmt, config_path, environment)
         return
 
     settings = RunSettings(config_path=config_path, environment=environment, quiet=True,

@@ -75,3 +75,40 @@ def sql(script: str, environment: str | None, config_path: str | None, settings:
     for _, rows in selected_rows(result):
         for row in rows:
             sys.stdout.write(format_row(row) + "\n")
+
+
+def explain_sql(script: str, fmt: str, config_path: str | None, environment: str | None) -> None:
+    """``gyreflow explain SCRIPT.sql``: the PipelineGraph and ExecutionGraph of each statement that
+    runs (INSERT, SELECT), as for a Python script; nothing runs and no data is read. A statement that
+    does not parse or check: one ``error:`` line naming it, exit 2."""
+    from rich.console import Console
+
+    from gyreflow.api.config.loading import ConfigError, chosen_environment
+    from gyreflow.api.config.session import RunSettings, using_settings
+    from gyreflow.api.dsl.parsing import DslError
+    from gyreflow.api.dsl.runner import run
+
+    console = Console(stderr=True)
+    try:
+        with open(script, encoding="utf-8") as file:
+            text = file.read()
+    except OSError as exc:
+        _fail(console, f"{script}: cannot read it: {exc.strerror}", 2)
+    environment = environment or chosen_environment(config_path) or "local"
+    settings = RunSettings(config_path=config_path, environment=environment, quiet=True,
+                           explain_format=fmt, explained=[])
+    name = os.path.splitext(os.path.basename(script))[0] or "sql"
+    try:
+        with using_settings(settings):  # execute() hands its plans to ``explained`` and runs nothing
+            from gyreflow.api.language.environment import Environment
+
+            run(Environment.from_config(), text, root=os.getcwd(), name=name)
+    except DslError as exc:
+        _fail(console, f"{script}: {exc}", 2, hint=exc.hint)
+    except ConfigError as exc:
+        _fail(console, f"configuration: {exc}", 2)
+    if not settings.explained:
+        _fail(console, f"{script} has no INSERT or SELECT: nothing to explain", 1)
+    from gyreflow.plan.explain import explain_all
+
+    sys.stdout.write(explain_all(settings.explained, fmt) + "\n")

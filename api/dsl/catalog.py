@@ -10,6 +10,7 @@ from sqlglot import exp
 import gyreflow.api.dsl.functions as fns
 from gyreflow.api.dsl.parsing import DslError, Statement
 from gyreflow.api.dsl.rows import read_text_rows, resolve_path
+from gyreflow.api.dsl.windowing import window_call
 
 TABLE_TYPES = ("file", "jdbc")
 WINDOW_SIZE = "geaflow.dsl.window.size"
@@ -205,7 +206,8 @@ class Catalog:
         found = []
         ctes = {c.alias.lower() for c in query.find_all(exp.CTE)}
         for node in query.find_all(exp.Table):
-            key = node.name.lower()
+            call = window_call(node)
+            key = call.table if call is not None else node.name.lower()
             if key in ctes or key in seen:
                 continue
             if key in self.gql:

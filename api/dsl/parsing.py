@@ -172,7 +172,9 @@ _CREATE_WORDS = {"create", "or", "replace", "temporary", "table", "view", "if", 
 def parse_query(text: str, statement: Statement, offset_line: int = 0) -> exp.Expression:
     """A SELECT / VALUES / UNION query parsed by sqlglot, errors placed in the script."""
     try:
-        parsed = sqlglot.parse_one(text, dialect=GeaFlowDialect)
+        from gyreflow.api.dsl.windowing import readable
+
+        parsed = sqlglot.parse_one(readable(text), dialect=GeaFlowDialect)
     except ParseError as exc:
         detail = exc.errors[0] if exc.errors else {}
         line = statement.line + offset_line + (detail.get("line") or 1) - 1
@@ -215,14 +217,18 @@ def classify(number: int, text: str, line: int, column: int) -> Statement:
     if head == "create" and "table" in words[:4]:
         name, at = _name_and_rest(toks, _CREATE_WORDS)
         statement.kind, statement.name = "table", name
+        watermark: dict[str, str] = {}
         if at < len(toks) and toks[at].token_type == TokenType.L_PAREN:
             inner, at = _group(toks, at)
             for part in _split_commas(inner):
-                if part and part[0].text.lower().split()[0] not in ("primary", "constraint", "watermark"):
+                if part and part[0].text.lower() == "watermark":
+                    watermark = _watermark(statement, " ".join(t.text for t in part))
+                elif part and part[0].text.lower().split()[0] not in ("primary", "constraint"):
                     statement.columns.append((part[0].text, " ".join(t.text for t in part[1:])))
         if at < len(toks) and toks[at].text.lower() == "with":
             inner, at = _group(toks, at + 1)
             statement.options = _options(inner)
+        statement.options.update(watermark)
         return statement
     if head == "create" and "view" in words[:4]:
         name, at = _name_and_rest(toks, _CREATE_WORDS)
@@ -259,6 +265,15 @@ def classify(number: int, text: str, line: int, column: int) -> Statement:
     raise statement.error(f"{' '.join(words[:2]).upper()} is not a statement gyreflow's SQL knows",
                           hint="statements: SET, CREATE TABLE/VIEW/FUNCTION/GRAPH, USE, INSERT INTO, "
                                "SELECT")
+
+
+def _watermark(statement: Statement, text: str) -> dict[str, str]:
+    from gyreflow.api.dsl.windowing import watermark_options
+
+    try:
+        return watermark_options(text)
+    except DslError as exc:
+        raise statement.error(exc.message) from None
 
 
 def _start(statement: Statement, token) -> tuple[int, int]:

@@ -10,6 +10,7 @@ import attrs
 from gyreflow.api.connectors.sinks import FileSink
 from gyreflow.api.connectors.sources import Source, _IteratorReader
 from gyreflow.api.dsl.catalog import SEPARATOR, Catalog, Table
+from gyreflow.api.dsl.lowering import plan_shape, shape_of
 from gyreflow.api.dsl.queries import QueryError
 from gyreflow.api.dsl.rows import format_row, json_row
 from gyreflow.api.dsl.select import evaluate
@@ -116,14 +117,19 @@ def window_of(table: Table, settings: dict):
 
 
 def plan_insert(ctx, query, catalog: Catalog, sink, number: int = 0, where: str = "") -> None:
-    """Add to a pipeline task the streams of ``INSERT INTO sink query``."""
+    """Add to a pipeline task the streams of ``INSERT INTO sink query``: over one table, its own
+    operators where they fit (``lowering``), else one query operator over every table it reads."""
+    shape = shape_of(query, catalog)
+    if shape is not None:
+        _attach(plan_shape(shape, catalog, functools.partial(_table_rows, ctx, catalog), where), sink,
+                number)
+        return
     tables = catalog.base_tables(query)
     streams = []
     for name in tables:
         table = catalog.tables[name]
-        stream = (ctx.source(TableSource(table, catalog.settings, catalog.root), window_of(table,
-                  catalog.settings), name=f"table {table.name}").with_parallelism(1)
-                  .map(functools.partial(_tag, name)).with_name(f"rows of {table.name}"))
+        stream = _table_rows(ctx, catalog, name).map(functools.partial(_tag, name)).with_name(
+            f"rows of {table.name}")
         streams.append(stream)
     if not streams:  # a query of constants: one empty trigger
         streams.append(ctx.source([("", ())], AllWindow(), name="values"))
@@ -134,6 +140,17 @@ def plan_insert(ctx, query, catalog: Catalog, sink, number: int = 0, where: str 
     graph = frozenset(n for n in tables if catalog.tables[n].kind == "graphdata" or n in sources)
     result = (merged.key_by(_one_key).process(QueryFunction(query, catalog.copy(), incremental, graph, where))
               .with_name("query").with_parallelism(1))
+    _attach(result, sink, number)
+
+
+def _table_rows(ctx, catalog: Catalog, name: str):
+    table = catalog.tables[name]
+    return ctx.source(TableSource(table, catalog.settings, catalog.root), window_of(table, catalog.settings),
+                      name=f"table {table.name}").with_parallelism(1)
+
+
+def _attach(result, sink, number: int) -> None:
+    """The rows of a statement to its sink: a SELECT's collected, else a table's or a graph's sinks."""
     if sink is None:  # a SELECT: its rows are the task's result
         result.collect(f"rows-{number}")
     elif isinstance(sink, tuple):  # a table of a database: rows as dicts of its columns

@@ -8,6 +8,7 @@ import tempfile
 
 from gyreflow.api.dsl.catalog import Catalog
 from gyreflow.api.dsl.gql import cut_matches, parse_create_graph, parse_gql
+from gyreflow.api.dsl.lowering import shape_of
 from gyreflow.api.dsl.parsing import DslError, Statement, parse_query, parse_script, place
 from gyreflow.api.dsl.queries import QueryError
 from gyreflow.api.dsl.select import evaluate
@@ -108,6 +109,7 @@ def _check(statement: Statement, catalog: Catalog) -> None:
     dry = catalog.bound({})
     try:
         result = evaluate(statement.query, dry)
+        shape_of(statement.query, catalog)  # a window table function that cannot run is refused here
     except QueryError as exc:
         line, column = place(statement, exc.line, exc.column) if statement.value != "gql" else (None, None)
         raise statement.error(exc.message, exc.hint, line=line, column=column) from None

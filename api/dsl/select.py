@@ -12,6 +12,7 @@ from gyreflow.api.dsl.queries import (
     function_args,
     function_name,
 )
+from gyreflow.api.dsl.windowing import WINDOW_COLUMNS, window_call
 
 
 def _alias_of(node) -> tuple[str | None, list[str]]:
@@ -26,7 +27,14 @@ def _alias_of(node) -> tuple[str | None, list[str]]:
 def source(node, catalog) -> Relation:
     """The relation a FROM item names: a table, a view, a sub-query or VALUES."""
     qualifier, columns = _alias_of(node)
-    if isinstance(node, exp.Table):
+    call = window_call(node)
+    if call is not None:  # its rows are made by the event-time windows of its plan (lowering.py)
+        base = catalog.relation(call.table)
+        if base.rows:
+            raise QueryError(f"{call.kind.upper()} runs only as the one table of a GROUP BY "
+                             "window_start, window_end query")
+        relation = Relation(base.columns + [(None, c) for c in WINDOW_COLUMNS], [])
+    elif isinstance(node, exp.Table):
         relation = catalog.relation(node.name)
         qualifier = qualifier or node.name.lower()
     elif isinstance(node, (exp.Subquery, exp.Values)):

@@ -1,0 +1,236 @@
+"""A query over one table planned onto gyreflow's own operators: a filter, a projection, a keyed
+aggregate, or an aggregate per event-time window (TUMBLE, HOP, SESSION) with its watermark.
+
+What does not fit (joins, sub-queries, ORDER BY, DISTINCT, LIMIT, graphs, aggregates over windows of
+``geaflow.dsl.window.size``) runs as one query operator instead (``planning.QueryFunction``).
+"""
+
+from __future__ import annotations
+
+import attrs
+from sqlglot import exp
+
+from gyreflow.api.dsl.catalog import Catalog
+from gyreflow.api.dsl.queries import QueryError, Relation, Scope
+from gyreflow.api.dsl.select import _expand
+from gyreflow.api.dsl.windowing import (
+    WATERMARK_COLUMN,
+    WATERMARK_DELAY,
+    WINDOW_COLUMNS,
+    WindowCall,
+    moment,
+    seconds_of,
+    window_call,
+)
+
+
+@attrs.frozen(eq=False)
+class Shape:
+    """A query as its operators need it: the table, WHERE, the output items, GROUP BY keys (without
+    the window's columns), HAVING and the window table function, if any."""
+
+    table: str
+    columns: list
+    where: exp.Expression | None
+    items: list
+    keys: list
+    having: exp.Expression | None
+    window: WindowCall | None
+
+    @property
+    def grouped(self) -> bool:
+        return bool(self.keys) or self.window is not None
+
+
+def _nested(query: exp.Expression) -> bool:
+    return any(isinstance(n, (exp.Subquery, exp.Select, exp.Exists, exp.Window, exp.Lateral, exp.Unnest))
+               for n in query.walk() if n is not query)
+
+
+def _is_window_column(node: exp.Expression) -> str | None:
+    if isinstance(node, exp.Column) and node.name.lower() in WINDOW_COLUMNS:
+        return node.name.lower()
+    return None
+
+
+def shape_of(query: exp.Expression, catalog: Catalog) -> Shape | None:
+    """The query's shape if its own operators can run it; None for the query operator. A window
+    table function that cannot run this way is an error: nothing else runs it."""
+    from_ = query.args.get("from_") or query.args.get("from") if isinstance(query, exp.Select) else None
+    call = window_call(from_.this) if from_ is not None else None
+    refused = None
+    if not isinstance(query, exp.Select) or from_ is None:
+        refused = "it is not a SELECT ... FROM"
+    elif query.args.get("joins") or _nested(query):
+        refused = "the query has a join or a sub-query"
+    elif any(query.args.get(k) for k in ("distinct", "order", "limit", "offset", "with_", "with")):
+        refused = "the query has DISTINCT, ORDER BY, LIMIT or WITH"
+    if call is None and (refused or not isinstance(from_.this, exp.Table)
+                         or not isinstance(from_.this.this, exp.Identifier)):
+        return None
+    name = call.table if call is not None else from_.this.name.lower()
+    table = catalog.tables.get(name)
+    if table is None or name in catalog.views or name in catalog.gql or name in catalog.extra:
+        refused = refused or f"{name} is not a table"
+    elif table.kind == "graphdata" or name in catalog.graph_sources():
+        refused = refused or f"{name} is a graph's table"
+    if call is None and (refused or table.window_size(catalog.settings) > 0):
+        return None
+    qualifier = (from_.this.alias or name).lower() if call is None else None
+    columns = [(qualifier, c.lower()) for c, _ in table.columns] if table else []
+    if call is not None:
+        columns += [(None, c) for c in WINDOW_COLUMNS]
+    relation = Relation(columns, [])
+    items = _expand(query.expressions, relation)
+    aliases = {i.alias.lower(): i.this for i in items if isinstance(i, exp.Alias)}
+    scope = Scope(relation, catalog, aliases)
+    group = query.args.get("group")
+    keys = list(group.expressions) if group is not None else []
+    having = query.args.get("having")
+    aggregated = any(scope.has_aggregate(i) for i in items) or having is not None
+    if call is None:
+        return Shape(name, columns, _this(query.args.get("where")), items, keys, _this(having), None) \
+            if (keys or not aggregated) else None
+    windows = {_is_window_column(k) for k in keys} - {None}
+    if refused is None and windows != set(WINDOW_COLUMNS):
+        refused = "its GROUP BY does not name both window_start and window_end"
+    where = _this(query.args.get("where"))
+    if refused is None and where is not None and any(map(_is_window_column, where.find_all(exp.Column))):
+        refused = "its WHERE reads window_start or window_end (filter them in HAVING)"
+    if refused is None and call.column not in [c.lower() for c, _ in table.columns]:
+        refused = f"DESCRIPTOR({call.column}): {name} has no such column"
+    if refused is None and table.options.get(WATERMARK_COLUMN, call.column) != call.column:
+        refused = (f"the watermark of {name} is on {table.options[WATERMARK_COLUMN]}, the windows on "
+                   f"{call.column}")
+    if refused is not None:
+        raise QueryError(f"{call.kind.upper()} runs as the one table of SELECT ... GROUP BY "
+                         f"window_start, window_end[, ...]; here {refused}")
+    return Shape(name, columns, where, items, [k for k in keys if not _is_window_column(k)],
+                 _this(having), call)
+
+
+def _this(clause):
+    return clause.this if clause is not None else None
+
+
+class _Compiled:
+    """Compiles a shape's expressions where it runs (compiled functions are closures: not picklable)."""
+
+    def __init__(self, shape: Shape, catalog: Catalog, where: str = "") -> None:
+        self.shape, self.catalog, self.where = shape, catalog, where  # where: "statement N, line L"
+        self._fns = None
+
+    def __getstate__(self):
+        return {**self.__dict__, "_fns": None}
+
+    def __call__(self, *args):
+        try:
+            return self.run(*args)
+        except QueryError as exc:
+            raise QueryError(f"{self.where}: {exc.message}" if self.where else exc.message) from None
+
+    def compiled(self):
+        if self._fns is None:
+            shape = self.shape
+            relation = Relation(shape.columns, [])
+            aliases = {i.alias.lower(): i.this for i in shape.items if isinstance(i, exp.Alias)}
+            scope = Scope(relation, self.catalog, aliases)
+            self._fns = (scope.compile(shape.where) if shape.where is not None else None,
+                         [scope.compile(k) for k in shape.keys],
+                         scope.compile(shape.having) if shape.having is not None else None,
+                         [scope.compile(i) for i in shape.items])
+        return self._fns
+
+
+class RowFilter(_Compiled):
+    """WHERE: keeps the rows for which the condition is true (not false, not null)."""
+
+    def run(self, row) -> bool:
+        return self.compiled()[0]((row, None)) is True
+
+
+class Projection(_Compiled):
+    """SELECT's items over one row."""
+
+    def run(self, row) -> tuple:
+        return tuple(fn((row, None)) for fn in self.compiled()[3])
+
+
+class GroupKey(_Compiled):
+    """GROUP BY's keys of a row, as one tuple."""
+
+    def run(self, row) -> tuple:
+        return tuple(fn((row, None)) for fn in self.compiled()[1])
+
+
+class GroupRows(_Compiled):
+    """One group's output row (none if HAVING drops it), from the group's rows; with a window,
+    ``window_start`` and ``window_end`` are added to its rows and the WHERE applied here, so that
+    every record, kept or not, moves the watermark, as at Flink's source."""
+
+    def run(self, key, records, window=None) -> list[tuple]:
+        where, _, having, items = self.compiled()
+        if self.shape.window is not None:
+            bounds = (moment(window.start), moment(window.end))
+            records = [r + bounds for r in records]
+            if where is not None:
+                records = [r for r in records if where((r, None)) is True]
+            if not records:
+                return []
+        context = (records[0], records)
+        if having is not None and having(context) is not True:
+            return []
+        return [tuple(fn(context) for fn in items)]
+
+
+class EventSeconds:
+    """The event time of a row, in seconds: its DESCRIPTOR column."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def __call__(self, row) -> float:
+        return seconds_of(row[self.index])
+
+
+def _values(pair):
+    return pair[1]
+
+
+def _window_values(result):
+    return result.value
+
+
+def plan_shape(shape: Shape, catalog: Catalog, source_of, where: str = ""):
+    """The stream of a shape's output rows, from ``source_of(table name)`` (a stream of its rows);
+    ``where`` ("statement N, line L") names the statement in errors while it runs."""
+    rows = source_of(shape.table)
+    frozen = catalog.copy()
+    parts = {name: cls(shape, frozen, where) for name, cls in (
+        ("filter", RowFilter), ("project", Projection), ("key", GroupKey), ("group", GroupRows))}
+    if shape.window is not None:
+        call = shape.window
+        table = catalog.tables[shape.table]
+        delay = float(table.options.get(WATERMARK_DELAY, "0"))
+        at = [c.lower() for c, _ in table.columns].index(call.column)
+        # The watermark runs beside the source (parallelism 1): the table's order decides what is
+        # late, as a watermark made at Flink's source does, whatever the parallelism after it.
+        windows = (rows.with_timestamps(EventSeconds(at), max_delay=delay).with_parallelism(1)
+                   .with_name(f"watermark {call.column} - {delay:g}s")
+                   .key_by(parts["key"]).window(call.assigner()).apply(parts["group"]))
+        windows._node.with_name(f"{call.kind} {_seconds(call)}")  # the window operator itself
+        return windows.flat_map(_window_values).with_name("rows")
+    if shape.where is not None:
+        rows = rows.filter(parts["filter"]).with_name("where")
+    if not shape.grouped:
+        return rows.map(parts["project"]).with_name("select")
+    grouped = (rows.key_by(parts["key"]).window().apply(parts["group"])
+               .with_name("group by"))
+    return grouped.flat_map(_values).with_name("having and select" if shape.having is not None
+                                              else "select")
+
+
+def _seconds(call: WindowCall) -> str:
+    if call.kind == "hop":
+        return f"slide {call.slide:g}s size {call.size:g}s"
+    return f"{'gap' if call.kind == 'session' else 'size'} {call.size:g}s"
