@@ -180,7 +180,9 @@ def test_random_paths_match_a_plain_python_matcher(case):
     names = "abcd"[:len(nodes)]
     texts = [(f"MATCH {pattern} RETURN count(*)", {}),
              (f"MATCH {pattern} RETURN {', '.join(names)}", {}),
-             (f"MATCH {pattern} WHERE a.x < 2 RETURN DISTINCT {names[-1]}", {})]
+             (f"MATCH {pattern} WHERE a.x < 2 RETURN DISTINCT {names[-1]}", {}),
+             (f"MATCH {pattern} WHERE 1 <> a.x AND a.x >= 1.5 AND {names[-1]}.x <= $top "
+              "RETURN count(*)", {"top": 2})]
     env = Environment.local(progress=False)
     arrays, runs = run_matches(env, texts, vertices, edges, directed)
     matches = oracle(vertices, edges, nodes, rels, directed)
@@ -189,5 +191,29 @@ def test_random_paths_match_a_plain_python_matcher(case):
     assert arrays[0] == [(len(matches),)], (pattern, directed)
     assert Counter(arrays[1]) == Counter(matches), (pattern, directed)
     assert Counter(arrays[2]) == Counter({(m[-1],): 1 for m in low_x}), (pattern, directed)
+    assert arrays[3] == [(sum(1 for m in matches if x[m[0]]["x"] >= 2 and x[m[-1]]["x"] <= 2),)]
     for text, run in zip(texts, runs, strict=True):
         assert run.plan is not None or "in-edges" in run.fallback, text
+
+
+VALUES = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.integers(-(2**63), 2**63 - 1),
+                   st.floats(-4, 4), st.just(float("nan")), st.text(max_size=2))
+
+
+@given(st.lists(st.one_of(st.none(), st.dictionaries(st.just("x"), VALUES))),
+       st.sampled_from(["<", "<=", ">", ">=", "=", "<>"]),
+       st.one_of(st.integers(-3, 3), st.floats(-4, 4), st.integers(2**60, 2**62)), st.booleans())
+def test_a_comparison_mask_equals_evaluating_each_vertex(values, op, number, mirrored):
+    import numpy as np
+
+    from gyreflow.api.graph.query.array_match import _compared
+    from gyreflow.api.graph.query.evaluate import evaluate
+
+    sides = [("prop", ("var", "a"), "x"), ("lit", number)]
+    conjunct = ("cmp", op, *(reversed(sides) if mirrored else sides))
+    given = np.empty(len(values), dtype=object)
+    given[:] = values
+    mask = _compared(conjunct, "a", given, {})
+    want = [evaluate(conjunct, {"a": ("node", i, value)}, {}) is True
+            for i, value in enumerate(values)]
+    assert mask is None or mask.tolist() == want

@@ -13,12 +13,19 @@ rest of the query reads; each task's result rides on its first vertex's value.
 
 from __future__ import annotations
 
+import math
 import time
+from collections.abc import Mapping
 
 import numpy as np
 
 from gyreflow.api.graph.arrays import ArrayVertexCompute
-from gyreflow.api.graph.query.evaluate import edge_label_and_properties, evaluate, node_label_and_properties
+from gyreflow.api.graph.query.evaluate import (
+    LABEL_KEY,
+    edge_label_and_properties,
+    evaluate,
+    node_label_and_properties,
+)
 
 
 def _properties_match(pattern_properties: tuple, properties: dict, params: dict) -> bool:
@@ -95,6 +102,14 @@ class _TaskPlan:
         if limited:
             mask = np.fromiter((vertex in starts for vertex in ids.tolist()), dtype=bool,
                                count=len(ids))
+        rest = []
+        for conjunct in pushed:
+            compared = _compared(conjunct, node.variable, given, params)
+            if compared is None:
+                rest.append(conjunct)
+            else:
+                mask &= compared
+        pushed = rest
         if not (node.labels or node.properties or pushed):
             return mask
         for index, (vertex, value) in enumerate(zip(ids.tolist(), given.tolist(), strict=True)):
@@ -132,6 +147,54 @@ class _TaskPlan:
                 side.keep = ~loops if side.keep is None else side.keep & ~loops
             sides.append(side)
         return sides
+
+
+_MIRRORED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "<>": "<>"}
+_COMPARE = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
+            "=": np.equal, "<>": np.not_equal}
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _property(value, key: str):
+    if isinstance(value, Mapping):
+        return value.get(key) if key != LABEL_KEY else None
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str) and \
+            isinstance(value[1], Mapping):
+        return value[1].get(key)
+    return None
+
+
+def _compared(conjunct: tuple, variable: str, given, params: dict) -> np.ndarray | None:
+    """Where ``variable.key OP number`` (either way round) is true, as one array operation over
+    the property's column; None for any other conjunct (evaluated per vertex)."""
+    if conjunct[0] != "cmp":
+        return None
+    op, left, right = conjunct[1:]
+    if right[0] == "prop" and left[0] != "prop":
+        op, left, right = _MIRRORED[op], right, left
+    if left[0] != "prop" or left[1] != ("var", variable) or right[0] not in ("lit", "param"):
+        return None
+    number = evaluate(right, {}, params)
+    if not _number(number) or (isinstance(number, float) and math.isnan(number)):
+        return None
+    found = [_property(value, left[2]) for value in given.tolist()]
+    numeric = np.fromiter((_number(v) for v in found), dtype=bool, count=len(found))
+    numbers = [v if n else 0 for v, n in zip(found, numeric, strict=True)]
+    integers = isinstance(number, int) and not any(isinstance(v, float) for v in numbers)
+    if not integers and any(isinstance(v, int) and abs(v) > 2**53 for v in [*numbers, number]):
+        return None  # float64 would round it: Python compares exactly
+    try:
+        column = np.array(numbers, dtype=np.int64 if integers else float)
+    except OverflowError:
+        return None
+    result = np.asarray(_COMPARE[op](column, number), dtype=bool) & numeric
+    if op == "<>":  # a value of another type is unequal too; null is not
+        present = np.fromiter((v is not None for v in found), dtype=bool, count=len(found))
+        result |= present & ~numeric
+    return result
 
 
 def _edge_ok(rel, value, params: dict) -> bool:
