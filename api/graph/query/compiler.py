@@ -193,7 +193,14 @@ class Query:
 
     def explain(self) -> str:
         """A text plan: the traversal's steps, then what runs after collection."""
-        lines = ["Traversal (one superstep per hop; partial matches travel as messages):"]
+        from gyreflow.api.graph.query.arrays import array_plan
+
+        plan = array_plan(self)  # a directed graph's
+        if isinstance(plan, str):
+            lines = [f"Traversal (one superstep per hop; partial matches travel as messages: "
+                     f"{plan}):"]
+        else:
+            lines = [f"{plan.explain()}:"]
         for step in self.steps:
             pattern = step[1]
             if step[0] == "node":
