@@ -217,3 +217,16 @@ def test_a_comparison_mask_equals_evaluating_each_vertex(values, op, number, mir
     want = [evaluate(conjunct, {"a": ("node", i, value)}, {}) is True
             for i, value in enumerate(values)]
     assert mask is None or mask.tolist() == want
+
+
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 40)), max_size=30),
+       st.sampled_from([(3, 41), (3, 10**9), (2**40, 2**40)]))
+def test_counting_code_rows_equals_a_counter(rows, sizes):
+    import numpy as np
+
+    from gyreflow.api.graph.query.array_rows import _counted
+
+    columns = [np.array([r[i] for r in rows], np.int64) for i in range(2)]
+    groups, counts = _counted(columns, list(sizes))
+    got = Counter(dict(zip(map(tuple, groups.tolist()), counts.tolist(), strict=True)))
+    assert got == Counter(rows)

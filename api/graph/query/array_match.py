@@ -222,11 +222,13 @@ class ArrayMatch(ArrayVertexCompute):
         self.bound_at = plan.bound_at
         last = len(plan.nodes) - 1
         node = plan.nodes[last]
-        # count(*) whose last node asks nothing: a match is counted where its last edge is found
-        self.count_at_send = bool(plan.rels) and plan.count_only and not (
+        # a last node that asks nothing: a match is complete (counted, or its kept vertex ids
+        # taken) where its last edge is found, not one superstep later at the last vertex's task
+        self.finish_at_send = bool(plan.rels) and not (
             node.labels or node.properties or plan.pushed[last] or self.bound_at[last] != last
             or (starts is not None and plan.first == last))
         self.counted = 0
+        self.finished: list = []
         self._tasks: dict = {}
 
     def init(self, ids: np.ndarray, given: np.ndarray) -> np.ndarray:
@@ -258,13 +260,13 @@ class ArrayMatch(ArrayVertexCompute):
                 rows = np.zeros((0, self.width), dtype=dtype)
             elif dtype is object and rows.dtype != object:
                 rows = rows.astype(object)
-        self.counted = 0
+        self.counted, self.finished = 0, []
         done_rows = self._settle(part, task, positions, rows, part.iteration - 1)
         if self.plan.count_only:
             result["count"] += len(done_rows) + self.counted
-        elif len(done_rows):
-            kept = done_rows[:, list(self.plan.keep)]
-            result["rows"] = [*result["rows"], kept]
+        else:
+            kept = [done_rows[:, list(self.plan.keep)]] if len(done_rows) else []
+            result["rows"] = [*result["rows"], *kept, *self.finished]
         result["seconds"] += time.perf_counter() - started
         values = values.copy()
         values[0] = result
@@ -285,7 +287,7 @@ class ArrayMatch(ArrayVertexCompute):
             on = np.where(rel < 0, len(plan.rels), rel)
             at_node = (rel < 0) | (taken >= lows[on])
             going_on = (rel >= 0) & (taken < highs[on])
-            if self.count_at_send:  # counted when its last edge was found
+            if self.finish_at_send:  # complete when its last edge was found
                 at_node &= ~((rel == len(plan.rels) - 1) & (taken >= 1))
             if going_on.any():
                 self._expand(part, task, positions[going_on], rows[going_on], rel[going_on],
@@ -335,8 +337,9 @@ class ArrayMatch(ArrayVertexCompute):
                     row, entry, src, dst, occurrence = (row[fresh], entry[fresh], src[fresh],
                                                         dst[fresh], occurrence[fresh])
                 taken = from_rows[row, self.rel_column + 1].astype(np.int64) + 1
-                if self.count_at_send and index == last_rel:
-                    self.counted += int(np.count_nonzero(taken >= self.plan.rels[index].min_hops))
+                if self.finish_at_send and index == last_rel:
+                    self._finish(from_rows, row, side.targets[entry],
+                                 taken >= self.plan.rels[index].min_hops)
                     going = taken < self.plan.rels[index].max_hops
                     if not going.all():
                         row, entry, src, dst, occurrence, taken = (
@@ -351,6 +354,22 @@ class ArrayMatch(ArrayVertexCompute):
                 grown[:, column + 2] = occurrence
                 grown[:, self.rel_column + 1] = taken
                 part.send(side.indices[entry], grown)
+
+    def _finish(self, from_rows, row, there, complete) -> None:
+        """Count, or keep the vertex ids of, the rows whose new edge ends their match at
+        ``there`` (the last node, which asks nothing)."""
+        if self.plan.count_only:
+            self.counted += int(np.count_nonzero(complete))
+            return
+        if not complete.any():
+            return
+        row, there = row[complete], there[complete]
+        last = len(self.plan.nodes) - 1
+        kept = np.empty((len(row), len(self.plan.keep)), dtype=from_rows.dtype if
+                        from_rows.dtype == object or there.dtype != object else object)
+        for i, position in enumerate(self.plan.keep):
+            kept[:, i] = there if position == last else from_rows[row, position]
+        self.finished.append(kept)
 
     def _fresh(self, from_rows, row, src, dst, occurrence, hops: int) -> np.ndarray | None:
         """A mask of the new edges no earlier hop of their row took (None: all of them)."""

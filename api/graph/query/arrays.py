@@ -124,16 +124,20 @@ class ArrayPlan:
             total = sum(p["count"] for p in payloads)
             rows = [{query.columns[0]: total}]
         else:
-            rows = project(ast, self._matches(payloads, params, vertex_values), params,
-                           query.aggregated)
+            from gyreflow.api.graph.query.array_rows import column_rows
+
+            tables = [table for p in payloads for table in p["rows"] if len(table)]
+            rows = column_rows(self, query, tables, params, vertex_values)
+            if rows is None:
+                rows = project(ast, self._matches(tables, params, vertex_values), params,
+                               query.aggregated)
         return rows, seconds + time.perf_counter() - started
 
-    def _matches(self, payloads: list, params: dict, vertex_values) -> list[dict]:
+    def _matches(self, tables: list, params: dict, vertex_values) -> list[dict]:
         import numpy as np
 
         from gyreflow.api.graph.query.evaluate import evaluate
 
-        tables = [table for p in payloads for table in p["rows"] if len(table)]
         counts: Counter = Counter()
         for table in tables:
             if table.dtype != object and table.shape[1]:

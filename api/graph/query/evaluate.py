@@ -346,6 +346,11 @@ def project(ast, matches: list, params: dict, aggregated: bool) -> list[dict]:
                 seen.add(key)
                 unique.append(entry)
         rows = unique
+    return order_and_slice(ast, rows, params)
+
+
+def order_and_slice(ast, rows: list, params: dict) -> list[dict]:
+    """ORDER BY, SKIP and LIMIT over ``(row, columns, sample match)`` entries: the rows."""
     for expr, descending in reversed(ast.order):
         rows.sort(key=lambda entry, e=expr: _sort_key(evaluate(e, entry[2], params, entry[1])),
                   reverse=descending)
