@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 
+from gyreflow.api.dsl.iterative import ITERATIVE
 from gyreflow.api.dsl.queries import QueryError
 
 
@@ -116,15 +117,38 @@ def triangle_count(graph, label=None):
 
 
 def cluster_coefficient(graph, *args):
-    """Local clustering: links among a vertex's neighbours over the pairs of them (0.0 below two)."""
-    if any(isinstance(a, str) for a in args):
-        raise QueryError("cluster_coefficient with a label is not supported yet")
+    """Local clustering: links among a vertex's neighbours over the pairs of them (0.0 below two).
+    With arguments (a label, a smallest degree), as GeaFlow's ``ClusterCoefficient`` (iterative.py)."""
+    if args:
+        from gyreflow.api.dsl.iterative import cluster_coefficient_of
+
+        return cluster_coefficient_of(graph, *args)
     rows = []
     for v in graph.vertices:
         near = sorted(_neighbours(graph, v), key=str)
         pairs = len(near) * (len(near) - 1) / 2
         links = sum(1 for i, a in enumerate(near) for b in near[i + 1:] if b in _neighbours(graph, a))
         rows.append((v, links / pairs if pairs else 0.0))
+    return rows
+
+
+def walks(graph, k):
+    """GeaFlow's ``inc_khop(k)``: every walk of exactly ``k`` edges, as text: its vertex ids, each
+    followed by a comma (``0,11342,0,``)."""
+    found = [[v] for v in graph.vertices]
+    for _ in range(int(k)):
+        found = [path + [w] for path in found for w in _out(graph, path[-1])]
+    return [("".join(f"{v}," for v in path),) for path in found]
+
+
+def edge_iterator_test(graph, *_):
+    """GeaFlow's test class ``TestEdgeIteratorUdf``: it reads every vertex's edges, changes nothing
+    and yields each vertex's id and the first field of its value."""
+    rows = []
+    for v, vertex in graph.vertices.items():
+        id_column = graph.id_columns.get(vertex.label)
+        value = next((x for key, x in vertex.items() if key != id_column), None)
+        rows.append((v, value))
     return rows
 
 
@@ -151,8 +175,10 @@ ALGORITHMS = {
     "sssp": sssp, "khop": khop, "page_rank": page_rank, "pagerank": page_rank, "wcc": wcc,
     "kcore": kcore, "triangle_count": triangle_count, "cluster_coefficient": cluster_coefficient,
     "common_neighbors": common_neighbors, "jaccard_similarity": jaccard_similarity,
-    "closeness_centrality": closeness_centrality,
+    "closeness_centrality": closeness_centrality, "inc_khop": walks,
+    "edge_iterator_test": edge_iterator_test,
 }
+ALGORITHMS.update(ITERATIVE)
 
 
 def call(name: str, graph, args: list):

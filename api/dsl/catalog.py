@@ -40,6 +40,11 @@ class Table:
             raise DslError(f"table {self.name} has no geaflow.dsl.file.path")
         return resolve_path(path, root)
 
+    def separator(self, settings: dict) -> str:
+        """``geaflow.dsl.column.separator`` (default ``,``), Java's escapes read (``'\\t'`` a tab)."""
+        text = self.option(SEPARATOR, settings, ",")
+        return {"\\t": "\t", "\\n": "\n", "\\r": "\r", "\\\\": "\\"}.get(text, text)
+
     def window_size(self, settings: dict) -> int:
         return int(self.option(WINDOW_SIZE, settings, "-1"))
 
@@ -57,7 +62,7 @@ class Table:
         path = self.path(settings, root)
         if not os.path.exists(path):
             raise DslError(f"table {self.name}: no file or folder {path}")
-        separator = self.option(SEPARATOR, settings, ",")
+        separator = self.separator(settings)
         trim = str(self.option("geaflow.dsl.column.trim", settings, "true")).lower() != "false"
         return read_text_rows(path, types, separator, trim, settings.get(TIME_ZONE) or None)
 
@@ -236,6 +241,10 @@ class Catalog:
     def aggregate(self, name: str):
         target = self._user(name, "aggregate")
         return fns.AGGREGATE.get(target or name)
+
+    def algorithm(self, name: str) -> str | None:
+        """The algorithm a ``CREATE FUNCTION name AS 'java.Class'`` names, by its name here."""
+        return self._user(name.lower(), "algorithm")
 
     def aggregate_parameter(self, name: str):
         return fns.AGGREGATE_WITH_PARAMETER.get(name)

@@ -6,6 +6,7 @@ import datetime as _dt
 import json
 import math
 import random
+import re
 import statistics
 import zlib
 
@@ -71,18 +72,50 @@ def _json_path(text, path):
     return java_string(node) if not isinstance(node, str) else node
 
 
-def _java_hash(text) -> int:
-    """``String.hashCode`` (or ``Long.hashCode``/``Integer.hashCode`` of a number)."""
-    if isinstance(text, bool):
-        return 1231 if text else 1237
-    if isinstance(text, int):
-        value = text & 0xFFFFFFFFFFFFFFFF
-        result = (value ^ (value >> 32)) & 0xFFFFFFFF
+_MASK = 0xFFFFFFFF
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _MASK
+
+
+def _mix_k1(k1: int) -> int:
+    return (_rotl((k1 * 0xCC9E2D51) & _MASK, 15) * 0x1B873593) & _MASK
+
+
+def _mix_h1(h1: int, k1: int) -> int:
+    return (_rotl(h1 ^ k1, 13) * 5 + 0xE6546B64) & _MASK
+
+
+def _binary_string_hash(data: bytes, seed: int = 42) -> int:
+    """The hash code of GeaFlow's ``BinaryString`` (its strings at run time): Murmur3 over the UTF-8
+    bytes, four at a time little-endian, then each remaining byte alone (signed), seed 42."""
+    h1, aligned = seed, len(data) - len(data) % 4
+    for i in range(0, aligned, 4):
+        h1 = _mix_h1(h1, _mix_k1(int.from_bytes(data[i:i + 4], "little")))
+    for byte in data[aligned:]:
+        h1 = _mix_h1(h1, _mix_k1((byte - 256 if byte > 127 else byte) & _MASK))
+    h1 ^= len(data)
+    h1 ^= h1 >> 16
+    h1 = (h1 * 0x85EBCA6B) & _MASK
+    h1 ^= h1 >> 13
+    h1 = (h1 * 0xC2B2AE35) & _MASK
+    h1 ^= h1 >> 16
+    return h1
+
+
+def _java_hash(value) -> int:
+    """GeaFlow's ``HASH``: the absolute value of the Java hash code of a value (a string's is its
+    ``BinaryString``'s, a number's ``Long.hashCode``, a boolean's ``Boolean.hashCode``)."""
+    if isinstance(value, bool):
+        result = 1231 if value else 1237
+    elif isinstance(value, int):
+        wide = value & 0xFFFFFFFFFFFFFFFF
+        result = (wide ^ (wide >> 32)) & _MASK
     else:
-        result = 0
-        for unit in str(text).encode("utf-16-be").hex(" ", 2).split():
-            result = (31 * result + int(unit, 16)) & 0xFFFFFFFF
-    return result - (1 << 32) if result >= 1 << 31 else result
+        result = _binary_string_hash(str(value).encode("utf-8"))
+    signed = result - (1 << 32) if result >= 1 << 31 else result
+    return signed if signed == -(1 << 31) else abs(signed)  # Math.abs(Integer.MIN_VALUE) stays
 
 
 def _like(value, pattern, escape="\\"):
@@ -115,6 +148,17 @@ def _ends(vertex, edge, attribute: str):
     if vertex is None or edge is None:
         return None
     return getattr(vertex, "id", vertex) == getattr(edge, attribute, None)
+
+
+def _split_ex(text, separator, index):
+    """GeaFlow's SPLIT_EX: the ``index``-th piece of ``text`` split on ``separator`` (NULL if none)."""
+    parts = text.split(separator)
+    return parts[index] if 0 <= index < len(parts) else None
+
+
+# GeaFlow's IS_DECIMAL: what Java's Double.parseDouble reads (blanks around it trimmed; hex floats left out)
+_JAVA_BLANKS = "".join(map(chr, range(33)))  # String.trim: every character up to ' '
+_DECIMAL = re.compile(r"[-+]?(NaN|Infinity|(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?[fFdD]?)")
 
 
 SCALAR = {
@@ -164,6 +208,8 @@ SCALAR = {
     "hour": _nulls(lambda d: to_timestamp(d).hour), "minute": _nulls(lambda d: to_timestamp(d).minute),
     "second": _nulls(lambda d: to_timestamp(d).second),
     "get_json_object": _nulls(_json_path),
+    "split_ex": _nulls(_split_ex),
+    "is_decimal": lambda s: s is not None and _DECIMAL.fullmatch(str(s).strip(_JAVA_BLANKS)) is not None,
     "like": _nulls(_like),
 }
 
@@ -198,15 +244,24 @@ def _stddev_pop(values):
     return statistics.pstdev(values) if values else None
 
 
-def _percentile(values, fraction):
-    """Hive's ``percentile``: linear interpolation between the closest ranks."""
+def _percentile(values, percent):
+    """GeaFlow's ``PERCENTILE(x, p)``: Commons Math's ``StatUtils.percentile``, ``p`` in (0, 100]
+    (``0.9`` is the 0.9th percentile, not the 90th): position p * (n + 1) / 100 among the sorted
+    values, the first below 1, the last from n, else between its two neighbours."""
+    if not 0 < percent <= 100:
+        from gyreflow.api.dsl.queries import QueryError
+
+        raise QueryError(f"PERCENTILE: the percent must be in (0, 100], got {percent}")
     values = sorted(float(v) for v in values if v is not None)
     if not values:
         return None
-    position = (len(values) - 1) * fraction
+    position = percent * (len(values) + 1) / 100
+    if position < 1:
+        return values[0]
+    if position >= len(values):
+        return values[-1]
     low = math.floor(position)
-    high = min(low + 1, len(values) - 1)
-    return values[low] + (values[high] - values[low]) * (position - low)
+    return values[low - 1] + (position - low) * (values[low] - values[low - 1])
 
 
 AGGREGATE = {
@@ -259,6 +314,7 @@ JAVA_CLASSES = {
     "org.apache.geaflow.dsl.udf.table.udtf.Split": ("table", _split),
     "org.apache.geaflow.dsl.runtime.query.udtf.SplitMap": ("table", _split_map),
     "org.apache.geaflow.dsl.runtime.query.udtf.Split2": ("table", _split2),
+    "org.apache.geaflow.dsl.runtime.query.udf.TestEdgeIteratorUdf": ("algorithm", "edge_iterator_test"),
 }
 # ``MyCount(name, id)`` of the test sources: the sum of ids, plus 10000 per row named jim.
 def _my_count(pairs):

@@ -434,6 +434,11 @@ def _cut_subqueries(text: str, statement: Statement, query: GqlQuery) -> str:
             value = _expression(_cut_subqueries(value_text, statement, query), statement)
             query.subqueries[key] = (match.group(1).lower(), path, value)
             end = closing + 1
+        elif text[match.end() + 1:].lstrip().startswith("("):  # EXISTS((b)->(c)): the path in parentheses
+            closing = _close(text, match.end())
+            path = _path(_Reader(text[match.end() + 1:closing], statement, f"s{key}_"))
+            query.subqueries[key] = ("exists", path, None)
+            end = closing + 1
         else:
             reader = _Reader(text[match.end():], statement, f"s{key}_")
             path = _path(reader)

@@ -51,8 +51,10 @@ class Graph:
         self.vertices: dict = {}
         self.out_edges: dict = defaultdict(list)
         self.in_edges: dict = defaultdict(list)
+        self.id_columns: dict[str, str] = {}  # label -> its ID column
 
     def add_vertex(self, label: str, props: dict, id_column: str) -> None:
+        self.id_columns[label] = id_column
         vertex = Vertex(props)
         vertex.label, vertex.id = label, props.get(id_column)
         self.vertices[vertex.id] = vertex
@@ -288,7 +290,7 @@ def evaluate_gql(query: GqlQuery, catalog) -> Relation:
 
         name, args, columns = query.call
         values = [Scope(Relation([], []), catalog).compile(a)(((), None)) for a in args]
-        rows = call(name, graph, values)
+        rows = call(catalog.algorithm(name) or name, graph, values)
         relation = Relation([(None, c.lower()) for c in columns], [tuple(r[:len(columns)]) for r in rows])
         if query.returns is None:
             return relation
@@ -343,6 +345,8 @@ class _SubQueries:
                 return bool(found)
             order = list(dict.fromkeys([*seed, *variables]))
             relation = bindings_relation(found, order)
+            # the value reads the path's bindings, then the outer row's columns (a request's p.id)
+            relation = Relation(relation.columns + scope.relation.columns, [r + row for r in relation.rows])
             fn = Scope(relation, catalog).compile(value)
             result = aggregate([fn((r, None)) for r in relation.rows])
             return 0.0 if result == 0 and kind == "sum" and doubles else result

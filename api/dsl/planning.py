@@ -9,7 +9,7 @@ import attrs
 
 from gyreflow.api.connectors.sinks import FileSink
 from gyreflow.api.connectors.sources import Source, _IteratorReader
-from gyreflow.api.dsl.catalog import SEPARATOR, Catalog, Table
+from gyreflow.api.dsl.catalog import Catalog, Table
 from gyreflow.api.dsl.lowering import plan_shape, shape_of
 from gyreflow.api.dsl.queries import QueryError
 from gyreflow.api.dsl.rows import format_row, json_row
@@ -192,6 +192,6 @@ def sink_of(statement, catalog: Catalog, graph_target):
 
 def file_sink(table: Table, catalog: Catalog) -> FileSink:
     """GeaFlow's file sink: lines of the row format in the folder of ``geaflow.dsl.file.path``."""
-    separator = table.option(SEPARATOR, catalog.settings, ",")
+    separator = table.separator(catalog.settings)
     return FileSink(table.path(catalog.settings, catalog.root),
                     format=functools.partial(_line, separator), prefix="partition", extension="")
