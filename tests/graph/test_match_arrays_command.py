@@ -67,4 +67,4 @@ def test_explain_names_the_engine_and_why_a_query_runs_per_path():
                                capture_output=True, text=True, timeout=300, check=False)
     assert explained.stdout.splitlines()[0] == (
         "Traversal (one superstep per hop; partial matches travel as messages: a relationship "
-        "variable):")
+        "variable the query returns, orders by or compares with another):")

@@ -91,7 +91,9 @@ class _TaskPlan:
         self.object_ids = part.columns.dtype == object
         self.masks = [self._node_mask(plan, position, params, ids, given, starts)
                       for position in range(len(plan.nodes))]
-        self.sides = [self._sides(plan, rel, params, part) for rel in plan.rels]
+        self.sides = [self._sides(plan, rel, params, part,
+                                  plan.rel_pushed[index] if plan.rel_pushed else ())
+                      for index, rel in enumerate(plan.rels)]
 
     @staticmethod
     def _node_mask(plan, position: int, params: dict, ids, given, starts) -> np.ndarray:
@@ -126,7 +128,7 @@ class _TaskPlan:
         return mask
 
     @staticmethod
-    def _sides(plan, rel, params: dict, part) -> list:
+    def _sides(plan, rel, params: dict, part, pushed: tuple) -> list:
         sides = []
         matrices = [(part.out_edges, True)]
         if plan.directed and rel.direction == "in":
@@ -135,11 +137,13 @@ class _TaskPlan:
             matrices = [(part.out_edges, True), (part.in_edges, False)]
         for matrix, outgoing in matrices:
             keep = None
-            if rel.types or rel.properties:  # out-edges only (see ``array_plan``)
+            if rel.types or rel.properties or pushed:  # out-edges only (see ``array_plan``)
                 values = part.out_values.tolist() if part.out_values is not None \
                     else [None] * matrix.nnz
                 keep = np.fromiter((_edge_ok(rel, value, params) for value in values), dtype=bool,
                                    count=len(values))
+                if pushed:
+                    keep &= _edge_conjuncts(rel.variable, pushed, matrix, part, values, params)
             side = _Side(matrix, part.columns, keep, outgoing)
             if plan.directed and rel.direction == "both" and not outgoing:
                 rows = np.repeat(np.arange(part.num_local), np.diff(side.indptr))
@@ -195,6 +199,19 @@ def _compared(conjunct: tuple, variable: str, given, params: dict) -> np.ndarray
         present = np.fromiter((v is not None for v in found), dtype=bool, count=len(found))
         result |= present & ~numeric
     return result
+
+
+def _edge_conjuncts(variable: str, pushed: tuple, matrix, part, values: list,
+                    params: dict) -> np.ndarray:
+    """Where the WHERE conjuncts on a relationship variable hold, per out-edge entry: the edge
+    bound as the per-path traversal binds it (``src``: the row's vertex)."""
+    rows = np.repeat(np.arange(part.num_local), np.diff(matrix.indptr))
+    sources = part.ids[rows].tolist()
+    targets = part.columns[matrix.indices].tolist()
+    return np.fromiter(
+        (all(evaluate(c, {variable: ("rel", (src, dst, value))}, params) is True for c in pushed)
+         for src, dst, value in zip(sources, targets, values, strict=True)),
+        dtype=bool, count=len(values))
 
 
 def _edge_ok(rel, value, params: dict) -> bool:

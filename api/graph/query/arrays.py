@@ -1,8 +1,9 @@
 """Which MATCH queries run as array joins, their plan, and their rows from the tasks' results.
 
 ``array_plan(query, directed)`` gives an ``ArrayPlan`` (or the reason it cannot, for the per-path
-traversal of ``compiler``): one path pattern whose relationships bind no variable, and whose
-relationships with a type or property filter all follow out-edges (a path whose filtered
+traversal of ``compiler``): one path pattern whose relationship variables (if any) only WHERE
+conjuncts of their own read (an edge mask), and whose relationships with a type or property
+filter all follow out-edges (a path whose filtered
 relationships all follow in-edges is turned round; a directed graph's tasks hold the values of
 their out-edges only). ``ArrayMatch`` (``array_match``) runs the plan; ``ArrayPlan.rows`` turns
 the tasks' results into the rows ``Query.rows`` gives for the same matches.
@@ -83,6 +84,7 @@ class ArrayPlan:
     distinct_rows: bool
     directed: bool
     reversed: bool = False
+    rel_pushed: tuple = ()  # per relationship: the WHERE conjuncts on its variable alone
 
     @property
     def bound_at(self) -> tuple:
@@ -180,27 +182,50 @@ def array_plan(query, directed: bool = True) -> ArrayPlan | str:
     if len(ast.patterns) != 1:
         return "more than one path pattern"
     path: PathPattern = ast.patterns[0]
-    if any(rel.variable is not None for rel in path.rels):
-        return "a relationship variable"
+    rel_names = [rel.variable for rel in path.rels if rel.variable is not None]
+    variables = {node.variable for node in path.nodes if node.variable is not None}
+    if len(set(rel_names)) < len(rel_names) or set(rel_names) & variables:
+        return "a relationship variable bound twice"
+    single = {rel.variable: index for index, rel in enumerate(path.rels)
+              if rel.variable is not None and not rel.variable_length}
+    pushed_rels: list[list] = [[] for _ in path.rels]
+    rest = []
+    conjuncts = []
+    for conjunct in _conjuncts(ast.where):
+        names = variables_of(conjunct)
+        if len(names) == 1 and next(iter(names)) in single and _safe(conjunct) and \
+                not has_aggregate(conjunct):
+            pushed_rels[single[next(iter(names))]].append(conjunct)
+        else:
+            conjuncts.append(conjunct)
+    read_anywhere = set().union(*(variables_of(c) for c in conjuncts),
+                                *(variables_of(item.expr) for item in ast.items),
+                                *(variables_of(expr) for expr, _ in ast.order))
+    if read_anywhere & set(rel_names):
+        return "a relationship variable the query returns, orders by or compares with another"
+    rel_filters = tuple(tuple(p) for p in pushed_rels)
     reversed_ = False
     if directed:
-        backwards = [rel for rel in path.rels if _filtered(rel) and rel.direction != "out"]
+        filtered = [_filtered(rel) or bool(pushed) for rel, pushed in
+                    zip(path.rels, rel_filters, strict=True)]
+        backwards = [rel for rel, f in zip(path.rels, filtered, strict=True)
+                     if f and rel.direction != "out"]
         if backwards:
             if any(rel.direction == "both" for rel in backwards) or any(
-                    _filtered(rel) and rel.direction == "out" for rel in path.rels):
+                    f and rel.direction == "out" for rel, f in zip(path.rels, filtered,
+                                                                    strict=True)):
                 return ("a relationship with a type or property filter that follows in-edges "
                         "(a task holds the values of its out-edges only)")
             path, reversed_ = _reverse(path), True
+            rel_filters = tuple(reversed(rel_filters))
     nodes: tuple[NodePattern, ...] = path.nodes
     first = len(nodes) - 1 if reversed_ else 0
-    variables = {node.variable for node in nodes if node.variable is not None}
     positions = {}
     for position, node in enumerate(nodes):
         if node.variable is not None:
             positions.setdefault(node.variable, position)
     pushed: list[list] = [[] for _ in nodes]
-    rest = []
-    for conjunct in _conjuncts(ast.where):
+    for conjunct in conjuncts:
         names = variables_of(conjunct)
         if len(names) == 1 and names <= variables and not has_aggregate(conjunct) and _safe(conjunct):
             pushed[positions[next(iter(names))]].append(conjunct)
@@ -216,7 +241,7 @@ def array_plan(query, directed: bool = True) -> ArrayPlan | str:
     distinct_rows = ast.distinct and not query.aggregated
     return ArrayPlan(nodes, path.rels, first, tuple(tuple(p) for p in pushed), where,
                      tuple(positions[name] for name in keep_names), keep_names, count_only,
-                     distinct_rows, directed, reversed_)
+                     distinct_rows, directed, reversed_, rel_filters)
 
 
 __all__ = ["ArrayPlan", "array_plan", "variables_of"]
