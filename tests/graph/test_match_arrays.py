@@ -163,6 +163,10 @@ def graphs_and_patterns(draw):
     edges = [(draw(st.integers(0, size - 1)), draw(st.integers(0, size - 1)),
               {"label": draw(st.sampled_from(TYPES))})
              for _ in range(draw(st.integers(0, 12)))]
+    if draw(st.booleans()):  # ids of mixed types: the rows are object arrays
+        name = {i: f"v{i}" if i % 2 else i for i in range(size)}
+        vertices = [(name[i], value) for i, value in vertices]
+        edges = [(name[a], name[b], value) for a, b, value in edges]
     length = draw(st.integers(0, 3))
     nodes = [(draw(st.sampled_from((None, None, *LABELS))), None) for _ in range(length + 1)]
     rels = []
