@@ -126,8 +126,8 @@ class _Filters:
             self.refs[id(pattern)] = refs
         return refs
 
-    def test(self, pattern, element, binding: dict | None = None) -> bool:
-        if pattern.labels and element.label.lower() not in pattern.labels:
+    def test(self, pattern, element, binding: dict | None = None, labels: bool = True) -> bool:
+        if labels and pattern.labels and element.label.lower() not in pattern.labels:
             return False
         if pattern.where is None:
             return True
@@ -209,8 +209,8 @@ def _match_path(graph, path: list, binding: dict, filters: _Filters, known=froze
                 if node.var in current:
                     if current[node.var] != end:
                         continue
-                elif not filters.test(node, end, current):
-                    continue
+                elif not filters.test(node, end, current, labels=e is not None):
+                    continue  # a walk of no edge ends where it starts, whatever label it asks (as GeaFlow)
                 extended = dict(current)
                 extended[edge.var] = e
                 extended[node.var] = end

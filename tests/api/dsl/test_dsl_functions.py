@@ -172,3 +172,25 @@ def test_a_path_aggregate_reads_the_request_row():
                 if len(into) >= 2:
                     want.append((name, a, b, sum(c * pid for c in into)))
     assert sorted(rows(script, 5)) == sorted(want)
+
+
+def test_a_walk_of_no_edge_ends_at_its_start_whatever_label_the_end_asks():
+    script = (
+        "CREATE GRAPH g (Vertex person (id bigint ID), Vertex post (id bigint ID), "
+        "Edge likes (src bigint SOURCE ID, dst bigint DESTINATION ID)) WITH (storeType = 'memory');\n"
+        "INSERT INTO g.person SELECT * FROM (VALUES (1), (2)) AS t(i);\n"
+        "INSERT INTO g.post SELECT * FROM (VALUES (10), (11)) AS t(i);\n"
+        "INSERT INTO g.likes SELECT * FROM (VALUES (1, 10), (10, 11), (2, 2)) AS t(s, d);\n"
+        "USE GRAPH g;\n"
+        "SELECT a_id, b_id FROM (MATCH (a:person)-[:likes]->{0,2}(b:post) "
+        "RETURN a.id AS a_id, b.id AS b_id);\n")
+    likes = {1: [10], 10: [11], 2: [2]}
+    posts = {10, 11}
+    want = []
+    for a in (1, 2):
+        want.append((a, a))  # no edge: b is a itself, though a is a person
+        frontier = [a]
+        for _ in range(2):
+            frontier = [w for v in frontier for w in likes.get(v, [])]
+            want += [(a, w) for w in frontier if w in posts]
+    assert sorted(rows(script, 6)) == sorted(want)
