@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import attrs
 
+from gyreflow.runtime.dataflow.graph.changelog import apply_chunk_change, chunk_size
 from gyreflow.runtime.dataflow.graph.chunks import IN, OUT
+from gyreflow.state.keys.logged import LoggedTable
 
 _TABLE_SUFFIXES = (":graph", ":chunks")
 
@@ -78,7 +80,10 @@ def read_job_graph(store, job: str, max_parallelism: int, *, window: int | None 
         directed, vertices, edges = _from_entries(data)
     else:
         store.read_into(job, f"{graph}:chunks", groups, window, data)
-        directed, vertices, edges = _from_chunks(data.values())
+        chunks = LoggedTable(f"{graph}:chunks", max_parallelism, apply_chunk_change, chunk_size)
+        chunks.data = data
+        chunks.after_restore(relaid=False)  # each key group's base and its logged changes
+        directed, vertices, edges = _from_chunks(chunks.data.values())
     return StoredGraph(job, graph, window, directed, vertices, edges)
 
 

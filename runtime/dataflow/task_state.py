@@ -83,8 +83,7 @@ def restore(task: Task, window: int, recover_sinks: bool = True, verify: bool = 
                 if verify:
                     store.verify_reached(cp.job, table.name, run, reached)
                 store.read_into(cp.job, table.name, run, window, data)
-            table.changed = set(data) if relaid else set()
-            table.removed = set()
+            table.after_restore(relaid)
     finally:
         if collecting:
             gc.enable()

@@ -57,6 +57,20 @@ class KeyedTable:
         self.removed = set()
         return changed, removed
 
+    def after_restore(self, relaid: bool) -> None:
+        """``data`` was read back from a snapshot; ``relaid`` (key groups moved): every key is
+        written again in the next snapshot."""
+        self.changed = set(self.data) if relaid else set()
+        self.removed = set()
+
+    def export(self) -> tuple:
+        """What another process needs to go on with this table (see ``take_over``)."""
+        return (self.data, self.changed, self.removed)
+
+    def take_over(self, exported: tuple) -> None:
+        """Go on from ``export``'s tuple."""
+        self.data, self.changed, self.removed = exported[:3]
+
 
 _MISSING = object()
 
@@ -181,6 +195,20 @@ class KeyedStateStore:
             msg = f"state {name!r} is a {table.kind.value} state, not a {kind.value} state"
             raise TypeError(msg)
         return table
+
+    def logged_table(self, name: str, apply, size) -> KeyedTable:
+        """Return the table ``name`` whose snapshots write recorded changes
+        (``state.keys.logged.LoggedTable``), creating it on first use."""
+        from gyreflow.state.keys.logged import LoggedTable
+
+        table = self.tables.get(name)
+        if type(table) is LoggedTable:
+            return table
+        logged = LoggedTable(name, self.max_parallelism, apply, size)
+        if table is not None:  # made plain by code that knew nothing of the log: taken over
+            logged.take_over(table.export())
+        self.tables[name] = logged
+        return logged
 
     def value_state(self, name: str) -> ValueState:
         """Return the value state ``name``."""

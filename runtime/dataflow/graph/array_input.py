@@ -10,6 +10,7 @@ from gyreflow.plan.graph_changes import VertexStillConnectedError
 from gyreflow.plan.operators import GraphMode
 from gyreflow.plan.words import plural
 from gyreflow.runtime.dataflow.graph.arrays import concat_ids, id_array
+from gyreflow.runtime.dataflow.graph.changelog import DROP, pack
 from gyreflow.runtime.dataflow.graph.chunks import add_window_input, chunk_key
 from gyreflow.runtime.dataflow.graph.partition import Partition
 from gyreflow.runtime.dataflow.graph.removals import (
@@ -86,7 +87,7 @@ class ArrayWindowInput:
         elif any(batch for _, batch in records):
             changed, touched, self.added = add_window_input(
                 chunks, records, self.max_parallelism, self.spec.directed,
-                self.ctx.state.key_groups)
+                self.ctx.state.key_groups, self.graph.record)
             self.graph.mark_changed(changed)
             # The partition follows in place: new vertices and columns, the values the vertex
             # records gave. Vertex blocks (arrays of many) build it again.
@@ -153,7 +154,7 @@ class ArrayWindowInput:
         vertices it has; otherwise it is built again."""
         try:
             applied = apply_changes(chunks, records, self.max_parallelism, self.spec.directed,
-                                    self.ctx.state.key_groups)
+                                    self.ctx.state.key_groups, self.graph.record)
         except VertexStillConnectedError as exc:
             raise refused_removal(exc.vertex, exc) from exc
         self.touched_ids, self.lost, self.removals = applied.touched, applied.lost, applied.removed
@@ -165,9 +166,10 @@ class ArrayWindowInput:
             for key, mask in applied.kept.items():
                 values = stored.get(key)
                 if values is not None:
-                    self.gone_values.append(values[~mask[:len(values)]])
-                    stored[key] = values[mask[:len(values)]]
-                    self.value_chunks.changed.add(key)
+                    kept = mask[:len(values)]
+                    self.gone_values.append(values[~kept])
+                    stored[key] = values[kept]
+                    self.value_chunks.record(key, (DROP, pack(np.flatnonzero(~kept))))
         self.added = None  # every edge counts as new
         part = self.part
         if part is None or applied.reshaped:

@@ -19,6 +19,7 @@ from gyreflow.plan.operators import GraphComputeSpec, GraphMode
 from gyreflow.runtime.dataflow.graph.array_input import NO_EDGES, ArrayWindowInput
 from gyreflow.runtime.dataflow.graph.array_supersteps import ArraySupersteps
 from gyreflow.runtime.dataflow.graph.arrays import COMBINES
+from gyreflow.runtime.dataflow.graph.changelog import chunk_table, values_table
 from gyreflow.runtime.dataflow.graph.context import Slots
 from gyreflow.runtime.dataflow.graph.operator import GraphOperator
 from gyreflow.runtime.dataflow.graph.partition import Partition
@@ -74,9 +75,10 @@ class ArrayGraphOperator(ArrayWindowInput, ArraySupersteps, GraphOperator):
         self.ctx_arrays = None
 
     def _tables(self) -> None:
-        self.graph = self.ctx.state.table(f"{self.name}:chunks")
+        # Logged tables: a snapshot writes the changes a window recorded (``changelog``).
+        self.graph = chunk_table(self.ctx.state, f"{self.name}:chunks")
         if self.mode is GraphMode.INCREMENTAL:
-            self.value_chunks = self.ctx.state.table(f"{self.name}:values")
+            self.value_chunks = values_table(self.ctx.state, f"{self.name}:values")
 
     def restored(self) -> None:
         self.part = None  # the chunks were replaced: the partition describes the old ones

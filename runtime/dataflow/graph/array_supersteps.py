@@ -13,6 +13,7 @@ from gyreflow.plan.operators import GraphMode
 from gyreflow.plan.words import plural
 from gyreflow.runtime.dataflow.graph.array_context import ArrayContext, receive, split_outgoing
 from gyreflow.runtime.dataflow.graph.array_input import NO_EDGES, differs
+from gyreflow.runtime.dataflow.graph.changelog import set_change
 from gyreflow.runtime.dataflow.graph.chunks import chunk_key
 from gyreflow.runtime.dataflow.graph.supersteps import REMOVAL_SCOPE, REMOVALS, VERTEX_COUNT
 from gyreflow.runtime.errors import DataError, RecordError
@@ -116,13 +117,22 @@ class ArraySupersteps:
         mp = self.max_parallelism
         table = self.value_chunks
         groups = np.searchsorted(part.offsets, positions, side="right") - 1
+        bounds = np.searchsorted(groups, np.arange(len(part.groups) + 1))
         stored = table.data
         for i, group in enumerate(part.groups):
             key = chunk_key(group, mp)
-            start, end = part.offsets[i], part.offsets[i + 1]
-            if key not in stored or len(stored[key]) != end - start or (groups == i).any():
-                stored[key] = self.values[start:end].copy()
-                table.changed.add(key)
+            start, end = int(part.offsets[i]), int(part.offsets[i + 1])
+            old = stored.get(key)
+            here = positions[bounds[i]:bounds[i + 1]] - start
+            if old is not None and len(old) == end - start and not len(here):
+                continue
+            new = self.values[start:end].copy()
+            stored[key] = new
+            if old is None or len(old) > len(new) or old.dtype != new.dtype:
+                table.changed.add(key)  # written whole
+                continue
+            here = here[here < len(old)]
+            table.record(key, set_change(here, new[here], new[len(old):]))
 
     def progress(self, done: int, payload: tuple, inbox) -> bytes:
         """Where the window stands after superstep ``done`` (an iteration snapshot)."""
@@ -145,7 +155,7 @@ class ArraySupersteps:
         tables = {}
         for table in self.ctx.state.tables.values():
             if table.name.startswith(f"{self.name}:"):
-                tables[table.name] = (table.data, table.changed, table.removed)
+                tables[table.name] = table.export()
         # Not the CSR partition: it is rebuilt from the chunks where needed, and leaving it out
         # keeps the bytes a Spark step persists per task to the graph itself.
         return (tables, self.values, self.collecting, self.pending, (self.touched, self.added),
@@ -157,8 +167,7 @@ class ArraySupersteps:
         (tables, self.values, self.collecting, self.pending, (self.touched, self.added),
          self.before, self.fresh, self.num_vertices, self.window,
          (self.removed, self.removals)) = state
-        for name, (data, changed, removed) in tables.items():
-            table = self.ctx.state.table(name)
-            table.data, table.changed, table.removed = data, changed, removed
         self._tables()
+        for name, exported in tables.items():
+            self.ctx.state.table(name).take_over(exported)
         self.part = self._build(self.graph.data) if self.graph.data else None

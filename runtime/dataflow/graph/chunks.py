@@ -16,6 +16,7 @@ from gyreflow.runtime.dataflow.graph.arrays import (
     id_array,
     key_groups,
 )
+from gyreflow.runtime.dataflow.graph.changelog import add_change, add_to_chunk, empty_chunk
 from gyreflow.state.keys.keygroups import key_group_of
 
 OUT, IN = 1, 3
@@ -39,10 +40,7 @@ def chunk_key(group: int, max_parallelism: int) -> int:
     int; the chunks table holds nothing else)."""
     return _chunk_keys(max_parallelism)[group]
 
-def empty_chunk() -> list:
-    """[ids, given values, half vertices, half other ends, half values or None, half sides]."""
-    none = np.zeros(0, np.int64)
-    return [none, np.empty(0, object), none, none, None, np.zeros(0, np.int8)]
+_NO_POSITIONS = np.zeros(0, np.int64)
 
 def _objects(values: list) -> np.ndarray:
     array = np.empty(len(values), dtype=object)
@@ -56,12 +54,13 @@ def _first_seen(ids: np.ndarray) -> np.ndarray:
     return id_array(list(dict.fromkeys(ids.tolist())))
 
 def add_window_input(chunks: dict, records: list, max_parallelism: int, directed: bool = True,
-                     owned: range | None = None) -> tuple[set, np.ndarray, tuple]:
+                     owned: range | None = None, log=None) -> tuple[set, np.ndarray, tuple]:
     """Add a window's input (``(role, batch)`` pairs; role ``"ensure"``: ids of vertices to create
     when missing) to the chunks (chunk key -> chunk); returns
     the chunk keys that changed, the ids the input touched and the edge halves it added
     (``(vertex ids, other ends, sides, values or None)``). Vertex and edge *blocks* (arrays of
-    many, broadcast to every task) contribute the vertices of the ``owned`` key groups."""
+    many, broadcast to every task) contribute the vertices of the ``owned`` key groups. ``log(key,
+    change)`` hears each chunk's change (``changelog``)."""
     given: dict = {}
     halves: list = []
     blocks: list = []
@@ -115,30 +114,24 @@ def add_window_input(chunks: dict, records: list, max_parallelism: int, directed
     for group in np.union1d(np.union1d(vertex_groups, half_groups), ensured_groups).tolist():
         key = chunk_key(group, max_parallelism)
         chunk = chunks.get(key)
-        chunk = empty_chunk() if chunk is None else list(chunk)
+        if chunk is None:
+            chunk = empty_chunk()
         ids_here = vertex_ids[vertex_bounds[group]:vertex_bounds[group + 1]]
         lo, hi = half_bounds[group], half_bounds[group + 1]
         candidates = _first_seen(concat_ids([
             ids_here, vids[lo:hi], ensured_ids[ensured_bounds[group]:ensured_bounds[group + 1]]]))
         _, found = IdIndex(chunk[0]).lookup(candidates)
         new = candidates[~found]
-        if len(new):
-            chunk[0] = concat_ids([chunk[0], new])
-            chunk[1] = np.concatenate([chunk[1], np.full(len(new), None, dtype=object)])
+        at = _NO_POSITIONS
+        given_values = None
         if len(ids_here):
-            at, _ = IdIndex(chunk[0]).lookup(ids_here)
-            chunk[1] = chunk[1].copy()
-            chunk[1][at] = [given[v] for v in ids_here.tolist()]
-        if hi > lo:
-            old_count = len(chunk[2])
-            chunk[2] = concat_ids([chunk[2], vids[lo:hi]])
-            chunk[3] = concat_ids([chunk[3], others[lo:hi]])
-            if values is not None or chunk[4] is not None:
-                old = chunk[4] if chunk[4] is not None else np.full(old_count, None, dtype=object)
-                more = values[lo:hi] if values is not None else np.full(hi - lo, None, dtype=object)
-                chunk[4] = np.concatenate([old, more])
-            chunk[5] = np.concatenate([chunk[5], sides[lo:hi]])
-        chunks[key] = chunk
+            at, _ = IdIndex(concat_ids([chunk[0], new]) if len(new) else chunk[0]).lookup(ids_here)
+            given_values = _objects([given[v] for v in ids_here.tolist()])
+        change = (new, at, given_values, vids[lo:hi], others[lo:hi],
+                  None if values is None else values[lo:hi], sides[lo:hi])
+        chunks[key] = add_to_chunk(chunk, *change)
+        if log is not None:
+            log(key, add_change(*change))
         changed.add(key)
     return changed, touched, added
 

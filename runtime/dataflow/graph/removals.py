@@ -10,6 +10,13 @@ import numpy as np
 
 from gyreflow.plan.graph_changes import REMOVE_VERTEX, RemoveVertex, VertexStillConnectedError
 from gyreflow.runtime.dataflow.graph.arrays import concat_ids, id_array, key_groups
+from gyreflow.runtime.dataflow.graph.changelog import (
+    DROP_HALVES,
+    DROP_VERTICES,
+    drop_change,
+    keep_halves,
+    keep_vertices,
+)
 from gyreflow.runtime.dataflow.graph.chunks import add_window_input, chunk_key
 from gyreflow.runtime.errors import DataError
 
@@ -102,26 +109,29 @@ class AppliedChanges:
 
 
 def apply_changes(chunks: dict, records: list, max_parallelism: int, directed: bool,
-                  owned) -> AppliedChanges:
+                  owned, log=None) -> AppliedChanges:
     """Apply a window's input that removes something, with the effect of its arrival order
-    (``_split``), then the detached vertices' edges and the vertex removals."""
+    (``_split``), then the detached vertices' edges and the vertex removals; ``log(key, change)``
+    hears each chunk's change (``changelog``)."""
     additions, removals, vertices, detached = _split(records)
     changed, removed, lost = set(), 0, np.zeros(0, np.int64)
     if removals:
-        changed, removed, lost = _remove_halves(chunks, removals, max_parallelism)
+        changed, removed, lost = _remove_halves(chunks, removals, max_parallelism, log)
     touched = [lost]
     added = None
     if additions:
-        more, ids, added = add_window_input(chunks, additions, max_parallelism, directed, owned)
+        more, ids, added = add_window_input(chunks, additions, max_parallelism, directed, owned,
+                                            log)
         changed |= more
         touched.append(ids)
     if detached:
-        more, count, neighbours = _detach(chunks, id_array(list(dict.fromkeys(detached))))
+        more, count, neighbours = _detach(chunks, id_array(list(dict.fromkeys(detached))), log)
         changed |= more
         removed += count
         lost = concat_ids([lost, neighbours])
         touched.append(neighbours)
-    kept, gone = _remove_vertices(chunks, vertices, max_parallelism) if vertices else ({}, [])
+    kept, gone = (_remove_vertices(chunks, vertices, max_parallelism, log) if vertices
+                  else ({}, []))
     changed |= set(kept)
     removed += len(gone)
     halves = (id_array([h[0] for h in removals]), id_array([h[1] for h in removals]),
@@ -163,7 +173,8 @@ def _by_chunk(ids: np.ndarray, max_parallelism: int) -> dict[int, np.ndarray]:
     return found
 
 
-def _remove_halves(chunks: dict, halves: list, max_parallelism: int) -> tuple[set, int, np.ndarray]:
+def _remove_halves(chunks: dict, halves: list, max_parallelism: int,
+                   log=None) -> tuple[set, int, np.ndarray]:
     """Remove every stored half equal to a removal half (vertex, other end, side)."""
     vids = id_array([h[0] for h in halves])
     changed, count = set(), 0
@@ -183,13 +194,15 @@ def _remove_halves(chunks: dict, halves: list, max_parallelism: int) -> tuple[se
             continue
         keep = np.ones(len(stored_vids), dtype=bool)
         keep[drop] = False
-        chunks[key] = _keep_halves(chunk, keep)
+        chunks[key] = keep_halves(chunk, keep)
+        if log is not None:
+            log(key, drop_change(DROP_HALVES, drop))
         changed.add(key)
         count += len(drop)
     return changed, count, vids
 
 
-def _detach(chunks: dict, detached: np.ndarray) -> tuple[set, int, np.ndarray]:
+def _detach(chunks: dict, detached: np.ndarray, log=None) -> tuple[set, int, np.ndarray]:
     """Remove every half of an edge of a ``detached`` vertex from the task's chunks; returns the
     changed chunk keys, how many halves went, and the vertices left that lost an edge."""
     changed, count, neighbours = set(), 0, []
@@ -202,21 +215,16 @@ def _detach(chunks: dict, detached: np.ndarray) -> tuple[set, int, np.ndarray]:
         if not drop.any():
             continue
         neighbours.append(chunk[2][other & ~own])
-        chunks[key] = _keep_halves(chunk, ~drop)
+        chunks[key] = keep_halves(chunk, ~drop)
+        if log is not None:
+            log(key, drop_change(DROP_HALVES, np.flatnonzero(drop)))
         changed.add(key)
         count += int(drop.sum())
     return changed, count, concat_ids(neighbours)
 
 
-def _keep_halves(chunk: list, keep: np.ndarray) -> list:
-    chunk = list(chunk)
-    chunk[2], chunk[3], chunk[5] = chunk[2][keep], chunk[3][keep], chunk[5][keep]
-    if chunk[4] is not None:
-        chunk[4] = chunk[4][keep]
-    return chunk
-
-
-def _remove_vertices(chunks: dict, vertices: list, max_parallelism: int) -> tuple[dict, list]:
+def _remove_vertices(chunks: dict, vertices: list, max_parallelism: int,
+                     log=None) -> tuple[dict, list]:
     """Remove the vertices (which must have no edges left); returns the kept-vertex mask per chunk
     key that lost vertices, and the removed ids."""
     ids = id_array(list(dict.fromkeys(vertices)))
@@ -243,8 +251,8 @@ def _remove_vertices(chunks: dict, vertices: list, max_parallelism: int) -> tupl
         if mask.all():
             continue
         gone_ids.extend(chunk[0][~mask].tolist())
-        chunk = list(chunk)
-        chunk[0], chunk[1] = chunk[0][mask], chunk[1][mask]
-        chunks[key] = chunk
+        chunks[key] = keep_vertices(chunk, mask)
+        if log is not None:
+            log(key, drop_change(DROP_VERTICES, np.flatnonzero(~mask)))
         kept[key] = mask
     return kept, gone_ids

@@ -1,0 +1,237 @@
+"""What a window changed in a task's graph chunks and value chunks, as changes a snapshot writes
+(``state.keys.logged``) and a restore applies again, so that a checkpoint costs what the window
+changed, not the graph.
+
+A chunk change is one of:
+
+- ``("add", new ids, given positions, given values, half vertices, other ends, half values or
+  None, sides)``: vertices appended (their given values None), given values set at positions, edge
+  halves appended (what ``chunks.add_window_input`` does to a chunk);
+- ``("drop halves", positions)``: edge halves removed;
+- ``("drop vertices", positions)``: vertices removed.
+
+A value-chunk change is ``("set", positions, values, appended)`` (values appended, then set at
+positions) or ``("drop", positions)``. Arrays of int64 are stored as their bytes, of objects as lists,
+others as they are.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from gyreflow.runtime.dataflow.graph.arrays import concat_ids, id_array
+
+ADD, DROP_HALVES, DROP_VERTICES = "add", "drop halves", "drop vertices"
+SET, DROP = "set", "drop"
+_EMPTY = np.zeros(0, np.int64)
+
+
+def pack(array: np.ndarray | None):
+    """An array as compact picklable data: int64 and int8 as bytes, objects as a list."""
+    if array is None:
+        return None
+    if array.dtype == np.int64:
+        return array.tobytes()
+    if array.dtype == np.int8:
+        return ("i1", array.tobytes())
+    if array.dtype == object:
+        return array.tolist()
+    return array  # other dtypes (floats, records of fields) pickle whole
+
+
+def unpack(packed, objects: bool = False) -> np.ndarray | None:
+    """The array ``pack`` gave; ``objects``: a list comes back as an object array, else as ids."""
+    if packed is None:
+        return None
+    if type(packed) is bytes:
+        return np.frombuffer(packed, dtype=np.int64).copy()
+    if type(packed) is tuple:
+        return np.frombuffer(packed[1], dtype=np.dtype(packed[0])).copy()
+    if isinstance(packed, np.ndarray):
+        return packed
+    if objects:
+        array = np.empty(len(packed), dtype=object)
+        array[:] = packed
+        return array
+    return id_array(packed)
+
+
+def _ints(arrays: list[np.ndarray]) -> tuple[int, bytes]:
+    """Int64 arrays as the bytes of 4-byte ints where every value fits, else 8-byte ones."""
+    joined = np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
+    small = not len(joined) or (-(2**31) <= int(joined.min()) and int(joined.max()) < 2**31)
+    return (4, joined.astype("<i4").tobytes()) if small else (8, joined.astype("<i8").tobytes())
+
+
+def _read_ints(data: bytes, at: int, width: int, count: int) -> tuple[np.ndarray, int]:
+    end = at + width * count
+    dtype = "<i4" if width == 4 else "<i8"
+    return np.frombuffer(data[at:end], dtype=dtype).astype(np.int64), end
+
+
+_COMPACT_ADD = struct.Struct("<cBII")  # b"A", int width, new vertices, halves
+_COMPACT_DROP = struct.Struct("<cBI")  # b"D" (halves) or b"V" (vertices), int width, count
+
+
+def add_change(new_ids, at, given_values, vids, others, values, sides):
+    """The change ``add_to_chunk`` made, as stored: the bytes of its int ids where it has no
+    other values (most windows' edges), else a tuple of packed arrays."""
+    if (not len(at) and values is None and new_ids.dtype == np.int64
+            and vids.dtype == np.int64 and others.dtype == np.int64):
+        width, ids = _ints([new_ids, vids, others])
+        return (_COMPACT_ADD.pack(b"A", width, len(new_ids), len(vids)) + ids
+                + sides.astype(np.int8).tobytes())
+    return (ADD, pack(new_ids), pack(at), pack(given_values), pack(vids), pack(others),
+            pack(values), pack(sides))
+
+
+def drop_change(kind: str, positions: np.ndarray) -> bytes:
+    """Edge halves (``DROP_HALVES``) or vertices (``DROP_VERTICES``) removed at ``positions``."""
+    width, data = _ints([positions.astype(np.int64)])
+    return _COMPACT_DROP.pack(b"D" if kind == DROP_HALVES else b"V", width, len(positions)) + data
+
+
+def _decode(change: bytes) -> tuple:
+    """A compact change as the tuple of arrays ``apply_chunk_change`` takes."""
+    if change[:1] == b"A":
+        _, width, new, halves = _COMPACT_ADD.unpack_from(change)
+        at = _COMPACT_ADD.size
+        new_ids, at = _read_ints(change, at, width, new)
+        vids, at = _read_ints(change, at, width, halves)
+        others, at = _read_ints(change, at, width, halves)
+        sides = np.frombuffer(change[at:at + halves], dtype=np.int8).copy()
+        return (ADD, new_ids, _EMPTY, None, vids, others, None, sides)
+    kind, width, count = _COMPACT_DROP.unpack_from(change)
+    positions, _ = _read_ints(change, _COMPACT_DROP.size, width, count)
+    return (DROP_HALVES if kind == b"D" else DROP_VERTICES, positions)
+
+
+def add_to_chunk(chunk: list, new_ids: np.ndarray, at: np.ndarray, given_values: np.ndarray,
+                 vids: np.ndarray, others: np.ndarray, values: np.ndarray | None,
+                 sides: np.ndarray) -> list:
+    """``chunk`` with vertices ``new_ids`` appended, given values set at ``at`` and the edge halves
+    appended (a new list of new arrays: the old chunk is left as it was)."""
+    chunk = list(chunk)
+    if len(new_ids):
+        chunk[0] = concat_ids([chunk[0], new_ids])
+        chunk[1] = np.concatenate([chunk[1], np.full(len(new_ids), None, dtype=object)])
+    if len(at):
+        chunk[1] = chunk[1].copy()
+        chunk[1][at] = given_values
+    if len(vids):
+        old_count = len(chunk[2])
+        chunk[2] = concat_ids([chunk[2], vids])
+        chunk[3] = concat_ids([chunk[3], others])
+        if values is not None or chunk[4] is not None:
+            old = chunk[4] if chunk[4] is not None else np.full(old_count, None, dtype=object)
+            more = values if values is not None else np.full(len(vids), None, dtype=object)
+            chunk[4] = np.concatenate([old, more])
+        chunk[5] = np.concatenate([chunk[5], sides])
+    return chunk
+
+
+def keep_halves(chunk: list, keep: np.ndarray) -> list:
+    """``chunk`` with the edge halves of mask ``keep`` only."""
+    chunk = list(chunk)
+    chunk[2], chunk[3], chunk[5] = chunk[2][keep], chunk[3][keep], chunk[5][keep]
+    if chunk[4] is not None:
+        chunk[4] = chunk[4][keep]
+    return chunk
+
+
+def keep_vertices(chunk: list, keep: np.ndarray) -> list:
+    """``chunk`` with the vertices of mask ``keep`` only."""
+    chunk = list(chunk)
+    chunk[0], chunk[1] = chunk[0][keep], chunk[1][keep]
+    return chunk
+
+
+def _mask(length: int, dropped: np.ndarray) -> np.ndarray:
+    keep = np.ones(length, dtype=bool)
+    keep[dropped] = False
+    return keep
+
+
+def apply_chunk_change(chunk: list | None, change: tuple) -> list:
+    """``chunk`` after one stored change (``chunk`` None: an empty one)."""
+    if chunk is None:
+        chunk = empty_chunk()
+    if type(change) is bytes:
+        change = _decode(change)
+        kind = change[0]
+        if kind == ADD:
+            return add_to_chunk(chunk, *change[1:])
+        dropped = change[1]
+    else:
+        kind = change[0]
+        if kind == ADD:
+            _, new_ids, at, given, vids, others, values, sides = change
+            return add_to_chunk(chunk, unpack(new_ids), unpack(at), unpack(given, objects=True),
+                                unpack(vids), unpack(others), unpack(values, objects=True),
+                                unpack(sides))
+        dropped = unpack(change[1])
+    if kind == DROP_HALVES:
+        return keep_halves(chunk, _mask(len(chunk[2]), dropped))
+    if kind == DROP_VERTICES:
+        return keep_vertices(chunk, _mask(len(chunk[0]), dropped))
+    msg = f"unknown graph change {kind!r}"
+    raise ValueError(msg)
+
+
+def empty_chunk() -> list:
+    """[ids, given values, half vertices, half other ends, half values or None, half sides]."""
+    return [_EMPTY, np.empty(0, object), _EMPTY, _EMPTY, None, np.zeros(0, np.int8)]
+
+
+def array_bytes(array) -> int:
+    """About the bytes ``array`` takes when stored."""
+    if array is None:
+        return 0
+    if array.dtype == object:
+        return 16 * len(array)
+    return array.nbytes
+
+
+def chunk_size(chunk: list) -> int:
+    """About the bytes of a chunk stored whole."""
+    return sum(array_bytes(a) for a in chunk)
+
+
+def set_change(positions: np.ndarray, values: np.ndarray, appended: np.ndarray) -> tuple:
+    """A value chunk's change: ``appended`` values added, then ``values`` set at ``positions``."""
+    return (SET, pack(positions), pack(values), pack(appended))
+
+
+def apply_values_change(stored: np.ndarray | None, change: tuple) -> np.ndarray:
+    """A value chunk after one stored change."""
+    kind = change[0]
+    if kind == SET:
+        positions = unpack(change[1])
+        values, appended = unpack(change[2], objects=True), unpack(change[3], objects=True)
+        if stored is None:
+            stored = appended
+        elif len(appended):
+            stored = np.concatenate([stored, appended]) if stored.dtype == appended.dtype or (
+                stored.dtype != object and appended.dtype != object) else np.concatenate(
+                [stored.astype(object), appended.astype(object)])
+        else:
+            stored = stored.copy()
+        if len(positions):
+            stored[positions] = values
+        return stored
+    if kind == DROP:
+        return stored[_mask(len(stored), unpack(change[1]))]
+    msg = f"unknown value change {kind!r}"
+    raise ValueError(msg)
+
+
+def chunk_table(state, name: str):
+    """The task's logged table of graph chunks ``name``."""
+    return state.logged_table(name, apply_chunk_change, chunk_size)
+
+
+def values_table(state, name: str):
+    """The task's logged table of value chunks ``name``."""
+    return state.logged_table(name, apply_values_change, array_bytes)

@@ -1,0 +1,214 @@
+"""Keyed state whose snapshots write what changed: a base value per key and the changes logged after
+it, folded into a new base once they weigh as much as the base (a changelog table).
+
+A value too large to rewrite when a little of it changes (a key group's share of a graph) is stored
+as a *base* under its own key plus *changes* under keys of the same key group ("slots"), so that a
+snapshot writes the changes a window recorded (``record``), not the value:
+
+- level 0: one slot per snapshot, up to ``LEVEL`` of them;
+- level 1: when level 0 is full, its changes and the new ones go, together, into one level-1 slot,
+  and the level-0 slots are removed (each change is written twice in all);
+- the base: when level 1 is full too, or the changes weigh as much as the base, the value is
+  written whole as the new base and every slot is removed.
+
+A restore reads the base and the slots of a version and applies them in order (``apply``): it
+costs at most ``2 * LEVEL`` changes per key on top of the base, and at most the base's size again.
+A key changed without a recorded change (``mark_changed``, ``put``) is written whole, so code that
+knows nothing of the log stays correct. Retained versions read the same slots: a slot removed by a
+fold is a removal in the version that folded, and older versions still read it.
+"""
+
+from __future__ import annotations
+
+import pickle
+import struct
+import zlib
+from collections.abc import Callable
+from functools import cache
+
+from gyreflow.state.keys.keyed import KeyedTable, StateKind
+from gyreflow.state.keys.keygroups import key_group_of
+
+LEVEL = 32  # slots per level
+SLOTS = 1 + 2 * LEVEL  # the base, level 0, level 1
+
+
+@cache
+def slot_keys(max_parallelism: int, slots: int = SLOTS) -> tuple[tuple[int, ...], ...]:
+    """Per key group, ``slots`` state keys that fall in it: negative ints from -1 down, in order,
+    so that a group's first is the first negative int of the group (``chunk_key``'s)."""
+    found: list[list[int]] = [[] for _ in range(max_parallelism)]
+    missing = max_parallelism
+    key = -1
+    while missing:
+        keys = found[key_group_of(key, max_parallelism)]
+        if len(keys) < slots:
+            keys.append(key)
+            if len(keys) == slots:
+                missing -= 1
+        key -= 1
+    return tuple(tuple(keys) for keys in found)
+
+
+_RAW, _PICKLED = b"r", b"p"
+_LENGTH = struct.Struct("<I")
+
+
+def encode_changes(changes: list) -> bytes:
+    """A list of changes as one blob: changes that are bytes (compact encodings) joined with their
+    lengths, others pickled once for the list and compressed."""
+    if all(type(change) is bytes for change in changes):
+        return _RAW + b"".join(_LENGTH.pack(len(change)) + change for change in changes)
+    return _PICKLED + zlib.compress(pickle.dumps(changes, protocol=5), 1)
+
+
+def decode_changes(blob: bytes) -> list:
+    """The changes ``encode_changes`` stored."""
+    if blob[:1] == _PICKLED:
+        return pickle.loads(zlib.decompress(blob[1:]))
+    changes, at, view = [], 1, memoryview(blob)
+    while at < len(blob):
+        (length,) = _LENGTH.unpack_from(blob, at)
+        changes.append(bytes(view[at + 4:at + 4 + length]))
+        at += 4 + length
+    return changes
+
+
+class LoggedTable(KeyedTable):
+    """A keyed table of large values whose snapshots write the changes recorded for them.
+
+    ``apply(value, change)`` returns the value after one recorded change (``value`` None: there is
+    no base yet); ``size(value)`` estimates the bytes of a value written whole. Keys must be the
+    first slot key of their key group (``slot_keys``).
+    """
+
+    __slots__ = ("apply", "base_sizes", "logs", "max_parallelism", "pending", "size")
+
+    def __init__(self, name: str, max_parallelism: int, apply: Callable, size: Callable) -> None:
+        super().__init__(name, StateKind.VALUE)
+        self.max_parallelism = max_parallelism
+        self.apply = apply
+        self.size = size
+        self.pending: dict[object, list] = {}  # key -> changes recorded since the last snapshot
+        # key -> [level-0 blobs, level-1 blobs] stored after its base (only for stored bases)
+        self.logs: dict[object, list[list]] = {}
+        self.base_sizes: dict[object, int] = {}
+
+    def record(self, key: object, change: object) -> None:
+        """``key``'s value in ``data`` was changed by ``change`` (``apply`` repeats it)."""
+        self.pending.setdefault(key, []).append(change)
+        self.changed.add(key)
+        self.removed.discard(key)
+
+    def _slots(self, key: object) -> tuple[int, ...]:
+        return slot_keys(self.max_parallelism)[key_group_of(key, self.max_parallelism)]
+
+    def take_changes(self) -> tuple[dict[object, object], set[object]]:
+        """The slot keys to write (the changes, or a base written whole) and to remove."""
+        written: dict[object, object] = {}
+        removed: set[object] = set()
+        pending = self.pending
+        for key in self.removed:
+            removed.update(self._live(key))
+            removed.add(key)
+            self.logs.pop(key, None)
+            self.base_sizes.pop(key, None)
+        for key in self.changed:
+            value = self.data.get(key)
+            if value is None:
+                continue
+            changes = pending.get(key)
+            log = self.logs.get(key)
+            blob = None if changes is None or log is None else encode_changes(changes)
+            if blob is None or self._fold_due(key, log, len(blob)):
+                removed.update(self._live(key))
+                written[key] = value
+                self.logs[key] = [[], []]
+                self.base_sizes[key] = self.size(value)
+                continue
+            slots = self._slots(key)
+            level0, level1 = log
+            if len(level0) < LEVEL:
+                written[slots[1 + len(level0)]] = blob
+                level0.append(blob)
+            else:
+                merged = (*level0, blob)
+                written[slots[1 + LEVEL + len(level1)]] = merged
+                removed.update(slots[1:1 + len(level0)])
+                level1.append(merged)
+                log[0] = []
+        removed.difference_update(written)
+        self.changed = set()
+        self.removed = set()
+        self.pending = {}
+        return written, removed
+
+    def _fold_due(self, key: object, log: list, size: int) -> bool:
+        level0, level1 = log
+        if len(level0) == LEVEL and len(level1) == LEVEL:
+            return True
+        logged = size + sum(map(len, level0)) + sum(len(b) for blobs in level1 for b in blobs)
+        return logged >= self.base_sizes.get(key, 0)
+
+    def _live(self, key: object) -> list:
+        """The slot keys holding ``key``'s changes now."""
+        log = self.logs.get(key)
+        if log is None:
+            return []
+        slots = self._slots(key)
+        return [*slots[1:1 + len(log[0])], *slots[1 + LEVEL:1 + LEVEL + len(log[1])]]
+
+    def after_restore(self, relaid: bool) -> None:
+        """``data`` holds what a version stored (bases and slots): apply each key's changes to its
+        base; ``relaid`` (key groups moved): every value is written whole next."""
+        data = self.data
+        stored, self.data = data, {}
+        self.logs, self.base_sizes, self.pending = {}, {}, {}
+        slot_table = slot_keys(self.max_parallelism)
+        for key in [k for k in stored if k in _base_keys(self.max_parallelism)]:
+            slots = slot_table[key_group_of(key, self.max_parallelism)]
+            value = stored[key]
+            size = self.size(value)
+            level0 = _present(stored, slots[1:1 + LEVEL])
+            level1 = _present(stored, slots[1 + LEVEL:])
+            for merged in level1:
+                for blob in merged:
+                    for change in decode_changes(blob):
+                        value = self.apply(value, change)
+            for blob in level0:
+                for change in decode_changes(blob):
+                    value = self.apply(value, change)
+            self.data[key] = value
+            self.logs[key] = [level0, level1]
+            self.base_sizes[key] = size
+        self.changed = set(self.data) if relaid else set()
+        self.removed = set()
+        if relaid:
+            self.logs = {}  # the new layout stores bases only
+
+    def export(self) -> tuple:
+        """What another process needs to go on with this table (see ``take_over``)."""
+        return (self.data, self.changed, self.removed, self.pending, self.logs, self.base_sizes)
+
+    def take_over(self, exported: tuple) -> None:
+        """Go on from ``export``'s tuple (a plain table's ``(data, changed, removed)`` too)."""
+        self.data, self.changed, self.removed = exported[:3]
+        if len(exported) > 3:
+            self.pending, self.logs, self.base_sizes = exported[3:]
+        else:  # no log known: every value is written whole next
+            self.pending, self.logs, self.base_sizes = {}, {}, {}
+
+
+@cache
+def _base_keys(max_parallelism: int) -> frozenset:
+    return frozenset(slots[0] for slots in slot_keys(max_parallelism))
+
+
+def _present(stored: dict, slots) -> list:
+    """The values of ``slots`` up to the first one missing."""
+    found = []
+    for slot in slots:
+        if slot not in stored:
+            break
+        found.append(stored[slot])
+    return found
