@@ -328,8 +328,9 @@ class _SubQueries:
 
     def compile(self, scope: Scope, key: int):
         kind, path, value = self.query.subqueries[key]
+        # the match's elements: unqualified columns, or all of RETURN's (a SELECT over __bindings)
         elements = [(i, name) for i, (qualifier, name) in enumerate(scope.relation.columns)
-                    if qualifier is None]
+                    if qualifier in (None, "__bindings")]
         variables = [item.var for item in path]
         catalog = scope.catalog
         aggregate = None if kind == "exists" else catalog.aggregate(kind)

@@ -194,3 +194,13 @@ def test_a_walk_of_no_edge_ends_at_its_start_whatever_label_the_end_asks():
             frontier = [w for v in frontier for w in likes.get(v, [])]
             want += [(a, w) for w in frontier if w in posts]
     assert sorted(rows(script, 6)) == sorted(want)
+
+
+def test_a_path_aggregate_in_return_starts_from_the_rows_bindings():
+    edges = [(1, 2), (1, 3), (2, 3), (3, 1), (4, 3)]
+    script = graph_script(edges, range(1, 5), (
+        "SELECT * FROM (MATCH (a WHERE a.id = 1)-[e]->(b) RETURN a.id AS a_id, b.id AS b_id, "
+        "SUM((b)<-(c) => c.id) AS s, COUNT((b)->(c) => c.id) AS n);\n"))
+    want = [(1, b, sum(c for c, d in edges if d == b), sum(1 for s, _ in edges if s == b))
+            for a, b in edges if a == 1]
+    assert sorted(rows(script, 5)) == sorted(want)
