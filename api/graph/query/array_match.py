@@ -79,6 +79,7 @@ class _Side:
         self.keep = keep
         self.occurrence = occurrences(self.indptr, self.indices)
         self.outgoing = outgoing
+        self.verify = False  # its entries' filter is checked where the row arrives
 
 
 class _TaskPlan:
@@ -91,9 +92,14 @@ class _TaskPlan:
         self.object_ids = part.columns.dtype == object
         self.masks = [self._node_mask(plan, position, params, ids, given, starts)
                       for position in range(len(plan.nodes))]
-        self.sides = [self._sides(plan, rel, params, part,
-                                  plan.rel_pushed[index] if plan.rel_pushed else ())
+        pushed = plan.rel_pushed or tuple(() for _ in plan.rels)
+        verify = plan.verify or tuple(False for _ in plan.rels)
+        self.sides = [self._sides(plan, rel, params, part, pushed[index], verify[index])
                       for index, rel in enumerate(plan.rels)]
+        # per relationship checked on arrival: its filter over this task's out-edges
+        self.arrival = [_out_keep(rel, pushed[index], part, params) if verify[index] else None
+                        for index, rel in enumerate(plan.rels)]
+        self.out_index = _OutIndex(part) if any(verify) else None
 
     @staticmethod
     def _node_mask(plan, position: int, params: dict, ids, given, starts) -> np.ndarray:
@@ -128,7 +134,7 @@ class _TaskPlan:
         return mask
 
     @staticmethod
-    def _sides(plan, rel, params: dict, part, pushed: tuple) -> list:
+    def _sides(plan, rel, params: dict, part, pushed: tuple, verify: bool) -> list:
         sides = []
         matrices = [(part.out_edges, True)]
         if plan.directed and rel.direction == "in":
@@ -137,14 +143,10 @@ class _TaskPlan:
             matrices = [(part.out_edges, True), (part.in_edges, False)]
         for matrix, outgoing in matrices:
             keep = None
-            if rel.types or rel.properties or pushed:  # out-edges only (see ``array_plan``)
-                values = part.out_values.tolist() if part.out_values is not None \
-                    else [None] * matrix.nnz
-                keep = np.fromiter((_edge_ok(rel, value, params) for value in values), dtype=bool,
-                                   count=len(values))
-                if pushed:
-                    keep &= _edge_conjuncts(rel.variable, pushed, matrix, part, values, params)
+            if (rel.types or rel.properties or pushed) and (outgoing or not plan.directed):
+                keep = _out_keep(rel, pushed, part, params)
             side = _Side(matrix, part.columns, keep, outgoing)
+            side.verify = verify and not outgoing  # checked where the row arrives
             if plan.directed and rel.direction == "both" and not outgoing:
                 rows = np.repeat(np.arange(part.num_local), np.diff(side.indptr))
                 loops = side.indices == rows  # a self-loop is followed once, as an out-edge
@@ -201,6 +203,40 @@ def _compared(conjunct: tuple, variable: str, given, params: dict) -> np.ndarray
     return result
 
 
+def _out_keep(rel, pushed: tuple, part, params: dict) -> np.ndarray:
+    """Which of the task's out-edge entries pass the relationship's type, properties and WHERE
+    conjuncts on its variable."""
+    matrix = part.out_edges
+    values = part.out_values.tolist() if part.out_values is not None else [None] * matrix.nnz
+    keep = np.fromiter((_edge_ok(rel, value, params) for value in values), dtype=bool,
+                       count=len(values))
+    if pushed:
+        keep &= _edge_conjuncts(rel.variable, pushed, matrix, part, values, params)
+    return keep
+
+
+class _OutIndex:
+    """Finds the out-edge entry of a task's vertex by its target column and occurrence."""
+
+    def __init__(self, part) -> None:
+        matrix = part.out_edges
+        indptr, indices = matrix.indptr.astype(np.int64), matrix.indices.astype(np.int64)
+        rows = np.repeat(np.arange(part.num_local), np.diff(indptr))
+        self.width = max(part.out_edges.shape[1], 1)
+        keys = rows * self.width + indices
+        self.order = np.lexsort((occurrences(indptr, indices), keys))
+        self.keys = keys[self.order]
+
+    def entries(self, positions, columns, occurrence) -> tuple[np.ndarray, np.ndarray]:
+        """``(entries, found)`` of the out-edges ``positions -> columns`` numbered
+        ``occurrence`` among their parallel edges."""
+        keys = positions * self.width + columns
+        at = np.searchsorted(self.keys, keys) + occurrence
+        found = at < len(self.keys)
+        found[found] = self.keys[at[found]] == keys[found]
+        return self.order[np.where(found, at, 0)] if len(self.order) else at, found
+
+
 def _edge_conjuncts(variable: str, pushed: tuple, matrix, part, values: list,
                     params: dict) -> np.ndarray:
     """Where the WHERE conjuncts on a relationship variable hold, per out-edge entry: the edge
@@ -235,13 +271,14 @@ class ArrayMatch(ArrayVertexCompute):
         nodes = len(plan.nodes)
         self.hop_column = nodes  # then src, dst, occurrence per hop
         self.rel_column = nodes + 3 * plan.max_hops
-        self.width = self.rel_column + 2  # relationship, hops taken on it
+        self.verify_column = self.rel_column + 2  # 1: the last hop's filter is checked here
+        self.width = self.rel_column + 3  # relationship, hops taken on it, the check
         self.bound_at = plan.bound_at
         last = len(plan.nodes) - 1
         node = plan.nodes[last]
         # a last node that asks nothing: a match is complete (counted, or its kept vertex ids
         # taken) where its last edge is found, not one superstep later at the last vertex's task
-        self.finish_at_send = bool(plan.rels) and not (
+        self.finish_at_send = bool(plan.rels) and not (plan.verify and plan.verify[-1]) and not (
             node.labels or node.properties or plan.pushed[last] or self.bound_at[last] != last
             or (starts is not None and plan.first == last))
         self.counted = 0
@@ -296,6 +333,8 @@ class ArrayMatch(ArrayVertexCompute):
         plan = self.plan
         complete = []
         rel_col = self.rel_column
+        if len(rows) and task.out_index is not None:
+            positions, rows = self._arrived(part, task, positions, rows, hops)
         while len(rows):
             rel = rows[:, rel_col].astype(np.int64)
             taken = rows[:, rel_col + 1].astype(np.int64)
@@ -328,6 +367,29 @@ class ArrayMatch(ArrayVertexCompute):
             rows[:, rel_col] = node[~last]
             rows[:, rel_col + 1] = 0
         return np.concatenate(complete) if complete else np.zeros((0, self.width), np.int64)
+
+    def _arrived(self, part, task: _TaskPlan, positions, rows, hops: int) -> tuple:
+        """Drop the rows whose last hop followed an in-edge that fails its relationship's
+        filter: here, at the edge's source, is the edge's value."""
+        check = rows[:, self.verify_column].astype(np.int64) == 1
+        if not check.any():
+            return positions, rows
+        at = np.flatnonzero(check)
+        column = self.hop_column + 3 * (hops - 1)
+        targets, reached = part.column_positions(rows[at, column + 1])
+        entries, found = task.out_index.entries(positions[at], targets.astype(np.int64),
+                                                rows[at, column + 2].astype(np.int64))
+        found &= reached
+        rel = rows[at, self.rel_column].astype(np.int64)
+        passing = np.zeros(len(at), dtype=bool)
+        for index in np.unique(rel).tolist():
+            these = np.flatnonzero((rel == index) & found)
+            passing[these] = task.arrival[index][entries[these]]
+        keep = np.ones(len(rows), dtype=bool)
+        keep[at] = passing
+        rows = rows[keep]
+        rows[:, self.verify_column] = 0
+        return positions[keep], rows
 
     def _expand(self, part, task: _TaskPlan, positions, rows, rel, hops: int) -> None:
         """Send every row one hop further along its relationship's edges (a row whose new edge
@@ -370,6 +432,7 @@ class ArrayMatch(ArrayVertexCompute):
                 grown[:, column + 1] = dst
                 grown[:, column + 2] = occurrence
                 grown[:, self.rel_column + 1] = taken
+                grown[:, self.verify_column] = 1 if side.verify else 0
                 part.send(side.indices[entry], grown)
 
     def _finish(self, from_rows, row, there, complete) -> None:

@@ -2,10 +2,10 @@
 
 ``array_plan(query, directed)`` gives an ``ArrayPlan`` (or the reason it cannot, for the per-path
 traversal of ``compiler``): one path pattern whose relationship variables (if any) only WHERE
-conjuncts of their own read (an edge mask), and whose relationships with a type or property
-filter all follow out-edges (a path whose filtered
-relationships all follow in-edges is turned round; a directed graph's tasks hold the values of
-their out-edges only). ``ArrayMatch`` (``array_match``) runs the plan; ``ArrayPlan.rows`` turns
+conjuncts of their own read (an edge mask). A directed graph's tasks hold the values of their
+out-edges only: a path whose filtered relationships all follow in-edges is turned round, and
+otherwise a filtered relationship's in-edges are checked where the row arrives (the edge's
+source, whose task holds its value). ``ArrayMatch`` (``array_match``) runs the plan; ``ArrayPlan.rows`` turns
 the tasks' results into the rows ``Query.rows`` gives for the same matches.
 """
 
@@ -85,6 +85,7 @@ class ArrayPlan:
     directed: bool
     reversed: bool = False
     rel_pushed: tuple = ()  # per relationship: the WHERE conjuncts on its variable alone
+    verify: tuple = ()  # per relationship: its in-edges' filter is checked on arrival
 
     @property
     def bound_at(self) -> tuple:
@@ -210,14 +211,14 @@ def array_plan(query, directed: bool = True) -> ArrayPlan | str:
                     zip(path.rels, rel_filters, strict=True)]
         backwards = [rel for rel, f in zip(path.rels, filtered, strict=True)
                      if f and rel.direction != "out"]
-        if backwards:
-            if any(rel.direction == "both" for rel in backwards) or any(
-                    f and rel.direction == "out" for rel, f in zip(path.rels, filtered,
-                                                                    strict=True)):
-                return ("a relationship with a type or property filter that follows in-edges "
-                        "(a task holds the values of its out-edges only)")
-            path, reversed_ = _reverse(path), True
+        if backwards and not any(rel.direction == "both" for rel in backwards) and not any(
+                f and rel.direction == "out" for rel, f in zip(path.rels, filtered, strict=True)):
+            path, reversed_ = _reverse(path), True  # every filter is checked where it is sent
             rel_filters = tuple(reversed(rel_filters))
+    # a filtered relationship that follows in-edges is checked where the row arrives: at the
+    # edge's source, whose task holds its value
+    verify = tuple(directed and rel.direction != "out" and (_filtered(rel) or bool(pushed))
+                   for rel, pushed in zip(path.rels, rel_filters, strict=True))
     nodes: tuple[NodePattern, ...] = path.nodes
     first = len(nodes) - 1 if reversed_ else 0
     positions = {}
@@ -241,7 +242,7 @@ def array_plan(query, directed: bool = True) -> ArrayPlan | str:
     distinct_rows = ast.distinct and not query.aggregated
     return ArrayPlan(nodes, path.rels, first, tuple(tuple(p) for p in pushed), where,
                      tuple(positions[name] for name in keep_names), keep_names, count_only,
-                     distinct_rows, directed, reversed_, rel_filters)
+                     distinct_rows, directed, reversed_, rel_filters, verify)
 
 
 __all__ = ["ArrayPlan", "array_plan", "variables_of"]
