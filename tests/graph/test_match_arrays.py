@@ -42,19 +42,21 @@ def run_matches(env, texts_and_params, vertices, edges, directed=True, paralleli
 
 
 def test_most_of_the_corpus_runs_as_array_joins():
-    assert len(ARRAY_CASES) >= 39
+    assert len(ARRAY_CASES) >= 40
     reasons = {text: array_plan(Query(text)) for text, _, _ in CASES}
     assert not isinstance(reasons["MATCH (a)-[r]->(b) RETURN count(*)"], str)
     assert reasons["MATCH (a:Person)-[r:KNOWS]->(b) WHERE r.since >= 2010 RETURN a.name, "
                    "r.since"].startswith("a relationship variable the query returns")
     assert not isinstance(reasons["MATCH (a:Person)-[r:KNOWS]->(b) WHERE r.since IS NULL "
                                   "RETURN count(*)"], str)  # an edge mask
-    assert reasons["MATCH (a:Person)-[:LIVES_IN]->(c:City), (b:Person)-[:LIVES_IN]->(c), "
-                   "(a)-[:KNOWS]->(b) RETURN a.name, b.name, c.name"] == "more than one path pattern"
+    joined = reasons["MATCH (a:Person)-[:LIVES_IN]->(c:City), (b:Person)-[:LIVES_IN]->(c), "
+                     "(a)-[:KNOWS]->(b) RETURN a.name, b.name, c.name"]
+    assert [node.variable for node in joined.nodes] == ["a", "c", "b", "a"]
+    assert array_plan(Query("MATCH (a), (b) RETURN count(*)")).startswith("path patterns that")
     both = reasons["MATCH (a:Person)-[:KNOWS]-(b:Person) RETURN a.name, b.name"]
     assert both.verify == (True,)  # its in-edges' type is checked where the row arrives
     turned = array_plan(Query("MATCH (c:City)<-[:LIVES_IN]-(a) RETURN c.name, a.name"))
-    assert turned.reversed and turned.first == 1
+    assert turned.reversed and turned.first == (1,)
     assert array_plan(Query("MATCH (a)-[]->(b)-[]->(c) RETURN count(*)")).count_only
 
 
@@ -245,3 +247,22 @@ def test_counting_code_rows_equals_a_counter(rows, sizes):
     groups, counts = _counted(columns, list(sizes))
     got = Counter(dict(zip(map(tuple, groups.tolist()), counts.tolist(), strict=True)))
     assert got == Counter(rows)
+
+
+@settings(max_examples=20)
+@given(graphs_and_patterns())
+def test_comma_separated_patterns_join_into_one_path(case):
+    vertices, edges, _, _, directed = case
+    plain = [(None, None)] * 4
+    one = [(None, "out", 1, 1)]
+    texts = [("MATCH (a)-[]->(b), (b)-[:X]->(c) RETURN count(*)", {}),
+             ("MATCH (a)-[]->(b), (c)-[]->(b) RETURN a, b, c", {}),
+             ("MATCH (a)-[]->(b), (b)-[]->(c), (c)-[]->(a) RETURN a, b, c", {})]
+    got, runs = run_matches(Environment.local(progress=False), texts, vertices, edges, directed)
+    assert all(run.plan is not None for run in runs)
+    two = oracle(vertices, edges, plain[:3], [one[0], ("X", "out", 1, 1)], directed)
+    assert got[0] == [(len(two),)]
+    meeting = oracle(vertices, edges, plain[:3], [one[0], (None, "in", 1, 1)], directed)
+    assert Counter(got[1]) == Counter(meeting)
+    loops = [m[:3] for m in oracle(vertices, edges, plain, one * 3, directed) if m[3] == m[0]]
+    assert Counter(got[2]) == Counter(loops)

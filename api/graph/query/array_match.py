@@ -105,7 +105,7 @@ class _TaskPlan:
     def _node_mask(plan, position: int, params: dict, ids, given, starts) -> np.ndarray:
         node = plan.nodes[position]
         pushed = plan.pushed[position]
-        limited = starts is not None and position == plan.first
+        limited = starts is not None and position in plan.first
         mask = np.ones(len(ids), dtype=bool)
         if limited:
             mask = np.fromiter((vertex in starts for vertex in ids.tolist()), dtype=bool,
@@ -280,7 +280,7 @@ class ArrayMatch(ArrayVertexCompute):
         # taken) where its last edge is found, not one superstep later at the last vertex's task
         self.finish_at_send = bool(plan.rels) and not (plan.verify and plan.verify[-1]) and not (
             node.labels or node.properties or plan.pushed[last] or self.bound_at[last] != last
-            or (starts is not None and plan.first == last))
+            or (starts is not None and last in plan.first))
         self.counted = 0
         self.finished: list = []
         self._tasks: dict = {}

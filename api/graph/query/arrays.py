@@ -67,15 +67,16 @@ class ArrayPlan:
     """A query's path as array joins.
 
     ``nodes`` and ``rels`` are the path in the order it is expanded (``reversed``: the query's
-    path turned round); ``first`` is the position of the query's first node (the one the start
-    vertex ids restrict); ``pushed`` holds, per node position, the WHERE conjuncts that read only
-    that node's variable (evaluated once per vertex, as a mask); ``where`` the rest; ``keep`` the
+    path turned round); ``first`` holds the positions of the nodes the start vertex ids restrict
+    (the first node of each of the query's path patterns that no earlier one binds); ``pushed``
+    holds, per node position, the WHERE conjuncts that read only that node's variable (evaluated
+    once per vertex, as a mask); ``where`` the rest; ``keep`` the
     node positions whose vertex ids the rows need (first position of each variable the rest of
     the query reads); ``count_only``: RETURN count(*) and nothing else, counted per task."""
 
     nodes: tuple
     rels: tuple
-    first: int
+    first: tuple
     pushed: tuple
     where: tuple | None
     keep: tuple
@@ -173,6 +174,51 @@ def _reverse(path: PathPattern) -> PathPattern:
     return PathPattern(tuple(reversed(path.nodes)), rels)
 
 
+def _merged(end: NodePattern, start: NodePattern) -> NodePattern:
+    labels = tuple(dict.fromkeys((*end.labels, *start.labels)))
+    return NodePattern(end.variable, labels, end.properties + start.properties)
+
+
+def chain(patterns: tuple) -> tuple[PathPattern, tuple] | None:
+    """The comma-separated path patterns as one path, each joined (turned round where needed) at
+    a node variable that ends the path so far, and the positions of the nodes that start a query
+    pattern no earlier one binds; None when they do not join so.
+
+    >>> from gyreflow.api.graph.query.parser import parse
+    >>> path, starts = chain(parse("MATCH (a)-->(c), (b)-->(c), (a)-->(b) RETURN a").patterns)
+    >>> [n.variable for n in path.nodes], [r.direction for r in path.rels], starts
+    (['a', 'c', 'b', 'a'], ['out', 'in', 'in'], (0, 2))
+    """
+    fresh, bound = [], set()
+    for pattern in patterns:
+        variable = pattern.nodes[0].variable
+        fresh.append(variable is None or variable not in bound)
+        bound |= {node.variable for node in pattern.nodes if node.variable is not None}
+    path, starts = patterns[0], [0] if fresh[0] else []
+    left = list(range(1, len(patterns)))
+    while left:
+        end = path.nodes[-1].variable
+        found = None
+        for index in left:
+            pattern = patterns[index]
+            if end is not None and pattern.nodes[0].variable == end:
+                found = (index, pattern, False)
+            elif end is not None and pattern.nodes[-1].variable == end:
+                found = (index, _reverse(pattern), True)
+            if found:
+                break
+        if found is None:
+            return None
+        index, pattern, turned = found
+        left.remove(index)
+        offset = len(path.nodes) - 1
+        if fresh[index]:
+            starts.append(offset + (len(pattern.nodes) - 1 if turned else 0))
+        nodes = (*path.nodes[:-1], _merged(path.nodes[-1], pattern.nodes[0]), *pattern.nodes[1:])
+        path = PathPattern(nodes, path.rels + pattern.rels)
+    return path, tuple(starts)
+
+
 def _filtered(rel: RelPattern) -> bool:
     return bool(rel.types or rel.properties)
 
@@ -180,9 +226,10 @@ def _filtered(rel: RelPattern) -> bool:
 def array_plan(query, directed: bool = True) -> ArrayPlan | str:
     """The array plan of ``query`` on a (``directed``) graph, or why it runs per path."""
     ast: QueryAst = query.ast
-    if len(ast.patterns) != 1:
-        return "more than one path pattern"
-    path: PathPattern = ast.patterns[0]
+    chained = chain(ast.patterns)
+    if chained is None:
+        return "path patterns that do not join end to start into one path"
+    path, starts = chained
     rel_names = [rel.variable for rel in path.rels if rel.variable is not None]
     variables = {node.variable for node in path.nodes if node.variable is not None}
     if len(set(rel_names)) < len(rel_names) or set(rel_names) & variables:
@@ -220,7 +267,7 @@ def array_plan(query, directed: bool = True) -> ArrayPlan | str:
     verify = tuple(directed and rel.direction != "out" and (_filtered(rel) or bool(pushed))
                    for rel, pushed in zip(path.rels, rel_filters, strict=True))
     nodes: tuple[NodePattern, ...] = path.nodes
-    first = len(nodes) - 1 if reversed_ else 0
+    first = tuple(sorted(len(nodes) - 1 - p for p in starts)) if reversed_ else starts
     positions = {}
     for position, node in enumerate(nodes):
         if node.variable is not None:
