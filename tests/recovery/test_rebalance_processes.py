@@ -95,8 +95,10 @@ def test_a_rebalance_on_request_moves_the_hot_key_group_and_the_output_stays_exa
     out = tmp_path / "out"
     (tmp_path / "stopped").mkdir()
     extra = ({"GYREFLOW_ENVIRONMENT__WORKERS": "2"} if environment == "workers" else {})
+    # Paced so that the three commands below, each a process of its own, land while it runs
+    # on a loaded machine too.
     job = Job(tmp_path, "local" if environment == "workers" else environment,
-              job_args(path, out, parallelism=2, pace=0.004), **extra)
+              job_args(path, out, parallelism=2, pace=0.015), **extra)
     job.wait_published(4)
     unknown = job.control("rebalance", "nosuch", "--job", str(job.process.pid))
     assert unknown.returncode == 1 and "operators:" in unknown.stderr, unknown.stderr
