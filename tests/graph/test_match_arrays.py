@@ -53,6 +53,9 @@ def test_most_of_the_corpus_runs_as_array_joins():
                      "(a)-[:KNOWS]->(b) RETURN a.name, b.name, c.name"]
     assert [node.variable for node in joined.nodes] == ["a", "c", "b", "a"]
     assert array_plan(Query("MATCH (a), (b) RETURN count(*)")).startswith("path patterns that")
+    assert array_plan(Query("MATCH (a)-->(b), (a)-->(c), (a)-->(d) RETURN a")).startswith("path")
+    fork = array_plan(Query("MATCH (a)-->(b), (a)-->(c) RETURN a"))
+    assert [node.variable for node in fork.nodes] == ["b", "a", "c"] and fork.first == (1,)
     both = reasons["MATCH (a:Person)-[:KNOWS]-(b:Person) RETURN a.name, b.name"]
     assert both.verify == (True,)  # its in-edges' type is checked where the row arrives
     turned = array_plan(Query("MATCH (c:City)<-[:LIVES_IN]-(a) RETURN c.name, a.name"))
@@ -257,7 +260,8 @@ def test_comma_separated_patterns_join_into_one_path(case):
     one = [(None, "out", 1, 1)]
     texts = [("MATCH (a)-[]->(b), (b)-[:X]->(c) RETURN count(*)", {}),
              ("MATCH (a)-[]->(b), (c)-[]->(b) RETURN a, b, c", {}),
-             ("MATCH (a)-[]->(b), (b)-[]->(c), (c)-[]->(a) RETURN a, b, c", {})]
+             ("MATCH (a)-[]->(b), (b)-[]->(c), (c)-[]->(a) RETURN a, b, c", {}),
+             ("MATCH (b)-[]->(a), (b)-[:X]->(c) RETURN a, b, c", {})]
     got, runs = run_matches(Environment.local(progress=False), texts, vertices, edges, directed)
     assert all(run.plan is not None for run in runs)
     two = oracle(vertices, edges, plain[:3], [one[0], ("X", "out", 1, 1)], directed)
@@ -266,3 +270,5 @@ def test_comma_separated_patterns_join_into_one_path(case):
     assert Counter(got[1]) == Counter(meeting)
     loops = [m[:3] for m in oracle(vertices, edges, plain, one * 3, directed) if m[3] == m[0]]
     assert Counter(got[2]) == Counter(loops)
+    fork = oracle(vertices, edges, plain[:3], [(None, "in", 1, 1), ("X", "out", 1, 1)], directed)
+    assert Counter(got[3]) == Counter(fork)

@@ -181,8 +181,8 @@ def _merged(end: NodePattern, start: NodePattern) -> NodePattern:
 
 def chain(patterns: tuple) -> tuple[PathPattern, tuple] | None:
     """The comma-separated path patterns as one path, each joined (turned round where needed) at
-    a node variable that ends the path so far, and the positions of the nodes that start a query
-    pattern no earlier one binds; None when they do not join so.
+    a node variable that ends (or, turned round, starts) the path so far, and the positions of
+    the nodes that start a query pattern no earlier one binds; None when they do not join so.
 
     >>> from gyreflow.api.graph.query.parser import parse
     >>> path, starts = chain(parse("MATCH (a)-->(c), (b)-->(c), (a)-->(b) RETURN a").patterns)
@@ -197,16 +197,11 @@ def chain(patterns: tuple) -> tuple[PathPattern, tuple] | None:
     path, starts = patterns[0], [0] if fresh[0] else []
     left = list(range(1, len(patterns)))
     while left:
-        end = path.nodes[-1].variable
-        found = None
-        for index in left:
-            pattern = patterns[index]
-            if end is not None and pattern.nodes[0].variable == end:
-                found = (index, pattern, False)
-            elif end is not None and pattern.nodes[-1].variable == end:
-                found = (index, _reverse(pattern), True)
-            if found:
-                break
+        found = _next(path, patterns, left)
+        if found is None:  # the path so far turned round: its start becomes its end
+            path = _reverse(path)
+            starts = [len(path.nodes) - 1 - position for position in starts]
+            found = _next(path, patterns, left)
         if found is None:
             return None
         index, pattern, turned = found
@@ -216,7 +211,22 @@ def chain(patterns: tuple) -> tuple[PathPattern, tuple] | None:
             starts.append(offset + (len(pattern.nodes) - 1 if turned else 0))
         nodes = (*path.nodes[:-1], _merged(path.nodes[-1], pattern.nodes[0]), *pattern.nodes[1:])
         path = PathPattern(nodes, path.rels + pattern.rels)
-    return path, tuple(starts)
+    return path, tuple(sorted(starts))
+
+
+def _next(path: PathPattern, patterns: tuple, left: list) -> tuple | None:
+    """``(index, pattern, turned)`` of a pattern of ``left`` that begins (or, turned round, ends)
+    at the node variable ending ``path``."""
+    end = path.nodes[-1].variable
+    if end is None:
+        return None
+    for index in left:
+        pattern = patterns[index]
+        if pattern.nodes[0].variable == end:
+            return index, pattern, False
+        if pattern.nodes[-1].variable == end:
+            return index, _reverse(pattern), True
+    return None
 
 
 def _filtered(rel: RelPattern) -> bool:
