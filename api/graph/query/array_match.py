@@ -257,6 +257,14 @@ def _edge_ok(rel, value, params: dict) -> bool:
     return _properties_match(rel.properties, properties, params)
 
 
+class _Done:
+    """The matches one ``compute`` call completes where their last edge is found."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.tables: list = []
+
+
 class ArrayMatch(ArrayVertexCompute):
     """Finds the matches of an ``ArrayPlan`` (see the module's text); a task's result is
     ``{"count", "rows", "seconds"}`` on its first vertex, None on the others."""
@@ -281,8 +289,6 @@ class ArrayMatch(ArrayVertexCompute):
         self.finish_at_send = bool(plan.rels) and not (plan.verify and plan.verify[-1]) and not (
             node.labels or node.properties or plan.pushed[last] or self.bound_at[last] != last
             or (starts is not None and last in plan.first))
-        self.counted = 0
-        self.finished: list = []
         self._tasks: dict = {}
 
     def init(self, ids: np.ndarray, given: np.ndarray) -> np.ndarray:
@@ -301,7 +307,7 @@ class ArrayMatch(ArrayVertexCompute):
         if not len(values):
             return values
         task = self._task(part)
-        result = values[0] or {"count": 0, "rows": [], "seconds": 0.0}
+        result = dict(values[0] or {"count": 0, "rows": [], "seconds": 0.0})
         dtype = object if task.object_ids else np.int64
         if part.iteration == 1:
             positions = np.arange(part.num_local)
@@ -314,19 +320,19 @@ class ArrayMatch(ArrayVertexCompute):
                 rows = np.zeros((0, self.width), dtype=dtype)
             elif dtype is object and rows.dtype != object:
                 rows = rows.astype(object)
-        self.counted, self.finished = 0, []
-        done_rows = self._settle(part, task, positions, rows, part.iteration - 1)
+        done = _Done()  # what this call completes where a last edge is found
+        done_rows = self._settle(part, task, positions, rows, part.iteration - 1, done)
         if self.plan.count_only:
-            result["count"] += len(done_rows) + self.counted
+            result["count"] += len(done_rows) + done.count
         else:
             kept = [done_rows[:, list(self.plan.keep)]] if len(done_rows) else []
-            result["rows"] = [*result["rows"], *kept, *self.finished]
+            result["rows"] = [*result["rows"], *kept, *done.tables]
         result["seconds"] += time.perf_counter() - started
         values = values.copy()
         values[0] = result
         return values
 
-    def _settle(self, part, task: _TaskPlan, positions, rows, hops: int) -> np.ndarray:
+    def _settle(self, part, task: _TaskPlan, positions, rows, hops: int, done) -> np.ndarray:
         """Take the rows that reached ``positions`` as far as they go here: through the nodes
         they reach (and zero-hop relationships), out along the next edges (sent); returns the
         complete rows."""
@@ -347,7 +353,7 @@ class ArrayMatch(ArrayVertexCompute):
                 at_node &= ~((rel == len(plan.rels) - 1) & (taken >= 1))
             if going_on.any():
                 self._expand(part, task, positions[going_on], rows[going_on], rel[going_on],
-                             hops)
+                             hops, done)
             positions, rows = positions[at_node], rows[at_node]
             node = rel[at_node] + 1  # the node position each row reaches
             keep = np.zeros(len(rows), dtype=bool)
@@ -391,7 +397,7 @@ class ArrayMatch(ArrayVertexCompute):
         rows[:, self.verify_column] = 0
         return positions[keep], rows
 
-    def _expand(self, part, task: _TaskPlan, positions, rows, rel, hops: int) -> None:
+    def _expand(self, part, task: _TaskPlan, positions, rows, rel, hops: int, done) -> None:
         """Send every row one hop further along its relationship's edges (a row whose new edge
         completes the match at an unconstrained last node is counted here instead)."""
         if hops >= self.plan.max_hops:
@@ -417,7 +423,7 @@ class ArrayMatch(ArrayVertexCompute):
                                                         dst[fresh], occurrence[fresh])
                 taken = from_rows[row, self.rel_column + 1].astype(np.int64) + 1
                 if self.finish_at_send and index == last_rel:
-                    self._finish(from_rows, row, side.targets[entry],
+                    self._finish(done, from_rows, row, side.targets[entry],
                                  taken >= self.plan.rels[index].min_hops)
                     going = taken < self.plan.rels[index].max_hops
                     if not going.all():
@@ -435,11 +441,11 @@ class ArrayMatch(ArrayVertexCompute):
                 grown[:, self.verify_column] = 1 if side.verify else 0
                 part.send(side.indices[entry], grown)
 
-    def _finish(self, from_rows, row, there, complete) -> None:
+    def _finish(self, done, from_rows, row, there, complete) -> None:
         """Count, or keep the vertex ids of, the rows whose new edge ends their match at
         ``there`` (the last node, which asks nothing)."""
         if self.plan.count_only:
-            self.counted += int(np.count_nonzero(complete))
+            done.count += int(np.count_nonzero(complete))
             return
         if not complete.any():
             return
@@ -449,7 +455,7 @@ class ArrayMatch(ArrayVertexCompute):
                         from_rows.dtype == object or there.dtype != object else object)
         for i, position in enumerate(self.plan.keep):
             kept[:, i] = there if position == last else from_rows[row, position]
-        self.finished.append(kept)
+        done.tables.append(kept)
 
     def _fresh(self, from_rows, row, src, dst, occurrence, hops: int) -> np.ndarray | None:
         """A mask of the new edges no earlier hop of their row took (None: all of them)."""
