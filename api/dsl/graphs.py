@@ -390,8 +390,24 @@ def _request_table(query: GqlQuery, order: list[str], catalog) -> str | None:
     return None
 
 
+def _between_named(query: GqlQuery) -> frozenset:
+    """Unnamed edges of a given number of hops between two named nodes: paths that follow them in
+    different directions stay apart (``(a)-[:knows]-{0,1}(b)`` over a pair that know each other both
+    ways is two paths in GeaFlow's results, LDBC BI 8), while parallel edges followed the same way,
+    and unnamed nodes, are merged."""
+    found = set()
+    for clause in query.matches:
+        for path in clause.patterns:
+            for i in range(1, len(path) - 1, 2):
+                if path[i].var.startswith("__") and path[i].hops is not None \
+                        and not path[i - 1].var.startswith("__") and not path[i + 1].var.startswith("__"):
+                    found.add(path[i].var)
+    return frozenset(found)
+
+
 def _match(query: GqlQuery, graph, bindings: list[dict], order, filters, catalog) -> list[dict]:
     """The bindings of a query's MATCH clauses, starting from ``bindings``."""
+    apart = _between_named(query)
     for number, clause in enumerate(query.matches, 1):
         known: set = set()
         for paths, keep in clause.items:
@@ -403,7 +419,7 @@ def _match(query: GqlQuery, graph, bindings: list[dict], order, filters, catalog
                     more = [{**b, "__alternative": (b.get("__alternative"), number)} for b in more]
                 bindings += more
                 if not keep_all:
-                    bindings = _distinct_named(bindings, order, everything=True)
+                    bindings = _distinct_named(bindings, order, everything=True, apart=apart)
             known |= {item.var for path in paths for item in path}
         if clause.where is not None:
             relation = bindings_relation(bindings, order)
@@ -413,7 +429,7 @@ def _match(query: GqlQuery, graph, bindings: list[dict], order, filters, catalog
         bindings = _let(query, bindings, order, catalog, number, graph)
         if clause.order is not None:
             bindings = _ordered(clause.order, bindings, order, catalog)
-    return _distinct_named(bindings, order)
+    return _distinct_named(bindings, order, apart=apart)
 
 
 def _key(element):
@@ -444,15 +460,18 @@ def _ordered(select, bindings: list[dict], order: list[str], catalog) -> list[di
     return [binding for binding, _ in pairs]
 
 
-def _distinct_named(bindings: list[dict], order: list[str], everything: bool = False) -> list[dict]:
+def _distinct_named(bindings: list[dict], order: list[str], everything: bool = False,
+                    apart: frozenset = frozenset()) -> list[dict]:
     """Paths that differ only in anonymous nodes and edges are one path, as GeaFlow's traversal
-    merges them (it keeps no unnamed element of a path)."""
+    merges them (it keeps no unnamed element of a path); of the unnamed edges ``apart``, the
+    direction followed tells paths apart."""
     named = [var for var in order if not var.startswith("__")]
     if len(named) == len(order) and not everything:
         return bindings
     seen, kept = set(), []
     for binding in bindings:
-        key = (*(_key(binding.get(var)) for var in named), binding.get("__alternative"))
+        key = (*(_key(binding.get(var)) for var in named), binding.get("__alternative"),
+               *(getattr(binding.get(var), "direction", None) for var in apart))
         if key not in seen:
             seen.add(key)
             kept.append(binding)

@@ -204,3 +204,19 @@ def test_a_path_aggregate_in_return_starts_from_the_rows_bindings():
     want = [(1, b, sum(c for c, d in edges if d == b), sum(1 for s, _ in edges if s == b))
             for a, b in edges if a == 1]
     assert sorted(rows(script, 5)) == sorted(want)
+
+
+def test_an_unnamed_loop_edge_followed_both_ways_keeps_both_paths():
+    # 1 and 2 know each other both ways; 3 knows 1 once
+    edges = [(1, 2), (2, 1), (3, 1)]
+    script = graph_script(edges, [1, 2, 3], (
+        "SELECT a_id, b_id FROM (MATCH (a WHERE a.id = 1)-[:knows]-{0,1}(b) "
+        "RETURN a.id AS a_id, b.id AS b_id);\n"
+        "SELECT a_id, b_id FROM (MATCH (a WHERE a.id = 1)-[:knows]-(b) "
+        "RETURN a.id AS a_id, b.id AS b_id);\n"))
+    result = Environment.local(progress=False).sql(script)
+    # {0,1}: the walk of no edge, then one path per edge of 1, out-edges and in-edges alike
+    around = [d for s, d in edges if s == 1] + [s for s, d in edges if d == 1]
+    assert Counter(result.output("rows-5")) == Counter([(1, 1)] + [(1, b) for b in around])
+    # a plain unnamed edge: paths that differ only in it are one path, as before
+    assert sorted(result.output("rows-6")) == sorted({(1, b) for b in around})
