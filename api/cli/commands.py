@@ -361,10 +361,7 @@ def explain(script: str, script_args: tuple[str, ...], fmt: str, config_path: st
     if script.lower().endswith(".sql"):  # a script of gyreflow's SQL: each INSERT and SELECT's plan
         from gyreflow.api.cli.sql import explain_sql
 
-        if script_args:
-            raise click.BadParameter(f"a SQL script takes no arguments, got {' '.join(script_args)}",
-                                     param_hint="SCRIPT_ARGS")
-        explain_sql(script, fmt, config_path, environment)
+        explain_sql(script, fmt, config_path, environment, script_args)  # script_args: --set K=V
         return
 
     settings = RunSettings(config_path=config_path, environment=environment, quiet=True,

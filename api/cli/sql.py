@@ -77,10 +77,28 @@ def sql(script: str, environment: str | None, config_path: str | None, settings:
             sys.stdout.write(format_row(row) + "\n")
 
 
-def explain_sql(script: str, fmt: str, config_path: str | None, environment: str | None) -> None:
-    """``gyreflow explain SCRIPT.sql``: the PipelineGraph and ExecutionGraph of each statement that
-    runs (INSERT, SELECT), as for a Python script; nothing runs and no data is read. A statement that
-    does not parse or check: one ``error:`` line naming it, exit 2."""
+def _explain_settings(args: tuple[str, ...]) -> dict[str, str]:
+    """``--set KEY=VALUE`` (or ``--set=KEY=VALUE``) after the script, as ``gyreflow sql`` takes them."""
+    values, at = {}, 0
+    while at < len(args):
+        arg = args[at]
+        if arg == "--set" and at + 1 < len(args):
+            text, at = args[at + 1], at + 2
+        elif arg.startswith("--set="):
+            text, at = arg[len("--set="):], at + 1
+        else:
+            raise click.BadParameter(f"a SQL script takes --set KEY=VALUE, got {arg}",
+                                     param_hint="SCRIPT_ARGS")
+        key, value = _setting(text)
+        values[key] = value
+    return values
+
+
+def explain_sql(script: str, fmt: str, config_path: str | None, environment: str | None,
+                args: tuple[str, ...] = ()) -> None:
+    """``gyreflow explain SCRIPT.sql [--set KEY=VALUE ...]``: the PipelineGraph and ExecutionGraph of
+    each statement that runs (INSERT, SELECT), as for a Python script; nothing runs and no data is
+    read. A statement that does not parse or check: one ``error:`` line naming it, exit 2."""
     from rich.console import Console
 
     from gyreflow.api.config.loading import ConfigError, chosen_environment
@@ -94,6 +112,7 @@ def explain_sql(script: str, fmt: str, config_path: str | None, environment: str
             text = file.read()
     except OSError as exc:
         _fail(console, f"{script}: cannot read it: {exc.strerror}", 2)
+    values = _explain_settings(args)
     environment = environment or chosen_environment(config_path) or "local"
     settings = RunSettings(config_path=config_path, environment=environment, quiet=True,
                            explain_format=fmt, explained=[])
@@ -102,7 +121,7 @@ def explain_sql(script: str, fmt: str, config_path: str | None, environment: str
         with using_settings(settings):  # execute() hands its plans to ``explained`` and runs nothing
             from gyreflow.api.language.environment import Environment
 
-            run(Environment.from_config(), text, root=os.getcwd(), name=name)
+            run(Environment.from_config(), text, values, root=os.getcwd(), name=name)
     except DslError as exc:
         _fail(console, f"{script}: {exc}", 2, hint=exc.hint)
     except ConfigError as exc:

@@ -82,6 +82,13 @@ def test_explain_prints_each_statements_operators_and_runs_nothing(tmp_path):
     kinds = operators(sections["plan/statement-6"])
     assert kinds.count("source") == 1 and "process" in kinds and kinds[-1] == "collect"
     assert not (tmp_path / "out").exists()  # nothing ran
+    # ${KEY} of a script gets its value from --set, as under gyreflow sql
+    script = (tmp_path / "plan.sql").read_text(encoding="utf-8").replace("path='out'", "path='${target}'")
+    (tmp_path / "set.sql").write_text(script, encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "gyreflow", "explain", "set.sql", "--set",
+                           "target=elsewhere"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert "FileSink(elsewhere)" in done.stdout
 
 
 @pytest.mark.processes
