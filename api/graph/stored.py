@@ -80,6 +80,8 @@ def read_job_graph(store, job: str, max_parallelism: int, *, window: int | None 
         directed, vertices, edges = _from_entries(data)
     else:
         store.read_into(job, f"{graph}:chunks", groups, window, data)
+        if f"{graph}:chunks:log" in tables:
+            store.read_into(job, f"{graph}:chunks:log", groups, window, data)
         chunks = LoggedTable(f"{graph}:chunks", max_parallelism, apply_chunk_change, chunk_size)
         chunks.data = data
         chunks.after_restore(relaid=False)  # each key group's base and its logged changes

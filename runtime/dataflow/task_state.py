@@ -34,21 +34,22 @@ def write_snapshot(task: Task, version: int, on_durable: Callable, sized: bool =
     cp = task.checkpoints
     chunks = []
     groups = task.ctx.state.max_parallelism
+    names = []
     for table in task.ctx.state.tables.values():
-        changed, removed = table.take_changes()
-        if not changed and not removed:
-            continue
-        name = table.name
-        try:
-            chunks.extend(chunks_by_key_group(name, changed, removed, groups, task._groups))
-        except Exception as exc:
-            raise unstorable(name, changed, removed, groups) from exc
+        names.extend(table.stored_names)
+        for name, changed, removed in table.take_named_changes():
+            if not changed and not removed:
+                continue
+            try:
+                chunks.extend(chunks_by_key_group(name, changed, removed, groups, task._groups))
+            except Exception as exc:
+                raise unstorable(name, changed, removed, groups) from exc
     records = ()
     if task.source_reader is not None:
         offset = (task.source_offset, task.exhausted)
         records = (TaskRecord("source", task.vertex.head.name, task.spec.index, dumps(offset)),)
     snapshot = TaskSnapshot(cp.job, version, task.ctx.state.key_groups, (), records,
-                            cp.horizon, tuple(chunks), tuple(task.ctx.state.tables))
+                            cp.horizon, tuple(chunks), tuple(names))
     task.last_snapshot = version
     parts = snapshot.by_runs()
     for part in parts[:-1]:  # the writer keeps order: durable once the last part is
@@ -79,10 +80,11 @@ def restore(task: Task, window: int, recover_sinks: bool = True, verify: bool = 
         for table in state.tables.values():
             data = table.data
             data.clear()
-            for run in contiguous_runs(state.key_groups):
-                if verify:
-                    store.verify_reached(cp.job, table.name, run, reached)
-                store.read_into(cp.job, table.name, run, window, data)
+            for name in table.stored_names:
+                for run in contiguous_runs(state.key_groups):
+                    if verify:
+                        store.verify_reached(cp.job, name, run, reached)
+                    store.read_into(cp.job, name, run, window, data)
             table.after_restore(relaid)
     finally:
         if collecting:

@@ -57,6 +57,15 @@ class KeyedTable:
         self.removed = set()
         return changed, removed
 
+    @property
+    def stored_names(self) -> tuple[str, ...]:
+        """The names the table is stored under."""
+        return (self.name,)
+
+    def take_named_changes(self) -> list[tuple[str, dict, set]]:
+        """``take_changes`` by stored table name."""
+        return [(self.name, *self.take_changes())]
+
     def after_restore(self, relaid: bool) -> None:
         """``data`` was read back from a snapshot; ``relaid`` (key groups moved): every key is
         written again in the next snapshot."""
@@ -70,6 +79,19 @@ class KeyedTable:
     def take_over(self, exported: tuple) -> None:
         """Go on from ``export``'s tuple."""
         self.data, self.changed, self.removed = exported[:3]
+
+
+class TransientTable(KeyedTable):
+    """A keyed table that lives in process memory only: its snapshots write nothing, a restore
+    finds it empty. For state a restored task never reads (it is rebuilt before it is used)."""
+
+    __slots__ = ()
+
+    def take_changes(self) -> tuple[dict[object, object], set[object]]:
+        """Nothing to write; the tracking is reset."""
+        self.changed = set()
+        self.removed = set()
+        return {}, set()
 
 
 _MISSING = object()
@@ -194,6 +216,16 @@ class KeyedStateStore:
         elif table.kind is not kind:
             msg = f"state {name!r} is a {table.kind.value} state, not a {kind.value} state"
             raise TypeError(msg)
+        return table
+
+    def transient_table(self, name: str) -> KeyedTable:
+        """Return the table ``name`` that snapshots leave out (``TransientTable``)."""
+        table = self.tables.get(name)
+        if type(table) is not TransientTable:
+            transient = TransientTable(name, StateKind.VALUE)
+            if table is not None:
+                transient.take_over(table.export())
+            table = self.tables[name] = transient
         return table
 
     def logged_table(self, name: str, apply, size) -> KeyedTable:

@@ -103,6 +103,22 @@ class LoggedTable(KeyedTable):
     def _slots(self, key: object) -> tuple[int, ...]:
         return slot_keys(self.max_parallelism)[key_group_of(key, self.max_parallelism)]
 
+    @property
+    def stored_names(self) -> tuple[str, ...]:
+        """The bases are stored under the table's name, the changes under ``NAME:log``: a store's
+        own compaction of a key group's versions then merges small changes, never a base with
+        them (a base is written again only whole, which supersedes the older one as it is)."""
+        return (self.name, f"{self.name}:log")
+
+    def take_named_changes(self) -> list[tuple[str, dict, set]]:
+        """``take_changes`` split by the stored table: bases, then changes."""
+        written, removed = self.take_changes()
+        bases = _base_keys(self.max_parallelism)
+        return [(self.name, {k: v for k, v in written.items() if k in bases},
+                 {k for k in removed if k in bases}),
+                (f"{self.name}:log", {k: v for k, v in written.items() if k not in bases},
+                 {k for k in removed if k not in bases})]
+
     def take_changes(self) -> tuple[dict[object, object], set[object]]:
         """The slot keys to write (the changes, or a base written whole) and to remove."""
         written: dict[object, object] = {}

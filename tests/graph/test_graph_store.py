@@ -120,7 +120,8 @@ from gyreflow.state.keys.logged import LEVEL, slot_keys
 
 store = backend_from_config(Config.load(None)).open_store()
 data = {}
-store.read_into("incremental-wcc/incremental_wcc", "incremental-wcc:chunks", range(2), 40, data)
+for table in ("incremental-wcc:chunks", "incremental-wcc:chunks:log"):
+    store.read_into("incremental-wcc/incremental_wcc", table, range(2), 40, data)
 slots = slot_keys(2)
 print(json.dumps({"level 0": any(s[1] in data for s in slots),
                   "level 1": any(s[1 + LEVEL] in data for s in slots)}))

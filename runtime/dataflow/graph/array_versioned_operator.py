@@ -36,7 +36,9 @@ class VersionedArrayGraphOperator(ArrayGraphOperator):
 
     def _tables(self) -> None:
         super()._tables()
-        self.history_table = self.ctx.state.table(f"{self.name}:history")
+        # Not in snapshots: a restored task starts its next window by trimming every image older
+        # than that window (one version is kept), so it never reads a stored one.
+        self.history_table = self.ctx.state.transient_table(f"{self.name}:history")
 
     def restored(self) -> None:
         super().restored()
