@@ -12,6 +12,7 @@ from gyreflow.api.graph.query import (
     parse_query,
     query_graph,
 )
+from gyreflow.api.graph.repair import RepairingCompute
 from gyreflow.api.graph.views import (
     Aggregator,
     Edge,
@@ -39,6 +40,7 @@ __all__ = [
     "QuerySyntaxError",
     "RemoveEdge",
     "RemoveVertex",
+    "RepairingCompute",
     "UnsupportedQueryError",
     "Vertex",
     "VertexBlock",

@@ -472,7 +472,9 @@ def sssp(graph: GraphView, source: Any, weight: str | None = "weight") -> Stream
 def incremental_wcc(graph: GraphView) -> Stream:
     """Components of a changing graph: each window emits ``(vertex, label)`` for the vertices whose
     label changed (including new vertices, and ``(vertex, None)`` for removed ones); folding the
-    windows gives the current labelling. A removed edge restarts only the component it was in."""
+    windows gives the current labelling. A removed edge starts again only the vertices whose label
+    came through it (each vertex keeps the neighbour its label came from), none when it was off
+    that tree."""
     return graph.incremental_compute(arrays.ArrayIncrementalConnectedComponents(graph.directed),
                                      name="incremental-wcc")
 
@@ -480,8 +482,8 @@ def incremental_wcc(graph: GraphView) -> Stream:
 def incremental_bfs(graph: GraphView, source: Any) -> Stream:
     """Hop counts from ``source`` in a changing graph: each window emits ``(vertex, hops)`` for the
     vertices whose hop count changed (including new vertices, ``(vertex, None)`` for removed ones).
-    A removed edge restarts only the vertices farther from ``source`` than its nearer end; a
-    removed vertex those farther than it (all of them when it is the source)."""
+    A removed edge or vertex starts again only the vertices whose shortest path (the chain of
+    neighbours each count came from) used it."""
     return graph.incremental_compute(arrays.ArrayIncrementalBreadthFirstSearch(source),
                                      name="incremental-bfs")
 
@@ -489,7 +491,8 @@ def incremental_bfs(graph: GraphView, source: Any) -> Stream:
 def incremental_sssp(graph: GraphView, source: Any, weight: str | None = "weight") -> Stream:
     """Weighted distances from ``source`` in a changing graph: each window emits ``(vertex,
     distance)`` for the vertices whose distance changed (``inf``: unreachable). Edge weights as
-    in ``sssp``."""
+    in ``sssp``; a removed edge or vertex starts again only the vertices whose shortest path used
+    it."""
     from gyreflow.api.graph.incremental_algorithms import ArrayIncrementalShortestPaths
 
     return graph.incremental_compute(ArrayIncrementalShortestPaths(source, weight=weight),

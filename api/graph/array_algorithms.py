@@ -14,6 +14,7 @@ import scipy.sparse as sparse
 from scipy.sparse import csgraph
 
 from gyreflow.api.graph.arrays import ArrayVertexCompute, ids_equal
+from gyreflow.api.graph.repair import RepairingCompute
 from gyreflow.api.graph.views import Aggregator
 from gyreflow.api.graph.weights import edge_weight as edge_weight  # importable from here too
 from gyreflow.api.graph.weights import out_edge_weights
@@ -112,34 +113,28 @@ class ArrayBreadthFirstSearch(ArrayVertexCompute):
         return hops
 
 
-class ArrayIncrementalBreadthFirstSearch(ArrayBreadthFirstSearch):
-    """Hop counts in a changing graph: in a window's first superstep the vertices its input touched
-    offer their count along every out-edge; improvements spread as in ``ArrayBreadthFirstSearch``.
+class ArrayIncrementalBreadthFirstSearch(RepairingCompute):
+    """Hop counts in a changing graph, repaired after removals (``RepairingCompute``): each vertex
+    keeps the neighbour its count came from, and a removed edge or vertex starts again only the
+    vertices whose shortest path (the chain of parents) used it; a removed edge off every such
+    path starts no vertex again. The vertices the window's input touched offer their count along
+    every out-edge in its first superstep."""
 
-    A window that removed edges: no shortest path to a vertex at most ``d`` hops away can use an
-    edge whose ends are ``d`` or more hops away, ``d`` the smallest count at the ends of the removed
-    edges and at the removed vertices (a removed source is at 0). The vertices farther than ``d``
-    start again, and those exactly ``d`` away offer their count again: the only vertices with an
-    edge into the restarted ones that keep their count."""
+    def __init__(self, source: Any, max_iterations: int = NO_LIMIT) -> None:
+        self.source = source
+        self.max_iterations = max_iterations
 
-    def starters(self, part) -> np.ndarray:
-        """The touched vertices that know their count, and the vertices at the removal depth."""
-        known = part.values != UNREACHABLE
-        starting = part.touched & known
-        if part.removal_scope:
-            starting |= known & (part.values == min(part.removal_scope))
-        return np.flatnonzero(starting)
+    def start(self, ids: np.ndarray, given: np.ndarray) -> np.ndarray:
+        """0 for the source, ``UNREACHABLE`` otherwise."""
+        return np.where(ids_equal(ids, self.source), 0, UNREACHABLE).astype(np.int64)
 
-    def removal_scope(self, values: np.ndarray) -> frozenset:
-        """The smallest count at the ends of this task's removed edges and removed vertices."""
-        return frozenset((int(values.min()),))
+    def known(self, values: np.ndarray) -> np.ndarray:
+        """The vertices with a count."""
+        return values != UNREACHABLE
 
-    def restarts(self, values: np.ndarray, scope: frozenset) -> np.ndarray:
-        """The vertices farther than the removal depth (none when no vertex that lost an edge or
-        went had a count: they all came in the window)."""
-        if not scope:
-            return np.zeros(len(values), dtype=bool)
-        return values > min(scope)
+    def offer(self, values: np.ndarray, rows: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """One hop more."""
+        return values[rows] + 1
 
 
 class ArrayConnectedComponents(ArrayVertexCompute):
@@ -202,36 +197,23 @@ class ArrayConnectedComponents(ArrayVertexCompute):
         return _group_minimum(component, count, part.values)[component]
 
 
-class ArrayIncrementalConnectedComponents(ArrayConnectedComponents):
-    """Components of a changing graph: in a window's first superstep the label classes join along
-    the edges the window added, and the vertices its input touched offer their label along its
-    new edges to other tasks; labels only drop, so values kept across windows stay exact.
+class ArrayIncrementalConnectedComponents(RepairingCompute):
+    """Components of a changing graph, repaired after removals (``RepairingCompute``): labels
+    travel along edges (both directions of a directed graph) and each vertex keeps the neighbour
+    its label came from, a tree per component rooted at the vertex whose id is the label. A
+    removed edge starts again only the subtree below it (every other vertex keeps its label); a
+    removed edge off the tree starts no vertex again."""
 
-    A removed edge may split its component: the components that lost an edge (their labels are
-    the scope) start again from their own ids, every other component keeps its label."""
+    def __init__(self, directed: bool = True) -> None:
+        self.direction = _direction(directed)
 
-    def removal_scope(self, values: np.ndarray) -> frozenset:
-        """The labels of the components that lost an edge."""
-        return frozenset(values.tolist())
+    def start(self, ids: np.ndarray, given: np.ndarray) -> np.ndarray:
+        """Every vertex starts as its own component."""
+        return _labels(ids)
 
-    def restarts(self, values: np.ndarray, scope: frozenset) -> np.ndarray:
-        """The vertices of those components."""
-        return np.isin(values, np.array(list(scope), dtype=values.dtype))
-
-    def starters(self, part) -> np.ndarray:
-        """The touched vertices."""
-        return part.touched
-
-    def first_labels(self, part) -> np.ndarray:
-        """The kept labels, the classes joined along the window's new local edges. After a removal
-        restarted the task's large component, most edges count as new: with every edge local,
-        the components of the whole task are then found at once, each taking its smallest label."""
-        n = part.num_local
-        rows, columns = part.added_edges("out")
-        if len(part.columns) == n and len(rows) > part.out_edges.nnz // 4:
-            return super().first_labels(part)
-        local = columns < n
-        return _join_classes(part.values, rows[local], columns[local])
+    def offer(self, values: np.ndarray, rows: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """The label as it is."""
+        return values[rows]
 
 
 def _group_minimum(groups: np.ndarray, count: int, values: np.ndarray) -> np.ndarray:

@@ -88,8 +88,12 @@ class ArraySupersteps:
         self.added = NO_EDGES
         part = self.part
         values = self.values
+        compared = None  # incremental: the stored values the results are compared with
         if self.mode is GraphMode.INCREMENTAL:
             changed = differs(values, self.before)
+            if self.before is not None and len(self.before) == len(values):
+                compared = np.ones(len(values), dtype=bool)
+                compared[self.fresh] = False
             if len(self.fresh):
                 changed[self.fresh] = True
             self.fresh = np.zeros(0, np.int64)
@@ -102,6 +106,8 @@ class ArraySupersteps:
         if not self.plain_result:
             try:
                 chosen = self.program.result(ids, chosen)
+                if compared is not None:  # a change of bookkeeping only (a parent) is not emitted
+                    ids, chosen = self._shown(positions, ids, chosen, compared[positions])
             except Exception as exc:
                 raise RecordError(self.name, ("result", len(ids), "vertices"), exc) from exc
         results = chosen.tolist() if isinstance(chosen, np.ndarray) else list(chosen)
@@ -110,6 +116,17 @@ class ArraySupersteps:
             records.extend((vid, None) for vid in self.removed)  # an upsert stream's delete
         self.removed = []
         self._emit(records)
+
+    def _shown(self, positions, ids, results, compared) -> tuple:
+        """Of the vertices whose value changed, those whose result changed too (new ones always)."""
+        at = np.flatnonzero(compared)
+        if not len(at):
+            return ids, results
+        before = self.program.result(ids[at], self.before[positions[at]])
+        results = np.asarray(results)
+        same = np.zeros(len(ids), dtype=bool)
+        same[at] = np.asarray(results[at] == np.asarray(before), dtype=bool)
+        return ids[~same], results[~same]
 
     def _store_values(self, positions: np.ndarray) -> None:
         """Incremental: write the value chunks of the groups whose values changed."""

@@ -1,0 +1,293 @@
+"""Repair, not restart: incremental WCC, BFS and SSSP keep each vertex's parent, and a removal
+starts again only the vertices whose value rested on a removed edge or vertex.
+
+Every version of a changing graph (additions, removals that split components, removals of tree
+and non-tree edges, vertices removed with their edges) is checked against networkx; the hooks'
+choice of vertices is checked against a plain-Python walk of the parent chains; and the vertices
+a removal starts again are counted where the program hands them to the runtime.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from gyreflow.api import Environment, SizeTumblingWindow
+from gyreflow.api import graph_algorithms as algorithms
+from gyreflow.api.graph import Edge, GraphView, RemoveEdge, RemoveVertex
+from gyreflow.api.graph.array_algorithms import (
+    ArrayIncrementalBreadthFirstSearch,
+    ArrayIncrementalConnectedComponents,
+)
+from gyreflow.api.graph.incremental_algorithms import ArrayIncrementalShortestPaths
+from gyreflow.api.graph.repair import NO_PARENT, PARENT, subtrees, value_dtype
+from gyreflow.api.graph_algorithms import UNREACHABLE
+
+
+def clustered_windows(seed: int, clusters: int, size: int, windows: int, directed: bool):
+    """``(batches, versions)``: dense clusters joined by a few bridges, then windows that remove
+    bridges (splitting components), edges inside clusters (tree or not), vertices with their
+    edges, and add edges; ``versions`` holds ``(vertices, {(src, dst): weight})`` after each."""
+    rng = random.Random(seed)
+    edges: dict = {}
+    vertices: set = set()
+
+    def norm(a, b):
+        return (a, b) if directed else (min(a, b), max(a, b))
+
+    def add(batch, a, b):
+        if a != b and norm(a, b) not in edges:
+            edges[norm(a, b)] = rng.randint(1, 9)
+            vertices.update((a, b))
+            batch.append(Edge(a, b, edges[norm(a, b)]))
+
+    first: list = []
+    for c in range(clusters):
+        members = range(c * size, (c + 1) * size)
+        for _ in range(size * 2):
+            add(first, rng.choice(members), rng.choice(members))
+        if c:
+            add(first, rng.randrange(c * size), rng.choice(members))  # a bridge to earlier ones
+    batches, versions = [first], [(set(vertices), dict(edges))]
+    n = clusters * size
+    for _ in range(windows - 1):
+        batch: list = []
+        for _ in range(6):
+            if edges and rng.random() < 0.6:
+                pair = rng.choice(sorted(edges))
+                del edges[pair]
+                batch.append(RemoveEdge(*pair))
+            else:
+                add(batch, rng.randrange(n + 5), rng.randrange(n))
+        if rng.random() < 0.5:
+            vertex = rng.choice(sorted(vertices))
+            vertices.discard(vertex)
+            for pair in [pair for pair in edges if vertex in pair]:
+                del edges[pair]
+            batch.append(RemoveVertex(vertex, detach=True))
+        batches.append(batch)
+        versions.append((set(vertices), dict(edges)))
+    return batches, versions
+
+
+def expected(version, directed: bool, source) -> dict:
+    vertices, edges = version
+    graph = nx.DiGraph() if directed else nx.Graph()
+    graph.add_nodes_from(vertices)
+    graph.add_weighted_edges_from((a, b, w) for (a, b), w in edges.items())
+    parts = nx.weakly_connected_components(graph) if directed else nx.connected_components(graph)
+    hops = nx.single_source_shortest_path_length(graph, source) if source in graph else {}
+    distance = nx.single_source_dijkstra_path_length(graph, source) if source in graph else {}
+    return {"wcc": {v: min(part) for part in parts for v in part},
+            "bfs": {v: hops.get(v, UNREACHABLE) for v in graph},
+            "sssp": {v: float(distance.get(v, math.inf)) for v in graph}}
+
+
+def run(env, batches, directed: bool, source, parallelism: int, programs: dict) -> dict:
+    pipeline = env.pipeline("repair")
+
+    @pipeline.task
+    def changing(ctx):
+        edges = ctx.source(batches, SizeTumblingWindow(1), parallelism=1).flat_map(list)
+        graph = GraphView(None, edges, directed=directed, parallelism=parallelism)
+        for name, program in programs.items():
+            graph.incremental_compute(program, name=name).collect(name)
+
+    result = pipeline.execute()
+    return {name: result.by_window(name) for name in programs}
+
+
+def fold(by_window: dict, windows: int) -> list[dict]:
+    """The result after each window; a window emits a vertex once, and only when it changed."""
+    state: dict = {}
+    after = []
+    for window in range(1, windows + 1):
+        records = by_window.get(window, [])
+        assert len({v for v, _ in records}) == len(records), f"window {window}: twice"
+        assert not [v for v, x in records if v in state and state[v] == x], window
+        for vertex, value in records:
+            if value is None:
+                state.pop(vertex, None)
+            else:
+                state[vertex] = value
+        after.append(dict(state))
+    return after
+
+
+@pytest.mark.parametrize("parallelism", [1, 3])
+@pytest.mark.parametrize("directed", [False, True], ids=["undirected", "directed"])
+def test_repaired_results_equal_networkx_on_every_version(make_env, directed, parallelism):
+    batches, versions = clustered_windows(5 + directed, 4, 12, 9, directed)
+    source = 0
+    programs = {"wcc": ArrayIncrementalConnectedComponents(directed),
+                "bfs": ArrayIncrementalBreadthFirstSearch(source),
+                "sssp": ArrayIncrementalShortestPaths(source)}
+    outputs = run(make_env(), batches, directed, source, parallelism, programs)
+    for name in programs:
+        folded = fold(outputs[name], len(batches))
+        for window, version in enumerate(versions, start=1):
+            want = expected(version, directed, source)[name]
+            assert folded[window - 1] == want, f"{name} after window {window}"
+
+
+def test_components_split_by_removed_bridges_equal_networkx():
+    """A path of cliques: removing each bridge in turn splits off the rest, whose label becomes
+    its smallest id; adding the bridge back joins them again."""
+    cliques = [list(range(k * 4, k * 4 + 4)) for k in range(5)]
+    first = [Edge(a, b) for c in cliques for a in c for b in c if a < b]
+    first += [Edge(cliques[k][3], cliques[k + 1][0]) for k in range(4)]
+    batches = [first, [RemoveEdge(3, 4)], [RemoveEdge(11, 12)], [Edge(3, 4)],
+               [RemoveEdge(7, 8), RemoveEdge(15, 16)], [Edge(11, 12), Edge(0, 19)]]
+    edges = {(e.src, e.dst) for e in first}
+    versions = []
+    for batch in batches[1:]:
+        for record in batch:
+            if isinstance(record, RemoveEdge):
+                edges.discard((record.src, record.dst))
+            else:
+                edges.add((record.src, record.dst))
+        versions.append(set(edges))
+    env = Environment.local(progress=False)
+    out = run(env, batches, False, 0, 2, {"wcc": ArrayIncrementalConnectedComponents(False)})
+    folded = fold(out["wcc"], len(batches))
+    for window, pairs in enumerate(versions, start=2):
+        graph = nx.Graph(list(pairs))
+        want = {v: min(part) for part in nx.connected_components(graph) for v in part}
+        assert folded[window - 1] == want, window
+
+
+# --- which vertices start again ---------------------------------------------------------------
+
+RESTARTED: list = []
+
+
+class CountingComponents(ArrayIncrementalConnectedComponents):
+    """Records, per removal window, how many vertices ``restarts`` starts again."""
+
+    def restarts(self, values, scope):
+        mask = super().restarts(values, scope)
+        RESTARTED.append(sorted(values["id"][mask].tolist()))
+        return mask
+
+
+class CountingHops(ArrayIncrementalBreadthFirstSearch):
+    def restarts(self, values, scope):
+        mask = super().restarts(values, scope)
+        RESTARTED.append(sorted(values["id"][mask].tolist()))
+        return mask
+
+
+def test_a_non_tree_edge_restarts_nothing_and_a_tree_edge_only_its_subtree():
+    """Path 0-1-2-3-4-5: each vertex takes label 0 from the one before it. Edges 1-4 and 0-5,
+    added later, join vertices that have label 0 already: off the tree. Removing 1-4 starts no
+    vertex again; removing 2-3 starts 3, 4 and 5 again (the subtree below it), which take label 0
+    again through 0-5 (nothing changed: nothing emitted); removing 4-5 then starts 4 and 3
+    again, a component of their own."""
+    batches = [[Edge(a, a + 1) for a in range(5)], [Edge(1, 4), Edge(0, 5)], [RemoveEdge(1, 4)],
+               [RemoveEdge(2, 3)], [RemoveEdge(4, 5)]]
+    RESTARTED.clear()
+    out = run(Environment.local(progress=False), batches, False, 0, 1,
+              {"wcc": CountingComponents(False)})
+    assert RESTARTED == [[], [3, 4, 5], [3, 4]]
+    assert out["wcc"].get(3, []) == [] and out["wcc"].get(4, []) == []
+    assert sorted(out["wcc"][5]) == [(3, 3), (4, 3)]
+    assert fold(out["wcc"], len(batches))[4] == {0: 0, 1: 0, 2: 0, 5: 0, 3: 3, 4: 3}
+
+
+def test_bfs_restarts_the_subtree_below_a_removed_tree_edge_only():
+    """BFS from 0 on the path 0-1-2-3-4-5 with 1-4, 0-5 and 2-4 added: 4 is 2 hops away
+    through 1, 5 one hop, 3 three hops through 2. Removing 2-4 (off the tree) starts nothing
+    again; removing 1-4 starts 4 again (2 hops again, through 5); removing 4-5 then starts 4
+    again (4 hops, through 3), not 3, whose count comes from 2."""
+    batches = [[Edge(a, a + 1) for a in range(5)], [Edge(1, 4), Edge(0, 5), Edge(2, 4)],
+               [RemoveEdge(2, 4)], [RemoveEdge(1, 4)], [RemoveEdge(4, 5)]]
+    RESTARTED.clear()
+    out = run(Environment.local(progress=False), batches, False, 0, 1, {"bfs": CountingHops(0)})
+    assert RESTARTED == [[], [4], [4]]
+    hops = fold(out["bfs"], len(batches))
+    assert hops[1] == {0: 0, 1: 1, 2: 2, 3: 3, 4: 2, 5: 1}
+    assert hops[3] == hops[1] and out["bfs"].get(4, []) == []
+    assert hops[4] == {0: 0, 1: 1, 2: 2, 3: 3, 4: 4, 5: 1}
+
+
+def test_the_hooks_pick_the_subtrees_a_plain_walk_finds():
+    """A random forest over 400 vertices; removed edges (both ends lost) some on the tree, some
+    not, and a removed vertex: ``restarts`` picks exactly the vertices whose parent chain (walked
+    in plain Python) crosses a removed tree edge or reaches the removed vertex. (A vertex and its
+    parent that both lost some other edge read as a removed tree edge: more restarts, never
+    fewer; the removals here keep apart.)"""
+    rng = random.Random(3)
+    n = 400
+    parent = {v: (rng.randrange(v) if v and rng.random() < 0.9 else None) for v in range(n)}
+    values = np.zeros(n, dtype=value_dtype(np.dtype(np.int64), np.dtype(np.int64)))
+    values["id"] = np.arange(n)
+    values["parent"] = [p if p is not None else 0 for p in parent.values()]
+    values["link"] = [PARENT if p is not None else NO_PARENT for p in parent.values()]
+    gone = 17
+    lost = {v for v in range(n) if parent[v] == gone}
+    tree_cuts, other = [], []
+
+    def apart(a, b):  # no end's parent or child lost already: the pair reads as it is
+        ends = {a, b}
+        return not ({parent[a], parent[b]} & lost) and not any(
+            parent[v] in ends for v in lost) and not ends & lost and gone not in ends
+
+    for v in rng.sample(range(n), n):
+        if parent[v] is not None and len(tree_cuts) < 6 and apart(v, parent[v]):
+            tree_cuts.append(v)
+            lost |= {v, parent[v]}
+    for a, b in ((rng.randrange(n), rng.randrange(n)) for _ in range(40)):
+        if a != b and parent[a] != b and parent[b] != a and apart(a, b):
+            other.append((a, b))
+            lost |= {a, b}
+    assert len(tree_cuts) == 6 and len(other) > 5
+    program = ArrayIncrementalConnectedComponents(False)
+    kept = np.flatnonzero(np.arange(n) != gone)
+    scope = program.removal_scope(values[sorted(lost | {gone})])
+    mask = program.restarts(values[kept], scope)
+
+    def hit(v):
+        while v is not None:
+            if v in tree_cuts or parent[v] == gone:
+                return True
+            v = parent[v]
+        return False
+
+    want = [v for v in kept.tolist() if hit(v)]
+    assert values["id"][kept][mask].tolist() == want
+    assert 0 < len(want) < n // 2
+
+
+def test_subtrees_with_string_ids():
+    values = np.zeros(5, dtype=value_dtype(np.dtype(object), np.dtype(object)))
+    values["id"] = ["r", "a", "b", "c", "d"]
+    values["parent"] = [None, "r", "a", "b", "r"]
+    values["link"] = [NO_PARENT, PARENT, PARENT, PARENT, PARENT]
+    assert subtrees(values, ["a"]).tolist() == [False, True, True, True, False]
+
+
+@pytest.mark.parametrize("directed", [False, True], ids=["undirected", "directed"])
+def test_public_functions_repair_on_two_tasks(directed):
+    """``incremental_wcc``, ``incremental_bfs`` and ``incremental_sssp`` on two tasks (parent
+    chains that cross tasks: a RESET message carries the invalidation on)."""
+    batches, versions = clustered_windows(31 + directed, 3, 15, 8, directed)
+    env = Environment.local(progress=False)
+    pipeline = env.pipeline("public")
+
+    @pipeline.task
+    def changing(ctx):
+        edges = ctx.source(batches, SizeTumblingWindow(1), parallelism=1).flat_map(list)
+        graph = GraphView(None, edges, directed=directed, parallelism=2)
+        algorithms.incremental_wcc(graph).collect("wcc")
+        algorithms.incremental_bfs(graph, 0).collect("bfs")
+        algorithms.incremental_sssp(graph, 0).collect("sssp")
+
+    result = pipeline.execute()
+    for name in ("wcc", "bfs", "sssp"):
+        folded = fold(result.by_window(name), len(batches))
+        for window, version in enumerate(versions, start=1):
+            assert folded[window - 1] == expected(version, directed, 0)[name], (name, window)
