@@ -131,7 +131,10 @@ def plan_insert(ctx, query, catalog: Catalog, sink, number: int = 0, where: str 
         stream = _table_rows(ctx, catalog, name).map(functools.partial(_tag, name)).with_name(
             f"rows of {table.name}")
         streams.append(stream)
-    if not streams:  # a query of constants: one empty trigger
+    batch = all(catalog.tables[n].window_size(catalog.settings) <= 0 for n in tables)
+    if not streams or (batch and _global_aggregate(query)):
+        # a query of constants, or an aggregate without GROUP BY over whole tables, which gives its
+        # one row even when the tables are empty: one empty trigger
         streams.append(ctx.source([("", ())], AllWindow(), name="values"))
     merged = streams[0].union(*streams[1:]) if len(streams) > 1 else streams[0]
     incremental = is_incremental(query) and any(
@@ -141,6 +144,14 @@ def plan_insert(ctx, query, catalog: Catalog, sink, number: int = 0, where: str 
     result = (merged.key_by(_one_key).process(QueryFunction(query, catalog.copy(), incremental, graph, where))
               .with_name("query").with_parallelism(1))
     _attach(result, sink, number)
+
+
+def _global_aggregate(query) -> bool:
+    """Whether a query is a SELECT of aggregates without GROUP BY (one row, even over no rows)."""
+    from sqlglot import exp
+
+    return (isinstance(query, exp.Select) and query.args.get("group") is None
+            and any(isinstance(n, exp.AggFunc) for item in query.expressions for n in item.walk()))
 
 
 def _table_rows(ctx, catalog: Catalog, name: str):

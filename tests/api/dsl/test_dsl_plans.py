@@ -1,16 +1,16 @@
 """gyreflow's SQL planned onto its own operators: ``gyreflow explain FILE.sql`` run as a process, and
-Flink's window table functions (TUMBLE, HOP, SESSION) with a watermark, against SQLite and plain loops
+Flink's window table functions (TUMBLE, HOP, SESSION) with a watermark, against DuckDB and plain loops
 in every environment."""
 
 from __future__ import annotations
 
 import datetime as dt
 import re
-import sqlite3
 import subprocess
 import sys
 from collections import Counter
 
+import duckdb
 import pytest
 
 from gyreflow.api.dsl import DslError, prepare
@@ -103,28 +103,29 @@ def test_explain_of_a_wrong_statement_is_one_error_line_and_exit_2(tmp_path):
         "error: bad.sql: statement 2, line 4, column 3: no column nope (columns: id, name)"]
 
 
-# ---- window table functions: an oracle in SQLite (tumble, hop) and a plain loop (sessions)
+# ---- window table functions: an oracle in DuckDB (tumble, hop) and a plain loop (sessions)
 
 
-def sqlite_windows(size: int, slide: int, delay: float, where: str = "1") -> Counter:
+def duckdb_windows(size: int, slide: int, delay: float, where: str = "TRUE") -> Counter:
     """``(window_start, window_end, k, count, sum(v))`` of hopping windows (tumbling: slide = size),
     a record left out of each window that had fired when it came (the largest time before it minus
-    ``delay`` reached the window's end), computed by SQLite."""
-    db = sqlite3.connect(":memory:")
-    db.execute("CREATE TABLE ev (id INT, k TEXT, ts INT, v INT)")
-    db.executemany("INSERT INTO ev VALUES (?, ?, ?, ?)", EVENTS)
-    db.execute("CREATE TABLE o (n INT)")
-    db.executemany("INSERT INTO o VALUES (?)", [(n,) for n in range(size // slide + 1)])
+    ``delay`` reached the window's end), computed by DuckDB: ``time_bucket`` places a record in its
+    latest window, the windows before it that still hold it follow at ``slide`` apart."""
+    db = duckdb.connect()
+    db.execute("CREATE TABLE ev (id INT, k TEXT, ts TIMESTAMP, v INT)")
+    db.executemany("INSERT INTO ev VALUES (?, ?, ?, ?)", [(i, k, at(s), v) for i, k, s, v in EVENTS])
     rows = db.execute(f"""
         WITH marked AS (
-          SELECT *, MAX(ts) OVER (ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) - {delay}
-            AS wm FROM ev),
+          SELECT *, MAX(ts) OVER (ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+            - INTERVAL ({delay}) SECOND AS wm FROM ev),
         placed AS (
-          SELECT m.*, (m.ts / {slide} - o.n) * {slide} AS ws FROM marked m, o)
-        SELECT ws, ws + {size}, k, COUNT(*), SUM(v) FROM placed
-        WHERE ws <= ts AND ts < ws + {size} AND (wm IS NULL OR ws + {size} > wm) AND ({where})
-        GROUP BY ws, k""").fetchall()
-    return Counter((at(s), at(e), k, n, total) for s, e, k, n, total in rows)
+          SELECT m.*, time_bucket(INTERVAL ({slide}) SECOND, m.ts) - INTERVAL ({slide} * o.n) SECOND AS ws
+          FROM marked m, range({size // slide}) o(n))
+        SELECT ws, ws + INTERVAL ({size}) SECOND, k, COUNT(*), SUM(v) FROM placed
+        WHERE ts < ws + INTERVAL ({size}) SECOND AND (wm IS NULL OR ws + INTERVAL ({size}) SECOND > wm)
+          AND ({where})
+        GROUP BY ALL""").fetchall()
+    return Counter(rows)
 
 
 def loop_sessions(gap: float, delay: float) -> Counter:
@@ -156,20 +157,20 @@ def loop_sessions(gap: float, delay: float) -> Counter:
 
 def test_the_oracles_see_late_records(tmp_path):
     # record 6 (a, 2 s) comes after 31 s: its windows of 10 s fired at 31 - 5 = 26
-    assert sum(n for *_, n, _ in sqlite_windows(10, 10, DELAY)) < len(EVENTS)
+    assert sum(n for *_, n, _ in duckdb_windows(10, 10, DELAY)) < len(EVENTS)
     assert sum(c for _, _, _, c, _ in loop_sessions(3, DELAY)) < len(EVENTS)
 
 
-def test_tumble_with_a_watermark_against_sqlite(tmp_path, make_env):
+def test_tumble_with_a_watermark_against_duckdb(tmp_path, make_env):
     script = write_events(tmp_path) + (
         "SELECT window_start, window_end, k, count(*) AS n, sum(v) FROM "
         "TABLE(TUMBLE(TABLE ev, DESCRIPTOR(ts), INTERVAL '10' SECOND))\n"
         "WHERE v > 1 GROUP BY window_start, window_end, k;\n")
     got = make_env(2).sql(script).output("rows-2")
-    assert Counter(got) == sqlite_windows(10, 10, DELAY, "v > 1")
+    assert Counter(got) == duckdb_windows(10, 10, DELAY, "v > 1")
 
 
-def test_hop_and_session_with_a_watermark_against_sqlite_and_a_loop(tmp_path, make_env):
+def test_hop_and_session_with_a_watermark_against_duckdb_and_a_loop(tmp_path, make_env):
     script = write_events(tmp_path, delay=3) + (
         "SELECT window_start, window_end, k, count(*), sum(v) FROM "
         "TABLE(HOP(TABLE ev, DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '15' SECONDS))\n"
@@ -178,7 +179,7 @@ def test_hop_and_session_with_a_watermark_against_sqlite_and_a_loop(tmp_path, ma
         "TABLE(SESSION(TABLE ev, DESCRIPTOR(ts), INTERVAL '4' SECOND))\n"
         "GROUP BY k, window_start, window_end HAVING sum(v) > 1;\n")
     result = make_env(2).sql(script)
-    assert Counter(result.output("rows-2")) == sqlite_windows(15, 5, 3)
+    assert Counter(result.output("rows-2")) == duckdb_windows(15, 5, 3)
     want = loop_sessions(4, 3)
     assert Counter(result.output("rows-3")) == Counter({r: n for r, n in want.items() if r[4] > 1})
 
@@ -191,7 +192,7 @@ def test_without_a_watermark_clause_nothing_out_of_order_is_kept(tmp_path):
         "TABLE(TUMBLE(TABLE ev, DESCRIPTOR(ts), INTERVAL '1' MINUTE))\n"
         "GROUP BY window_start, window_end, k;\n")
     got = Environment.local(progress=False).sql(script).output("rows-2")
-    assert Counter(got) == sqlite_windows(60, 60, 0)
+    assert Counter(got) == duckdb_windows(60, 60, 0)
 
 
 @pytest.mark.parametrize(("query", "message"), [
