@@ -8,11 +8,12 @@ snapshot writes the changes a window recorded (``record``), not the value:
 - level 0: one slot per snapshot, up to ``LEVEL`` of them;
 - level 1: when level 0 is full, its changes and the new ones go, together, into one level-1 slot,
   and the level-0 slots are removed (each change is written twice in all);
-- the base: when level 1 is full too, or the changes weigh as much as the base, the value is
+- the base: when level 1 is full too, or the changes weigh as much as the base (1x to 2x, by key
+  group, so that groups changing at the same pace fold in different windows), the value is
   written whole as the new base and every slot is removed.
 
 A restore reads the base and the slots of a version and applies them in order (``apply``): it
-costs at most ``2 * LEVEL`` changes per key on top of the base, and at most the base's size again.
+costs at most ``2 * LEVEL`` changes per key on top of the base, and at most twice the base's size.
 A key changed without a recorded change (``mark_changed``, ``put``) is written whole, so code that
 knows nothing of the log stays correct. Retained versions read the same slots: a slot removed by a
 fold is a removal in the version that folded, and older versions still read it.
@@ -164,7 +165,10 @@ class LoggedTable(KeyedTable):
         if len(level0) == LEVEL and len(level1) == LEVEL:
             return True
         logged = size + sum(map(len, level0)) + sum(len(b) for blobs in level1 for b in blobs)
-        return logged >= self.base_sizes.get(key, 0)
+        # 1x to 2x the base, by key group: groups changing at the same pace fold in different
+        # windows, not all in one
+        spread = 1 + key_group_of(key, self.max_parallelism) * 7 % 16 / 16
+        return logged >= spread * self.base_sizes.get(key, 0)
 
     def _live(self, key: object) -> list:
         """The slot keys holding ``key``'s changes now."""
