@@ -14,8 +14,13 @@ from typing import Any
 import attrs
 import numpy as np
 
-from gyreflow.api.graph.query.arrays import variables_of
-from gyreflow.api.graph.query.evaluate import _freeze, evaluate, has_aggregate, order_and_slice
+from gyreflow.api.graph.query.evaluate import (
+    _freeze,
+    evaluate,
+    has_aggregate,
+    order_and_slice,
+    variables_of,
+)
 
 COUNT_ALL = ("agg", "count", None, False)
 

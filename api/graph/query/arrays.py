@@ -17,22 +17,13 @@ from typing import Any
 
 import attrs
 
-from gyreflow.api.graph.query.evaluate import has_aggregate, project
+from gyreflow.api.graph.query.evaluate import has_aggregate, project, variables_of
 from gyreflow.api.graph.query.parser import NodePattern, PathPattern, QueryAst, RelPattern
 
 _FLIP = {"out": "in", "in": "out", "both": "both"}
 # Expressions that cannot raise, so they may be evaluated for vertices no match reaches.
 _SAFE = {"lit", "param", "var", "prop", "and", "or", "xor", "not", "cmp", "isnull", "in", "list",
          "fn"}
-
-
-def variables_of(expr: Any) -> set:
-    """The variable names ``expr`` reads."""
-    if isinstance(expr, tuple) and len(expr) == 2 and expr[0] == "var":
-        return {expr[1]}
-    if isinstance(expr, (tuple, list)):
-        return set().union(*(variables_of(part) for part in expr)) if expr else set()
-    return set()
 
 
 def _safe(expr: Any) -> bool:
@@ -302,4 +293,4 @@ def array_plan(query, directed: bool = True) -> ArrayPlan | str:
                      distinct_rows, directed, reversed_, rel_filters, verify)
 
 
-__all__ = ["ArrayPlan", "array_plan", "variables_of"]
+__all__ = ["ArrayPlan", "array_plan", "chain"]

@@ -112,6 +112,19 @@ def has_aggregate(expr: tuple) -> bool:
         for part in expr[1:] if isinstance(part, tuple) and part and not isinstance(part[0], str))
 
 
+def variables_of(expr: Any) -> set:
+    """The variable names ``expr`` reads.
+
+    >>> sorted(variables_of(("cmp", "<", ("prop", ("var", "a"), "x"), ("var", "b"))))
+    ['a', 'b']
+    """
+    if isinstance(expr, tuple) and len(expr) == 2 and expr[0] == "var":
+        return {expr[1]}
+    if isinstance(expr, (tuple, list)):
+        return set().union(*(variables_of(part) for part in expr)) if expr else set()
+    return set()
+
+
 def _output(bound: Any) -> Any:
     """What a variable evaluates to: a node's id; an edge's ``[src, dst]`` (a list of them for a
     variable-length relationship)."""
