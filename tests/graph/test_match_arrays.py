@@ -166,6 +166,9 @@ def graphs_and_patterns(draw):
     size = draw(st.integers(1, 6))
     vertices = [(i, {"label": draw(st.sampled_from(LABELS)), "x": draw(st.integers(0, 3))})
                 for i in range(size)]
+    for _, value in vertices:  # a missing property reads as null
+        if value["x"] == 3 and draw(st.booleans()):
+            del value["x"]
     edges = [(draw(st.integers(0, size - 1)), draw(st.integers(0, size - 1)),
               {"label": draw(st.sampled_from(TYPES))})
              for _ in range(draw(st.integers(0, 12)))]
@@ -196,16 +199,29 @@ def test_random_paths_match_a_plain_python_matcher(case):
              (f"MATCH {pattern} RETURN {', '.join(names)}", {}),
              (f"MATCH {pattern} WHERE a.x < 2 RETURN DISTINCT {names[-1]}", {}),
              (f"MATCH {pattern} WHERE 1 <> a.x AND a.x >= 1.5 AND {names[-1]}.x <= $top "
-              "RETURN count(*)", {"top": 2})]
+              "RETURN count(*)", {"top": 2}),
+             (f"MATCH {pattern} RETURN {names[-1]}.x AS k, count(a.x) AS c, "
+              "count(DISTINCT a.x) AS d, sum(a.x) AS s, min(a.x) AS lo, collect(a.x) AS xs, "
+              "count(*) AS n ORDER BY k", {})]
     env = Environment.local(progress=False)
     arrays, runs = run_matches(env, texts, vertices, edges, directed)
     matches = oracle(vertices, edges, nodes, rels, directed)
-    x = dict(vertices)
-    low_x = [m for m in matches if x[m[0]]["x"] < 2]
+    x = {vertex: value.get("x") for vertex, value in vertices}
+    low_x = [m for m in matches if x[m[0]] is not None and x[m[0]] < 2]
     assert arrays[0] == [(len(matches),)], (pattern, directed)
     assert Counter(arrays[1]) == Counter(matches), (pattern, directed)
     assert Counter(arrays[2]) == Counter({(m[-1],): 1 for m in low_x}), (pattern, directed)
-    assert arrays[3] == [(sum(1 for m in matches if x[m[0]]["x"] >= 2 and x[m[-1]]["x"] <= 2),)]
+    assert arrays[3] == [(sum(1 for m in matches if x[m[0]] is not None and x[m[0]] >= 2
+                              and x[m[-1]] is not None and x[m[-1]] <= 2),)]
+    groups: dict = {}
+    for m in matches:
+        groups.setdefault(x[m[-1]], []).append(x[m[0]])
+    want = []
+    for key in sorted(groups, key=lambda k: (k is None, k)):
+        xs = [v for v in groups[key] if v is not None]
+        want.append((key, len(xs), len(set(xs)), sum(xs) if xs else None, min(xs, default=None),
+                     Counter(xs), len(groups[key])))
+    assert [(*row[:5], Counter(row[5]), row[6]) for row in arrays[4]] == want, pattern
     for text, run in zip(texts, runs, strict=True):
         assert run.plan is not None, text
     if rels and rels[0][2:] == (1, 1):  # WHERE type(r) = 'Y' is the pattern's [:Y]

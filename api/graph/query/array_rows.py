@@ -1,7 +1,8 @@
 """Rows of array-joined matches by columns: each RETURN expression evaluated once per vertex, not per match.
 
-When every RETURN item reads at most one node variable (``c.x``, ``id(c)``, ``c``) or is
-``count(*)``, and ORDER BY names RETURN columns, the rows follow from the matched vertex ids alone:
+When every RETURN item reads at most one node variable (``c.x``, ``id(c)``, ``c``) or is an
+aggregate of such an expression (``count(*)``, ``avg(a.age)``, ``count(DISTINCT b)``), and ORDER BY
+names RETURN columns, the rows follow from the matched vertex ids alone:
 per kept variable the distinct vertices (``np.unique``), per item their values, coded as integers;
 the rows' code tuples are counted with one ``np.unique`` over the code matrix, and a row is made
 per distinct tuple (repeated as often as it occurs, unless DISTINCT or grouped by ``count(*)``).
@@ -15,6 +16,7 @@ import attrs
 import numpy as np
 
 from gyreflow.api.graph.query.evaluate import (
+    _aggregate,
     _freeze,
     evaluate,
     has_aggregate,
@@ -26,21 +28,25 @@ COUNT_ALL = ("agg", "count", None, False)
 
 
 def _eligible(plan, query) -> tuple | None:
-    """The RETURN items' variables (None for a constant, "count" for count(*)) and the ORDER BY
-    keys as column references, or None when the rows need the per-match path."""
+    """Per RETURN item what it reads: ``("key", variable or None)`` for an expression of at most
+    one kept node, ``("agg", variable or None)`` for an aggregate whose argument is such an
+    expression (None: ``count(*)``); and the ORDER BY keys as column references. None when the
+    rows need the per-match path."""
     if plan.where is not None:
         return None
     kinds = []
+    kept = set(plan.keep_names)
     for item in query.ast.items:
-        if has_aggregate(item.expr):
-            if item.expr != COUNT_ALL:
-                return None
-            kinds.append("count")
-            continue
-        names = variables_of(item.expr)
-        if len(names) > 1 or not names <= set(plan.keep_names) and names:
+        expr = item.expr
+        aggregate = expr[0] == "agg"
+        if has_aggregate(expr) and not (aggregate and (expr[2] is None
+                                                       or not has_aggregate(expr[2]))):
             return None
-        kinds.append(next(iter(names)) if names else None)
+        names = variables_of(expr[2]) if aggregate and expr[2] is not None else \
+            set() if aggregate else variables_of(expr)
+        if len(names) > 1 or not names <= kept:
+            return None
+        kinds.append(("agg" if aggregate else "key", next(iter(names)) if names else None))
     aliases = {item.alias for item in query.ast.items}
     order = []
     for expr, descending in query.ast.order:
@@ -102,47 +108,80 @@ def column_rows(plan, query, tables: list, params: dict, vertex_values) -> list[
     kinds, order = eligible
     width = len(plan.keep_names)
     table = np.concatenate(tables) if tables else np.zeros((0, width), np.int64)
-    total = len(table)
+    coder = _Coder(plan, table, params, vertex_values)
     items = query.ast.items
-    per_vertex: dict[str, tuple] = {}
-    code_columns, decoders = [], []
+    keys = [coder.column(item.expr, kind[1]) for item, kind in zip(items, kinds, strict=True)
+            if kind[0] == "key"]
+    if keys:
+        groups, counts = _counted([c for c, _ in keys], [len(d) for _, d in keys])
+    else:
+        groups, counts = np.zeros((1, 0), np.int64), np.array([len(table)])
+    group_of = {tuple(codes): at for at, codes in enumerate(groups.tolist())}
+    aggregates: dict = {}
     for item, kind in zip(items, kinds, strict=True):
-        if kind == "count":
-            continue
-        if kind is None:  # a constant: one value for every row
-            code_columns.append(np.zeros(total, np.int64))
-            decoders.append([evaluate(item.expr, {}, params)])
-            continue
-        if kind not in per_vertex:
-            per_vertex[kind] = _codes(table[:, plan.keep_names.index(kind)])
-        ids, inverse = per_vertex[kind]
+        if kind[0] == "agg" and item.expr[2] is not None and item.expr not in aggregates:
+            aggregates[item.expr] = _fold(item.expr, coder.column(item.expr[2], kind[1]), keys,
+                                          group_of, len(groups))
+    aggregated = query.aggregated
+    entries = []
+    for at, (codes, count) in enumerate(zip(groups.tolist(), counts.tolist(), strict=True)):
+        values = iter([keys[i][1][code] for i, code in enumerate(codes)])
+        found = {expr: folded[at] for expr, folded in aggregates.items()}
+        found[COUNT_ALL] = count
+        row: dict[str, Any] = {item.alias: found[item.expr] if kind[0] == "agg" else next(values)
+                               for item, kind in zip(items, kinds, strict=True)}
+        if aggregated:
+            columns = {("agg", expr): value for expr, value in found.items()}
+            entries.append((row, {**columns, **row}, {}))
+        elif count:
+            entries.extend([(row, row, {})] * (1 if query.ast.distinct else count))
+    ordered = attrs.evolve(query.ast, order=order)
+    return [dict(row) for row in order_and_slice(ordered, entries, params)]
+
+
+class _Coder:
+    """Expressions of one kept node as integer codes per row: evaluated once per distinct
+    vertex, equal values (as DISTINCT and grouping see them) one code."""
+
+    def __init__(self, plan, table: np.ndarray, params: dict, vertex_values) -> None:
+        self.plan, self.table, self.params, self.vertex_values = plan, table, params, vertex_values
+        self.vertices: dict[str, tuple] = {}
+
+    def column(self, expr: tuple, variable: str | None) -> tuple[np.ndarray, list]:
+        """``(code per row, value per code)`` of ``expr``."""
+        total = len(self.table)
+        if variable is None:  # a constant: one value for every row
+            return np.zeros(total, np.int64), [evaluate(expr, {}, self.params)]
+        if variable not in self.vertices:
+            column = self.table[:, self.plan.keep_names.index(variable)]
+            self.vertices[variable] = _codes(column)
+        ids, inverse = self.vertices[variable]
         values, coded, frozen = [], [], {}
         for vertex in ids:
-            value = evaluate(item.expr, {kind: ("node", vertex, vertex_values.get(vertex))}, params)
+            binding = {variable: ("node", vertex, self.vertex_values.get(vertex))}
+            value = evaluate(expr, binding, self.params)
             key = _freeze(value)
             if key not in frozen:
                 frozen[key] = len(values)
                 values.append(value)
             coded.append(frozen[key])
-        code_columns.append(np.asarray(coded, np.int64)[inverse] if ids else
-                            np.zeros(0, np.int64))
-        decoders.append(values)
-    if code_columns:
-        groups, counts = _counted(code_columns, [len(values) for values in decoders])
-    else:
-        groups, counts = np.zeros((1, 0), np.int64), np.array([total])
-    aggregated = "count" in kinds
-    entries = []
-    for codes, count in zip(groups.tolist(), counts.tolist(), strict=True):
-        values = iter([decoders[i][code] for i, code in enumerate(codes)])
-        row: dict[str, Any] = {item.alias: (count if kind == "count" else next(values))
-                               for item, kind in zip(items, kinds, strict=True)}
-        if aggregated:
-            entries.append((row, {**row, ("agg", COUNT_ALL): count}, {}))
-        elif count:
-            entries.extend([(row, row, {})] * (1 if query.ast.distinct else count))
-    ordered = attrs.evolve(query.ast, order=order)
-    return [dict(row) for row in order_and_slice(ordered, entries, params)]
+        codes = np.asarray(coded, np.int64)[inverse] if ids else np.zeros(0, np.int64)
+        return codes, values
+
+
+def _fold(expr: tuple, argument: tuple, keys: list, group_of: dict, groups: int) -> list:
+    """Per group, the aggregate ``expr`` of its rows' ``argument`` (codes and values)."""
+    _, function, _, distinct = expr
+    codes, decoded = argument
+    pairs, counts = _counted([c for c, _ in keys] + [codes],
+                             [len(d) for _, d in keys] + [len(decoded)])
+    found: list[list] = [[] for _ in range(groups)]
+    for row, count in zip(pairs.tolist(), counts.tolist(), strict=True):
+        at = group_of[tuple(row[:-1])]
+        value = decoded[row[-1]]
+        once = distinct or function in ("min", "max")
+        found[at].extend([value] if once else [value] * count)
+    return [_aggregate(function, values, distinct) for values in found]
 
 
 __all__ = ["column_rows"]
