@@ -259,15 +259,34 @@ def _function(expr: tuple, bindings: dict, params: dict, columns) -> Any:
     return None
 
 
+def _unique(values: list) -> list:
+    """``values`` without repeats, first ones kept, equal as Python's ``==`` says (``1``,
+    ``1.0`` and ``True`` are one): a set for hashable values, a list scan for the others.
+
+    >>> _unique([1, 1.0, "a", [2], [2], True, "a"])
+    [1, 'a', [2]]
+    """
+    seen: set = set()
+    others: list = []
+    unique = []
+    for value in values:
+        try:
+            if value in seen:
+                continue
+            seen.add(value)
+        except TypeError:  # a list or a map
+            if value in others:
+                continue
+            others.append(value)
+        unique.append(value)
+    return unique
+
+
 def _aggregate(function: str, values: list, distinct: bool) -> Any:
     if function != "count" or values is not None:
         values = [v for v in values if v is not None]
     if distinct:
-        unique = []
-        for value in values:
-            if value not in unique:
-                unique.append(value)
-        values = unique
+        values = _unique(values)
     if function == "count":
         return len(values)
     if function == "collect":
