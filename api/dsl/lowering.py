@@ -1,17 +1,21 @@
 """A query over one table planned onto gyreflow's own operators: a filter, a projection, a keyed
 aggregate, or an aggregate per event-time window (TUMBLE, HOP, SESSION) with its watermark.
 
-What does not fit (joins, sub-queries, ORDER BY, DISTINCT, LIMIT, graphs, aggregates over windows of
-``geaflow.dsl.window.size``) runs as one query operator instead (``planning.QueryFunction``).
+A GROUP BY over a table read in windows of ``geaflow.dsl.window.size`` keeps running aggregates per
+group (``running``). What does not fit (joins, sub-queries, ORDER BY, DISTINCT, LIMIT, graphs, other
+aggregates over windows of rows) runs as one query operator instead (``planning.QueryFunction``).
 """
 
 from __future__ import annotations
+
+import operator
 
 import attrs
 from sqlglot import exp
 
 from gyreflow.api.dsl.catalog import Catalog
 from gyreflow.api.dsl.queries import QueryError, Relation, Scope
+from gyreflow.api.dsl.running import ChangedRows, RunningGroups, runs_as_running
 from gyreflow.api.dsl.select import _expand
 from gyreflow.api.dsl.windowing import (
     WATERMARK_COLUMN,
@@ -36,6 +40,7 @@ class Shape:
     keys: list
     having: exp.Expression | None
     window: WindowCall | None
+    running: bool = False  # a GROUP BY over a table read in windows, as running aggregates
 
     @property
     def grouped(self) -> bool:
@@ -74,8 +79,9 @@ def shape_of(query: exp.Expression, catalog: Catalog) -> Shape | None:
         refused = refused or f"{name} is not a table"
     elif table.kind == "graphdata" or name in catalog.graph_sources():
         refused = refused or f"{name} is a graph's table"
-    if call is None and (refused or table.window_size(catalog.settings) > 0):
+    if call is None and refused:
         return None
+    windowed = call is None and table.window_size(catalog.settings) > 0
     qualifier = (from_.this.alias or name).lower() if call is None else None
     columns = [(qualifier, c.lower()) for c, _ in table.columns] if table else []
     if call is not None:
@@ -88,6 +94,10 @@ def shape_of(query: exp.Expression, catalog: Catalog) -> Shape | None:
     keys = list(group.expressions) if group is not None else []
     having = query.args.get("having")
     aggregated = any(scope.has_aggregate(i) for i in items) or having is not None
+    if windowed:  # over every row so far: its groups' running aggregates, or the query operator
+        return Shape(name, columns, _this(query.args.get("where")), items, keys, _this(having), None,
+                     running=True) if aggregated and runs_as_running(items, keys, _this(having), scope) \
+            else None
     if call is None:
         return Shape(name, columns, _this(query.args.get("where")), items, keys, _this(having), None) \
             if (keys or not aggregated) else None
@@ -135,32 +145,59 @@ class _Compiled:
             relation = Relation(shape.columns, [])
             aliases = {i.alias.lower(): i.this for i in shape.items if isinstance(i, exp.Alias)}
             scope = Scope(relation, self.catalog, aliases)
-            self._fns = (scope.compile(shape.where) if shape.where is not None else None,
-                         [scope.compile(k) for k in shape.keys],
+            keys = [scope.compile(k) for k in shape.keys]
+            self._fns = (scope.compile(shape.where) if shape.where is not None else None, keys,
                          scope.compile(shape.having) if shape.having is not None else None,
-                         [scope.compile(i) for i in shape.items])
+                         [scope.compile(i) for i in shape.items], _key_of(shape.keys, keys, scope))
         return self._fns
+
+    def failed(self, exc: QueryError) -> QueryError:
+        return QueryError(f"{self.where}: {exc.message}" if self.where else exc.message)
+
+
+def _key_of(nodes: list, compiled: list, scope: Scope):
+    """A row's GROUP BY key as a tuple: picked by position where every key is a column of the row
+    (no expression to evaluate per row), else each key's compiled expression."""
+    at = [scope.index(n.name, n.table or None) if isinstance(n, exp.Column) else None for n in nodes]
+    if nodes and None not in at:
+        if len(at) == 1:
+            first = at[0]
+            return lambda row: (row[first],)
+        return operator.itemgetter(*at)
+    return lambda row: tuple([fn((row, None)) for fn in compiled])
 
 
 class RowFilter(_Compiled):
     """WHERE: keeps the rows for which the condition is true (not false, not null)."""
 
-    def run(self, row) -> bool:
-        return self.compiled()[0]((row, None)) is True
+    def __call__(self, row) -> bool:
+        test = (self._fns or self.compiled())[0]
+        try:
+            return test((row, None)) is True
+        except QueryError as exc:
+            raise self.failed(exc) from None
 
 
 class Projection(_Compiled):
     """SELECT's items over one row."""
 
-    def run(self, row) -> tuple:
-        return tuple(fn((row, None)) for fn in self.compiled()[3])
+    def __call__(self, row) -> tuple:
+        items = (self._fns or self.compiled())[3]
+        try:
+            return tuple([fn((row, None)) for fn in items])
+        except QueryError as exc:
+            raise self.failed(exc) from None
 
 
 class GroupKey(_Compiled):
     """GROUP BY's keys of a row, as one tuple."""
 
-    def run(self, row) -> tuple:
-        return tuple(fn((row, None)) for fn in self.compiled()[1])
+    def __call__(self, row) -> tuple:
+        key = (self._fns or self.compiled())[4]
+        try:
+            return key(row)
+        except QueryError as exc:
+            raise self.failed(exc) from None
 
 
 class GroupRows(_Compiled):
@@ -169,7 +206,7 @@ class GroupRows(_Compiled):
     every record, kept or not, moves the watermark, as at Flink's source."""
 
     def run(self, key, records, window=None) -> list[tuple]:
-        where, _, having, items = self.compiled()
+        where, _, having, items, _ = self.compiled()
         if self.shape.window is not None:
             bounds = (moment(window.start), moment(window.end))
             records = [r + bounds for r in records]
@@ -191,6 +228,10 @@ class EventSeconds:
 
     def __call__(self, row) -> float:
         return seconds_of(row[self.index])
+
+
+def _group_of(pair):
+    return pair[0]
 
 
 def _values(pair):
@@ -224,6 +265,11 @@ def plan_shape(shape: Shape, catalog: Catalog, source_of, where: str = ""):
         rows = rows.filter(parts["filter"]).with_name("where")
     if not shape.grouped:
         return rows.map(parts["project"]).with_name("select")
+    if shape.running:
+        groups = (rows.key_by(parts["key"]).aggregate(RunningGroups(shape, frozen, where))
+                  .with_name("group by (running)"))
+        return groups.key_by(_group_of).process(ChangedRows()).with_name(
+            "changed groups" + (", having" if shape.having is not None else ""))
     grouped = (rows.key_by(parts["key"]).window().apply(parts["group"])
                .with_name("group by"))
     return grouped.flat_map(_values).with_name("having and select" if shape.having is not None

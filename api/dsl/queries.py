@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 
 from sqlglot import exp
 
@@ -87,6 +88,21 @@ BINARY = {
     exp.GTE: _cmp(lambda a, b: a >= b), exp.LT: _cmp(lambda a, b: a < b),
     exp.LTE: _cmp(lambda a, b: a <= b), exp.DPipe: fns._concat,
 }
+
+
+_ORDERING = {exp.EQ: operator.eq, exp.NEQ: operator.ne, exp.GT: operator.gt, exp.GTE: operator.ge,
+             exp.LT: operator.lt, exp.LTE: operator.le}
+
+
+def _against_number(left, op, compare, number):
+    """``left <op> number``: a number compared at once, anything else (NULL, text) as ``op`` does."""
+    def apply(ctx):
+        value = left(ctx)
+        kind = type(value)
+        if kind is int or kind is float:
+            return compare(value, number)
+        return op(value, number)
+    return apply
 
 
 def _and(a, b):
@@ -177,6 +193,9 @@ class Scope:
         if type(node) in BINARY:
             op = BINARY[type(node)]
             left, right = self.compile(node.this), self.compile(node.expression)
+            if type(node) in _ORDERING and isinstance(node.expression, exp.Literal) \
+                    and not node.expression.is_string:
+                return _against_number(left, op, _ORDERING[type(node)], _number(node.expression.this))
             return lambda ctx: op(left(ctx), right(ctx))
         if isinstance(node, exp.Is):
             inner, other = self.compile(node.this), node.expression

@@ -170,3 +170,64 @@ def test_quotes_commas_unicode_and_nulls_against_duckdb(tmp_path, query):
 def test_an_aggregate_without_group_by_gives_one_row_even_over_an_empty_table(tmp_path, where):
     query = f"SELECT COUNT(*), COUNT(f), SUM(n), MIN(s), AVG(f) FROM t{where}"
     against_duckdb(tmp_path, [], [], query, query.replace("SUM(n)", "COALESCE(SUM(n), 0)"), False)
+
+
+# ---- GROUP BY over a table read in windows: the groups whose row changed, window by window
+
+QUARTERS = st.one_of(st.none(), st.integers(-8, 8).map(lambda n: n / 4))  # sums exact in any order
+W_ROW = st.tuples(st.sampled_from(["a", "b,c", "中"]), INTS, QUARTERS)
+RUNNING_ITEMS = ["COUNT(*)", "COUNT(f)", "SUM(n)", "SUM(f)", "AVG(f)", "MIN(n)", "MAX(f)", "MIN(s)",
+                 "SUM(n) + COUNT(*)"]
+
+
+@st.composite
+def windowed_queries(draw):
+    keys = draw(st.lists(st.sampled_from(["s", "n"]), min_size=1, max_size=2, unique=True))
+    items = draw(st.lists(st.sampled_from(RUNNING_ITEMS), min_size=1, max_size=3))
+    where = f" WHERE {draw(conditions())}" if draw(st.booleans()) else ""
+    having = draw(st.sampled_from(["", " HAVING COUNT(*) > 1", " HAVING SUM(n) >= 0"]))
+    return f"SELECT {', '.join(keys + items)} FROM t{where} GROUP BY {', '.join(keys)}{having}"
+
+
+def duckdb_changes(rows, size: int, query: str) -> dict[int, Counter]:
+    """The rows each window adds to the query's result over every row so far (window w: the
+    first w * size rows), by DuckDB."""
+    db = duckdb.connect()
+    db.execute("CREATE TABLE t (id BIGINT, s VARCHAR, n INTEGER, f DOUBLE)")
+    duck = query.replace("SUM(n)", "COALESCE(SUM(n), 0)").replace("SUM(f)", "COALESCE(SUM(f), 0)")
+    before: Counter = Counter()
+    changes = {}
+    for window, start in enumerate(range(0, len(rows), size), 1):
+        db.executemany("INSERT INTO t VALUES (?, ?, ?, ?)", rows[start:start + size])
+        now = Counter(db.execute(duck).fetchall())
+        if added := now - before:
+            changes[window] = Counter(rows_of(added.elements()))
+        before = now
+    return changes
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(W_ROW, max_size=10), st.integers(1, 4), windowed_queries())
+def test_group_by_over_windows_of_rows_against_duckdb(tmp_path_factory, rows, size, query):
+    tmp_path = tmp_path_factory.mktemp("w")
+    rows = [(i, *r) for i, r in enumerate(rows)]
+    write_table(tmp_path / "t.txt", rows)
+    script = (create("t", T_COLUMNS, tmp_path / "t.txt").replace(
+        ");\n", f", geaflow.dsl.window.size = {size});\n") + query + ";\n")
+    got = Environment.local(2, progress=False).sql(script).by_window("rows-2")
+    assert {w: Counter(rows_of(r)) for w, r in got.items() if r} == duckdb_changes(rows, size, query), query
+
+
+@pytest.mark.parametrize(("separator", "types", "lines"), [
+    (",", ["bigint", "varchar", "int", "timestamp"],
+     ["1,x||y|, 3 ,1700000000123", "", "  ", "2,z,null,2024-01-02 03:04:05.5\r", "3,|w,1.5,-1500"]),
+    # a line ending in | before one starting with |: lines joined by || would split wrongly there
+    ("||", ["varchar", "int", "varchar"], ["a|| 1 ||p|", "|q||null||b"]),
+])
+def test_a_text_table_reads_as_a_loop_over_its_lines_reads_it(tmp_path, separator, types, lines):
+    from gyreflow.api.dsl.rows import cast_value, read_text_rows
+
+    (tmp_path / "t.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    want = [tuple(cast_value(f.strip(), t, "UTC") for f, t in zip(line.split(separator), types, strict=True))
+            for line in map(str.rstrip, lines) if line]
+    assert read_text_rows(str(tmp_path / "t.txt"), types, separator, True, "UTC") == want

@@ -1,0 +1,189 @@
+"""GROUP BY over a table read in windows (``geaflow.dsl.window.size``) as running aggregates: each
+group keeps accumulators (COUNT, an exact SUM, AVG, MIN, MAX), not its rows, and a group's row is
+emitted in a window only when it changed, as the query operator that re-runs the query over every row
+so far emits it."""
+
+from __future__ import annotations
+
+import math
+
+from sqlglot import exp
+
+from gyreflow.api.dsl import functions as fns
+from gyreflow.api.dsl.queries import QueryError, Relation, Scope, function_args
+from gyreflow.api.language.functions import AggregateFunction, ProcessFunction
+
+RUNNING = ("count", "sum", "avg", "min", "max")
+
+
+class NotRunningError(QueryError):
+    """An aggregate that needs the group's rows (DISTINCT, a user's or another function)."""
+
+
+class RunningScope(Scope):
+    """A scope whose aggregate calls read slots of a group's accumulators: a compiled item or
+    HAVING is a function of ``(first row, results)``; ``calls`` gets ``(name, argument)`` per call,
+    the argument a function of one row (None for COUNT(*))."""
+
+    def __init__(self, relation: Relation, catalog, aliases=None) -> None:
+        super().__init__(relation, catalog, aliases)
+        self.calls: list[tuple[str, object]] = []
+
+    def _aggregate(self, node: exp.Func, name: str):
+        args = function_args(node)
+        if (name not in RUNNING or isinstance(node, exp.Anonymous) or len(args) > 1
+                or self.catalog.aggregate(name) is not fns.AGGREGATE[name]
+                or (args and isinstance(args[0], exp.Distinct))):
+            raise NotRunningError(f"{name.upper()} needs the group's rows")
+        argument = None if name == "count" and (not args or isinstance(args[0], exp.Star)) \
+            else Scope(self.relation, self.catalog, self.aliases).compile(args[0])
+        slot = len(self.calls)
+        self.calls.append((name, argument))
+        return lambda ctx: ctx[1][slot]
+
+
+def runs_as_running(items: list, keys: list, having, scope: Scope) -> bool:
+    """Whether a GROUP BY can run on accumulators with a group's changed row being a changed output
+    row: every key is an output item (groups give distinct rows) and every aggregate is one of
+    COUNT, SUM, AVG, MIN, MAX without DISTINCT."""
+    shown = {(i.this if isinstance(i, exp.Alias) else i).sql().lower() for i in items}
+    if not keys or any(k.sql().lower() not in shown for k in keys):
+        return False
+    running = RunningScope(scope.relation, scope.catalog, scope.aliases)
+    try:
+        for node in [*items, *([having] if having is not None else [])]:
+            running.compile(node)
+    except NotRunningError:
+        return False
+    return True
+
+
+def _exact_add(partials: list, x: float) -> None:
+    """Adds ``x`` to ``partials``, non-overlapping floats whose exact sum is the sum so far
+    (Shewchuk's algorithm, as ``math.fsum``): ``fsum(partials)`` rounds once, as SUM does."""
+    i = 0
+    for y in partials:
+        if abs(x) < abs(y):
+            x, y = y, x
+        high = x + y
+        low = y - (high - x)
+        if low:
+            partials[i] = low
+            i += 1
+        x = high
+    partials[i:] = [x]
+
+
+def _start(name: str):
+    if name == "count":
+        return 0
+    if name in ("min", "max"):
+        return None
+    return [0, 0, []]  # values seen, sum of the ints, partials of the doubles
+
+
+def _add(name: str, state, value):
+    if name == "count":
+        return state + 1
+    if name == "min":
+        return value if state is None or value < state else state
+    if name == "max":
+        return value if state is None or value > state else state
+    state[0] += 1
+    if isinstance(value, float):
+        _exact_add(state[2], value)
+    else:
+        state[1] += value
+    return state
+
+
+def _merge(name: str, left, right):
+    if name == "count":
+        return left + right
+    if name in ("min", "max"):
+        return right if left is None else left if right is None else _add(name, left, right)
+    left[0] += right[0]
+    left[1] += right[1]
+    for part in right[2]:
+        _exact_add(left[2], part)
+    return left
+
+
+def _result(name: str, state):
+    if name in ("count", "min", "max"):
+        return state
+    seen, whole, partials = state
+    total = (math.fsum([*partials, whole]) if whole else math.fsum(partials)) if partials else whole
+    if name == "sum":
+        return total  # GeaFlow's SUM of no value is 0
+    return total / seen if seen else None
+
+
+class RunningGroups(AggregateFunction):
+    """A group's accumulator ``[first row, state per aggregate call]`` and its output row (None when
+    HAVING drops it). Compiled where it runs (compiled functions are closures: not picklable)."""
+
+    def __init__(self, shape, catalog, where: str = "") -> None:
+        self.shape, self.catalog, self.where = shape, catalog, where
+        self._fns = None
+
+    def __getstate__(self):
+        return {**self.__dict__, "_fns": None}
+
+    def compiled(self):
+        if self._fns is None:
+            shape = self.shape
+            relation = Relation(shape.columns, [])
+            aliases = {i.alias.lower(): i.this for i in shape.items if isinstance(i, exp.Alias)}
+            scope = RunningScope(relation, self.catalog, aliases)
+            items = [scope.compile(i) for i in shape.items]
+            having = scope.compile(shape.having) if shape.having is not None else None
+            self._fns = (scope.calls, items, having)
+        return self._fns
+
+    def init(self):
+        return [None, *(_start(name) for name, _ in self.compiled()[0])]
+
+    def add(self, acc, row):
+        if acc[0] is None:
+            acc[0] = row
+        calls = (self._fns or self.compiled())[0]
+        try:
+            for slot, (name, argument) in enumerate(calls, 1):
+                if argument is None:
+                    acc[slot] += 1
+                elif (value := argument((row, None))) is not None:
+                    acc[slot] = _add(name, acc[slot], value)
+        except QueryError as exc:
+            raise QueryError(f"{self.where}: {exc.message}" if self.where else exc.message) from None
+        return acc
+
+    def merge(self, left, right):
+        if left[0] is None:
+            left[0] = right[0]
+        for slot, (name, _) in enumerate(self.compiled()[0], 1):
+            left[slot] = _merge(name, left[slot], right[slot])
+        return left
+
+    def result(self, acc):
+        calls, items, having = self.compiled()
+        context = (acc[0], tuple(_result(name, state) for (name, _), state in zip(calls, acc[1:],
+                                                                                  strict=True)))
+        if having is not None and having(context) is not True:
+            return None
+        return tuple(fn(context) for fn in items)
+
+
+class ChangedRows(ProcessFunction):
+    """A group's row when it differs from the row last emitted for the group (none while HAVING
+    drops it): ``(key, row)`` pairs in, rows out."""
+
+    def process(self, record, ctx) -> None:
+        _, row = record
+        if row != ctx.get_state(None):
+            if row is not None:
+                ctx.emit(row)
+            ctx.set_state(row)
+
+    def on_notify(self, window, ctx) -> None:
+        return None
