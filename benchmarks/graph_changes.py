@@ -56,9 +56,10 @@ partition, storing the changed chunks and committing cost the same in both jobs,
 recomputation's own supersteps are a few scipy array operations (5-20 ms at 20,000 vertices). For
 0.1x, keeping the graph would have to cost under a ninth of those supersteps, about 1-2 ms for a
 thousand changes and their snapshot: a compiled store for the graph's versions, not per-key-group
-chunks handled in Python. Incremental WCC, BFS and SSSP would also need repair of only what
-depended on a removed edge (values that carry their parent): a removal restarts the one large
-component of a social graph. Runs on this shared machine move each ratio by 0.2-0.5."""
+chunks handled in Python. Incremental WCC, BFS and SSSP repair only what depended on a removed
+edge (values carry their parent), so their supersteps cost what the window changed; PageRank
+sends only rank changes above the tolerance, but a window that adds vertices moves every rank
+(the teleport term is 1/n). Runs on this shared machine move each ratio by 0.2-0.5."""
 TOLERANCE = 1e-10
 err = Console(stderr=True)
 

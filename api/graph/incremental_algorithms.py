@@ -20,6 +20,7 @@ class ArrayIncrementalShortestPaths(RepairingCompute, ArrayShortestPaths):
     first superstep."""
 
     algorithm = "incremental_sssp"
+    weighted = True
 
     def start(self, ids: np.ndarray, given: np.ndarray) -> np.ndarray:
         """0.0 for the source, ``inf`` otherwise."""

@@ -5,8 +5,10 @@ A ``RepairingCompute`` computes a smallest value per vertex that travels along e
 takes the smallest value its neighbours offer, and remembers the neighbour it took it from (its
 parent). The parents form a forest (a vertex takes a value only when it is strictly smaller, so a
 parent always had its value first). A window that removes edges or vertices invalidates only the
-vertices whose parent chain used a removed edge or vertex (``removal_scope`` names the candidates,
-``restarts`` finds their subtrees among the task's own vertices); those start again from ``init``.
+vertices whose parent chain used a removed edge or vertex: in the window's first superstep,
+``invalidated`` finds, among the vertices that lost an edge (``removal_scope``), those with no edge
+left to their parent, and their subtrees among the task's own vertices; those start again from
+``init``.
 The window then trims first: a started-again vertex sends a ``RESET`` to its neighbours on other
 tasks, and a neighbour whose parent it is starts again too, until no task sent one (an aggregator
 counts them). Only then does it repair: the started-again vertices ask their neighbours for their
@@ -79,6 +81,7 @@ class RepairingCompute(ArrayVertexCompute):
     max_iterations = 2**31 - 1
     direction = "out"
     aggregators = {"resets": Aggregator.sum(0), "repairing": Aggregator.max(0)}
+    weighted = False
 
     def start(self, ids: np.ndarray, given: np.ndarray) -> np.ndarray:
         """The plain start values of the vertices ``ids``."""
@@ -115,23 +118,34 @@ class RepairingCompute(ArrayVertexCompute):
         return values["value"]
 
     def removal_scope(self, values: np.ndarray) -> frozenset:
-        """``(id, parent, has a parent)`` of every vertex that lost an edge or went."""
-        linked = (values["link"] == PARENT).tolist()
-        parents = values["parent"].tolist()
-        return frozenset((vid, parent if has else None, has)
-                         for vid, parent, has in zip(values["id"].tolist(), parents, linked,
-                                                     strict=True))
+        """The ids of the vertices that lost an edge or went."""
+        return frozenset(values["id"].tolist())
 
     def restarts(self, values: np.ndarray, scope: frozenset) -> np.ndarray:
-        """The subtrees, among this task's vertices, of the vertices whose edge to their parent
-        went: both ends lost an edge (or the parent went). A removed edge that no vertex took its
-        value along starts no vertex again."""
-        mask = np.zeros(len(values), dtype=bool)
-        lost = {vid for vid, _, _ in scope}
-        cut = [vid for vid, parent, has in scope if has and parent in lost]
-        if not cut or not len(values):
-            return mask
-        return subtrees(values, cut)
+        """No vertex before the first superstep: ``invalidated`` picks them there, where the
+        edges left are known."""
+        return np.zeros(len(values), dtype=bool)
+
+    def invalidated(self, part, values: np.ndarray) -> np.ndarray:
+        """A mask of the task's vertices to start again in a window that removed something: the
+        subtrees (among the task's vertices; ``RESET`` messages carry them on) of the vertices
+        that lost an edge and have none left to their parent (the edge or the parent went). A
+        removed edge that no vertex took its value along starts no vertex again. With
+        ``weighted``, a vertex whose parent lost an edge too starts again even with an edge to it
+        left (the edge may have come back with another weight)."""
+        lost = part.removal_scope
+        ids = values["id"]
+        candidates = np.flatnonzero((values["link"] == PARENT) & part.touched
+                                    & np.isin(ids, np.array(list(lost), dtype=ids.dtype)))
+        if not len(candidates):
+            return np.zeros(part.num_local, dtype=bool)
+        rows, columns, _ = part.edges(candidates, _REVERSE[self.direction])
+        kept = np.zeros(part.num_local, dtype=bool)
+        kept[rows[np.asarray(part.columns[columns] == values["parent"][rows], dtype=bool)]] = True
+        cut = ~kept[candidates]
+        if self.weighted:
+            cut |= np.isin(values["parent"][candidates], np.array(list(lost), dtype=ids.dtype))
+        return subtrees(values, ids[candidates[cut]].tolist())
 
     def compute(self, part, inbox) -> np.ndarray:
         """Trim (carry resets to the children on other tasks) until no task sends one, then
@@ -145,8 +159,10 @@ class RepairingCompute(ArrayVertexCompute):
         out = _Messages(values.dtype["value"], values.dtype["id"],
                         part.num_local + len(part.columns))
         if not repairing and (removal if part.iteration == 1 else part.aggregated("resets") > 0):
-            if part.iteration == 1:  # ``restarts`` found the subtrees among the task's vertices
-                reset, remote = links == RESTARTED, True
+            if part.iteration == 1:  # the subtrees among the task's vertices at once
+                reset, remote = self.invalidated(part, values), True
+                if reset.any():
+                    values[reset] = self.init(part.ids[reset], part.given[reset])
             else:
                 reset, remote = self._reset_children(part, values, inbox, kinds == RESET), False
             part.aggregate("resets", self._tell(RESET, part, reset, self.direction, out, remote))

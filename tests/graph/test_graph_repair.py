@@ -166,17 +166,17 @@ RESTARTED: list = []
 
 
 class CountingComponents(ArrayIncrementalConnectedComponents):
-    """Records, per removal window, how many vertices ``restarts`` starts again."""
+    """Records, per removal window, the vertices ``invalidated`` starts again."""
 
-    def restarts(self, values, scope):
-        mask = super().restarts(values, scope)
+    def invalidated(self, part, values):
+        mask = super().invalidated(part, values)
         RESTARTED.append(sorted(values["id"][mask].tolist()))
         return mask
 
 
 class CountingHops(ArrayIncrementalBreadthFirstSearch):
-    def restarts(self, values, scope):
-        mask = super().restarts(values, scope)
+    def invalidated(self, part, values):
+        mask = super().invalidated(part, values)
         RESTARTED.append(sorted(values["id"][mask].tolist()))
         return mask
 
@@ -214,52 +214,29 @@ def test_bfs_restarts_the_subtree_below_a_removed_tree_edge_only():
     assert hops[4] == {0: 0, 1: 1, 2: 2, 3: 3, 4: 4, 5: 1}
 
 
-def test_the_hooks_pick_the_subtrees_a_plain_walk_finds():
-    """A random forest over 400 vertices; removed edges (both ends lost) some on the tree, some
-    not, and a removed vertex: ``restarts`` picks exactly the vertices whose parent chain (walked
-    in plain Python) crosses a removed tree edge or reaches the removed vertex. (A vertex and its
-    parent that both lost some other edge read as a removed tree edge: more restarts, never
-    fewer; the removals here keep apart.)"""
+def test_subtrees_are_the_vertices_a_plain_walk_of_the_parents_finds():
+    """A random forest over 400 vertices and a few cut vertices: ``subtrees`` marks exactly the
+    vertices whose parent chain (walked in plain Python) reaches one of them."""
     rng = random.Random(3)
     n = 400
     parent = {v: (rng.randrange(v) if v and rng.random() < 0.9 else None) for v in range(n)}
     values = np.zeros(n, dtype=value_dtype(np.dtype(np.int64), np.dtype(np.int64)))
-    values["id"] = np.arange(n)
-    values["parent"] = [p if p is not None else 0 for p in parent.values()]
-    values["link"] = [PARENT if p is not None else NO_PARENT for p in parent.values()]
-    gone = 17
-    lost = {v for v in range(n) if parent[v] == gone}
-    tree_cuts, other = [], []
-
-    def apart(a, b):  # no end's parent or child lost already: the pair reads as it is
-        ends = {a, b}
-        return not ({parent[a], parent[b]} & lost) and not any(
-            parent[v] in ends for v in lost) and not ends & lost and gone not in ends
-
-    for v in rng.sample(range(n), n):
-        if parent[v] is not None and len(tree_cuts) < 6 and apart(v, parent[v]):
-            tree_cuts.append(v)
-            lost |= {v, parent[v]}
-    for a, b in ((rng.randrange(n), rng.randrange(n)) for _ in range(40)):
-        if a != b and parent[a] != b and parent[b] != a and apart(a, b):
-            other.append((a, b))
-            lost |= {a, b}
-    assert len(tree_cuts) == 6 and len(other) > 5
-    program = ArrayIncrementalConnectedComponents(False)
-    kept = np.flatnonzero(np.arange(n) != gone)
-    scope = program.removal_scope(values[sorted(lost | {gone})])
-    mask = program.restarts(values[kept], scope)
+    order = rng.sample(range(n), n)  # positions need not follow the ids
+    values["id"] = order
+    values["parent"] = [parent[v] if parent[v] is not None else 0 for v in order]
+    values["link"] = [PARENT if parent[v] is not None else NO_PARENT for v in order]
+    cuts = rng.sample(range(n), 6)
 
     def hit(v):
         while v is not None:
-            if v in tree_cuts or parent[v] == gone:
+            if v in cuts:
                 return True
             v = parent[v]
         return False
 
-    want = [v for v in kept.tolist() if hit(v)]
-    assert values["id"][kept][mask].tolist() == want
-    assert 0 < len(want) < n // 2
+    mask = subtrees(values, cuts)
+    assert sorted(values["id"][mask].tolist()) == [v for v in range(n) if hit(v)]
+    assert 6 < mask.sum() < n // 2
 
 
 def test_subtrees_with_string_ids():
