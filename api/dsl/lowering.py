@@ -15,7 +15,7 @@ from sqlglot import exp
 
 from gyreflow.api.dsl.catalog import Catalog
 from gyreflow.api.dsl.queries import QueryError, Relation, Scope
-from gyreflow.api.dsl.running import ChangedRows, RunningGroups, runs_as_running
+from gyreflow.api.dsl.running import ChangedRows, RunningGroups, WindowRows, runs_as_running
 from gyreflow.api.dsl.select import _expand
 from gyreflow.api.dsl.windowing import (
     WATERMARK_COLUMN,
@@ -256,11 +256,19 @@ def plan_shape(shape: Shape, catalog: Catalog, source_of, where: str = ""):
         at = [c.lower() for c, _ in table.columns].index(call.column)
         # The watermark runs beside the source (parallelism 1): the table's order decides what is
         # late, as a watermark made at Flink's source does, whatever the parallelism after it.
-        windows = (rows.with_timestamps(EventSeconds(at), max_delay=delay).with_parallelism(1)
-                   .with_name(f"watermark {call.column} - {delay:g}s")
-                   .key_by(parts["key"]).window(call.assigner()).apply(parts["group"]))
+        windowed = (rows.with_timestamps(EventSeconds(at), max_delay=delay).with_parallelism(1)
+                    .with_name(f"watermark {call.column} - {delay:g}s")
+                    .key_by(parts["key"]).window(call.assigner()))
+        relation = Relation(shape.columns, [])
+        aliases = {i.alias.lower(): i.this for i in shape.items if isinstance(i, exp.Alias)}
+        if runs_as_running(shape.items, None, shape.having, Scope(relation, frozen, aliases)):
+            groups = RunningGroups(shape, frozen, where, per_window=True)
+            windows = windowed.aggregate(groups)
+            finish = WindowRows(groups)
+        else:  # an aggregate that needs the window's rows
+            windows, finish = windowed.apply(parts["group"]), _window_values
         windows._node.with_name(f"{call.kind} {_seconds(call)}")  # the window operator itself
-        return windows.flat_map(_window_values).with_name("rows")
+        return windows.flat_map(finish).with_name("rows")
     if shape.where is not None:
         rows = rows.filter(parts["filter"]).with_name("where")
     if not shape.grouped:

@@ -131,37 +131,49 @@ class RowFormatError(ValueError):
     """A line of a file table that does not fit the table's columns."""
 
 
+CHUNK_LINES = 50_000  # lines converted at a time: the whole file is never held as rows at once
+
+
 def read_text_rows(path: str, types: list[str], separator: str = ",", trim: bool = True,
                    zone: str | None = None) -> list[tuple]:
     """The rows of a text file table (or of every file in a folder), one row a non-empty line."""
+    return list(iter_text_rows(path, types, separator, trim, zone))
+
+
+def iter_text_rows(path: str, types: list[str], separator: str = ",", trim: bool = True,
+                   zone: str | None = None):
+    """``read_text_rows`` as an iterator, converting ``CHUNK_LINES`` lines at a time."""
     files = [path]
     if os.path.isdir(path):
         files = sorted(os.path.join(path, n) for n in os.listdir(path) if not n.startswith("."))
-    rows = []
     readers = [field_reader(t, trim, zone) for t in types]
     columns = [_column_reader(t, trim, read) for t, read in zip(types, readers, strict=True)]
     for name in files:
         with open(name, encoding="utf-8") as file:
-            text = file.read()
-        try:
-            rows.extend(_read_columns(text, separator, columns))
-            continue
-        except ValueError:  # a line that does not fit: read line by line, to name it
-            pass
-        with open(name, encoding="utf-8") as file:
-            for number, line in enumerate(file, 1):
-                line = line.rstrip("\n").rstrip("\r")
-                if not line.strip():
-                    continue
-                fields = line.split(separator)
-                if len(fields) != len(types):
-                    raise RowFormatError(f"{name}, line {number}: {len(fields)} fields for "
-                                         f"{len(types)} columns")
+            while chunk := list(itertools.islice(file, CHUNK_LINES)):
                 try:
-                    rows.append(tuple(map(operator.call, readers, fields)))
-                except ValueError as exc:
-                    raise RowFormatError(f"{name}, line {number}: {exc}") from None
-    return rows
+                    rows = _read_columns("".join(chunk), separator, columns)
+                except ValueError:  # a line that does not fit: read line by line, to name it
+                    _refuse(name, types, separator, readers)
+                    raise
+                yield from rows
+
+
+def _refuse(name: str, types: list[str], separator: str, readers: list) -> None:
+    """Raises RowFormatError naming the first line of file ``name`` that does not fit."""
+    with open(name, encoding="utf-8") as file:
+        for number, line in enumerate(file, 1):
+            line = line.rstrip("\n").rstrip("\r")
+            if not line.strip():
+                continue
+            fields = line.split(separator)
+            if len(fields) != len(types):
+                raise RowFormatError(f"{name}, line {number}: {len(fields)} fields for "
+                                     f"{len(types)} columns")
+            try:
+                tuple(map(operator.call, readers, fields))
+            except ValueError as exc:
+                raise RowFormatError(f"{name}, line {number}: {exc}") from None
 
 
 def _read_columns(text: str, separator: str, columns: list) -> list[tuple]:

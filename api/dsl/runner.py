@@ -178,7 +178,22 @@ def run(env, text: str, settings: dict | None = None, root: str | None = None, n
         from gyreflow.api.language.pipeline import PipelineResult
 
         return PipelineResult({})
-    return pipeline.execute(**kw)
+    try:
+        return pipeline.execute(**kw)
+    except Exception as exc:
+        from gyreflow.api.dsl.rows import RowFormatError
+
+        # a file table's row that does not fit its columns: its error names the file and line, the
+        # task that read it adds nothing a user can act on. A task in another process sends its
+        # error as text (no __cause__): "... failed in window 1: RowFormatError: <file>, line 2: ..."
+        cause, marker = exc.__cause__, f"{RowFormatError.__name__}: "
+        while cause is not None and not isinstance(cause, RowFormatError):
+            cause = cause.__cause__
+        if cause is not None:
+            raise RowFormatError(str(cause)) from None
+        if marker in str(exc) and not isinstance(exc, RowFormatError):
+            raise RowFormatError(str(exc).split(marker, 1)[1].splitlines()[0]) from None
+        raise
 
 
 def selected_rows(result) -> list[tuple[int, list[tuple]]]:

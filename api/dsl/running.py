@@ -11,6 +11,7 @@ from sqlglot import exp
 
 from gyreflow.api.dsl import functions as fns
 from gyreflow.api.dsl.queries import QueryError, Relation, Scope, function_args
+from gyreflow.api.dsl.windowing import moment
 from gyreflow.api.language.functions import AggregateFunction, ProcessFunction
 
 RUNNING = ("count", "sum", "avg", "min", "max")
@@ -42,12 +43,13 @@ class RunningScope(Scope):
         return lambda ctx: ctx[1][slot]
 
 
-def runs_as_running(items: list, keys: list, having, scope: Scope) -> bool:
-    """Whether a GROUP BY can run on accumulators with a group's changed row being a changed output
-    row: every key is an output item (groups give distinct rows) and every aggregate is one of
-    COUNT, SUM, AVG, MIN, MAX without DISTINCT."""
+def runs_as_running(items: list, keys: list | None, having, scope: Scope) -> bool:
+    """Whether a GROUP BY can run on accumulators: every aggregate is one of COUNT, SUM, AVG, MIN,
+    MAX without DISTINCT, and (unless ``keys`` is None: per event-time window, where each group
+    gives one row) every key is an output item, so that a group's changed row is a changed output
+    row (groups give distinct rows)."""
     shown = {(i.this if isinstance(i, exp.Alias) else i).sql().lower() for i in items}
-    if not keys or any(k.sql().lower() not in shown for k in keys):
+    if keys is not None and (not keys or any(k.sql().lower() not in shown for k in keys)):
         return False
     running = RunningScope(scope.relation, scope.catalog, scope.aliases)
     try:
@@ -56,6 +58,23 @@ def runs_as_running(items: list, keys: list, having, scope: Scope) -> bool:
     except NotRunningError:
         return False
     return True
+
+
+def _read_outside_aggregates(nodes: list, scope: Scope) -> frozenset:
+    """Positions of the columns that ``nodes`` read outside their aggregate calls (or through an
+    alias, which may name any column)."""
+    read = set()
+    for node in nodes:
+        if node is None:
+            continue
+        for column in node.find_all(exp.Column):
+            if column.find_ancestor(exp.AggFunc) is not None:  # COUNT, SUM, ... (no user's function)
+                continue
+            at = scope.index(column.name, column.table or None)
+            if at is None:
+                return frozenset(range(len(scope.relation.columns)))
+            read.add(at)
+    return frozenset(read)
 
 
 def _exact_add(partials: list, x: float) -> None:
@@ -123,12 +142,15 @@ class RunningGroups(AggregateFunction):
     """A group's accumulator ``[first row, state per aggregate call]`` and its output row (None when
     HAVING drops it). Compiled where it runs (compiled functions are closures: not picklable)."""
 
-    def __init__(self, shape, catalog, where: str = "") -> None:
+    def __init__(self, shape, catalog, where: str = "", per_window: bool = False) -> None:
         self.shape, self.catalog, self.where = shape, catalog, where
-        self._fns = None
+        # per event-time window: WHERE applied here (every record moves the watermark) and the
+        # row made by ``finish``, which knows the window's bounds
+        self.per_window = per_window
+        self._fns = self._read = None
 
     def __getstate__(self):
-        return {**self.__dict__, "_fns": None}
+        return {**self.__dict__, "_fns": None, "_read": None}
 
     def compiled(self):
         if self._fns is None:
@@ -138,17 +160,22 @@ class RunningGroups(AggregateFunction):
             scope = RunningScope(relation, self.catalog, aliases)
             items = [scope.compile(i) for i in shape.items]
             having = scope.compile(shape.having) if shape.having is not None else None
-            self._fns = (scope.calls, items, having)
+            test = Scope(relation, self.catalog, aliases).compile(shape.where) \
+                if self.per_window and shape.where is not None else None
+            self._fns = (scope.calls, items, having, test)
+            self._read = _read_outside_aggregates([*shape.items, shape.having], scope)
         return self._fns
 
     def init(self):
         return [None, *(_start(name) for name, _ in self.compiled()[0])]
 
     def add(self, acc, row):
-        if acc[0] is None:
-            acc[0] = row
-        calls = (self._fns or self.compiled())[0]
+        calls, _, _, test = self._fns or self.compiled()
         try:
+            if test is not None and test((row, None)) is not True:
+                return acc
+            if acc[0] is None:
+                acc[0] = row
             for slot, (name, argument) in enumerate(calls, 1):
                 if argument is None:
                     acc[slot] += 1
@@ -166,12 +193,38 @@ class RunningGroups(AggregateFunction):
         return left
 
     def result(self, acc):
-        calls, items, having = self.compiled()
-        context = (acc[0], tuple(_result(name, state) for (name, _), state in zip(calls, acc[1:],
-                                                                                  strict=True)))
+        calls, items, having, _ = self.compiled()
+        if acc[0] is None:  # per window: WHERE kept none of the key's rows
+            return None
+        results = tuple(_result(name, state) for (name, _), state in zip(calls, acc[1:], strict=True))
+        if self.per_window:  # the columns read besides the aggregates: a result of plain values
+            read = self._read
+            return (tuple([v if at in read else None for at, v in enumerate(acc[0])]), results)
+        return self._row((acc[0], results))
+
+    def _row(self, context):
+        _, items, having, _ = self.compiled()
         if having is not None and having(context) is not True:
             return None
         return tuple(fn(context) for fn in items)
+
+    def finish(self, window) -> list[tuple]:
+        """The rows (one, or none) of an event-time window's result, its bounds added to its row."""
+        if window.value is None:
+            return []
+        first, results = window.value
+        row = self._row((first + (moment(window.start), moment(window.end)), results))
+        return [] if row is None else [row]
+
+
+class WindowRows:
+    """``finish`` of a window's running aggregates: the ``flat_map`` after the window operator."""
+
+    def __init__(self, groups: RunningGroups) -> None:
+        self.groups = groups
+
+    def __call__(self, window) -> list[tuple]:
+        return self.groups.finish(window)
 
 
 class ChangedRows(ProcessFunction):

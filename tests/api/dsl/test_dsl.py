@@ -251,3 +251,15 @@ def test_a_query_that_fails_while_it_runs_names_its_statement_and_line(tmp_path)
                           capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr.splitlines() == ["error: div.sql: statement 2, line 3: division by zero"]
+
+
+@pytest.mark.processes
+def test_a_row_that_does_not_fit_its_columns_is_one_error_line_and_exit_5(tmp_path):
+    (tmp_path / "t.txt").write_text("1,a\n2\n", encoding="utf-8")
+    (tmp_path / "bad.sql").write_text(
+        "CREATE TABLE t (id bigint, s varchar) WITH (type='file', geaflow.dsl.file.path='t.txt');\n"
+        "SELECT s, count(id) FROM t GROUP BY s;\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "gyreflow", "sql", "bad.sql"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (5, "")
+    assert done.stderr.splitlines() == ["error: t.txt, line 2: 1 fields for 2 columns"]
