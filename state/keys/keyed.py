@@ -228,20 +228,6 @@ class KeyedStateStore:
             table = self.tables[name] = transient
         return table
 
-    def logged_table(self, name: str, apply, size) -> KeyedTable:
-        """Return the table ``name`` whose snapshots write recorded changes
-        (``state.keys.logged.LoggedTable``), creating it on first use."""
-        from gyreflow.state.keys.logged import LoggedTable
-
-        table = self.tables.get(name)
-        if type(table) is LoggedTable:
-            return table
-        logged = LoggedTable(name, self.max_parallelism, apply, size)
-        if table is not None:  # made plain by code that knew nothing of the log: taken over
-            logged.take_over(table.export())
-        self.tables[name] = logged
-        return logged
-
     def value_state(self, name: str) -> ValueState:
         """Return the value state ``name``."""
         return ValueState(self.table(name, StateKind.VALUE))

@@ -219,6 +219,20 @@ class LoggedTable(KeyedTable):
             self.pending, self.logs, self.base_sizes = {}, {}, {}
 
 
+def logged_table(state, name: str, apply: Callable, size: Callable) -> LoggedTable:
+    """The table ``name`` of keyed state ``state`` (a ``KeyedStateStore``) as a ``LoggedTable``,
+    made on first use (a plain table of that name, made by code that knew nothing of the log, is
+    taken over)."""
+    table = state.tables.get(name)
+    if type(table) is LoggedTable:
+        return table
+    logged = LoggedTable(name, state.max_parallelism, apply, size)
+    if table is not None:
+        logged.take_over(table.export())
+    state.tables[name] = logged
+    return logged
+
+
 @cache
 def _base_keys(max_parallelism: int) -> frozenset:
     return frozenset(slots[0] for slots in slot_keys(max_parallelism))

@@ -22,6 +22,7 @@ import struct
 import numpy as np
 
 from gyreflow.runtime.dataflow.graph.arrays import concat_ids, id_array
+from gyreflow.state.keys.logged import logged_table
 
 ADD, DROP_HALVES, DROP_VERTICES = "add", "drop halves", "drop vertices"
 SET, DROP = "set", "drop"
@@ -229,9 +230,9 @@ def apply_values_change(stored: np.ndarray | None, change: tuple) -> np.ndarray:
 
 def chunk_table(state, name: str):
     """The task's logged table of graph chunks ``name``."""
-    return state.logged_table(name, apply_chunk_change, chunk_size)
+    return logged_table(state, name, apply_chunk_change, chunk_size)
 
 
 def values_table(state, name: str):
     """The task's logged table of value chunks ``name``."""
-    return state.logged_table(name, apply_values_change, array_bytes)
+    return logged_table(state, name, apply_values_change, array_bytes)
