@@ -2,8 +2,9 @@
 installed: it is not so far), in one run, on the same generated table; every engine's rows are checked equal.
 
 Queries: a filter and GROUP BY count/sum over a table read in windows of 100,000 rows (running
-totals per key, the groups that changed each window), and the event-time 10 s TUMBLE count per key
-of the events of ``benchmarks/peers.py``.
+totals per key, the groups that changed each window), the event-time 10 s TUMBLE count per key
+of the events of ``benchmarks/peers.py``, and Nexmark's q0 (pass-through), q1 (currency
+conversion) and q2 (a filter) in nexmark-flink's SQL over the bids of ``benchmarks/nexmark.py``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from _common import (
     print_table,
     update_docs_section,
 )
+from nexmark import make_bids
 from peers import write_events
 
 from gyreflow.api import Environment, FileSource, SizeTumblingWindow, Tumbling
@@ -132,6 +134,63 @@ def pyflink_installed() -> bool:
     return True
 
 
+# --- Nexmark q0, q1, q2 (nexmark-flink's SQL) on the bids of benchmarks/nexmark.py -----------------
+
+NEXMARK = {
+    "q0": "SELECT auction, price, datetime FROM bid;\n",  # pass-through
+    "q1": "SELECT auction, 0.908 * price AS price, datetime FROM bid;\n",  # dollars to euros
+    "q2": "SELECT auction, price FROM bid WHERE MOD(auction, 123) = 0;\n",  # a filter
+}
+
+
+def write_bids(folder: Path, count: int, seed: int) -> Path:
+    """``make_bids``'s ``(ts, auction, price)`` as a text table ``auction,price,ms``."""
+    path = folder / "bids.csv"
+    with path.open("w", encoding="utf-8") as out:
+        for ts, auction, price in make_bids(count, 2.0, seed):
+            out.write(f"{auction},{price},{round(ts * 1000)}\n")
+    return path
+
+
+def nexmark_sql(path: Path, query: str) -> list:
+    script = (f"SET gyreflow.dsl.time.zone = 'UTC';\n"
+              f"CREATE TABLE bid (auction bigint, price bigint, datetime timestamp) WITH ("
+              f"type='file', geaflow.dsl.file.path='{path}', geaflow.dsl.window.size = {WINDOW_ROWS});\n")
+    return Environment.local(progress=False).sql(script + query).output("rows-3")
+
+
+def bid_of(line: str) -> tuple:
+    auction, price, ms = line.split(",")
+    return int(auction), int(price), EPOCH + dt.timedelta(milliseconds=int(ms))
+
+
+def in_euros(bid: tuple) -> tuple:
+    return bid[0], 0.908 * bid[1], bid[2]
+
+
+def q2_kept(bid: tuple) -> bool:
+    return bid[0] % 123 == 0
+
+
+def auction_price(bid: tuple) -> tuple:
+    return bid[0], bid[1]
+
+
+def nexmark_api(path: Path, query: str) -> list:
+    pipeline = Environment.local(progress=False).pipeline(query)
+
+    @pipeline.task
+    def job(ctx):
+        bids = ctx.source(FileSource(str(path)), SizeTumblingWindow(WINDOW_ROWS)).map(bid_of)
+        if query == "q1":
+            bids = bids.map(in_euros)
+        elif query == "q2":
+            bids = bids.filter(q2_kept).map(auction_price)
+        bids.collect("rows")
+
+    return pipeline.execute()["job"].output("rows")
+
+
 # --- main -----------------------------------------------------------------------------------------
 
 
@@ -158,6 +217,12 @@ def main() -> None:
                  "TUMBLE count: SQL": lambda: sql_rows(path, TUMBLE_SQL),
                  "TUMBLE count: Python API": lambda: api_tumble(path)}
         checks = {name: same(want["group" if name.startswith("filter") else "tumble"]) for name in cases}
+        bids = write_bids(Path(scratch), args.rows, args.seed)
+        for query, text in NEXMARK.items():
+            want[query] = Counter(nexmark_api(bids, query))
+            cases[f"Nexmark {query}: SQL"] = lambda text=text: nexmark_sql(bids, text)
+            cases[f"Nexmark {query}: Python API"] = lambda query=query: nexmark_api(bids, query)
+            checks[f"Nexmark {query}: SQL"] = checks[f"Nexmark {query}: Python API"] = same(want[query])
         flink = pyflink_installed()  # not in gyreflow's environment so far: no PyFlink row yet
         timings = interleaved_best_of(cases, args.repeat, check=checks)
     rows = []

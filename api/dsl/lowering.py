@@ -146,9 +146,12 @@ class _Compiled:
             aliases = {i.alias.lower(): i.this for i in shape.items if isinstance(i, exp.Alias)}
             scope = Scope(relation, self.catalog, aliases)
             keys = [scope.compile(k) for k in shape.keys]
+            items = [scope.compile(i) for i in shape.items]
             self._fns = (scope.compile(shape.where) if shape.where is not None else None, keys,
                          scope.compile(shape.having) if shape.having is not None else None,
-                         [scope.compile(i) for i in shape.items], _key_of(shape.keys, keys, scope))
+                         items, _key_of(shape.keys, keys, scope),
+                         _key_of([i.this if isinstance(i, exp.Alias) else i for i in shape.items], items,
+                                 scope))
         return self._fns
 
     def failed(self, exc: QueryError) -> QueryError:
@@ -156,8 +159,8 @@ class _Compiled:
 
 
 def _key_of(nodes: list, compiled: list, scope: Scope):
-    """A row's GROUP BY key as a tuple: picked by position where every key is a column of the row
-    (no expression to evaluate per row), else each key's compiled expression."""
+    """A row's GROUP BY key (or SELECT list) as a tuple: picked by position where every one is a
+    column of the row (no expression to evaluate per row), else each one's compiled expression."""
     at = [scope.index(n.name, n.table or None) if isinstance(n, exp.Column) else None for n in nodes]
     if nodes and None not in at:
         if len(at) == 1:
@@ -182,9 +185,9 @@ class Projection(_Compiled):
     """SELECT's items over one row."""
 
     def __call__(self, row) -> tuple:
-        items = (self._fns or self.compiled())[3]
+        project = (self._fns or self.compiled())[5]
         try:
-            return tuple([fn((row, None)) for fn in items])
+            return project(row)
         except QueryError as exc:
             raise self.failed(exc) from None
 
@@ -206,7 +209,7 @@ class GroupRows(_Compiled):
     every record, kept or not, moves the watermark, as at Flink's source."""
 
     def run(self, key, records, window=None) -> list[tuple]:
-        where, _, having, items, _ = self.compiled()
+        where, _, having, items, _, _ = self.compiled()
         if self.shape.window is not None:
             bounds = (moment(window.start), moment(window.end))
             records = [r + bounds for r in records]
