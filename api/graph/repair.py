@@ -72,7 +72,8 @@ class RepairingCompute(ArrayVertexCompute):
     (see the module): subclasses define ``start`` and ``offer``.
 
     ``direction`` is the edges values travel along (``"out"``; ``"both"`` for weak connectivity
-    of a directed graph). Every message arrives (``combine`` None): a vertex takes the smallest
+    of a directed graph); ``weighted`` says that ``offer`` reads the edge weights (see
+    ``invalidated``; without it an answer to a request offers along a weight of 1). Every message arrives (``combine`` None): a vertex takes the smallest
     offer, the smallest sender on ties, and a ``RESET`` must reach a child whichever other
     neighbours reset in the same superstep.
     """
@@ -131,8 +132,9 @@ class RepairingCompute(ArrayVertexCompute):
         subtrees (among the task's vertices; ``RESET`` messages carry them on) of the vertices
         that lost an edge and have none left to their parent (the edge or the parent went). A
         removed edge that no vertex took its value along starts no vertex again. With
-        ``weighted``, a vertex whose parent lost an edge too starts again even with an edge to it
-        left (the edge may have come back with another weight)."""
+        ``weighted`` (``offer`` reads the edge weights), a vertex whose parent lost an edge too
+        starts again even with an edge to it left (the edge may have come back with another
+        weight), and an answer to a request looks the edge's weight up."""
         lost = part.removal_scope
         ids = values["id"]
         candidates = np.flatnonzero((values["link"] == PARENT) & part.touched
@@ -231,6 +233,9 @@ class RepairingCompute(ArrayVertexCompute):
         keep = known[at]
         at, columns = at[keep], columns[keep]
         if not len(at):
+            return
+        if not self.weighted:  # the offer needs no edge weight: no edge to look up
+            out.offers(columns, self.offer(plain, at, np.ones(len(at))), part.ids[at])
             return
         m = part.num_local + len(part.columns)
         wanted = np.unique(at.astype(np.int64) * m + columns)
