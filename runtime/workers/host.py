@@ -78,8 +78,9 @@ class ForkLauncher:
         self.processes: list = []
 
     def listen(self, authkey: bytes) -> KeyedListener:
-        """The driver's listener: a Unix socket in a 0700 directory of this process."""
-        return KeyedListener("AF_UNIX", authkey)
+        """The driver's listener: a Unix socket in a 0700 directory of this process; it serves
+        once the workers are forked (``KeyedListener.serve``)."""
+        return KeyedListener("AF_UNIX", authkey, serving=False)
 
     def start(self, setup: WorkerSetup, count: int) -> None:
         refuse_in_process_sinks(setup)
@@ -226,6 +227,7 @@ class WorkerHost:
         try:
             setup = attrs.evolve(setup, address=listener.address)
             self.launcher.start(setup, self.count)
+            listener.serve()
             hellos = self._accept(listener)
         finally:
             listener.close()

@@ -17,6 +17,7 @@ Every connection first passes ``multiprocessing.connection``'s HMAC challenge wi
 from __future__ import annotations
 
 import contextlib
+import hmac  # noqa: F401 - see below
 import os
 import pickle
 import queue
@@ -31,6 +32,9 @@ from multiprocessing.connection import (
 )
 
 from gyreflow.runtime.dataflow.task_runner import TaskError
+
+# multiprocessing's key challenge imports hmac on the handshake threads: imported above, at start,
+# no thread holds its import lock when a process forks workers.
 
 PROTOCOL = 5
 
@@ -128,7 +132,7 @@ class KeyedListener:
     """
 
     def __init__(self, family: str, authkey: bytes, address=None,
-                 handshake_seconds: float = HANDSHAKE_SECONDS) -> None:
+                 handshake_seconds: float = HANDSHAKE_SECONDS, serving: bool = True) -> None:
         self._authkey = authkey
         self._seconds = handshake_seconds
         self._path = None
@@ -149,6 +153,18 @@ class KeyedListener:
         self._closed = False
         self._pending = 0
         self.dropped = 0
+        self._serving = False
+        if serving:
+            self.serve()
+
+    def serve(self) -> None:
+        """Start accepting (once): connections made before wait in the socket's backlog. A
+        process that forks workers serves only after the fork, so that no thread of the listener
+        holds a lock a worker would inherit locked."""
+        with self._lock:
+            if self._serving:
+                return
+            self._serving = True
         threading.Thread(target=self._serve, daemon=True, name="gyreflow-listener").start()
 
     def accept(self, timeout: float | None = None) -> Connection:
