@@ -94,6 +94,8 @@ def shape_of(query: exp.Expression, catalog: Catalog) -> Shape | None:
     keys = list(group.expressions) if group is not None else []
     having = query.args.get("having")
     aggregated = any(scope.has_aggregate(i) for i in items) or having is not None
+    if windowed and not keys and not aggregated:  # each window's rows filtered and mapped
+        return Shape(name, columns, _this(query.args.get("where")), items, keys, None, None)
     if windowed:  # over every row so far: its groups' running aggregates, or the query operator
         return Shape(name, columns, _this(query.args.get("where")), items, keys, _this(having), None,
                      running=True) if aggregated and runs_as_running(items, keys, _this(having), scope) \

@@ -12,6 +12,7 @@ from gyreflow.api.dsl.lowering import shape_of
 from gyreflow.api.dsl.parsing import DslError, Statement, parse_query, parse_script, place
 from gyreflow.api.dsl.queries import QueryError
 from gyreflow.api.dsl.select import evaluate
+from gyreflow.api.dsl.windowing import window_calls
 
 PERSISTENT_ROOT = "geaflow.file.persistent.root"
 STORED = ("rocksdb", "paimon")  # graph stores kept under the persistent root between runs
@@ -109,7 +110,12 @@ def _check(statement: Statement, catalog: Catalog) -> None:
     dry = catalog.bound({})
     try:
         result = evaluate(statement.query, dry)
-        shape_of(statement.query, catalog)  # a window table function that cannot run is refused here
+        # a window table function that cannot run is refused here: as the one table of a query
+        # that does not fit (shape_of says why), or under a join or a sub-query
+        calls = window_calls(statement.query) if statement.query is not None else []
+        if shape_of(statement.query, catalog) is None and calls:
+            raise QueryError(f"{calls[0].kind.upper()} runs only as the one table of a GROUP BY "
+                             "window_start, window_end query, not under a join or a sub-query")
     except QueryError as exc:
         line, column = place(statement, exc.line, exc.column) if statement.value != "gql" else (None, None)
         raise statement.error(exc.message, exc.hint, line=line, column=column) from None

@@ -204,6 +204,10 @@ def test_without_a_watermark_clause_nothing_out_of_order_is_kept(tmp_path):
      "INTERVAL '5' SECOND)) GROUP BY window_start, window_end", "the slide (10 s) is longer than the size"),
     ("SELECT window_start FROM TABLE(TUMBLE(TABLE ev, DESCRIPTOR(ts), INTERVAL '10' SECOND)) "
      "GROUP BY window_start, window_end ORDER BY window_start", "ORDER BY"),
+    ("SELECT e.id, w.n FROM ev e JOIN (SELECT k, count(*) AS n FROM TABLE(TUMBLE(TABLE ev, "
+     "DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY k, window_start, window_end) w ON e.k = w.k",
+     "TUMBLE runs only as the one table of a GROUP BY window_start, window_end query, not under a "
+     "join or a sub-query"),
 ])
 def test_window_functions_that_cannot_run_are_refused_before_anything_runs(tmp_path, query, message):
     with pytest.raises(DslError, match=re.escape(message)) as caught:
