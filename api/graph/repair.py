@@ -73,9 +73,10 @@ class RepairingCompute(ArrayVertexCompute):
 
     ``direction`` is the edges values travel along (``"out"``; ``"both"`` for weak connectivity
     of a directed graph); ``weighted`` says that ``offer`` reads the edge weights (see
-    ``invalidated``; without it an answer to a request offers along a weight of 1). Every message arrives (``combine`` None): a vertex takes the smallest
-    offer, the smallest sender on ties, and a ``RESET`` must reach a child whichever other
-    neighbours reset in the same superstep.
+    ``invalidated``; without it an answer to a request offers along a weight of 1). Every
+    message arrives (``combine`` None): a vertex takes the smallest offer, the smallest sender on
+    ties, and a ``RESET`` must reach a child whichever other neighbours reset in the same
+    superstep.
     """
 
     combine = None
