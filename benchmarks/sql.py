@@ -235,8 +235,11 @@ def main() -> None:
     if not flink:
         print("PyFlink is not installed in this environment: its rows are left out.")
     if args.write_docs:
-        note = (f"{args.rows:,} rows (the events of `benchmarks/peers.py` as a text table), read in "
-                f"windows of {WINDOW_ROWS:,} rows; both forms parse the same file. "
+        note = (f"{args.rows:,} rows (the events of `benchmarks/peers.py` as a text table; for Nexmark "
+                f"q0-q2, as many bids of `benchmarks/nexmark.py`), read in windows of {WINDOW_ROWS:,} "
+                "rows; both forms parse the same file and their rows are checked equal. The SQL "
+                "side types every column of a row (timestamps included) and evaluates the query's "
+                "expressions per row. "
                 + ("" if flink else "PyFlink was not installed, so it has no row. ")
                 + f"Best of {args.repeat}; {machine_line()}.\n\n`{command_line()}`")
         update_docs_section("sql", f"## SQL against the Python API\n\n{note}\n\n{markdown}\n")
