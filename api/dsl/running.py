@@ -116,6 +116,36 @@ def _add(name: str, state, value):
     return state
 
 
+def _updater(slot: int, name: str, argument):
+    """``update(acc, row)``: adds a row's value to the accumulator in ``acc[slot]``."""
+    if argument is None:  # COUNT(*)
+        def count_all(acc, row):
+            acc[slot] += 1
+        return count_all
+    if name == "count":
+        def count(acc, row):
+            if argument((row, None)) is not None:
+                acc[slot] += 1
+        return count
+    if name in ("sum", "avg"):
+        def total(acc, row):
+            value = argument((row, None))
+            if value is not None:
+                state = acc[slot]
+                state[0] += 1
+                if isinstance(value, float):
+                    _exact_add(state[2], value)
+                else:
+                    state[1] += value
+        return total
+
+    def extreme(acc, row):
+        value = argument((row, None))
+        if value is not None:
+            acc[slot] = _add(name, acc[slot], value)
+    return extreme
+
+
 def _merge(name: str, left, right):
     if name == "count":
         return left + right
@@ -162,7 +192,9 @@ class RunningGroups(AggregateFunction):
             having = scope.compile(shape.having) if shape.having is not None else None
             test = Scope(relation, self.catalog, aliases).compile(shape.where) \
                 if self.per_window and shape.where is not None else None
-            self._fns = (scope.calls, items, having, test)
+            self._fns = (scope.calls, items, having, test,
+                         [_updater(slot, name, argument) for slot, (name, argument) in
+                          enumerate(scope.calls, 1)])
             self._read = _read_outside_aggregates([*shape.items, shape.having], scope)
         return self._fns
 
@@ -170,17 +202,14 @@ class RunningGroups(AggregateFunction):
         return [None, *(_start(name) for name, _ in self.compiled()[0])]
 
     def add(self, acc, row):
-        calls, _, _, test = self._fns or self.compiled()
+        _, _, _, test, updaters = self._fns or self.compiled()
         try:
             if test is not None and test((row, None)) is not True:
                 return acc
             if acc[0] is None:
                 acc[0] = row
-            for slot, (name, argument) in enumerate(calls, 1):
-                if argument is None:
-                    acc[slot] += 1
-                elif (value := argument((row, None))) is not None:
-                    acc[slot] = _add(name, acc[slot], value)
+            for update in updaters:
+                update(acc, row)
         except QueryError as exc:
             raise QueryError(f"{self.where}: {exc.message}" if self.where else exc.message) from None
         return acc
@@ -193,7 +222,7 @@ class RunningGroups(AggregateFunction):
         return left
 
     def result(self, acc):
-        calls, items, having, _ = self.compiled()
+        calls, items, having, _, _ = self.compiled()
         if acc[0] is None:  # per window: WHERE kept none of the key's rows
             return None
         results = tuple(_result(name, state) for (name, _), state in zip(calls, acc[1:], strict=True))
@@ -203,7 +232,7 @@ class RunningGroups(AggregateFunction):
         return self._row((acc[0], results))
 
     def _row(self, context):
-        _, items, having, _ = self.compiled()
+        _, items, having, _, _ = self.compiled()
         if having is not None and having(context) is not True:
             return None
         return tuple(fn(context) for fn in items)
