@@ -10,6 +10,7 @@ import re
 import statistics
 import zlib
 
+from gyreflow.api.dsl.errors import QueryError
 from gyreflow.api.dsl.rows import java_string, to_timestamp
 
 
@@ -249,8 +250,6 @@ def _percentile(values, percent):
     (``0.9`` is the 0.9th percentile, not the 90th): position p * (n + 1) / 100 among the sorted
     values, the first below 1, the last from n, else between its two neighbours."""
     if not 0 < percent <= 100:
-        from gyreflow.api.dsl.queries import QueryError
-
         raise QueryError(f"PERCENTILE: the percent must be in (0, 100], got {percent}")
     values = sorted(float(v) for v in values if v is not None)
     if not values:

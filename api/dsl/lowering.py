@@ -17,9 +17,8 @@ from gyreflow.api.dsl.catalog import Catalog
 from gyreflow.api.dsl.queries import QueryError, Relation, Scope
 from gyreflow.api.dsl.running import ChangedRows, RunningGroups, WindowRows, runs_as_running
 from gyreflow.api.dsl.select import _expand
+from gyreflow.api.dsl.window_text import WATERMARK_COLUMN, WATERMARK_DELAY
 from gyreflow.api.dsl.windowing import (
-    WATERMARK_COLUMN,
-    WATERMARK_DELAY,
     WINDOW_COLUMNS,
     WindowCall,
     moment,

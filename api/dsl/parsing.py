@@ -11,6 +11,9 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
+from gyreflow.api.dsl.errors import DslError
+from gyreflow.api.dsl.window_text import readable, watermark_options
+
 
 class GeaFlowDialect(Dialect):
     """GeaFlow's SQL as sqlglot reads it: ``'...'`` and ``"..."`` are strings, `` `...` `` names."""
@@ -21,28 +24,6 @@ class GeaFlowDialect(Dialect):
         STRING_ESCAPES = ["\\", "'"]
         # CALL starts a graph algorithm's call, not a command whose rest is one string
         KEYWORDS = {**tokens.Tokenizer.KEYWORDS, "CALL": TokenType.VAR}
-
-
-class DslError(Exception):
-    """A statement gyreflow cannot run: ``where`` names the statement, line and column."""
-
-    def __init__(self, message: str, *, statement: int | None = None, line: int | None = None,
-                 column: int | None = None, hint: str | None = None) -> None:
-        self.message, self.statement, self.line, self.column, self.hint = (
-            message, statement, line, column, hint)
-        super().__init__(str(self))
-
-    @property
-    def where(self) -> str:
-        parts = []
-        if self.statement is not None:
-            parts.append(f"statement {self.statement}")
-        if self.line is not None:
-            parts.append(f"line {self.line}" + (f", column {self.column}" if self.column else ""))
-        return ", ".join(parts)
-
-    def __str__(self) -> str:
-        return f"{self.where}: {self.message}" if self.where else self.message
 
 
 @attrs.define
@@ -172,8 +153,6 @@ _CREATE_WORDS = {"create", "or", "replace", "temporary", "table", "view", "if", 
 def parse_query(text: str, statement: Statement, offset_line: int = 0) -> exp.Expression:
     """A SELECT / VALUES / UNION query parsed by sqlglot, errors placed in the script."""
     try:
-        from gyreflow.api.dsl.windowing import readable
-
         parsed = sqlglot.parse_one(readable(text), dialect=GeaFlowDialect)
     except ParseError as exc:
         detail = exc.errors[0] if exc.errors else {}
@@ -268,8 +247,6 @@ def classify(number: int, text: str, line: int, column: int) -> Statement:
 
 
 def _watermark(statement: Statement, text: str) -> dict[str, str]:
-    from gyreflow.api.dsl.windowing import watermark_options
-
     try:
         return watermark_options(text)
     except DslError as exc:

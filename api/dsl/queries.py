@@ -9,7 +9,7 @@ import operator
 from sqlglot import exp
 
 import gyreflow.api.dsl.functions as fns
-from gyreflow.api.dsl.parsing import DslError
+from gyreflow.api.dsl.errors import QueryError
 from gyreflow.api.dsl.rows import cast_value
 
 
@@ -26,10 +26,6 @@ class Relation:
 
     def names(self) -> list[str]:
         return [n for _, n in self.columns]
-
-
-class QueryError(DslError):
-    """A query that names what does not exist or uses what is not supported."""
 
 
 def _lower(name) -> str:

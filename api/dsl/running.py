@@ -9,7 +9,7 @@ import math
 
 from sqlglot import exp
 
-from gyreflow.api.dsl import functions as fns
+import gyreflow.api.dsl.functions as fns
 from gyreflow.api.dsl.queries import QueryError, Relation, Scope, function_args
 from gyreflow.api.dsl.windowing import moment
 from gyreflow.api.language.functions import AggregateFunction, ProcessFunction
