@@ -39,26 +39,16 @@ class ArrayIncrementalShortestPaths(RepairingCompute, ArrayShortestPaths):
         return self.weights(part, where)
 
 
-RANKS = np.dtype([("rank", float), ("sent", float), ("incoming", float)])
-
-
 class ArrayIncrementalPageRank(ArrayPageRank):
     """Graphalytics PageRank of a changing graph, iterated in every window from the last window's
-    ranks (a new vertex starts at ``1 / n``), by residuals (delta PageRank): a vertex sends its
-    neighbours only the change of its rank since it last sent, and only once that exceeds the
-    tolerance; each vertex keeps the sum of what reached it. The ranks are a fixed point
-    whatever they start from, so removals need no restart. The second superstep scales the start
-    to a total of 1 (new vertices and removed ones change it).
-
-    When no vertex has a change above the tolerance left, every vertex sends what it has left
-    (one full superstep), and the iteration stops once the exact step that follows moves no rank
-    by more than ``tolerance`` (as a recomputation's stop), or at ``max_iterations``. Values:
-    ``(rank, sent, incoming)``; the result is the rank.
-    """
+    ranks (a new vertex starts at ``1 / n``) until no rank moves by more than ``tolerance`` in a
+    superstep, or ``max_iterations``. The ranks are a fixed point whatever they start from, so
+    removals need no restart. The second superstep scales the start to a total of 1 (new vertices
+    and removed ones change it): the total's error would otherwise shrink only by ``damping`` per
+    superstep, and the changed vertices' errors shrink faster."""
 
     aggregators = {"dangling": Aggregator.sum(0.0), "moved": Aggregator.max(0.0),
-                   "mass": Aggregator.sum(0.0), "active": Aggregator.sum(0),
-                   "flushing": Aggregator.max(0), "exact": Aggregator.max(0)}
+                   "mass": Aggregator.sum(0.0)}
 
     def __init__(self, damping: float = 0.85, tolerance: float = 1e-9,
                  max_iterations: int = NO_LIMIT) -> None:
@@ -71,63 +61,34 @@ class ArrayIncrementalPageRank(ArrayPageRank):
 
     def init(self, ids: np.ndarray, given: np.ndarray) -> np.ndarray:
         """Not known yet: set in iteration 1, once the number of vertices is known."""
-        values = np.zeros(len(ids), dtype=RANKS)
-        values["rank"] = np.nan
-        return values
-
-    @staticmethod
-    def result(ids: np.ndarray, values: np.ndarray) -> np.ndarray:
-        """The rank."""
-        return values["rank"]
+        return np.full(len(ids), np.nan)
 
     def compute(self, part, inbox) -> np.ndarray:
-        """Iteration 1: send the shares of the kept ranks; then one PageRank step per superstep
-        from the incoming sums, sending the changes above the tolerance."""
+        """Iteration 1: send the shares of the kept ranks; then one PageRank step per superstep,
+        aggregating how far the ranks moved."""
         n = part.num_vertices
         if n == 0:  # an empty graph (before the first edge, or after the last removal)
             return part.values
-        values = part.values.copy()
-        dangling = part.out_degree == 0
         if part.iteration == 1:
-            rank = np.where(np.isnan(values["rank"]), 1.0 / n, values["rank"])
-            values["rank"] = values["sent"] = rank
+            rank = np.where(np.isnan(part.values), 1.0 / n, part.values)
             part.aggregate("mass", float(rank.sum()))
-            part.send_along(_shares(rank, part.out_degree))
-            part.aggregate("dangling", float(rank[dangling].sum()))
-            part.aggregate("active", part.num_local)
-            return values
-        d = self.damping
-        exact = part.iteration == 2 or part.aggregated("flushing") > 0
-        if part.iteration == 2:  # the start scaled to a total of 1: a linear map of the sums
-            mass = part.aggregated("mass")
-            scale = 1.0 / mass if mass > 0 else 1.0
-            values["incoming"] = inbox.dense(0.0, float) * scale
-            values["sent"] *= scale
-            values["rank"] *= scale
-            spread = part.aggregated("dangling") * scale
         else:
-            values["incoming"] += inbox.dense(0.0, float)
-            spread = part.aggregated("dangling")
-        rank = (1.0 - d) / n + d * (values["incoming"] + spread / n)
-        moved = np.abs(rank - values["rank"])
-        part.aggregate("moved", float(moved.max()) if len(moved) else 0.0)
-        part.aggregate("exact", int(exact))
-        values["rank"] = rank
-        change = rank - values["sent"]
-        flushing = part.aggregated("active") == 0
-        active = change != 0 if flushing else np.abs(change) > self.tolerance
-        part.aggregate("flushing", int(flushing))
-        part.aggregate("active", int(active.sum()))
-        if active.any():
-            part.send_along(_shares(change, part.out_degree), where=active & ~dangling)
-            values["sent"][active] = rank[active]
-        part.aggregate("dangling", float(values["sent"][dangling].sum()))
-        return values
+            d = self.damping
+            mass = part.aggregated("mass") if part.iteration == 2 else 1.0
+            scale = 1.0 / mass if mass > 0 else 1.0
+            incoming = inbox.dense(0.0, float) + part.aggregated("dangling") / n
+            rank = (1.0 - d) / n + d * scale * incoming
+            moved = np.abs(rank - scale * part.values)
+            part.aggregate("moved", float(moved.max()) if len(moved) else 0.0)
+        degree = part.out_degree
+        dangling = degree == 0
+        part.send_along(np.divide(rank, degree, out=np.zeros_like(rank), where=~dangling))
+        part.aggregate("dangling", float(rank[dangling].sum()))
+        return rank
 
     def terminate(self, iteration: int, aggregates: dict[str, Any]) -> bool:
-        """Stop after an exact step (every change sent before it) that moved no rank by more
-        than the tolerance."""
-        return iteration > 1 and aggregates["exact"] > 0 and aggregates["moved"] <= self.tolerance
+        """Stop once no rank moved by more than the tolerance."""
+        return iteration > 1 and aggregates["moved"] <= self.tolerance
 
     def removal_scope(self, values: np.ndarray) -> frozenset:
         """Nothing starts again."""
@@ -136,7 +97,3 @@ class ArrayIncrementalPageRank(ArrayPageRank):
     def restarts(self, values: np.ndarray, scope: frozenset) -> np.ndarray:
         """No vertex."""
         return np.zeros(len(values), dtype=bool)
-
-
-def _shares(ranks: np.ndarray, degree: np.ndarray) -> np.ndarray:
-    return np.divide(ranks, degree, out=np.zeros_like(ranks), where=degree > 0)
