@@ -51,9 +51,9 @@ class ArrayVertexCompute(abc.ABC):
     on it); the scopes of all tasks are
     joined (a set union) and ``restarts`` picks, on every task, the vertices that start again from
     ``init``. Those count as touched, and every edge counts as new in that window. The defaults
-    start every vertex again; ``RepairingCompute`` (``incremental_wcc``, ``incremental_bfs``,
-    ``incremental_sssp``) restarts none there and picks, in its first superstep, only the vertices
-    whose value rested on a removed edge or vertex.
+    start every vertex again; ``RepairingCompute`` (``incremental_wcc``, ``incremental_bfs``)
+    restarts none there and picks, in its first superstep, only the vertices whose value rested on
+    a removed edge or vertex; ``incremental_sssp`` restarts those beyond the removal distance.
     """
 
     array_program: ClassVar[bool] = True

@@ -42,6 +42,8 @@ vertex's own ``id``, its ``parent`` and a ``link`` code) and its results the ``v
 
 from __future__ import annotations
 
+import abc
+
 import numpy as np
 
 from gyreflow.api.graph.arrays import ArrayVertexCompute
@@ -85,14 +87,14 @@ class RepairingCompute(ArrayVertexCompute):
     aggregators = {"resets": Aggregator.sum(0), "repairing": Aggregator.max(0)}
     weighted = False
 
+    @abc.abstractmethod
     def start(self, ids: np.ndarray, given: np.ndarray) -> np.ndarray:
         """The plain start values of the vertices ``ids``."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def offer(self, values: np.ndarray, rows: np.ndarray, weights: np.ndarray) -> np.ndarray:
         """What the vertices at ``rows`` (plain ``values`` by position) offer along edges of
         ``weights`` (one entry per edge)."""
-        raise NotImplementedError
 
     def known(self, values: np.ndarray) -> np.ndarray:
         """A mask of the plain values worth offering (default: every one)."""
