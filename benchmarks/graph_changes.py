@@ -125,7 +125,8 @@ def _pick(rng: random.Random, present: dict):
 def run(batches, job) -> tuple[list[float], list]:
     """The window times and the output of the last window's results folded."""
     env = Environment.local(1, progress=False, config={"state.backend": "memory",
-                                                        "control.enabled": False})
+                                                        "control.enabled": False,
+                                                        "scheduler.max_flying_windows": 1})
     pipeline = env.pipeline("graph-changes")
 
     @pipeline.task(name="changes")
@@ -150,7 +151,8 @@ def scratch_time(present: dict, job) -> float:
     (what recomputing from scratch costs, graph building included)."""
     edges = [Edge(a, b, w) for (a, b), w in present.items()]
     env = Environment.local(1, progress=False, config={"state.backend": "memory",
-                                                        "control.enabled": False})
+                                                        "control.enabled": False,
+                                                        "scheduler.max_flying_windows": 1})
     pipeline = env.pipeline("graph-scratch")
 
     @pipeline.task(name="scratch")

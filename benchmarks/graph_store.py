@@ -83,7 +83,8 @@ class Bytes(JobListener):
 
 def run(batches: list, backend: str, folder: str) -> tuple[dict, list[float], dict]:
     """Checkpoint bytes by window, window times and the components after the last window."""
-    config = {"state.backend": backend, "state.path": folder, "control.enabled": False}
+    config = {"state.backend": backend, "state.path": folder, "control.enabled": False,
+              "scheduler.max_flying_windows": 1}
     if backend == "jdbc":
         config["state.url"] = f"sqlite:///{folder}/state.db"
     env = Environment.local(1, progress=False, config=config)
