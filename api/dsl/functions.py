@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import math
 import random
@@ -157,6 +158,70 @@ def _split_ex(text, separator, index):
     return parts[index] if 0 <= index < len(parts) else None
 
 
+def _split_index(text, separator, index):
+    """Flink's SPLIT_INDEX: the ``index``-th piece (from 0) of ``text`` split on the whole ``separator``,
+    empty pieces kept (Commons Lang's ``splitByWholeSeparatorPreserveAllTokens``); NULL if none."""
+    if text == "" or index < 0:
+        return None
+    parts = text.split(separator) if separator else text.split()
+    return parts[index] if index < len(parts) else None
+
+
+def _regexp_extract(text, pattern, index=0):
+    """Flink's REGEXP_EXTRACT: group ``index`` of the first match of ``pattern`` in ``text`` (Java's
+    ``Matcher.find``); NULL when nothing matches, the group took no part, or there is no such group."""
+    try:
+        found = _regex(pattern).search(text)
+    except re.error:
+        return None
+    if found is None or not 0 <= index <= (found.re.groups or 0):
+        return None
+    return found.group(index)
+
+
+@functools.lru_cache(maxsize=64)
+def _regex(pattern: str) -> re.Pattern:
+    return re.compile(pattern)
+
+
+# Java's SimpleDateFormat letters DATE_FORMAT reads, longest first, as strftime prints them (SSS: None,
+# the milliseconds, which strftime has no code for)
+_DATE_LETTERS = [("yyyy", "%Y"), ("yy", "%y"), ("MM", "%m"), ("dd", "%d"), ("HH", "%H"), ("mm", "%M"),
+                 ("ss", "%S"), ("SSS", None)]
+
+
+@functools.lru_cache(maxsize=64)
+def _date_pattern(pattern: str) -> tuple:
+    """A SimpleDateFormat pattern (``yyyy-MM-dd HH:mm:ss.SSS``, text in ``'...'``) as strftime pieces."""
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern[i] == "'":
+            end = pattern.find("'", i + 1)
+            end = len(pattern) if end < 0 else end
+            out.append(pattern[i + 1:end].replace("%", "%%") or "'")
+            i = end + 1
+            continue
+        for letters, code in _DATE_LETTERS:
+            if pattern.startswith(letters, i):
+                out.append(code)
+                i += len(letters)
+                break
+        else:
+            if pattern[i].isalpha():
+                raise QueryError(f"DATE_FORMAT: the pattern letter {pattern[i]!r} is not one gyreflow "
+                                 "reads (yyyy, yy, MM, dd, HH, mm, ss, SSS)")
+            out.append(pattern[i].replace("%", "%%"))
+            i += 1
+    return tuple(out)
+
+
+def _date_format(value, pattern="yyyy-MM-dd HH:mm:ss"):
+    """Flink's DATE_FORMAT: a timestamp (or its text) printed with a SimpleDateFormat pattern."""
+    moment = value if isinstance(value, _dt.datetime) else to_timestamp(value)
+    own = {None: f"{moment.microsecond // 1000:03d}", "%Y": f"{moment.year:04d}"}  # Java pads years
+    return moment.strftime("".join(own.get(p, p) for p in _date_pattern(pattern)))
+
+
 # GeaFlow's IS_DECIMAL: what Java's Double.parseDouble reads (blanks around it trimmed; hex floats left out)
 _JAVA_BLANKS = "".join(map(chr, range(33)))  # String.trim: every character up to ' '
 _DECIMAL = re.compile(r"[-+]?(NaN|Infinity|(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?[fFdD]?)")
@@ -209,7 +274,8 @@ SCALAR = {
     "hour": _nulls(lambda d: to_timestamp(d).hour), "minute": _nulls(lambda d: to_timestamp(d).minute),
     "second": _nulls(lambda d: to_timestamp(d).second),
     "get_json_object": _nulls(_json_path),
-    "split_ex": _nulls(_split_ex),
+    "split_ex": _nulls(_split_ex), "split_index": _nulls(_split_index),
+    "regexp_extract": _nulls(_regexp_extract), "date_format": _nulls(_date_format),
     "is_decimal": lambda s: s is not None and _DECIMAL.fullmatch(str(s).strip(_JAVA_BLANKS)) is not None,
     "like": _nulls(_like),
 }

@@ -78,8 +78,8 @@ def shape_of(query: exp.Expression, catalog: Catalog) -> Shape | None:
         refused = refused or f"{name} is not a table"
     elif table.kind == "graphdata" or name in catalog.graph_sources():
         refused = refused or f"{name} is a graph's table"
-    if call is None and refused:
-        return None
+    if refused and (call is None or call.kind != "session"):
+        return None  # the query operator runs it (TUMBLE and HOP over rows: windowing.window_rows)
     windowed = call is None and table.window_size(catalog.settings) > 0
     qualifier = (from_.this.alias or name).lower() if call is None else None
     columns = [(qualifier, c.lower()) for c, _ in table.columns] if table else []
@@ -108,6 +108,8 @@ def shape_of(query: exp.Expression, catalog: Catalog) -> Shape | None:
     where = _this(query.args.get("where"))
     if refused is None and where is not None and any(map(_is_window_column, where.find_all(exp.Column))):
         refused = "its WHERE reads window_start or window_end (filter them in HAVING)"
+    if refused is not None and call.kind != "session":
+        return None
     if refused is None and call.column not in [c.lower() for c, _ in table.columns]:
         refused = f"DESCRIPTOR({call.column}): {name} has no such column"
     if refused is None and table.options.get(WATERMARK_COLUMN, call.column) != call.column:

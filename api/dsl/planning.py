@@ -56,7 +56,8 @@ def is_incremental(query) -> bool:
 
     if isinstance(query, (exp.Union, exp.Except, exp.Intersect)):
         return True
-    return any(isinstance(n, (exp.AggFunc, exp.Group, exp.Distinct, exp.Order, exp.Join, exp.Anonymous))
+    return any(isinstance(n, (exp.AggFunc, exp.Group, exp.Distinct, exp.Order, exp.Join, exp.Anonymous,
+                              exp.Window))
                for n in query.walk())
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import math
 import operator
@@ -11,6 +12,7 @@ from sqlglot import exp
 import gyreflow.api.dsl.functions as fns
 from gyreflow.api.dsl.errors import QueryError
 from gyreflow.api.dsl.rows import cast_value
+from gyreflow.api.dsl.windowing import interval_seconds
 
 
 class Relation:
@@ -158,7 +160,9 @@ class Scope:
         return False
 
     def has_aggregate(self, node: exp.Expression) -> bool:
-        return any(self.is_aggregate(n) for n in node.walk() if isinstance(n, exp.Func)) if node else False
+        """Whether ``node`` aggregates its group (an aggregate OVER a window does not)."""
+        return any(self.is_aggregate(n) and not _over(n) for n in node.walk()
+                   if isinstance(n, exp.Func)) if node else False
 
     # ---- compiling: an expression becomes a function of ``(row, group)``
     def compile(self, node: exp.Expression):
@@ -224,6 +228,13 @@ class Scope:
             return lambda ctx: cast_value(inner(ctx), kind)
         if isinstance(node, exp.Subquery) or isinstance(node, exp.Select):
             return self._scalar_subquery(node)
+        if isinstance(node, exp.Filter) and self.has_aggregate(node.this):
+            return self._filtered(node)  # COUNT(*) FILTER (WHERE price < 10)
+        if isinstance(node, exp.Interval):  # ts - INTERVAL '10' SECOND
+            value = dt.timedelta(seconds=interval_seconds(node))
+            return lambda ctx: value
+        if isinstance(node, exp.Window):
+            return self.over(node)
         if isinstance(node, exp.Func):
             return self._function(node)
         raise QueryError(f"{node.sql(dialect='')[:60]!r} ({node.key}) is not supported in an expression")
@@ -272,6 +283,18 @@ class Scope:
             return default(ctx)
         return case
 
+    def _filtered(self, node: exp.Filter):
+        """An aggregate over the rows of its group for which the FILTER's condition is true."""
+        inner, test = self.compile(node.this), self.compile(node.expression.this)
+        return lambda ctx: inner((ctx[0], [r for r in ctx[1] if test((r, None)) is True]))
+
+    def over(self, node: exp.Window):
+        """``f(...) OVER (...)``: its value per row, computed over the whole SELECT (``over.py``)."""
+        values = getattr(self, "window_values", {}).get(id(node))
+        if values is None:
+            raise QueryError("a window function (OVER) runs only in a SELECT list")
+        return lambda ctx: values[ctx[2]]
+
     def _scalar_subquery(self, node):
         inner = self.catalog.evaluate(node.this if isinstance(node, exp.Subquery) else node)
         value = inner.rows[0][0] if inner.rows else None
@@ -318,6 +341,15 @@ class Scope:
                 found = list(dict.fromkeys(v for v in found if v is not None))
             return fn(found)
         return aggregate
+
+
+def _over(node: exp.Expression) -> bool:
+    """Whether ``node`` is the function of a window (``AVG(x) OVER (...)``) or inside one."""
+    while node.parent is not None:
+        if isinstance(node.parent, exp.Window) and node.arg_key == "this":
+            return True
+        node = node.parent
+    return False
 
 
 def _property(element, key: str):

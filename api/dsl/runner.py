@@ -110,12 +110,11 @@ def _check(statement: Statement, catalog: Catalog) -> None:
     dry = catalog.bound({})
     try:
         result = evaluate(statement.query, dry)
-        # a window table function that cannot run is refused here: as the one table of a query
-        # that does not fit (shape_of says why), or under a join or a sub-query
+        # SESSION runs only on the plan's event-time windows (TUMBLE and HOP also over rows)
         calls = window_calls(statement.query) if statement.query is not None else []
-        if shape_of(statement.query, catalog) is None and calls:
-            raise QueryError(f"{calls[0].kind.upper()} runs only as the one table of a GROUP BY "
-                             "window_start, window_end query, not under a join or a sub-query")
+        if any(c.kind == "session" for c in calls) and shape_of(statement.query, catalog) is None:
+            raise QueryError("SESSION runs only as the one table of a GROUP BY window_start, "
+                             "window_end query, not under a join or a sub-query")
     except QueryError as exc:
         line, column = place(statement, exc.line, exc.column) if statement.value != "gql" else (None, None)
         raise statement.error(exc.message, exc.hint, line=line, column=column) from None

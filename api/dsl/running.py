@@ -42,6 +42,9 @@ class RunningScope(Scope):
         self.calls.append((name, argument))
         return lambda ctx: ctx[1][slot]
 
+    def _filtered(self, node: exp.Filter):
+        raise NotRunningError("an aggregate with FILTER (WHERE ...) needs the group's rows")
+
 
 def runs_as_running(items: list, keys: list | None, having, scope: Scope) -> bool:
     """Whether a GROUP BY can run on accumulators: every aggregate is one of COUNT, SUM, AVG, MIN,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from gyreflow.api.dsl.over import over_values
 from gyreflow.api.dsl.queries import (
     QueryError,
     Relation,
@@ -12,7 +13,7 @@ from gyreflow.api.dsl.queries import (
     function_args,
     function_name,
 )
-from gyreflow.api.dsl.windowing import WINDOW_COLUMNS, window_call
+from gyreflow.api.dsl.windowing import WINDOW_COLUMNS, window_call, window_rows
 
 
 def _alias_of(node) -> tuple[str | None, list[str]]:
@@ -28,12 +29,10 @@ def source(node, catalog) -> Relation:
     """The relation a FROM item names: a table, a view, a sub-query or VALUES."""
     qualifier, columns = _alias_of(node)
     call = window_call(node)
-    if call is not None:  # its rows are made by the event-time windows of its plan (lowering.py)
+    if call is not None:  # the table's rows once per window (a query of its own: event-time windows)
         base = catalog.relation(call.table)
-        if base.rows:
-            raise QueryError(f"{call.kind.upper()} runs only as the one table of a GROUP BY "
-                             "window_start, window_end query")
-        relation = Relation(base.columns + [(None, c) for c in WINDOW_COLUMNS], [])
+        relation = Relation(base.columns + [(None, c) for c in WINDOW_COLUMNS],
+                            window_rows(call, base, catalog))
     elif isinstance(node, exp.Table):
         relation = catalog.relation(node.name)
         qualifier = qualifier or node.name.lower()
@@ -161,6 +160,10 @@ def select(node: exp.Select, catalog) -> Relation:
     else:
         contexts = [(row, None) for row in relation.rows]
 
+    windows = [w for item in items for w in item.find_all(exp.Window)]
+    if windows:  # f(...) OVER (...): computed over every row first, read back by position
+        contexts = [(c[0], c[1], i) for i, c in enumerate(contexts)]
+        scope.window_values = {id(w): over_values(w, contexts, scope, grouped) for w in windows}
     compiled = [scope.compile(item) for item in items]
     names = [_output_name(item, i) for i, item in enumerate(items)]
     pairs = [(tuple(fn(ctx) for fn in compiled), ctx) for ctx in contexts]

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 
 import attrs
 from sqlglot import exp
 
 from gyreflow.api.dsl.errors import QueryError
-from gyreflow.api.dsl.window_text import SESSION_NAME, UNITS
+from gyreflow.api.dsl.window_text import SESSION_NAME, UNITS, WATERMARK_COLUMN, WATERMARK_DELAY
 
 KINDS = ("tumble", "hop", "session")
 WINDOW_COLUMNS = ("window_start", "window_end")
@@ -105,3 +106,52 @@ def seconds_of(value) -> float:
 def moment(seconds: float) -> dt.datetime:
     """The TIMESTAMP ``seconds`` after the epoch (``window_start``, ``window_end``)."""
     return EPOCH + dt.timedelta(seconds=seconds)
+
+
+def _starts(ts: float, size: float, slide: float) -> list[float]:
+    """The starts of the windows ``[k * slide, k * slide + size)`` holding ``ts``, oldest first (as the
+    event-time windows of the runtime assign them)."""
+    last = math.floor(ts / slide)
+    while last * slide > ts:  # division rounded up across a boundary
+        last -= 1
+    while (last + 1) * slide <= ts:
+        last += 1
+    first = last
+    while (first - 1) * slide + size > ts:
+        first -= 1
+    return [k * slide for k in range(first, last + 1)]
+
+
+def window_rows(call: WindowCall, relation, catalog) -> list[tuple]:
+    """The rows of TUMBLE or HOP over a table's rows, under a join or a sub-query: each row once per
+    window it joins, ``window_start`` and ``window_end`` added. Rows are judged in the table's order
+    as the plan's event-time windows judge them: a row joins the windows that have not fired by the
+    watermark before it (the largest time read before it, minus the table's delay); one that joins
+    none is dropped, as a late record is."""
+    names = relation.names()
+    if call.column not in names:
+        raise QueryError(f"DESCRIPTOR({call.column}): {call.table} has no such column")
+    table = catalog.tables.get(call.table)
+    options = table.options if table is not None else {}
+    if options.get(WATERMARK_COLUMN, call.column) != call.column:
+        raise QueryError(f"the watermark of {call.table} is on {options[WATERMARK_COLUMN]}, the windows "
+                         f"on {call.column}")
+    if not relation.rows:
+        return []
+    if call.kind == "session":
+        raise QueryError("SESSION runs only as the one table of a GROUP BY window_start, window_end "
+                         "query (not under a join or a sub-query)")
+    delay = float(options.get(WATERMARK_DELAY, "0"))
+    at, size = names.index(call.column), call.size
+    slide = call.slide or size
+    highest, out = -math.inf, []
+    for row in relation.rows:
+        if row[at] is None:
+            continue
+        ts = seconds_of(row[at])
+        mark = highest - delay
+        for start in _starts(ts, size, slide):
+            if start + size > mark:
+                out.append(row + (moment(start), moment(start + size)))
+        highest = max(highest, ts)
+    return out
