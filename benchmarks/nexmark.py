@@ -44,6 +44,78 @@ def make_bids(count: int, disorder: float, seed: int = DEFAULT_SEED) -> list[tup
             for i in range(count)]
 
 
+# --- Nexmark's three streams, as nexmark-flink's generator makes them -------------------------------
+
+FIRST_ID = 1000
+HOT_CHANNELS = ("Google", "Facebook", "Baidu", "Apple")
+START_MS = 1_704_153_570_000  # 2024-01-01 23:59:30 UTC: the events cross a day
+
+
+def _word(rng: random.Random, size: int) -> str:
+    return "".join(rng.choice("abcdefghijklmnopqrstuvwxyz_") for _ in range(size))
+
+
+def _url(rng: random.Random) -> str:
+    return f"https://www.nexmark.com/{_word(rng, 5)}/{_word(rng, 5)}/{_word(rng, 5)}/item.htm?query=1"
+
+
+def make_events(count: int, seed: int = DEFAULT_SEED, step_ms: int = 20) -> tuple[list, list, list]:
+    """``(persons, auctions, bids)`` of ``count`` events ``step_ms`` apart, in time order, in the
+    proportions of Nexmark's generator (of 50 events: 1 person, 3 auctions, 46 bids), with its
+    columns (times in epoch milliseconds; text without commas, for text tables):
+
+    - person ``(id, name, emailAddress, creditCard, city, state, dateTime, extra)``
+    - auction ``(id, itemName, description, initialBid, reserve, dateTime, expires, seller,
+      category, extra)``, open 2-20 s
+    - bid ``(auction, bidder, price, channel, url, dateTime, extra)``: mostly for the latest auctions
+      and by the latest people; half on a hot channel (Google, Facebook, Baidu, Apple, each with a
+      URL of its own), half on ``channel-N`` whose URL mostly ends in ``&channel_id=N``; prices
+      log-uniform from 1 to 10,000,000, all different (so the top bids of an auction are one list).
+    """
+    rng = random.Random(seed)
+    hot_urls = [_url(rng) for _ in HOT_CHANNELS]
+    persons: list = []
+    auctions: list = []
+    bids: list = []
+    prices: set = set()
+    names = ["Peter", "Paul", "Luke", "John", "Saul", "Vicky", "Kate", "Julie", "Sarah", "Deiter", "Walter"]
+    cities = ["Phoenix", "Los Angeles", "San Francisco", "Boise", "Portland", "Bend", "Redmond", "Seattle"]
+    for i in range(count):
+        now = START_MS + i * step_ms
+        kind = i % 50
+        if kind == 0 or not persons:
+            pid = FIRST_ID + len(persons)
+            email = f"{_word(rng, 6)}@{_word(rng, 4)}.com"
+            persons.append((pid, f"{rng.choice(names)} {rng.choice(names)}", email,
+                            " ".join(str(rng.randrange(1000, 10000)) for _ in range(4)), rng.choice(cities),
+                            rng.choice(["AZ", "CA", "ID", "OR", "WA", "WY"]), now, _word(rng, 3)))
+        elif kind <= 3 or not auctions:
+            seller = persons[-1][0] if rng.random() < 0.5 else rng.choice(persons)[0]
+            initial = rng.randrange(1, 1000)
+            expires = now + rng.randrange(2_000, 20_000)
+            auctions.append((FIRST_ID + len(auctions), _word(rng, 8), _word(rng, 12), initial,
+                             initial + rng.randrange(1, 1000), now, expires, seller,
+                             10 + rng.randrange(5), _word(rng, 3)))
+        else:
+            auction = auctions[-1 - min(rng.randrange(4), len(auctions) - 1)][0] if rng.random() < 0.9 \
+                else rng.choice(auctions)[0]
+            bidder = persons[-1][0] if rng.random() < 0.5 else rng.choice(persons)[0]
+            price = round(10 ** (rng.random() * 7))
+            while price in prices:
+                price += 1
+            prices.add(price)
+            if rng.random() < 0.5:
+                at = rng.randrange(len(HOT_CHANNELS))
+                channel, url = HOT_CHANNELS[at], hot_urls[at]
+            else:
+                number = rng.randrange(10_000)
+                channel, url = f"channel-{number}", _url(rng)
+                if rng.random() < 0.9:
+                    url += f"&channel_id={number}"
+            bids.append((auction, bidder, price, channel, url, now, _word(rng, 3)))
+    return persons, auctions, bids
+
+
 # --- plain Python --------------------------------------------------------------------------------
 
 
