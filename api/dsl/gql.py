@@ -9,6 +9,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.tokens import TokenType
 
+from gyreflow.api.dsl.gql_paths import Element, PathReader
 from gyreflow.api.dsl.parsing import (
     GeaFlowDialect,
     Statement,
@@ -158,33 +159,17 @@ def _expression(text: str, statement: Statement) -> exp.Expression:
                               f"{str(exc).splitlines()[0]}") from None
 
 
-class _Reader:
+class _Reader(PathReader):
     def __init__(self, text: str, statement: Statement, prefix: str = "") -> None:
-        self.text, self.statement, self.prefix = text, statement, prefix
-        self.toks = _tokens(text, statement.line)
-        self.at = 0
+        super().__init__(text, _tokens(text, statement.line))
+        self.statement, self.prefix = statement, prefix
         self.anonymous = 0
 
-    def peek(self, ahead: int = 0):
-        i = self.at + ahead
-        return self.toks[i] if i < len(self.toks) else None
-
-    def word(self, ahead: int = 0) -> str:
-        token = self.peek(ahead)
-        return token.text.lower() if token is not None else ""
-
-    def take(self):
-        token = self.toks[self.at]
-        self.at += 1
-        return token
-
-    def expect(self, text: str):
-        token = self.peek()
-        if token is None or token.text.lower() != text:
-            found = token.text if token is not None else "the end"
-            raise self.statement.error(f"expected {text!r} in a MATCH, found {found!r}",
-                                       line=token.line if token else None)
-        return self.take()
+    def fail(self, what: str, token=None) -> Exception:
+        token = token if token is not None else self.peek()
+        found = token.text if token is not None else "the end"
+        return self.statement.error(f"expected {what} in a MATCH, found {found!r}",
+                                    line=token.line if token else None)
 
     def until(self, stop_words: set[str], stop_at_close: bool = True) -> str:
         """The text up to a stop word at depth 0 (or the close of the enclosing bracket)."""
@@ -201,107 +186,34 @@ class _Reader:
                     token.text.lower() == "then" and self.word(1) != "filter"):
                 break  # THEN ends a clause only as THEN FILTER (not CASE WHEN ... THEN)
             self.at += 1
-        if start == self.at:
+        return self.text_of(start, self.at)
+
+    def text_of(self, start: int, end: int) -> str:
+        if start == end:
             return ""
-        return self.text[self.toks[start].start:self.toks[self.at - 1].end + 1]
+        return self.text[self.toks[start].start:self.toks[end - 1].end + 1]
 
     def fresh(self, kind: str) -> str:
         self.anonymous += 1
         return f"__{kind}{self.prefix}{self.anonymous}"
 
 
-def _labels_and_where(reader: _Reader, close: TokenType) -> tuple[str | None, list[str],
-                                                                  exp.Expression | None]:
-    var, labels, where = None, [], None
-    token = reader.peek()
-    if token is not None and token.token_type not in (close, TokenType.COLON) and reader.word() != "where":
-        var = reader.take().text
-    if reader.peek() is not None and reader.peek().token_type == TokenType.COLON:
-        reader.take()
-        labels.append(reader.take().text.lower())
-        while reader.peek() is not None and reader.peek().token_type == TokenType.PIPE:
-            reader.take()
-            labels.append(reader.take().text.lower())
-    conditions = []
-    if reader.peek() is not None and reader.peek().token_type == TokenType.L_BRACE:
-        reader.take()  # ISO GQL's property map {key: value, ...}: equalities
-        while reader.peek() is not None and reader.peek().token_type != TokenType.R_BRACE:
-            key = reader.take().text
-            reader.expect(":")
-            value = reader.until({",", "}"})
-            conditions.append(f"{key} = {value}")
-            if reader.peek() is not None and reader.peek().token_type == TokenType.COMMA:
-                reader.take()
-        reader.expect("}")
-    if reader.word() == "where":
-        reader.take()
-        conditions.append(f"({reader.until(set())})")
-    if conditions:
-        where = _expression(" AND ".join(conditions), reader.statement)
-    return var, labels, where
-
-
-def _node(reader: _Reader) -> NodePattern:
-    reader.expect("(")
-    var, labels, where = _labels_and_where(reader, TokenType.R_PAREN)
-    reader.expect(")")
-    return NodePattern(var or reader.fresh("v"), labels, where)
-
-
-def _edge(reader: _Reader) -> EdgePattern | None:
-    """An edge after a node: ``-[...]->``, ``<-[...]-``, ``-[...]-``, ``->``, ``<-``, ``-``."""
-    token = reader.peek()
-    if token is None:
-        return None
-    text = token.text
-    incoming = False
-    if text == "<-" or (text == "<" and reader.word(1) == "-"):
-        incoming = True
-        reader.take()
-        if text == "<":
-            reader.take()
-    elif text == "-":
-        reader.take()
-    elif text == "->":
-        reader.take()
-        return EdgePattern(reader.fresh("e"), [], None, "out")
-    else:
-        return None
-    var, labels, where = None, [], None
-    if reader.peek() is not None and reader.peek().token_type == TokenType.L_BRACKET:
-        reader.take()
-        var, labels, where = _labels_and_where(reader, TokenType.R_BRACKET)
-        reader.expect("]")
-    direction = "in" if incoming else "both"
-    nxt = reader.peek()
-    if nxt is not None and nxt.text == "->":
-        reader.take()
-        direction = "out" if not incoming else "both"
-    elif nxt is not None and nxt.text == "-":
-        reader.take()
-    elif nxt is not None and nxt.text == ">" :
-        reader.take()
-        direction = "out"
-    hops = None
-    if reader.peek() is not None and reader.peek().token_type == TokenType.L_BRACE:
-        reader.take()
-        low = int(reader.take().text)
-        high = low
-        if reader.peek().token_type == TokenType.COMMA:
-            reader.take()
-            high = int(reader.take().text) if reader.peek().token_type != TokenType.R_BRACE else 10
-        reader.expect("}")
-        hops = (low, high)
-    return EdgePattern(var or reader.fresh("e"), labels, where, direction, hops)
+def _pattern(reader: _Reader, element: Element) -> NodePattern | EdgePattern:
+    """GQL's node or edge of a path element: lower-case labels (any one of them), the property
+    map and WHERE as one condition."""
+    conditions = [f"{key.text} = {reader.text_of(*values)}" for key, values in element.properties]
+    if element.where is not None:
+        conditions.append(f"({reader.text_of(*element.where)})")
+    where = _expression(" AND ".join(conditions), reader.statement) if conditions else None
+    labels = [token.text.lower() for token in element.labels]
+    var = element.var.text if element.var is not None else None
+    if element.kind == "node":
+        return NodePattern(var or reader.fresh("v"), labels, where)
+    return EdgePattern(var or reader.fresh("e"), labels, where, element.direction, element.hops)
 
 
 def _path(reader: _Reader) -> list:
-    path = [_node(reader)]
-    while True:
-        edge = _edge(reader)
-        if edge is None:
-            return path
-        path.extend([edge, _node(reader)])
+    return [_pattern(reader, element) for element in reader.path()]
 
 
 def _alternatives(reader: _Reader) -> tuple[list[list], list[bool]]:

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gyreflow.api.dsl.cypher import parse
 from gyreflow.api.graph import GraphView
 from gyreflow.api.graph.query import Query, query_graph
 from gyreflow.api.graph.query.evaluate import QueryArithmeticError
-from gyreflow.api.graph.query.parser import parse
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 FLOATS = st.floats(allow_nan=False, allow_infinity=False, width=64)

@@ -1,4 +1,5 @@
-"""The graph query lexer and parser: literals, escapes, comments, and one-line refusals."""
+"""Graph queries read by the DSL's reader (sqlglot's tokens): literals, escapes, comments, and
+one-line refusals."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gyreflow.api.dsl.cypher import parse, tokenize
 from gyreflow.api.graph.query import QuerySyntaxError, UnsupportedQueryError, parse_query
-from gyreflow.api.graph.query.parser import UNSUPPORTED, parse, tokenize
+from gyreflow.api.graph.query.syntax import UNSUPPORTED
 
 
 def _cypher_string(text: str) -> str:
@@ -177,3 +179,22 @@ def test_the_command_fails_in_one_line(tmp_path, args, message):
     assert done.returncode == 2
     assert done.stderr.startswith(message) and len(done.stderr.strip().splitlines()) == 1
     assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+@pytest.mark.parametrize("path", ["(a:Person)-[e:KNOWS]->(b)", "(a)<-[e:KNOWS]-(b)", "(a)-[e]-(b)",
+                                  "(a)-[e:KNOWS|LIKES]->(b)-[f]->(c)"])
+def test_a_query_and_a_gql_block_read_a_path_alike(path):
+    """``gyreflow query`` and a script's MATCH share one reader of paths: same variables,
+    directions and labels (GQL's lower-cased, as its catalogue's)."""
+    from gyreflow.api.dsl.gql import parse_gql
+    from gyreflow.api.dsl.parsing import Statement
+
+    block = parse_gql(f"MATCH {path} RETURN a", Statement(1, "query", "", 1, 1), "g").matches[0]
+    query = parse(f"MATCH {path} RETURN a").patterns[0]
+    elements = [query.nodes[0]]
+    for rel, node in zip(query.rels, query.nodes[1:], strict=True):
+        elements.extend([rel, node])
+    assert [p.var for p in block.patterns[0]] == [e.variable for e in elements]
+    assert [p.direction for p in block.patterns[0][1::2]] == [r.direction for r in query.rels]
+    assert [p.labels for p in block.patterns[0]] == \
+        [[t.lower() for t in getattr(e, "labels", None) or getattr(e, "types", ())] for e in elements]

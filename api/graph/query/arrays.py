@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 
 from gyreflow.api.graph.query.evaluate import has_aggregate, project, variables_of
-from gyreflow.api.graph.query.parser import NodePattern, PathPattern, QueryAst, RelPattern
+from gyreflow.api.graph.query.syntax import NodePattern, PathPattern, QueryAst, RelPattern
 
 _FLIP = {"out": "in", "in": "out", "both": "both"}
 # Expressions that cannot raise, so they may be evaluated for vertices no match reaches.
@@ -175,7 +175,7 @@ def chain(patterns: tuple) -> tuple[PathPattern, tuple] | None:
     a node variable that ends (or, turned round, starts) the path so far, and the positions of
     the nodes that start a query pattern no earlier one binds; None when they do not join so.
 
-    >>> from gyreflow.api.graph.query.parser import parse
+    >>> from gyreflow.api.dsl.cypher import parse
     >>> path, starts = chain(parse("MATCH (a)-->(c), (b)-->(c), (a)-->(b) RETURN a").patterns)
     >>> [n.variable for n in path.nodes], [r.direction for r in path.rels], starts
     (['a', 'c', 'b', 'a'], ['out', 'in', 'in'], (0, 2))

@@ -12,7 +12,7 @@ from gyreflow.api.graph.query.evaluate import (
     node_label_and_properties,
     project,
 )
-from gyreflow.api.graph.query.parser import NodePattern, QueryAst, QuerySyntaxError, parse
+from gyreflow.api.graph.query.syntax import NodePattern, QueryAst, QuerySyntaxError
 from gyreflow.api.graph.views import VertexCentricCompute
 from gyreflow.plan.operators import EVERY_VERTEX
 
@@ -141,6 +141,8 @@ class Query:
     one request's matches (WHERE, RETURN, DISTINCT, aggregation, ORDER BY, SKIP, LIMIT)."""
 
     def __init__(self, text: str) -> None:
+        from gyreflow.api.dsl.cypher import parse  # the DSL's reader of MATCH (sqlglot's tokens)
+
         self.text = text
         self.ast = parse(text)
         self.steps = _steps(self.ast)
