@@ -117,6 +117,12 @@ def _concat_values(parts: list) -> np.ndarray:
 class ArrayContext:
     """The ``ArrayPartition`` of ``gyreflow.api.graph.arrays``: what an array program sees."""
 
+    @property
+    def out_values(self):
+        """The out-edges' raw values in CSR order (None when no edge has a value), read from the
+        partition when asked: most programs never do."""
+        return self.part.out_values
+
     def __init__(self, part: Partition, combine, aggregators: dict) -> None:
         self.part = part
         self.ids = part.ids
@@ -124,7 +130,6 @@ class ArrayContext:
         self.out_edges = part.out_edges
         self.in_edges = part.in_edges
         self.out_degree = part.out_degree
-        self.out_values = part.out_values
         self.columns = part.columns_ids
         self.num_local = part.n
         self.values = None

@@ -4,6 +4,7 @@ the array reductions that combine messages (sum, minimum, maximum, label histogr
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 
@@ -72,22 +73,33 @@ def key_groups(ids: np.ndarray, max_parallelism: int) -> np.ndarray:
 
 
 class IdIndex:
-    """Positions of vertex ids in an id array: a binary search over int64 ids, a dict otherwise."""
+    """Positions of vertex ids in an id array: a direct table over int64 ids in a narrow range, a
+    binary search over other int64 ids, a dict otherwise."""
 
     def __init__(self, ids: np.ndarray) -> None:
         self.ids = ids
         self.dense = None
+        self.table = None
+        self._order = None
         if ids.dtype == np.int64:
-            self.order = np.argsort(ids, kind="stable")
-            self.sorted = ids[self.order]
-            self.table = None
-            if len(ids) and int(self.sorted[-1]) - int(self.sorted[0]) < 4 * len(ids) + 1024:
-                # Ids in a narrow range (the usual 0..n-1): a direct table beats binary search.
-                self.low = int(self.sorted[0])
-                self.dense = np.full(int(self.sorted[-1]) - self.low + 1, -1, dtype=np.int64)
-                self.dense[ids - self.low] = np.arange(len(ids))
+            if len(ids):
+                low, high = int(ids.min()), int(ids.max())
+                if high - low < 4 * len(ids) + 1024:
+                    # Ids in a narrow range (the usual 0..n-1): a direct table beats binary
+                    # search, and needs no sort.
+                    self.low = low
+                    self.dense = np.full(high - low + 1, -1, dtype=np.int64)
+                    self.dense[ids - low] = np.arange(len(ids))
         else:
             self.table = {v: i for i, v in enumerate(ids.tolist())}
+
+    @property
+    def order(self) -> np.ndarray:
+        """The stable order that sorts the ids (int64 ids only; made at the first use)."""
+        if self._order is None:
+            self._order = np.argsort(self.ids, kind="stable")
+            self.sorted = self.ids[self._order]
+        return self._order
 
     def lookup(self, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(positions, found)`` for the ids in ``query``; positions of missing ids are 0."""
@@ -96,7 +108,7 @@ class IdIndex:
         if self.table is None:
             if query.dtype != np.int64:
                 query = id_array(query.tolist())
-            if query.dtype != np.int64 or len(self.sorted) == 0:
+            if query.dtype != np.int64 or len(self.ids) == 0:
                 return self._lookup_objects(query)
             if self.dense is not None:
                 offset = query - self.low
@@ -106,10 +118,11 @@ class IdIndex:
                 positions[~found] = 0
                 found &= self.ids[positions] == query  # an offset that wrapped around int64
                 return positions, found
+            order = self.order
             at = np.searchsorted(self.sorted, query)
             np.minimum(at, len(self.sorted) - 1, out=at)
             found = self.sorted[at] == query
-            return self.order[at], found
+            return order[at], found
         return self._lookup_objects(query)
 
     def _lookup_objects(self, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -124,6 +137,57 @@ class IdIndex:
         return positions, found
 
 
+_INDEXES: dict[int, tuple] = {}
+
+
+def index_of(ids: np.ndarray) -> IdIndex:
+    """The ``IdIndex`` of the id array ``ids``, kept while that array lives: a chunk's ids are
+    looked up in every window that adds to it, and change only when it gains or loses vertices
+    (which makes a new array)."""
+    key = id(ids)
+    found = _INDEXES.get(key)
+    if found is not None and found[0]() is ids:
+        return found[1]
+    index = IdIndex(ids)
+    try:
+        _INDEXES[key] = (weakref.ref(ids, lambda _, key=key, cache=_INDEXES: cache.pop(key, None)), index)
+    except TypeError:  # an array that cannot be referred to weakly: not kept
+        pass
+    return index
+
+
+_FILLS: dict[int, tuple] = {}
+
+
+def appended(array: np.ndarray, more: np.ndarray) -> np.ndarray:
+    """``array`` followed by ``more``, writing only ``more`` where it can: an array this function
+    made is a view of a larger buffer, and the next values go after it in place when nothing was
+    appended to the buffer beyond the view yet. Views handed out earlier (earlier versions of a
+    chunk) see only their own length, so they never change; appending to one of them copies.
+    Objects and ids mixed with ints give an object array (as ``concat_ids``)."""
+    if not len(more):
+        return array
+    length, total = len(array), len(array) + len(more)
+    if array.dtype != more.dtype:
+        if array.dtype == object or more.dtype == object:
+            return np.concatenate([array.astype(object), more.astype(object)])
+        return np.concatenate([array, more])
+    buffer = array.base
+    if buffer is not None:
+        entry = _FILLS.get(id(buffer))
+        if (entry is not None and entry[0]() is buffer and entry[1] == length
+                and len(buffer) >= total and array.ctypes.data == buffer.ctypes.data):
+            buffer[length:total] = more
+            _FILLS[id(buffer)] = (entry[0], total)
+            return buffer[:total]
+    buffer = np.empty(max(16, total + total // 2), dtype=array.dtype)
+    buffer[:length] = array
+    buffer[length:total] = more
+    key = id(buffer)
+    _FILLS[key] = (weakref.ref(buffer, lambda _, key=key, fills=_FILLS: fills.pop(key, None)), total)
+    return buffer[:total]
+
+
 def unique_ids(ids: np.ndarray) -> np.ndarray:
     """The distinct ids of ``ids`` (sorted when they sort, else in first-seen order)."""
     try:
@@ -136,10 +200,11 @@ def csr(rows: np.ndarray, columns: np.ndarray, data: np.ndarray, shape: tuple[in
     """A CSR matrix with one entry per edge, duplicates kept and each row in arrival order."""
     import scipy.sparse as sparse  # here, not at the top: importing scipy takes a third of a second
 
+    dtype = np.int32 if max(shape[0], shape[1], len(rows)) < 2**31 - 1 else np.int64
     order = np.argsort(rows, kind="stable")
-    indptr = np.zeros(shape[0] + 1, dtype=np.int64)
+    indptr = np.zeros(shape[0] + 1, dtype=dtype)
     np.cumsum(np.bincount(rows, minlength=shape[0]), out=indptr[1:])
-    return sparse.csr_matrix((data[order], columns[order].astype(np.int64), indptr), shape=shape)
+    return sparse.csr_matrix((data[order], columns[order].astype(dtype), indptr), shape=shape)
 
 
 def edge_weights(values: np.ndarray | None, count: int) -> np.ndarray:

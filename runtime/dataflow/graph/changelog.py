@@ -21,7 +21,7 @@ import struct
 
 import numpy as np
 
-from gyreflow.runtime.dataflow.graph.arrays import concat_ids, id_array
+from gyreflow.runtime.dataflow.graph.arrays import appended, id_array
 from gyreflow.state.keys.logged import logged_table
 
 ADD, DROP_HALVES, DROP_VERTICES = "add", "drop halves", "drop vertices"
@@ -113,23 +113,24 @@ def add_to_chunk(chunk: list, new_ids: np.ndarray, at: np.ndarray, given_values:
                  vids: np.ndarray, others: np.ndarray, values: np.ndarray | None,
                  sides: np.ndarray) -> list:
     """``chunk`` with vertices ``new_ids`` appended, given values set at ``at`` and the edge halves
-    appended (a new list of new arrays: the old chunk is left as it was)."""
+    appended (a new list; the old chunk's arrays read as they did: appends go after their ends,
+    ``arrays.appended``)."""
     chunk = list(chunk)
     if len(new_ids):
-        chunk[0] = concat_ids([chunk[0], new_ids])
-        chunk[1] = np.concatenate([chunk[1], np.full(len(new_ids), None, dtype=object)])
+        chunk[0] = appended(id_array(chunk[0]), id_array(new_ids))
+        chunk[1] = appended(chunk[1], np.full(len(new_ids), None, dtype=object))
     if len(at):
         chunk[1] = chunk[1].copy()
         chunk[1][at] = given_values
     if len(vids):
         old_count = len(chunk[2])
-        chunk[2] = concat_ids([chunk[2], vids])
-        chunk[3] = concat_ids([chunk[3], others])
+        chunk[2] = appended(chunk[2], id_array(vids))
+        chunk[3] = appended(chunk[3], id_array(others))
         if values is not None or chunk[4] is not None:
             old = chunk[4] if chunk[4] is not None else np.full(old_count, None, dtype=object)
             more = values if values is not None else np.full(len(vids), None, dtype=object)
-            chunk[4] = np.concatenate([old, more])
-        chunk[5] = np.concatenate([chunk[5], sides])
+            chunk[4] = appended(old.astype(object, copy=False), more.astype(object, copy=False))
+        chunk[5] = appended(chunk[5], sides.astype(np.int8, copy=False))
     return chunk
 
 

@@ -14,6 +14,7 @@ from gyreflow.runtime.dataflow.graph.arrays import (
     IdIndex,
     concat_ids,
     id_array,
+    index_of,
     key_groups,
 )
 from gyreflow.runtime.dataflow.graph.changelog import add_change, add_to_chunk, empty_chunk
@@ -120,12 +121,15 @@ def add_window_input(chunks: dict, records: list, max_parallelism: int, directed
         lo, hi = half_bounds[group], half_bounds[group + 1]
         candidates = _first_seen(concat_ids([
             ids_here, vids[lo:hi], ensured_ids[ensured_bounds[group]:ensured_bounds[group + 1]]]))
-        _, found = IdIndex(chunk[0]).lookup(candidates)
+        _, found = index_of(chunk[0]).lookup(candidates)
         new = candidates[~found]
         at = _NO_POSITIONS
         given_values = None
         if len(ids_here):
-            at, _ = IdIndex(concat_ids([chunk[0], new]) if len(new) else chunk[0]).lookup(ids_here)
+            at, present = index_of(chunk[0]).lookup(ids_here)
+            if not present.all():  # a vertex the window brought: after the chunk's own
+                more, _ = IdIndex(new).lookup(ids_here[~present])
+                at[~present] = len(chunk[0]) + more
             given_values = _objects([given[v] for v in ids_here.tolist()])
         change = (new, at, given_values, vids[lo:hi], others[lo:hi],
                   None if values is None else values[lo:hi], sides[lo:hi])

@@ -47,15 +47,9 @@ class PartitionChanges:
         weights = edge_weights(values, len(vids))
         self.out_edges, placed = _append_entries(self.out_edges, rows[out], columns[out],
                                                  weights[out])
-        if values is not None or self.out_values is not None:
-            merged = np.full(self.out_edges.nnz, None, dtype=object)
-            kept = np.ones(len(merged), dtype=bool)
-            kept[placed] = False
-            if self.out_values is not None:
-                merged[kept] = self.out_values
-            if values is not None:
-                merged[placed] = values[out]
-            self.out_values = merged
+        if values is not None or self.has_values():
+            self.edit_values(("add", placed, None if values is None else values[out],
+                              self.out_edges.nnz))
         if self.directed:
             self.in_edges, _ = _append_entries(self.in_edges, rows[~out], columns[~out],
                                                weights[~out])
@@ -161,11 +155,13 @@ class PartitionChanges:
         """Move row ``i`` of the matrices to ``rows[i]`` of ``n`` (rows not named stay empty) and
         column ``j`` to ``columns[j]`` of ``m``; each row's entries keep their order."""
         def moved(matrix):
-            lengths = np.zeros(n, dtype=np.int64)
+            dtype = index_dtype((n, m), matrix.nnz)
+            lengths = np.zeros(n, dtype=dtype)
             lengths[rows] = np.diff(matrix.indptr)
-            indptr = np.zeros(n + 1, dtype=np.int64)
+            indptr = np.zeros(n + 1, dtype=dtype)
             np.cumsum(lengths, out=indptr[1:])
-            return csr_matrix((matrix.data, columns[matrix.indices], indptr), shape=(n, m))
+            return csr_matrix((matrix.data, columns.astype(dtype, copy=False)[matrix.indices],
+                               indptr), shape=(n, m))
 
         self.out_edges = moved(self.out_edges)
         self.in_edges = moved(self.in_edges) if self.directed else self.out_edges
@@ -180,13 +176,50 @@ class PartitionChanges:
         have = found & reached
         rows, columns, out = rows[have], columns[have], sides[have] == OUT
         self.out_edges, kept = _drop_entries(self.out_edges, rows[out], columns[out])
-        if kept is not None and self.out_values is not None:
-            self.out_values = self.out_values[kept]
+        if kept is not None and self.has_values():
+            self.edit_values(("keep", kept))
         if self.directed:
             self.in_edges, _ = _drop_entries(self.in_edges, rows[~out], columns[~out])
         else:
             self.in_edges = self.out_edges
         self._changed()
+
+    @property
+    def out_values(self) -> np.ndarray | None:
+        """The out-edges' raw values in CSR order (None: no edge has one), brought up to date
+        with the windows' edits at the first read: most programs never read them."""
+        if self._value_edits:
+            values = self._out_values
+            for edit in self._value_edits:
+                if edit[0] == "keep":
+                    values = values[edit[1]]
+                    continue
+                _, placed, more, total = edit
+                merged = np.full(total, None, dtype=object)
+                if values is not None:
+                    kept = np.ones(total, dtype=bool)
+                    kept[placed] = False
+                    merged[kept] = values
+                if more is not None:
+                    merged[placed] = more
+                values = merged
+            self._out_values, self._value_edits = values, []
+        return self._out_values
+
+    @out_values.setter
+    def out_values(self, values: np.ndarray | None) -> None:
+        self._out_values, self._value_edits = values, []
+
+    def has_values(self) -> bool:
+        """Whether some out-edge has a value."""
+        return self._out_values is not None or bool(self._value_edits)
+
+    def edit_values(self, edit: tuple) -> None:
+        """Note an edit of the out-edge values (``("add", placed, values or None, entries)`` or
+        ``("keep", mask)``), applied at the next read; a few are applied at once."""
+        self._value_edits.append(edit)
+        if len(self._value_edits) > 8:
+            self.out_values  # noqa: B018 (applies the edits)
 
     def _changed(self) -> None:
         self.out_degree = np.diff(self.out_edges.indptr)
@@ -197,25 +230,35 @@ class PartitionChanges:
 def _append_entries(matrix, rows: np.ndarray, columns: np.ndarray,
                     weights: np.ndarray) -> tuple:
     """``matrix`` with one more entry per ``rows[i]``, ``columns[i]`` of weight ``weights[i]``,
-    each after the entries its row has (in the order given), and where each new entry went."""
+    each after the entries its row has (in the order given), and where each new entry went.
+    The old entries are copied in runs between the insertion points."""
     if len(rows) == 0:
         return matrix, np.zeros(0, np.int64)
     n = matrix.shape[0]
     order = np.argsort(rows, kind="stable")
     rows, columns, weights = rows[order], columns[order], weights[order]
-    added = np.bincount(rows, minlength=n)
-    before = np.cumsum(added) - added  # new entries of the rows above
-    indptr = matrix.indptr.astype(np.int64)
-    within = np.arange(len(rows)) - before[rows]
-    at = indptr[rows + 1] + before[rows] + within
+    old_indptr = matrix.indptr
+    at = old_indptr[rows + 1].astype(np.int64) + np.arange(len(rows))
     total = matrix.nnz + len(rows)
-    new = np.zeros(total, dtype=bool)
-    new[at] = True
-    indices = np.empty(total, dtype=np.int64)
+    dtype = index_dtype(matrix.shape, total)
+    indices = np.empty(total, dtype=dtype)
     data = np.empty(total, dtype=np.result_type(matrix.data.dtype, weights.dtype))
-    indices[new], data[new] = columns, weights
-    indices[~new], data[~new] = matrix.indices, matrix.data
-    indptr = indptr + np.concatenate([[0], np.cumsum(added)])
+    indices[at], data[at] = columns, weights
+    # the old entries between insertion points move by the number of entries inserted before
+    cuts = np.unique(old_indptr[rows + 1])
+    starts = np.concatenate([[0], cuts])
+    ends = np.concatenate([cuts, [matrix.nnz]])
+    shifts = np.searchsorted(at - np.arange(len(rows)), starts, side="right")
+    old_indices, old_data = matrix.indices, matrix.data
+    for start, end, shift in zip(starts.tolist(), ends.tolist(), shifts.tolist(), strict=True):
+        if end > start:
+            indices[start + shift:end + shift] = old_indices[start:end]
+            data[start + shift:end + shift] = old_data[start:end]
+    added = np.bincount(rows, minlength=n)
+    indptr = np.empty(n + 1, dtype=dtype)
+    indptr[0] = 0
+    np.cumsum(added, out=indptr[1:])
+    indptr += old_indptr
     placed = np.empty(len(at), dtype=np.int64)
     placed[order] = at
     return csr_matrix((data, indices, indptr), shape=matrix.shape), placed
@@ -226,7 +269,7 @@ def _drop_entries(matrix, rows: np.ndarray, columns: np.ndarray) -> tuple:
     if len(rows) == 0:
         return matrix, None
     m = matrix.shape[1]
-    indptr = matrix.indptr.astype(np.int64)
+    indptr = matrix.indptr
     named = np.unique(rows)
     at = row_edges(matrix, named)  # the entries of the named rows, row by row
     entry_rows = np.repeat(named, indptr[named + 1] - indptr[named])
@@ -237,9 +280,13 @@ def _drop_entries(matrix, rows: np.ndarray, columns: np.ndarray) -> tuple:
     kept = np.ones(matrix.nnz, dtype=bool)
     kept[at[hit]] = False
     dropped = np.bincount(entry_rows[hit], minlength=matrix.shape[0])
-    indptr = indptr - np.concatenate([[0], np.cumsum(dropped)])
-    return csr_matrix((matrix.data[kept], matrix.indices[kept].astype(np.int64), indptr),
-                             shape=matrix.shape), kept
+    indptr = indptr - np.concatenate([[0], np.cumsum(dropped)]).astype(indptr.dtype)
+    return csr_matrix((matrix.data[kept], matrix.indices[kept], indptr), shape=matrix.shape), kept
+
+def index_dtype(shape: tuple[int, int], nnz: int):
+    """The index dtype scipy gives a CSR matrix of ``shape`` and ``nnz`` entries: int32 when they
+    fit (arrays already of that type are taken as they are, with no scan of their contents)."""
+    return np.int32 if max(shape[0], shape[1], nnz) < 2**31 - 1 else np.int64
 
 def csr_matrix(*args, **kwargs):
     """``scipy.sparse.csr_matrix``, imported at the first use: importing scipy takes a third of a
