@@ -211,8 +211,42 @@ class ArrayContext:
         return self._previous[name]
 
 
-def receive(pieces: list, part: Partition, combine) -> Inbox:
-    """Combine the message pieces that reached a task into its inbox."""
+class KnownIds:
+    """The positions of the id arrays another task sent to this one, kept from one superstep to the
+    next: a task sends to the same vertices superstep after superstep (PageRank: every one), and
+    comparing two id arrays costs a fraction of looking the ids up again. At most ``limit`` arrays
+    (one per sending task) are kept, for one partition; the operator forgets them whenever the
+    partition may change (a window's first superstep, a restore), as a window changes it in place."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(limit, 1)
+        self.part: Partition | None = None
+        self.known: dict[tuple, tuple] = {}  # (length, first, last) -> (ids, positions, found)
+
+    def forget(self) -> None:
+        """Keep nothing: the partition is about to change."""
+        self.part, self.known = None, {}
+
+    def lookup(self, part: Partition, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``part.index.lookup(ids)``, or the answer kept for the same ids."""
+        if part is not self.part:  # the graph changed: the positions describe the old one
+            self.part, self.known = part, {}
+        if ids.dtype != np.int64 or len(ids) == 0:
+            return part.index.lookup(ids)
+        key = (len(ids), int(ids[0]), int(ids[-1]))
+        kept = self.known.get(key)
+        if kept is not None and (kept[0] is ids or np.array_equal(kept[0], ids)):
+            return kept[1], kept[2]
+        positions, found = part.index.lookup(ids)
+        if len(self.known) >= self.limit:
+            self.known.pop(next(iter(self.known)))
+        self.known[key] = (ids, positions, found)
+        return positions, found
+
+
+def receive(pieces: list, part: Partition, combine, known: KnownIds | None = None) -> Inbox:
+    """Combine the message pieces that reached a task into its inbox (``known``: the lookups of
+    the last supersteps, to reuse)."""
     n = part.n
     if not pieces:
         return Inbox(n, np.zeros(0, np.int64), np.zeros(0))
@@ -227,7 +261,8 @@ def receive(pieces: list, part: Partition, combine) -> Inbox:
     all_positions, all_values, all_counts = [], [], []
     for positions, ids, values, counts in pieces:
         if positions is None:
-            positions, found = part.index.lookup(ids)
+            positions, found = (part.index.lookup(ids) if known is None
+                                else known.lookup(part, ids))
             if not found.all():  # messages to vertices the graph does not have are dropped
                 positions, values = positions[found], values[found]
                 counts = None if counts is None else counts[found]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from gyreflow.plan.operators import GraphComputeSpec, GraphMode
+from gyreflow.runtime.dataflow.graph.array_context import KnownIds
 from gyreflow.runtime.dataflow.graph.array_input import NO_EDGES, ArrayWindowInput
 from gyreflow.runtime.dataflow.graph.array_supersteps import ArraySupersteps
 from gyreflow.runtime.dataflow.graph.arrays import COMBINES
@@ -73,6 +74,7 @@ class ArrayGraphOperator(ArrayWindowInput, ArraySupersteps, GraphOperator):
         self.context.emitted = []
         self.context.notifications = {}
         self.ctx_arrays = None
+        self.known_ids = KnownIds(ctx.parallelism)  # the id lookups of received messages
 
     def _tables(self) -> None:
         # Logged tables: a snapshot writes the changes a window recorded (``changelog``).
@@ -82,3 +84,4 @@ class ArrayGraphOperator(ArrayWindowInput, ArraySupersteps, GraphOperator):
 
     def restored(self) -> None:
         self.part = None  # the chunks were replaced: the partition describes the old ones
+        self.known_ids.forget()

@@ -28,6 +28,7 @@ class ArraySupersteps:
         """Run superstep ``iteration`` as one call of the program's ``compute``."""
         combined = self._combine_partials(payload)
         if iteration == 1:
+            self.known_ids.forget()
             self.num_vertices = combined.pop(VERTEX_COUNT, 0)
             scope = combined.pop(REMOVAL_SCOPE, frozenset())
             if combined.pop(REMOVALS, 0) and self.mode is GraphMode.INCREMENTAL:
@@ -40,7 +41,7 @@ class ArraySupersteps:
         if save is not None:
             save(self.progress(iteration - 1, payload, pieces))
         part = self.part
-        inbox = receive(pieces, part, self.combine)
+        inbox = receive(pieces, part, self.combine, self.known_ids)
         ctx = ArrayContext(part, self.combine, self.aggregators)
         ctx.values = self.values
         ctx.touched = self.touched
@@ -163,6 +164,7 @@ class ArraySupersteps:
         (_, done, _, payload, self.values, inbox, (self.touched, self.added),
          (self.before, self.fresh), self.num_vertices, _, _) = record[:11]
         self.removed = record[11] if len(record) > 11 else []
+        self.known_ids.forget()
         if inbox:
             self.loop.put(self.index, done + 1, inbox, self.merge)
         return payload
@@ -185,6 +187,7 @@ class ArraySupersteps:
          self.before, self.fresh, self.num_vertices, self.window,
          (self.removed, self.removals)) = state
         self._tables()
+        self.known_ids.forget()
         for name, exported in tables.items():
             self.ctx.state.table(name).take_over(exported)
         self.part = self._build(self.graph.data) if self.graph.data else None
