@@ -14,7 +14,9 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import math
 import os
+from json.encoder import encode_basestring_ascii
 
 from gyreflow.api import (
     DirectorySource,
@@ -52,8 +54,26 @@ def number(value: float):
 
 
 def format_result(_window: int, result) -> str:
-    return json.dumps({"key": result.key, "start": number(result.start), "end": number(result.end),
-                       "value": result.value})
+    """``json.dumps({"key", "start", "end", "value"})`` of a result, the times as ``number`` writes
+    them. A string key and an integer value (every count, and sums, minima and maxima of integers)
+    are written directly, the key quoted by the json module's own encoder: the same text without
+    building a dict and walking it per result."""
+    key, start, end, value = result
+    if type(key) is str and type(value) is int:
+        start_text, end_text = _seconds_text(start), _seconds_text(end)
+        if start_text is not None and end_text is not None:
+            return (f'{{"key": {encode_basestring_ascii(key)}, "start": {start_text}, '
+                    f'"end": {end_text}, "value": {int.__repr__(value)}}}')
+    return json.dumps({"key": key, "start": number(start), "end": number(end), "value": value})
+
+
+def _seconds_text(value) -> str | None:
+    """The JSON text of ``number(value)`` for an int or a finite float; None for anything else."""
+    if type(value) is int:
+        return int.__repr__(value)
+    if type(value) is float and math.isfinite(value):
+        return int.__repr__(int(value)) if value.is_integer() else float.__repr__(value)
+    return None
 
 
 def format_late(_window: int, event: dict) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from gyreflow.plan.execution import ExecutionGraph
 from gyreflow.runtime.dataflow.channels import link_channels
-from gyreflow.runtime.dataflow.emitter import EmitterService, OutputEdge
+from gyreflow.runtime.dataflow.combine import COUNT, build_emitter, combine_kinds, takes_combined
 from gyreflow.runtime.dataflow.iteration import task_class_for, wire_iterations
 from gyreflow.runtime.dataflow.task import TaskCheckpoints
 from gyreflow.runtime.dataflow.task_runner import Dispatcher, TaskRunner
@@ -173,12 +173,26 @@ class LocalHost:
         delivers: dict[tuple[int, int], list] = {}
         for edge, s, t, channel in links:
             delivers.setdefault((s.id, id(edge)), []).append(runners[t.id].deliverer(channel))
+        kinds = counts_split_by_key(graph)
         for t in tasks:
-            edges = [OutputEdge(edge.partitioning, delivers.get((t.id, id(edge)), []), edge.key_fn,
-                                graph.vertex(edge.target).head.name, t.index,
-                                graph.vertex(edge.target).head.assignment)
-                     for edge in graph.outputs(t.vertex_id)]
-            runners[t.id].task.emitter = EmitterService(edges, self.backend.max_parallelism)
+            by_edge = {i: delivers.get((t.id, id(edge)), [])
+                       for i, edge in enumerate(graph.outputs(t.vertex_id))}
+            task = runners[t.id].task
+            task.emitter = build_emitter(graph, t.vertex_id, t.index, by_edge, kinds,
+                                         self.backend.max_parallelism)
+            task.combined_input = takes_combined(graph, t.vertex_id, kinds)
         wire_iterations([r.task for r in runners.values()])
         return runners
+
+
+def counts_split_by_key(graph: ExecutionGraph) -> dict[tuple[int, int], str]:
+    """The key edges into a keyed ``count`` of more than one task, which count in the sending task
+    (``combine.CountCombiner``): without it, every record is routed to its key's task one at a time
+    in Python (the key's group looked up per record); with it, the records are counted by
+    ``Counter.update`` (C) and only a window's distinct keys are routed. Other combining edges
+    (aggregates, associative reduces) pass their records on in this process: their user functions
+    run in the task of the operator that names them."""
+    return {(vertex, index): kind for (vertex, index), kind in combine_kinds(graph).items()
+            if kind == COUNT
+            and graph.vertex(graph.outputs(vertex)[index].target).parallelism > 1}
 
