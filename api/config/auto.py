@@ -49,15 +49,19 @@ def resolve(config: Config, *, in_process: bool = False, cores: int | None = Non
 
     On Spark, auto parallelism is the session's default parallelism (``spark_parallelism()``, its
     cores) and workers are 1 (Spark's executors run the tasks). On the local environment, auto
-    parallelism is ``environment.workers`` when that is a number (no worker stays idle), else the
-    machine's cores, brought by as many worker processes (parallelism above 1 in one process is
-    slower than 1). ``in_process`` (``Environment.local()``) keeps an auto job in this process at
-    parallelism 1. The parallelism never exceeds ``state.max_parallelism``.
+    parallelism is ``environment.workers`` when that is a number (no worker stays idle), else
+    ``local_workers(cores)``: a core for the driver and one worker process for each other core
+    (parallelism above 1 in one process is slower than 1), so that on 2 cores or fewer the job
+    runs in this process at parallelism 1. ``in_process`` (``Environment.local()``) keeps an auto
+    job in this process at parallelism 1. The parallelism never exceeds ``state.max_parallelism``.
 
     >>> auto = Config.load(environ={}, overrides={"environment.type": "local"})
     >>> resolved = resolve(auto, cores=4)
     >>> resolved["environment.parallelism"], resolved["environment.workers"], resolved.automatic
-    (4, 4, ('environment.parallelism', 'environment.workers'))
+    (3, 3, ('environment.parallelism', 'environment.workers'))
+    >>> two = resolve(auto, cores=2)
+    >>> two["environment.parallelism"], two["environment.workers"]
+    (1, 1)
     >>> workers = auto.with_overrides({"environment.workers": 3})
     >>> resolve(workers, cores=4)["environment.parallelism"]
     3
@@ -82,13 +86,28 @@ def resolve(config: Config, *, in_process: bool = False, cores: int | None = Non
             if workers != AUTO:
                 parallelism = workers
             else:
-                parallelism = 1 if in_process else (cores or machine_cores())
+                parallelism = 1 if in_process else local_workers(cores or machine_cores())
             parallelism = min(bound, parallelism)
         if workers == AUTO:
             workers = parallelism if not (chosen or in_process) else 1
     values = {**config.values, "environment.parallelism": parallelism,
               "environment.workers": workers}
     return config.resolved(values, automatic)
+
+
+def local_workers(cores: int) -> int:
+    """The worker processes (and parallelism) ``auto`` takes on a machine of ``cores`` cores: one
+    core is the driver's. Every window waits on the driver's process (its scheduler round, the
+    commit, the publish of each sink's files) and the driver on the workers, so a worker process
+    that shares the driver's core delays every window; on 2 cores the main job
+    (``examples/word_count.py``, 100 windows) took 1.0 s in one process and 1.25 s in 2 worker
+    processes, the event-time example 2.0 s and 2.7 s (docs/benchmarks.md, "The main job: where a
+    window's time goes"). 1 means this process.
+
+    >>> local_workers(1), local_workers(2), local_workers(3), local_workers(8)
+    (1, 1, 2, 7)
+    """
+    return max(1, cores - 1)
 
 
 def is_automatic(config, name: str = "environment.parallelism") -> bool:

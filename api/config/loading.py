@@ -120,9 +120,10 @@ SCHEMA: tuple[ConfigKey, ...] = (
               choices=ENVIRONMENT_TYPES),
     ConfigKey("environment.parallelism", int, AUTO,
               "Default parallelism of operators. auto: on Spark the session's default parallelism "
-              "(its cores); on the local environment this machine's cores, in as many worker "
-              "processes (environment.workers = auto), or the worker processes environment.workers "
-              "names; Environment.local() and a machine of one core: 1. Sources take 1 unless "
+              "(its cores); on the local environment one worker process per core but the "
+              "driver's (this machine's cores - 1, environment.workers = auto), or the worker "
+              "processes environment.workers names; Environment.local() and a machine of 2 cores "
+              "or fewer: 1, in this process. Sources take 1 unless "
               "given a parallelism of their own: what a list source or a size window holds "
               "depends on it.", minimum=1, auto=True),
     ConfigKey("scheduler.max_flying_windows", int, 2, "Windows in flight at once.", minimum=1),

@@ -104,7 +104,7 @@ class Environment:
 
         Without ``path``, the file given to ``gyreflow run --config`` is used, else the defaults:
         Spark ``local[*]`` at the session's parallelism (``auto``), or with ``gyreflow run --env
-        local`` this machine's cores in as many worker processes.
+        local`` one worker process per core but the driver's (in this process on 2 cores or fewer).
         """
         settings = current_settings()
         merged = dict(overrides or {})

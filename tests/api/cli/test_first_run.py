@@ -20,8 +20,14 @@ GRAPH_E = ROOT / "tests" / "data" / "graphalytics" / "example-directed.e"
 
 
 def cores() -> int:
-    """The oracle for ``auto``: the cores this process may run on."""
+    """The oracle for ``auto`` on Spark ``local[*]``: the cores this process may run on."""
     return len(os.sched_getaffinity(0))
+
+
+def local_auto() -> int:
+    """The oracle for ``auto`` on the local environment: a core for the driver, a worker process
+    for each other core (at least one: this process)."""
+    return max(1, cores() - 1)
 
 
 def environ(**changes: str | None) -> dict[str, str]:
@@ -172,7 +178,7 @@ def test_the_summary_names_the_environment_and_the_output(tmp_path):
     out = tmp_path / "out"
     result = gyreflow(["run", "--env", "local", WORD_COUNT, "--", "--output", out], tmp_path)
     assert result.returncode == 0, result.stderr
-    n = cores()
+    n = local_auto()
     where = "in this process" if n == 1 else f"in {n} worker processes"
     assert result.stderr.splitlines()[-2:] == [
         f"word-count/word_count ran on local, {where}, parallelism {n}",
@@ -245,7 +251,7 @@ def test_auto_on_the_local_environment_brings_the_workers(tmp_path):
 
     env = Environment.from_config(overrides={"environment.type": "local",
                                              "state.path": str(tmp_path)})
-    n = cores()
+    n = local_auto()
     assert (env.config["environment.parallelism"], env.config["environment.workers"]) == (n, n)
     chosen = Environment.from_config(overrides={"environment.type": "local",
                                                 "environment.workers": 3})
