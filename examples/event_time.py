@@ -59,6 +59,10 @@ def format_result(_window: int, result) -> str:
     are written directly, the key quoted by the json module's own encoder: the same text without
     building a dict and walking it per result."""
     key, start, end, value = result
+    if (type(key) is str and type(value) is int and type(start) is float and type(end) is float
+            and start.is_integer() and end.is_integer()):  # whole seconds: the usual windows
+        return (f'{{"key": {encode_basestring_ascii(key)}, "start": {int(start)}, '
+                f'"end": {int(end)}, "value": {int.__repr__(value)}}}')
     if type(key) is str and type(value) is int:
         start_text, end_text = _seconds_text(start), _seconds_text(end)
         if start_text is not None and end_text is not None:

@@ -126,6 +126,7 @@ class _FileWriter(SinkWriter):
         self.open_files: dict[int, list] = {}  # window -> [handle, records, bytes, crc]
         self.published = 0
         self.staging = os.path.join(sink.directory, _STAGING)  # exists while windows are staged
+        self.stages = False  # whether this writer staged a window (else it only publishes)
         _make_dirs(sink.directory)
         self._final = re.compile(
             rf"^{re.escape(sink.prefix)}-(\d{{6,}}){re.escape(self.suffix)}{re.escape(sink.extension)}$")
@@ -150,6 +151,7 @@ class _FileWriter(SinkWriter):
                 _make_dirs(self.staging)  # another writer removed it, empty, when it closed
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
             os.fchmod(fd, 0o666 & ~user_umask())
+            self.stages = True
             entry = self.open_files[window] = [os.fdopen(fd, "wb"), 0, 0, 0, self.sink.encoder()]
         return entry
 
@@ -213,7 +215,10 @@ class _FileWriter(SinkWriter):
             if self.published < staged <= window:
                 self._publish(staged, _one_complete(paths, staged) if len(paths) > 1 else paths[0])
         self.published = window
-        _remove_if_empty(self.staging)
+        if not self.stages:
+            # A writer that stages windows keeps the folder until it closes: removed here, its next
+            # window made it again (an rmdir, a mkdir and a chmod a window, about a millisecond).
+            _remove_if_empty(self.staging)
 
     def recover(self, window: int) -> None:
         """Publish the staged windows up to ``window`` once each checks against its summary; drop

@@ -118,3 +118,24 @@ def test_the_event_time_examples_line_is_the_json_of_the_result(key, start, end,
 
     expected = json.dumps({"key": key, "start": number(start), "end": number(end), "value": value})
     assert EXAMPLE.format_result(1, WindowResult(key, start, end, value)) == expected
+
+
+def test_a_file_writer_keeps_its_staging_folder_until_it_closes(tmp_path):
+    from gyreflow.api import FileSink
+
+    sink = FileSink(str(tmp_path / "out"))
+    writer = sink.create_writer(0, 1)
+    staging = tmp_path / "out" / ".staging"
+    folders = set()
+    for window in range(1, 4):
+        writer.write(window, [f"record {window}"])
+        writer.finish_window(window)
+        folders.add(staging.stat().st_ino)
+        writer.publish(window)
+        assert staging.is_dir() and not list(staging.iterdir())  # kept, empty: made once
+    assert len(folders) == 1
+    writer.close()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        f"window-{w:06d}.jsonl" for w in range(1, 4)]
+    assert [(tmp_path / "out" / f"window-{w:06d}.jsonl").read_text() for w in range(1, 4)] == [
+        json.dumps(f"record {w}") + "\n" for w in range(1, 4)]
