@@ -274,6 +274,8 @@ def covers(last: StateChunk, earlier: Sequence[StateChunk]) -> bool:
     group rewritten whole is folded without unpickling its values)."""
     if last.count < max(chunk.count for chunk in earlier):
         return False
+    if all(chunk.keys == last.keys for chunk in earlier):  # the same keys rewritten: no unpickling
+        return True
     keys = set(loads(last.keys))
     return all(keys.issuperset(loads(chunk.keys)) for chunk in earlier)
 

@@ -139,3 +139,18 @@ def test_a_file_writer_keeps_its_staging_folder_until_it_closes(tmp_path):
         f"window-{w:06d}.jsonl" for w in range(1, 4)]
     assert [(tmp_path / "out" / f"window-{w:06d}.jsonl").read_text() for w in range(1, 4)] == [
         json.dumps(f"record {w}") + "\n" for w in range(1, 4)]
+
+
+KEYS = st.lists(st.sampled_from(["a", "b", "c", ("t", 1), 7]), unique=True, max_size=4)
+
+
+@given(chunks=st.lists(st.tuples(KEYS, st.integers(0, 4)), min_size=2, max_size=4))
+@settings(max_examples=300, deadline=None)
+def test_a_chunk_covers_the_earlier_ones_when_it_holds_each_of_their_keys(chunks):
+    from gyreflow.state.shared.snapshot import covers, make_chunk
+
+    made = [make_chunk("t", 0, {k: 1 for k in keys[:cut]}, keys[cut:]) for keys, cut in chunks]
+    *earlier, last = made
+    *earlier_keys, last_keys = [set(keys) for keys, _ in chunks]
+    expected = all(last_keys >= keys for keys in earlier_keys)
+    assert covers(last, earlier) == expected
