@@ -47,3 +47,17 @@ def test_the_index_of_an_array_is_made_again_for_a_new_array():
     longer = appended(ids, np.array([4], dtype=np.int64))
     positions, found = index_of(longer).lookup(np.array([4, 9, 8], dtype=np.int64))
     assert positions[found].tolist() == [3, 2] and found.tolist() == [True, True, False]
+
+
+_VALUE = st.one_of(st.integers(min_value=-(2**70), max_value=2**70), st.floats(allow_nan=False),
+                   st.booleans(), st.none(), st.text(max_size=3))
+
+
+@given(values=st.lists(_VALUE, max_size=20))
+def test_edge_values_kept_as_numbers_come_back_as_they_were(values):
+    from gyreflow.runtime.dataflow.graph.partition_changes import plain_values
+
+    array = np.empty(len(values), dtype=object)
+    array[:] = values
+    back = plain_values(array).tolist()
+    assert back == values and [type(v) for v in back] == [type(v) for v in values]
