@@ -7,8 +7,9 @@ driver: ``reports``, ``write``, ``read``, ``reply``, ``idle`` (the worker has no
 messages it took and how many messages it sent to and took from each peer, which lets the driver
 count the job quiescent). Worker <-> worker: ``data`` (channel messages: batches, each ``Encoded``
 on its own so that its bytes count for its edge, barriers, the end of input), ``loop`` (graph
-messages of a superstep) and ``sealed`` (a worker's tasks of a graph vertex finished a superstep:
-every message of it was sent before).
+messages of a superstep; array pieces carry their vertices' ids once, then a slot number:
+loop_ids.py) and ``sealed`` (a worker's tasks of a graph vertex finished a superstep: every
+message of it was sent before).
 
 Every connection first passes ``multiprocessing.connection``'s HMAC challenge with the run's key
 (``KeyedListener``); one that does not is dropped, and the listener waits on for the real ones.

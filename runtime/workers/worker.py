@@ -6,7 +6,8 @@ cloudpickle); it connects back to the driver over an authenticated connection (a
 on Spark), then to every other worker.
 Its tasks run in the Dispatcher/TaskRunner/Task code of runtime/dataflow, stepped in turn as in the
 in-process host; a channel to a task of another worker sends its batches there (one pickled message
-per batch, several coalesced per turn), and graph messages of a superstep travel the same way.
+per batch, several coalesced per turn), and graph messages of a superstep travel the same way
+(array pieces as numpy arrays, their ids once per peer and target task: see loop_ids).
 Keyed state stays in this process between windows; snapshots go to the driver, whose writer stores
 them in order; a restore reads the store through the driver.
 
@@ -35,6 +36,7 @@ from gyreflow.runtime.dataflow.combine import build_emitter, combine_kinds, take
 from gyreflow.runtime.dataflow.iteration import IterationTask, task_class_for
 from gyreflow.runtime.dataflow.task import TaskCheckpoints
 from gyreflow.runtime.dataflow.task_runner import TaskRunner
+from gyreflow.runtime.workers.loop_ids import SentIds, TakenIds
 from gyreflow.runtime.workers.wire import (
     Encoded,
     KeyedListener,
@@ -150,9 +152,13 @@ class _LoopExchange:
         self.boxes: dict[tuple[int, int], dict] = {}
 
     def put(self, index: int, iteration: int, messages: dict, merge) -> None:
-        target = worker_of(index, self.worker.count)
-        if target != self.worker.index:
-            self.worker.send(target, ("loop", self.vertex_id, index, iteration, messages))
+        worker = self.worker
+        target = worker_of(index, worker.count)
+        if target != worker.index:
+            if type(messages) is list:  # array pieces: ids that went there before go as a slot
+                messages = worker.sent_ids.pack((target, self.vertex_id, index), messages,
+                                                worker.local_tasks[self.vertex_id])
+            worker.send(target, ("loop", self.vertex_id, index, iteration, messages))
             return
         key = (index, iteration)
         box = self.boxes.get(key)
@@ -232,6 +238,8 @@ class Worker:
         self.hosts: dict[int, set[int]] = {}  # iteration vertex -> workers running its tasks
         self.local_tasks: dict[int, int] = {}  # iteration vertex -> tasks of it here
         self.loops: dict[int, _LoopExchange] = {}
+        self.sent_ids = SentIds()  # the ids of array graph messages, sent once per peer
+        self.taken_ids = TakenIds()
 
     # Connections ------------------------------------------------------------------------------
 
@@ -358,11 +366,11 @@ class Worker:
             else:
                 self.taken[source] += 1
             for item in items:
-                self._handle(item)
+                self._handle(item, source)
             if self.stopping:
                 return
 
-    def _handle(self, item: tuple) -> None:
+    def _handle(self, item: tuple, source: int) -> None:
         kind = item[0]
         if kind == "data":
             _, task, channel, message = item
@@ -376,6 +384,8 @@ class Worker:
             self.writer.durable(item[1])
         elif kind == "loop":
             _, vertex, index, iteration, messages = item
+            if type(messages) is list:
+                messages = self.taken_ids.unpack((source, vertex, index), messages)
             task = self.by_vertex_index[(vertex, index)]
             self.loops[vertex].put(index, iteration, messages, task.graph.merge)
         elif kind == "sealed":
