@@ -9,7 +9,7 @@ from sqlglot import exp
 
 import gyreflow.api.dsl.functions as fns
 from gyreflow.api.dsl.parsing import DslError, Statement
-from gyreflow.api.dsl.rows import read_text_rows, resolve_path
+from gyreflow.api.dsl.rows import iter_text_chunks, resolve_path
 from gyreflow.api.dsl.windowing import window_call
 
 TABLE_TYPES = ("file", "jdbc")
@@ -48,23 +48,28 @@ class Table:
     def window_size(self, settings: dict) -> int:
         return int(self.option(WINDOW_SIZE, settings, "-1"))
 
-    def read(self, settings: dict, root: str) -> list[tuple]:
-        """Every row of the table, typed by its columns."""
+    def read(self, settings: dict, root: str, needed: frozenset | None = None, lazy: bool = False):
+        """Every row of the table, typed by its columns: a list, or if ``lazy`` an iterator of
+        lists of them. Of a file table, only the columns at positions ``needed`` are typed (the
+        others are None)."""
         types = [t for _, t in self.columns]
         if self.kind == "graphdata":
             from gyreflow.api.dsl.rows import read_json_rows
 
-            return read_json_rows(self.options["path"], types)
+            rows = read_json_rows(self.options["path"], types)
+            return iter([rows]) if lazy else rows
         if self.kind == "jdbc":
             from gyreflow.api.dsl.jdbc import read_jdbc
 
-            return read_jdbc(self, settings)
+            rows = read_jdbc(self, settings)
+            return iter([rows]) if lazy else rows
         path = self.path(settings, root)
         if not os.path.exists(path):
             raise DslError(f"table {self.name}: no file or folder {path}")
         separator = self.separator(settings)
         trim = str(self.option("geaflow.dsl.column.trim", settings, "true")).lower() != "false"
-        return read_text_rows(path, types, separator, trim, settings.get(TIME_ZONE) or None)
+        chunks = iter_text_chunks(path, types, separator, trim, settings.get(TIME_ZONE) or None, needed)
+        return chunks if lazy else [row for rows in chunks for row in rows]
 
 
 @attrs.define

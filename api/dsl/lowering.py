@@ -14,6 +14,7 @@ import attrs
 from sqlglot import exp
 
 from gyreflow.api.dsl.catalog import Catalog
+from gyreflow.api.dsl.codegen import row_method, rows_method
 from gyreflow.api.dsl.queries import QueryError, Relation, Scope
 from gyreflow.api.dsl.running import ChangedRows, RunningGroups, WindowRows, runs_as_running
 from gyreflow.api.dsl.select import _expand
@@ -133,8 +134,22 @@ class _Compiled:
         self.shape, self.catalog, self.where = shape, catalog, where  # where: "statement N, line L"
         self._fns = None
 
-    def __getstate__(self):
-        return {**self.__dict__, "_fns": None}
+    def __reduce__(self):
+        # made again where it is unpickled (compiled functions are not picklable), as its own
+        # class even when it is a specialised one (``_specialised``)
+        cls = type(self).__mro__[1] if type(self).__dict__.get("specialised") else type(self)
+        return (cls, (self.shape, self.catalog, self.where))
+
+    def _specialised(self, method) -> None:
+        """From now on this instance is called through ``method`` (one compiled function of the
+        row: one call per row, where a method calling a compiled function would be two)."""
+        self.__class__ = type(type(self).__name__, (type(self),), {"__call__": method,
+                                                                  "specialised": True})
+
+    def scope(self) -> Scope:
+        shape = self.shape
+        aliases = {i.alias.lower(): i.this for i in shape.items if isinstance(i, exp.Alias)}
+        return Scope(Relation(shape.columns, []), self.catalog, aliases)
 
     def __call__(self, *args):
         try:
@@ -161,38 +176,42 @@ class _Compiled:
         return QueryError(f"{self.where}: {exc.message}" if self.where else exc.message)
 
 
-def _key_of(nodes: list, compiled: list, scope: Scope):
+def _key_of(nodes: list, compiled: list | None, scope: Scope):
     """A row's GROUP BY key (or SELECT list) as a tuple: picked by position where every one is a
-    column of the row (no expression to evaluate per row), else each one's compiled expression."""
+    column of the row (no expression to evaluate per row), else each one's compiled expression
+    (None if ``compiled`` is None)."""
     at = [scope.index(n.name, n.table or None) if isinstance(n, exp.Column) else None for n in nodes]
     if nodes and None not in at:
         if len(at) == 1:
             first = at[0]
             return lambda row: (row[first],)
         return operator.itemgetter(*at)
+    if compiled is None:
+        return None
     return lambda row: tuple([fn((row, None)) for fn in compiled])
+
+
+def _plain_key(shape: Shape, catalog: Catalog):
+    """GROUP BY columns as ``operator.itemgetter`` (one call in C per row, and picklable), else None."""
+    scope = Scope(Relation(shape.columns, []), catalog)
+    at = [scope.index(k.name, k.table or None) if isinstance(k, exp.Column) else None for k in shape.keys]
+    return operator.itemgetter(*at) if at and None not in at else None
 
 
 class RowFilter(_Compiled):
     """WHERE: keeps the rows for which the condition is true (not false, not null)."""
 
     def __call__(self, row) -> bool:
-        test = (self._fns or self.compiled())[0]
-        try:
-            return test((row, None)) is True
-        except QueryError as exc:
-            raise self.failed(exc) from None
+        self._specialised(row_method(self.shape.where, self.scope(), test=True))
+        return self(row)
 
 
 class Projection(_Compiled):
     """SELECT's items over one row."""
 
     def __call__(self, row) -> tuple:
-        project = (self._fns or self.compiled())[5]
-        try:
-            return project(row)
-        except QueryError as exc:
-            raise self.failed(exc) from None
+        self._specialised(rows_method(self.shape.items, self.scope()))
+        return self(row)
 
 
 class GroupKey(_Compiled):
@@ -251,7 +270,7 @@ def _window_values(result):
 def plan_shape(shape: Shape, catalog: Catalog, source_of, where: str = ""):
     """The stream of a shape's output rows, from ``source_of(table name)`` (a stream of its rows);
     ``where`` ("statement N, line L") names the statement in errors while it runs."""
-    rows = source_of(shape.table)
+    rows = source_of(shape.table, _needed(shape, catalog))
     frozen = catalog.copy()
     parts = {name: cls(shape, frozen, where) for name, cls in (
         ("filter", RowFilter), ("project", Projection), ("key", GroupKey), ("group", GroupRows))}
@@ -264,7 +283,7 @@ def plan_shape(shape: Shape, catalog: Catalog, source_of, where: str = ""):
         # late, as a watermark made at Flink's source does, whatever the parallelism after it.
         windowed = (rows.with_timestamps(EventSeconds(at), max_delay=delay).with_parallelism(1)
                     .with_name(f"watermark {call.column} - {delay:g}s")
-                    .key_by(parts["key"]).window(call.assigner()))
+                    .key_by(_plain_key(shape, catalog) or parts["key"]).window(call.assigner()))
         relation = Relation(shape.columns, [])
         aliases = {i.alias.lower(): i.this for i in shape.items if isinstance(i, exp.Alias)}
         if runs_as_running(shape.items, None, shape.having, Scope(relation, frozen, aliases)):
@@ -275,19 +294,56 @@ def plan_shape(shape: Shape, catalog: Catalog, source_of, where: str = ""):
             windows, finish = windowed.apply(parts["group"]), _window_values
         windows._node.with_name(f"{call.kind} {_seconds(call)}")  # the window operator itself
         return windows.flat_map(finish).with_name("rows")
+    plain = _plain_key(shape, catalog)
+    if shape.running and plain is not None:  # WHERE inside the aggregate's one compiled function
+        groups = (rows.key_by(plain).aggregate(RunningGroups(shape, frozen, where, filters=True))
+                  .with_name("where, group by (running)" if shape.where is not None
+                             else "group by (running)"))
+        return groups.key_by(_group_of).process(ChangedRows()).with_name(
+            "changed groups" + (", having" if shape.having is not None else ""))
     if shape.where is not None:
         rows = rows.filter(parts["filter"]).with_name("where")
     if not shape.grouped:
+        if _identity(shape):  # SELECT of every column in order: the rows as they are
+            return rows
         return rows.map(parts["project"]).with_name("select")
     if shape.running:
         groups = (rows.key_by(parts["key"]).aggregate(RunningGroups(shape, frozen, where))
                   .with_name("group by (running)"))
         return groups.key_by(_group_of).process(ChangedRows()).with_name(
             "changed groups" + (", having" if shape.having is not None else ""))
-    grouped = (rows.key_by(parts["key"]).window().apply(parts["group"])
+    grouped = (rows.key_by(plain or parts["key"]).window().apply(parts["group"])
                .with_name("group by"))
     return grouped.flat_map(_values).with_name("having and select" if shape.having is not None
                                               else "select")
+
+
+def _needed(shape: Shape, catalog: Catalog) -> frozenset | None:
+    """The positions of the table's columns a shape reads (None: all of them): the others are
+    not converted when the table is read."""
+    relation = Relation(shape.columns, [])
+    scope = Scope(relation, catalog)
+    aliases = {i.alias.lower() for i in shape.items if isinstance(i, exp.Alias)}
+    needed = set()
+    for node in [shape.where, *shape.items, *shape.keys, shape.having]:
+        for column in node.find_all(exp.Column) if node is not None else ():
+            at = scope.index(column.name, column.table or None)
+            if at is None and not column.table and column.name.lower() in aliases:
+                continue  # an output alias: its expression is read where it stands
+            if at is None:
+                return None
+            needed.add(at)
+    if shape.window is not None:
+        needed.add([c for _, c in shape.columns].index(shape.window.column))
+    return frozenset(needed)
+
+
+def _identity(shape: Shape) -> bool:
+    """Whether a shape's SELECT list is every column of its table, in order."""
+    table = [c for _, c in shape.columns]
+    items = [i.this if isinstance(i, exp.Alias) else i for i in shape.items]
+    return len(items) == len(table) and all(
+        isinstance(i, exp.Column) and i.name.lower() == c for i, c in zip(items, table, strict=True))
 
 
 def _seconds(call: WindowCall) -> str:

@@ -8,7 +8,7 @@ import os
 import attrs
 
 from gyreflow.api.connectors.sinks import FileSink
-from gyreflow.api.connectors.sources import Source, _IteratorReader
+from gyreflow.api.connectors.sources import Source, SourceReader, _IteratorReader
 from gyreflow.api.dsl.catalog import Catalog, Table
 from gyreflow.api.dsl.lowering import plan_shape, shape_of
 from gyreflow.api.dsl.queries import QueryError
@@ -25,16 +25,55 @@ class TableSource(Source):
     table: Table
     settings: dict
     root: str
+    needed: frozenset | None = None  # the positions of the columns the query reads (None: all)
     default_parallelism = 1
 
     def create_reader(self, task_index: int, parallelism: int):
-        table, settings, root = self.table, self.settings, self.root
+        table, settings, root, needed = self.table, self.settings, self.root, self.needed
         if task_index:
             return _IteratorReader(lambda: iter(()))
-        return _IteratorReader(lambda: iter(table.read(settings, root)))
+        return ChunkReader(lambda: table.read(settings, root, needed, lazy=True))
 
     def describe(self) -> str:
         return f"TableSource({self.table.name}, {self.table.kind})"
+
+
+class ChunkReader(SourceReader):
+    """A reader over an iterator of lists of rows (a table read a chunk at a time): a batch is a
+    slice of a chunk, not a row pulled at a time; the offset is the number of rows returned."""
+
+    def __init__(self, make) -> None:
+        self._make = make
+        self._chunks, self._rows, self._at, self._consumed = make(), [], 0, 0
+
+    def read(self, max_records: int) -> list:
+        batch: list = []
+        while len(batch) < max_records:
+            if self._at >= len(self._rows):
+                self._rows, self._at = next(self._chunks, None), 0
+                if self._rows is None:
+                    self._rows = []
+                    break
+                continue
+            taken = self._rows[self._at:self._at + max_records - len(batch)]
+            self._at += len(taken)
+            batch = taken if not batch else batch + taken
+        self._consumed += len(batch)
+        return batch
+
+    def offset(self) -> int:
+        return self._consumed
+
+    def seek(self, offset: object) -> None:
+        self._chunks, self._rows, self._at, self._consumed = self._make(), [], 0, 0
+        while self._consumed < int(offset):
+            if not self.read(min(int(offset) - self._consumed, 65_536)):
+                break
+
+    def close(self) -> None:
+        close = getattr(self._chunks, "close", None)
+        if close is not None:
+            close()
 
 
 def _tag(name: str, row: tuple) -> tuple:
@@ -155,10 +194,10 @@ def _global_aggregate(query) -> bool:
             and any(isinstance(n, exp.AggFunc) for item in query.expressions for n in item.walk()))
 
 
-def _table_rows(ctx, catalog: Catalog, name: str):
+def _table_rows(ctx, catalog: Catalog, name: str, needed: frozenset | None = None):
     table = catalog.tables[name]
-    return ctx.source(TableSource(table, catalog.settings, catalog.root), window_of(table, catalog.settings),
-                      name=f"table {table.name}").with_parallelism(1)
+    return ctx.source(TableSource(table, catalog.settings, catalog.root, needed),
+                      window_of(table, catalog.settings), name=f"table {table.name}").with_parallelism(1)
 
 
 def _attach(result, sink, number: int) -> None:

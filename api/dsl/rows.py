@@ -131,7 +131,8 @@ class RowFormatError(ValueError):
     """A line of a file table that does not fit the table's columns."""
 
 
-CHUNK_LINES = 50_000  # lines converted at a time: the whole file is never held as rows at once
+CHUNK_CHARS = 1 << 18  # text converted at a time (some 10,000 lines): the whole file is never held
+# as rows at once, and few rows are young at once (for the garbage collector's sake)
 
 
 def read_text_rows(path: str, types: list[str], separator: str = ",", trim: bool = True,
@@ -141,22 +142,40 @@ def read_text_rows(path: str, types: list[str], separator: str = ",", trim: bool
 
 
 def iter_text_rows(path: str, types: list[str], separator: str = ",", trim: bool = True,
-                   zone: str | None = None):
-    """``read_text_rows`` as an iterator, converting ``CHUNK_LINES`` lines at a time."""
+                   zone: str | None = None, needed: frozenset | None = None):
+    """``read_text_rows`` as an iterator, converting ``CHUNK_CHARS`` of text at a time; only the
+    columns at positions ``needed`` (all when None) are converted, the others are None."""
+    for rows in iter_text_chunks(path, types, separator, trim, zone, needed):
+        yield from rows
+
+
+def iter_text_chunks(path: str, types: list[str], separator: str = ",", trim: bool = True,
+                     zone: str | None = None, needed: frozenset | None = None):
+    """The rows of ``iter_text_rows``, a list of the lines of some ``CHUNK_CHARS`` characters at a time."""
     files = [path]
     if os.path.isdir(path):
         files = sorted(os.path.join(path, n) for n in os.listdir(path) if not n.startswith("."))
     readers = [field_reader(t, trim, zone) for t in types]
-    columns = [_column_reader(t, trim, read) for t, read in zip(types, readers, strict=True)]
+    columns = [_column_reader(t, trim, read, zone) if needed is None or at in needed else _nones
+               for at, (t, read) in enumerate(zip(types, readers, strict=True))]
     for name in files:
         with open(name, encoding="utf-8") as file:
-            while chunk := list(itertools.islice(file, CHUNK_LINES)):
+            carry = ""  # the start of a line the last block cut
+            while True:
+                block = file.read(CHUNK_CHARS)
+                text = carry + block
+                if block:  # whole lines only
+                    cut = text.rfind("\n") + 1
+                    text, carry = text[:cut], text[cut:]
                 try:
-                    rows = _read_columns("".join(chunk), separator, columns)
+                    rows = _read_columns(text, separator, columns) if text else []
                 except ValueError:  # a line that does not fit: read line by line, to name it
                     _refuse(name, types, separator, readers)
                     raise
-                yield from rows
+                if rows:
+                    yield rows
+                if not block:
+                    break
 
 
 def _refuse(name: str, types: list[str], separator: str, readers: list) -> None:
@@ -182,12 +201,15 @@ def _read_columns(text: str, separator: str, columns: list) -> list[tuple]:
     lines = text.split("\n")
     if "\r" in text:
         lines = [line.rstrip("\r") for line in lines]
-    lines = list(filter(str.strip, lines))  # blank lines are no rows
-    if not lines:
-        return []
+    if lines and not lines[-1]:
+        lines.pop()  # after the last line's ending
     width = len(columns)
-    if set(map(str.count, lines, itertools.repeat(separator))) != {width - 1}:
-        raise ValueError("fields")
+    if width == 1 or set(map(str.count, lines, itertools.repeat(separator))) != {width - 1}:
+        lines = list(filter(str.strip, lines))  # blank lines are no rows
+        if not lines:
+            return []
+        if set(map(str.count, lines, itertools.repeat(separator))) != {width - 1}:
+            raise ValueError("fields")
     if len(separator) == 1:  # one split of all lines, each column a slice: no list per line
         fields = separator.join(lines).split(separator)
         values = [read(fields[at::width]) for at, read in enumerate(columns)]
@@ -197,10 +219,45 @@ def _read_columns(text: str, separator: str, columns: list) -> list[tuple]:
     return list(zip(*values, strict=True))
 
 
-def _column_reader(sql_type: str, trim: bool, field):
+def _nones(texts: list) -> list:
+    """A column no query reads: not converted."""
+    return [None] * len(texts)
+
+
+def _utc(zone: str | None) -> bool:
+    """Whether epoch milliseconds are shown in UTC (the zone named, else this machine's)."""
+    if zone is None:
+        import time
+
+        return time.timezone == 0 and not time.daylight
+    return zone.upper() in ("UTC", "ETC/UTC", "GMT", "ETC/GMT", "Z", "ZULU", "UCT")
+
+
+def _utc_timestamps(field):
+    """Epoch milliseconds to UTC timestamps a whole column at once (numpy's datetime64 made into
+    Python datetimes in C); ``field`` per text where a text is no plain integer in range."""
+    def stamps(texts):
+        joined = "".join(texts)
+        if "_" not in joined and "+" not in joined:  # int() takes them, to_timestamp does not
+            import numpy as np
+
+            try:
+                millis = np.array(list(map(int, texts)), dtype=np.int64)
+            except (ValueError, OverflowError):
+                millis = None
+            if millis is not None and len(millis) and -62_135_596_800_000 <= millis.min() \
+                    and millis.max() < 253_402_300_800_000:  # years 1 to 9999
+                return millis.astype("datetime64[ms]").tolist()
+        return list(map(field, texts))
+    return stamps
+
+
+def _column_reader(sql_type: str, trim: bool, field, zone: str | None = None):
     """A function from a column's texts to their values: ``field`` (``field_reader``) per text,
     or one conversion over the whole column where the type allows it and every text fits."""
     kind = base_type(sql_type)
+    if kind == "timestamp" and _utc(zone):
+        return _utc_timestamps(field)
     if kind in _INTEGERS or kind in _DOUBLES:
         number = int if kind in _INTEGERS else float
 

@@ -10,6 +10,7 @@ import math
 from sqlglot import exp
 
 import gyreflow.api.dsl.functions as fns
+from gyreflow.api.dsl.codegen import adder
 from gyreflow.api.dsl.queries import QueryError, Relation, Scope, function_args
 from gyreflow.api.dsl.windowing import moment
 from gyreflow.api.language.functions import AggregateFunction, ProcessFunction
@@ -29,6 +30,7 @@ class RunningScope(Scope):
     def __init__(self, relation: Relation, catalog, aliases=None) -> None:
         super().__init__(relation, catalog, aliases)
         self.calls: list[tuple[str, object]] = []
+        self.nodes: list[tuple[str, exp.Expression | None]] = []  # the same calls, their argument nodes
 
     def _aggregate(self, node: exp.Func, name: str):
         args = function_args(node)
@@ -40,6 +42,7 @@ class RunningScope(Scope):
             else Scope(self.relation, self.catalog, self.aliases).compile(args[0])
         slot = len(self.calls)
         self.calls.append((name, argument))
+        self.nodes.append((name, None if argument is None else args[0]))
         return lambda ctx: ctx[1][slot]
 
     def _filtered(self, node: exp.Filter):
@@ -119,36 +122,6 @@ def _add(name: str, state, value):
     return state
 
 
-def _updater(slot: int, name: str, argument):
-    """``update(acc, row)``: adds a row's value to the accumulator in ``acc[slot]``."""
-    if argument is None:  # COUNT(*)
-        def count_all(acc, row):
-            acc[slot] += 1
-        return count_all
-    if name == "count":
-        def count(acc, row):
-            if argument((row, None)) is not None:
-                acc[slot] += 1
-        return count
-    if name in ("sum", "avg"):
-        def total(acc, row):
-            value = argument((row, None))
-            if value is not None:
-                state = acc[slot]
-                state[0] += 1
-                if isinstance(value, float):
-                    _exact_add(state[2], value)
-                else:
-                    state[1] += value
-        return total
-
-    def extreme(acc, row):
-        value = argument((row, None))
-        if value is not None:
-            acc[slot] = _add(name, acc[slot], value)
-    return extreme
-
-
 def _merge(name: str, left, right):
     if name == "count":
         return left + right
@@ -175,15 +148,17 @@ class RunningGroups(AggregateFunction):
     """A group's accumulator ``[first row, state per aggregate call]`` and its output row (None when
     HAVING drops it). Compiled where it runs (compiled functions are closures: not picklable)."""
 
-    def __init__(self, shape, catalog, where: str = "", per_window: bool = False) -> None:
+    def __init__(self, shape, catalog, where: str = "", per_window: bool = False,
+                 filters: bool = False) -> None:
         self.shape, self.catalog, self.where = shape, catalog, where
         # per event-time window: WHERE applied here (every record moves the watermark) and the
         # row made by ``finish``, which knows the window's bounds
         self.per_window = per_window
-        self._fns = self._read = None
+        self.filters = per_window or filters  # WHERE applied by ``add`` (else by a filter before)
+        self._fns = self._read = self._add = None
 
     def __getstate__(self):
-        return {**self.__dict__, "_fns": None, "_read": None}
+        return {**self.__dict__, "_fns": None, "_read": None, "_add": None}
 
     def compiled(self):
         if self._fns is None:
@@ -193,29 +168,23 @@ class RunningGroups(AggregateFunction):
             scope = RunningScope(relation, self.catalog, aliases)
             items = [scope.compile(i) for i in shape.items]
             having = scope.compile(shape.having) if shape.having is not None else None
-            test = Scope(relation, self.catalog, aliases).compile(shape.where) \
-                if self.per_window and shape.where is not None else None
-            self._fns = (scope.calls, items, having, test,
-                         [_updater(slot, name, argument) for slot, (name, argument) in
-                          enumerate(scope.calls, 1)])
+            self._fns = (scope.calls, items, having)
             self._read = _read_outside_aggregates([*shape.items, shape.having], scope)
+            self._add = adder(scope.nodes, Scope(relation, self.catalog, aliases),
+                             shape.where if self.filters else None,
+                             f"{self.where}: " if self.where else "", {"_exact_add": _exact_add})
         return self._fns
 
     def init(self):
         return [None, *(_start(name) for name, _ in self.compiled()[0])]
 
-    def add(self, acc, row):
-        _, _, _, test, updaters = self._fns or self.compiled()
-        try:
-            if test is not None and test((row, None)) is not True:
-                return acc
-            if acc[0] is None:
-                acc[0] = row
-            for update in updaters:
-                update(acc, row)
-        except QueryError as exc:
-            raise QueryError(f"{self.where}: {exc.message}" if self.where else exc.message) from None
-        return acc
+    @property
+    def add(self):
+        """``add(acc, row)``: the one function compiled for this query's aggregates (``codegen``),
+        made where the query runs; the operator calls it per row."""
+        if self._add is None:
+            self.compiled()
+        return self._add
 
     def merge(self, left, right):
         if left[0] is None:
@@ -225,7 +194,7 @@ class RunningGroups(AggregateFunction):
         return left
 
     def result(self, acc):
-        calls, items, having, _, _ = self.compiled()
+        calls, items, having = self.compiled()
         if acc[0] is None:  # per window: WHERE kept none of the key's rows
             return None
         results = tuple(_result(name, state) for (name, _), state in zip(calls, acc[1:], strict=True))
@@ -235,7 +204,7 @@ class RunningGroups(AggregateFunction):
         return self._row((acc[0], results))
 
     def _row(self, context):
-        _, items, having, _, _ = self.compiled()
+        _, items, having = self.compiled()
         if having is not None and having(context) is not True:
             return None
         return tuple(fn(context) for fn in items)
