@@ -52,12 +52,14 @@ class Graph:
         self.out_edges: dict = defaultdict(list)
         self.in_edges: dict = defaultdict(list)
         self.id_columns: dict[str, str] = {}  # label -> its ID column
+        self.arrays = None  # (vertices, LocalPart) once a MATCH ran as array joins
 
     def add_vertex(self, label: str, props: dict, id_column: str) -> None:
         self.id_columns[label] = id_column
         vertex = Vertex(props)
         vertex.label, vertex.id = label, props.get(id_column)
         self.vertices[vertex.id] = vertex
+        self.arrays = None
 
     def add_edge(self, label: str, props: dict, source: str, target: str) -> None:
         edge = Edge(props)
@@ -66,6 +68,7 @@ class Graph:
         edge.direction = "OUT"
         self.out_edges[edge.src].append(edge)
         self.in_edges[edge.dst].append(edge)
+        self.arrays = None
 
 
 def load_graph(name: str, catalog) -> Graph:
@@ -279,6 +282,8 @@ def _variables(query: GqlQuery) -> list[str]:
 
 def evaluate_gql(query: GqlQuery, catalog) -> Relation:
     """The rows of a MATCH block: its bindings, filtered, then RETURNed."""
+    from gyreflow.api.dsl.graph_arrays import array_relation
+
     if query.graph is None:
         raise QueryError("a MATCH needs a graph: USE GRAPH name first")
     graph = load_graph(query.graph, catalog)
@@ -296,19 +301,28 @@ def evaluate_gql(query: GqlQuery, catalog) -> Relation:
             return relation
         return catalog.with_relation("__bindings", relation).evaluate(query.returns)
     if query.subqueries:
+        from gyreflow.api.dsl.graph_subqueries import SubQueries
+
         catalog = catalog.copy()
-        catalog.subquery_compiler = _SubQueries(query, graph, filters).compile
+        catalog.subquery_compiler = SubQueries(query, graph, filters).compile
     request = _request_table(query, order, catalog)
-    if request is None:
-        bindings = _match(query, graph, [{}], order, filters, catalog)
+    # array joins over the edges where the pattern allows (graph_arrays.why_rows: when not)
+    relation = array_relation(query, graph, filters, order) if request is None else None
+    if relation is not None:
+        clause = query.matches[0]
+        if clause.where is not None:
+            test = Scope(relation, catalog).compile(clause.where)
+            relation = Relation(relation.columns, [r for r in relation.rows if test((r, None)) is True])
+    elif request is None:
+        relation = bindings_relation(_match(query, graph, [{}], order, filters, catalog), order)
     else:  # a query per row of the request table, its row bound to the table's name
-        relation = catalog.relation(request)
+        requests = catalog.relation(request)
         bindings, order = [], Variables([*order, request], order.schema)
-        for row in relation.rows:
-            values = {name: value for (_, name), value in zip(relation.columns, row, strict=True)}
+        for row in requests.rows:
+            values = {name: value for (_, name), value in zip(requests.columns, row, strict=True)}
             filters.request = (request, values)
             bindings.extend(_match(query, graph, [{request: values}], order, filters, catalog))
-    relation = bindings_relation(bindings, order)
+        relation = bindings_relation(bindings, order)
     if query.returns is None:
         result = Relation([c for c in relation.columns if c[0] is None],
                           [r[:len(order)] for r in relation.rows])
@@ -318,59 +332,6 @@ def evaluate_gql(query: GqlQuery, catalog) -> Relation:
         test = Scope(result, catalog).compile(condition)
         result = Relation(result.columns, [r for r in result.rows if test((r, None)) is True])
     return result
-
-
-class _SubQueries:
-    """Path sub-queries: per binding, the paths from its bound elements, aggregated."""
-
-    def __init__(self, query: GqlQuery, graph: Graph, filters: _Filters) -> None:
-        self.query, self.graph, self.filters = query, graph, filters
-
-    def compile(self, scope: Scope, key: int):
-        kind, path, value = self.query.subqueries[key]
-        # the match's elements: unqualified columns, or all of RETURN's (a SELECT over __bindings)
-        elements = [(i, name) for i, (qualifier, name) in enumerate(scope.relation.columns)
-                    if qualifier in (None, "__bindings")]
-        variables = [item.var for item in path]
-        catalog = scope.catalog
-        aggregate = None if kind == "exists" else catalog.aggregate(kind)
-
-        def run(ctx):
-            row = ctx[0]
-            seed = {}
-            for i, name in elements:
-                if isinstance(row[i], (Vertex, Edge)):
-                    seed[_original(path, name)] = row[i]
-            found = _match_path(self.graph, path, seed, self.filters)
-            if kind == "exists":
-                return bool(found)
-            order = list(dict.fromkeys([*seed, *variables]))
-            relation = bindings_relation(found, order)
-            # the value reads the path's bindings, then the outer row's columns (a request's p.id)
-            relation = Relation(relation.columns + scope.relation.columns, [r + row for r in relation.rows])
-            fn = Scope(relation, catalog).compile(value)
-            result = aggregate([fn((r, None)) for r in relation.rows])
-            return 0.0 if result == 0 and kind == "sum" and doubles else result
-        doubles = _double_valued(value, catalog, self.query)
-        return run
-
-
-def _double_valued(value, catalog, query: GqlQuery) -> bool:
-    """Whether a sub-query's value is a property the graph declares as a double (its empty SUM is 0.0)."""
-    definition = catalog.graphs.get((query.graph or "").lower())
-    if value is None or definition is None or not isinstance(value, exp.Column):
-        return False
-    name = value.name.lower()
-    return any(c.lower() == name and t.lower().split("(")[0] in ("double", "float", "decimal")
-               for element in definition.types.values() for c, t in element.columns)
-
-
-def _original(path: list, name: str) -> str:
-    """The spelling a path uses for a variable (names are compared without case)."""
-    for item in path:
-        if item.var.lower() == name:
-            return item.var
-    return name
 
 
 def _request_table(query: GqlQuery, order: list[str], catalog) -> str | None:

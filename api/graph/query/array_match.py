@@ -417,7 +417,8 @@ class ArrayMatch(ArrayVertexCompute):
                 there = side.targets[entry]
                 src, dst = (here, there) if side.outgoing else (there, here)
                 occurrence = side.occurrence[entry]
-                fresh = self._fresh(from_rows, row, src, dst, occurrence, hops)
+                fresh = self._fresh(from_rows, row, src, dst, occurrence, hops) \
+                    if self.plan.trails else None
                 if fresh is not None:
                     row, entry, src, dst, occurrence = (row[fresh], entry[fresh], src[fresh],
                                                         dst[fresh], occurrence[fresh])

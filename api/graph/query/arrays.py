@@ -23,7 +23,7 @@ from gyreflow.api.graph.query.syntax import NodePattern, PathPattern, QueryAst, 
 _FLIP = {"out": "in", "in": "out", "both": "both"}
 # Expressions that cannot raise, so they may be evaluated for vertices no match reaches.
 _SAFE = {"lit", "param", "var", "prop", "and", "or", "xor", "not", "cmp", "isnull", "in", "list",
-         "fn"}
+         "fn", "test"}
 
 
 def _safe(expr: Any) -> bool:
@@ -78,6 +78,7 @@ class ArrayPlan:
     reversed: bool = False
     rel_pushed: tuple = ()  # per relationship: the WHERE conjuncts on its variable alone
     verify: tuple = ()  # per relationship: its in-edges' filter is checked on arrival
+    trails: bool = True  # no edge twice in a match (openCypher); False: walks (GeaFlow's MATCH)
 
     @property
     def bound_at(self) -> tuple:

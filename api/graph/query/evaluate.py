@@ -225,6 +225,8 @@ def evaluate(expr: tuple, bindings: dict, params: dict, columns: dict | None = N
         return arithmetic(expr[1], left, right)
     if kind == "fn":
         return _function(expr, bindings, params, columns)
+    if kind == "test":  # ("test", predicate, ("var", name)): a caller's own test of one binding
+        return expr[1](bindings.get(expr[2][1]))
     if kind == "agg":
         if columns is not None and ("agg", expr) in columns:
             return columns[("agg", expr)]

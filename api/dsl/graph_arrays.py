@@ -1,0 +1,209 @@
+"""A script's MATCH run as array joins over the graph's edges, where its pattern allows.
+
+One path of single edges that bind no variable, whose filters (labels, ``WHERE`` on the element)
+read only their own element, runs as the array program of ``gyreflow query`` (``ArrayMatch``) in
+this process: partial paths expand as arrays of vertex positions along compressed rows of the
+edges, walks as GeaFlow matches them (an edge may repeat), and the matches are kept as the
+distinct tuples of the named vertices, as GeaFlow's traversal merges paths that differ only in
+unnamed elements. Everything else runs on the row matcher of ``graphs``; ``why_rows`` says why.
+"""
+
+from __future__ import annotations
+
+import gc
+from types import SimpleNamespace
+
+import attrs
+import numpy as np
+from sqlglot import exp
+
+from gyreflow.api.dsl.gql import GqlQuery
+from gyreflow.api.dsl.queries import Relation
+from gyreflow.api.graph.query.syntax import NodePattern, PathPattern, QueryAst, RelPattern, ReturnItem
+
+
+def _reads_only_itself(pattern) -> bool:
+    if pattern.where is None:
+        return True
+    if any(isinstance(node, (exp.Subquery, exp.Select)) for node in pattern.where.walk()):
+        return False
+    return all(not column.table or column.table.lower() == pattern.var.lower()
+               for column in pattern.where.find_all(exp.Column))
+
+
+def why_rows(query: GqlQuery) -> str | None:
+    """Why ``query`` needs the row matcher; None when its MATCH runs as array joins."""
+    if query.call is not None:
+        return "CALL of an algorithm"
+    if len(query.matches) != 1:
+        return "more than one MATCH clause"
+    clause = query.matches[0]
+    if len(clause.items) != 1 or len(clause.items[0][0]) != 1:
+        return "comma-joined or alternative paths (, | |+|)"
+    if clause.order is not None:
+        return "ORDER BY or LIMIT before RETURN"
+    if query.lets:
+        return "LET"
+    if query.subqueries:
+        return "a path sub-query (COUNT((a)->(b) => ...), EXISTS)"
+    if query.returns is None or any(isinstance(e, exp.Star) for e in query.returns.expressions):
+        return "no RETURN, or RETURN * (every element of the path is a column)"
+    path = clause.patterns[0]
+    if len(path) < 3:
+        return "a path of no edge"
+    for edge in path[1::2]:
+        if not edge.var.startswith("__"):
+            return f"the edge variable {edge.var} (the array joins keep vertices only)"
+        if edge.hops is not None:
+            return "a quantified edge ({low,high})"
+    if not all(_reads_only_itself(item) for item in path):
+        return "a filter that reads another variable or a table"
+    if all(node.var.startswith("__") for node in path[0::2]):
+        return "no named vertex"
+    return None
+
+
+def _arrays(graph):
+    """The graph's vertices by position, its edges between them and the labels of each kind,
+    made once per graph."""
+    from gyreflow.api.graph.query.array_local import LocalPart
+
+    found = getattr(graph, "arrays", None)
+    if found is not None:
+        return found
+    vertices = list(graph.vertices.values())
+    position = {vertex.id: index for index, vertex in enumerate(vertices)}
+    sources, targets, values = [], [], []
+    for vertex in vertices:
+        for edge in graph.out_edges.get(vertex.id, ()):
+            end = position.get(edge.dst)
+            if end is not None:
+                sources.append(position[vertex.id])
+                targets.append(end)
+                values.append(edge)
+    labels = ({v.label.lower() for v in vertices}, {e.label.lower() for e in values})
+    graph.arrays = (vertices, LocalPart(vertices, sources, targets, values), labels)
+    return graph.arrays
+
+
+def _test(filters, pattern, element_at):
+    def test(bound) -> bool:
+        return filters.test(pattern, element_at(bound))
+    return test
+
+
+def _node_element(bound):
+    return bound[2]  # ("node", position, vertex)
+
+
+def _edge_element(bound):
+    return bound[1][2]  # ("rel", (source, target, edge))
+
+
+def _matches(query: GqlQuery, graph, filters) -> tuple | None:
+    """``(names, rows, vertices)``: the distinct positions of the named vertices of ``query``'s
+    path (one row a match, one column a name), before its WHERE; None when the path needs the
+    row matcher."""
+    from gyreflow.api.graph.query.array_match import ArrayMatch
+    from gyreflow.api.graph.query.arrays import array_plan
+
+    if why_rows(query) is not None:
+        return None
+    vertices, part, (vertex_labels, edge_labels) = _arrays(graph)
+    path = query.matches[0].patterns[0]
+    tests, seen, nodes, rels = [], set(), [], []
+    for index, item in enumerate(path):
+        if index % 2 == 0:
+            nodes.append(NodePattern(item.var, (), ()))
+            if item.var in seen:
+                continue  # a variable bound again: the same vertex, its filters asked once
+            seen.add(item.var)
+            element_at, labels = _node_element, vertex_labels
+        else:
+            rels.append(RelPattern(item.var, (), (), item.direction))
+            element_at, labels = _edge_element, edge_labels
+        # labels every element of the graph has ask nothing
+        if item.where is not None or (item.labels and not labels <= set(item.labels)):
+            tests.append(("test", _test(filters, item, element_at), ("var", item.var)))
+    where = None
+    for test in tests:
+        where = test if where is None else ("and", where, test)
+    named = list(dict.fromkeys(node.var for node in path[0::2] if not node.var.startswith("__")))
+    ast = QueryAst((PathPattern(tuple(nodes), tuple(rels)),), where,
+                   tuple(ReturnItem(("var", name), name) for name in named), True, (), None, None)
+    plan = array_plan(SimpleNamespace(ast=ast, aggregated=False))
+    if isinstance(plan, str):
+        return None
+    plan = attrs.evolve(plan, trails=False)  # walks, as GeaFlow matches
+    values = part.run(ArrayMatch(plan, {}, None)) if vertices else []
+    tables = [table for table in (values[0] or {}).get("rows", []) if len(table)] if len(values) else []
+    rows = np.unique(np.concatenate(tables).astype(np.int64), axis=0) if tables else \
+        np.zeros((0, len(plan.keep_names)), dtype=np.int64)
+    return plan.keep_names, rows, vertices
+
+
+def _properties_read(query: GqlQuery, order: list[str]) -> dict[str, set] | None:
+    """The properties the RETURN, the MATCH's WHERE and THEN FILTER read, per variable; None
+    when one of them names a column without its variable (it could be any variable's)."""
+    variables = {var.lower() for var in order}
+    read: dict[str, set] = {}
+    clause = query.matches[0]
+    for expression in [query.returns, clause.where, *query.filters]:
+        if expression is None:
+            continue
+        for column in expression.find_all(exp.Column):
+            table, name = column.table.lower(), column.name.lower()
+            if table in variables:
+                read.setdefault(table, set()).add(name)
+            elif table or name not in variables:
+                return None
+    return read
+
+
+def array_relation(query: GqlQuery, graph, filters, order: list[str]) -> Relation | None:
+    """The bindings relation of ``query`` (as ``graphs.bindings_relation`` makes it: each
+    variable's element, then its properties) by array joins, before the MATCH's WHERE; None when
+    the path needs the row matcher (``why_rows``)."""
+    found = _matches(query, graph, filters)
+    if found is None:
+        return None
+    names, rows, vertices = found
+    column_of = {name: index for index, name in enumerate(names)}
+    schema = getattr(order, "schema", {})
+    props: dict[str, list[str]] = {var: list(schema.get(var, ())) for var in order}
+    for name, index in column_of.items():
+        for at in np.unique(rows[:, index]).tolist():
+            props[name].extend(key for key in vertices[at] if key not in props[name])
+    read = _properties_read(query, order)
+    if read is not None:  # the properties nothing reads make no column
+        props = {var: [key for key in keys if key.lower() in read.get(var.lower(), ())]
+                 for var, keys in props.items()}
+    columns = [(None, var.lower()) for var in order]
+    columns += [(var.lower(), key.lower()) for var in order for key in props[var]]
+    # one column at a time: each vertex's element or property, taken at the rows' positions
+    elements = np.empty(len(vertices), dtype=object)
+    elements[:] = vertices
+    nothing = np.full(len(rows), None, dtype=object)
+    heads, tails = [], []
+    for var in order:
+        index = column_of.get(var)
+        at = rows[:, index] if index is not None else None
+        heads.append(nothing if at is None else elements[at])
+        for key in props[var]:
+            if at is None:
+                tails.append(nothing)
+                continue
+            values = np.fromiter((vertex.get(key) for vertex in vertices), dtype=object,
+                                 count=len(vertices))
+            tails.append(values[at])
+    collecting = gc.isenabled()
+    gc.disable()  # a row is a tuple of objects: the cycle collector would visit them all, often
+    try:
+        out = list(zip(*(column.tolist() for column in heads + tails), strict=True)) if len(rows) else []
+    finally:
+        if collecting:
+            gc.enable()
+    return Relation(columns, out)
+
+
+__all__ = ["array_relation", "why_rows"]
