@@ -48,10 +48,11 @@ class Table:
     def window_size(self, settings: dict) -> int:
         return int(self.option(WINDOW_SIZE, settings, "-1"))
 
-    def read(self, settings: dict, root: str, needed: frozenset | None = None, lazy: bool = False):
+    def read(self, settings: dict, root: str, needed: frozenset | None = None, lazy: bool = False,
+             millis: frozenset = frozenset()):
         """Every row of the table, typed by its columns: a list, or if ``lazy`` an iterator of
         lists of them. Of a file table, only the columns at positions ``needed`` are typed (the
-        others are None)."""
+        others are None), and the timestamps at ``millis`` stay epoch milliseconds where they are."""
         types = [t for _, t in self.columns]
         if self.kind == "graphdata":
             from gyreflow.api.dsl.rows import read_json_rows
@@ -68,7 +69,8 @@ class Table:
             raise DslError(f"table {self.name}: no file or folder {path}")
         separator = self.separator(settings)
         trim = str(self.option("geaflow.dsl.column.trim", settings, "true")).lower() != "false"
-        chunks = iter_text_chunks(path, types, separator, trim, settings.get(TIME_ZONE) or None, needed)
+        chunks = iter_text_chunks(path, types, separator, trim, settings.get(TIME_ZONE) or None, needed,
+                                  millis)
         return chunks if lazy else [row for rows in chunks for row in rows]
 
 

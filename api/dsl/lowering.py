@@ -252,7 +252,10 @@ class EventSeconds:
         self.index = index
 
     def __call__(self, row) -> float:
-        return seconds_of(row[self.index])
+        value = row[self.index]
+        if type(value) is int:  # epoch milliseconds (a column read only as the event time)
+            return value / 1000
+        return seconds_of(value)
 
 
 def _group_of(pair):
@@ -270,7 +273,8 @@ def _window_values(result):
 def plan_shape(shape: Shape, catalog: Catalog, source_of, where: str = ""):
     """The stream of a shape's output rows, from ``source_of(table name)`` (a stream of its rows);
     ``where`` ("statement N, line L") names the statement in errors while it runs."""
-    rows = source_of(shape.table, _needed(shape, catalog))
+    needed = _needed(shape, catalog)
+    rows = source_of(shape.table, needed, _event_only(shape, needed))
     frozen = catalog.copy()
     parts = {name: cls(shape, frozen, where) for name, cls in (
         ("filter", RowFilter), ("project", Projection), ("key", GroupKey), ("group", GroupRows))}
@@ -336,6 +340,16 @@ def _needed(shape: Shape, catalog: Catalog) -> frozenset | None:
     if shape.window is not None:
         needed.add([c for _, c in shape.columns].index(shape.window.column))
     return frozenset(needed)
+
+
+def _event_only(shape: Shape, needed: frozenset | None) -> frozenset:
+    """The position of the DESCRIPTOR column when nothing but the windows reads it: it may stay
+    epoch milliseconds (``EventSeconds`` takes them), not become timestamps."""
+    if shape.window is None or needed is None:
+        return frozenset()
+    at = [c for _, c in shape.columns].index(shape.window.column)
+    others = Shape(shape.table, shape.columns, shape.where, shape.items, shape.keys, shape.having, None)
+    return frozenset({at}) if at not in (_needed(others, None) or {at}) else frozenset()
 
 
 def _identity(shape: Shape) -> bool:

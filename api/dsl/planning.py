@@ -26,13 +26,14 @@ class TableSource(Source):
     settings: dict
     root: str
     needed: frozenset | None = None  # the positions of the columns the query reads (None: all)
+    millis: frozenset = frozenset()  # timestamp columns left as epoch milliseconds where they are
     default_parallelism = 1
 
     def create_reader(self, task_index: int, parallelism: int):
-        table, settings, root, needed = self.table, self.settings, self.root, self.needed
+        table, settings, root, needed, millis = self.table, self.settings, self.root, self.needed, self.millis
         if task_index:
             return _IteratorReader(lambda: iter(()))
-        return ChunkReader(lambda: table.read(settings, root, needed, lazy=True))
+        return ChunkReader(lambda: table.read(settings, root, needed, lazy=True, millis=millis))
 
     def describe(self) -> str:
         return f"TableSource({self.table.name}, {self.table.kind})"
@@ -194,9 +195,10 @@ def _global_aggregate(query) -> bool:
             and any(isinstance(n, exp.AggFunc) for item in query.expressions for n in item.walk()))
 
 
-def _table_rows(ctx, catalog: Catalog, name: str, needed: frozenset | None = None):
+def _table_rows(ctx, catalog: Catalog, name: str, needed: frozenset | None = None,
+                millis: frozenset = frozenset()):
     table = catalog.tables[name]
-    return ctx.source(TableSource(table, catalog.settings, catalog.root, needed),
+    return ctx.source(TableSource(table, catalog.settings, catalog.root, needed, millis),
                       window_of(table, catalog.settings), name=f"table {table.name}").with_parallelism(1)
 
 

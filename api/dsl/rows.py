@@ -150,7 +150,8 @@ def iter_text_rows(path: str, types: list[str], separator: str = ",", trim: bool
 
 
 def iter_text_chunks(path: str, types: list[str], separator: str = ",", trim: bool = True,
-                     zone: str | None = None, needed: frozenset | None = None):
+                     zone: str | None = None, needed: frozenset | None = None,
+                     millis: frozenset = frozenset()):
     """The rows of ``iter_text_rows``, a list of the lines of some ``CHUNK_CHARS`` characters at a time."""
     files = [path]
     if os.path.isdir(path):
@@ -158,6 +159,9 @@ def iter_text_chunks(path: str, types: list[str], separator: str = ",", trim: bo
     readers = [field_reader(t, trim, zone) for t in types]
     columns = [_column_reader(t, trim, read, zone) if needed is None or at in needed else _nones
                for at, (t, read) in enumerate(zip(types, readers, strict=True))]
+    for at in millis:  # only windows read them: in UTC, epoch milliseconds are as good
+        if base_type(types[at]) == "timestamp" and _utc(zone):
+            columns[at] = _plain_millis(readers[at])
     for name in files:
         with open(name, encoding="utf-8") as file:
             carry = ""  # the start of a line the last block cut
@@ -250,6 +254,20 @@ def _utc_timestamps(field):
                 return millis.astype("datetime64[ms]").tolist()
         return list(map(field, texts))
     return stamps
+
+
+def _plain_millis(field):
+    """A timestamp column's epoch milliseconds as ints; ``field`` per text where one is no plain
+    integer (text timestamps become timestamps)."""
+    def millis(texts):
+        joined = "".join(texts)
+        if "_" not in joined and "+" not in joined:
+            try:
+                return list(map(int, texts))
+            except ValueError:
+                pass
+        return list(map(field, texts))
+    return millis
 
 
 def _column_reader(sql_type: str, trim: bool, field, zone: str | None = None):

@@ -156,9 +156,10 @@ class RunningGroups(AggregateFunction):
         self.per_window = per_window
         self.filters = per_window or filters  # WHERE applied by ``add`` (else by a filter before)
         self._fns = self._read = self._add = None
+        self._bounds: dict = {}  # window start -> (window_start, window_end, end): many keys, one window
 
     def __getstate__(self):
-        return {**self.__dict__, "_fns": None, "_read": None, "_add": None}
+        return {**self.__dict__, "_fns": None, "_read": None, "_add": None, "_bounds": {}}
 
     def compiled(self):
         if self._fns is None:
@@ -197,24 +198,38 @@ class RunningGroups(AggregateFunction):
         calls, items, having = self.compiled()
         if acc[0] is None:  # per window: WHERE kept none of the key's rows
             return None
-        results = tuple(_result(name, state) for (name, _), state in zip(calls, acc[1:], strict=True))
+        results = tuple([state if name == "count" else _result(name, state)
+                         for (name, _), state in zip(calls, acc[1:], strict=True)])
         if self.per_window:  # the columns read besides the aggregates: a result of plain values
-            read = self._read
-            return (tuple([v if at in read else None for at, v in enumerate(acc[0])]), results)
+            keep = self._keep
+            first = acc[0]
+            return (tuple([first[at] if at in keep else None for at in range(len(first))])
+                    if keep is not None else first, results)
         return self._row((acc[0], results))
+
+    @property
+    def _keep(self):
+        """The positions of a group's first row that its result keeps (None: all of them)."""
+        read = self._read
+        return None if len(read) == len(self.shape.columns) else read
 
     def _row(self, context):
         _, items, having = self.compiled()
         if having is not None and having(context) is not True:
             return None
-        return tuple(fn(context) for fn in items)
+        return tuple([fn(context) for fn in items])
 
     def finish(self, window) -> list[tuple]:
         """The rows (one, or none) of an event-time window's result, its bounds added to its row."""
         if window.value is None:
             return []
         first, results = window.value
-        row = self._row((first + (moment(window.start), moment(window.end)), results))
+        bounds = self._bounds.get(window.start)
+        if bounds is None or bounds[2] != window.end:
+            if len(self._bounds) > 1024:
+                self._bounds.clear()
+            bounds = self._bounds[window.start] = (moment(window.start), moment(window.end), window.end)
+        row = self._row((first + bounds[:2], results))
         return [] if row is None else [row]
 
 
