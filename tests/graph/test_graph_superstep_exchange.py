@@ -45,7 +45,8 @@ def assert_ranks(got: dict, expected: dict) -> None:
     assert not wrong, f"{len(wrong)} ranks differ from networkx's, e.g. {list(wrong.items())[:3]}"
 
 
-def run_pagerank(env: Environment, vertices: list, edges: list, window: int | None = None):
+def run_pagerank(env: Environment, vertices: list, edges: list, window: int | None = None,
+                 parallelism: int = 2):
     pipeline = env.pipeline("pagerank-exchange")
 
     @pipeline.task
@@ -55,7 +56,7 @@ def run_pagerank(env: Environment, vertices: list, edges: list, window: int | No
         vertex_source = (ctx.source(vertices) if window is None
                          else ctx.source(vertices, SizeTumblingWindow(len(vertices)),
                                          parallelism=1))
-        graph = GraphView(vertex_source, edge_source, directed=True, parallelism=2)
+        graph = GraphView(vertex_source, edge_source, directed=True, parallelism=parallelism)
         algorithms.pagerank(graph, DAMPING, ITERATIONS).collect("pr")
 
     return pipeline.execute(fresh=True)
@@ -68,6 +69,20 @@ def test_pagerank_on_two_worker_processes_equals_networkx():
                             config={"environment.workers": 2, "state.backend": "memory"})
     result = run_pagerank(env, vertices, edges)
     assert_ranks(dict(result.output("pr")), networkx_ranks(vertices, edges))
+
+
+@pytest.mark.processes
+def test_pagerank_of_a_growing_graph_on_two_worker_processes_equals_networkx_in_every_window():
+    """Four tasks on two workers: each worker's two tasks send to the same tasks of the other, and
+    the vertices they send to change from window to window."""
+    vertices, edges = small_graph(1_000, 6_000, seed=11)
+    window = 2_000
+    env = Environment.local(parallelism=4, progress=False,
+                            config={"environment.workers": 2, "state.backend": "memory"})
+    result = run_pagerank(env, vertices, edges, window, parallelism=4)
+    for number in range(1, len(edges) // window + 1):
+        assert_ranks(dict(result.by_window("pr")[number]),
+                     networkx_ranks(vertices, edges[:number * window]))
 
 
 @pytest.fixture
