@@ -1,5 +1,6 @@
-"""Array supersteps across tasks and worker processes: PageRank's ranks against networkx, and the ids
-of the messages another task sends looked up once per window, not once per superstep."""
+"""Array supersteps across tasks and worker processes: PageRank's ranks against networkx, the ids of
+the messages another task sends looked up once per window, not once per superstep, and messages
+from several tasks summed as a plain loop sums them."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ import math
 import random
 
 import networkx as nx
+import numpy as np
 import pytest
 
 from gyreflow.api import Environment, SizeTumblingWindow
 from gyreflow.api.graph import GraphView, algorithms
 from gyreflow.runtime.dataflow.graph import arrays
+from gyreflow.runtime.dataflow.graph.array_context import KnownIds, receive
 from gyreflow.runtime.dataflow.graph.array_supersteps import ArraySupersteps
 
 DAMPING = 0.85
@@ -129,3 +132,45 @@ def test_the_ids_another_task_sends_are_looked_up_once_per_window(superstep_look
     assert supersteps == windows * 2 * (ITERATIONS + 1)
     # One lookup per task and window (in its second superstep, the first with messages).
     assert sum(superstep_lookups) == windows * 2
+
+
+class _Part:
+    """What ``receive`` reads of a partition: its size and id index."""
+
+    def __init__(self, ids: list[int]) -> None:
+        self.n = len(ids)
+        self.index = arrays.IdIndex(np.array(ids, dtype=np.int64))
+
+
+@pytest.mark.parametrize("dtypes", [("float64", "float64"), ("float32", "float64"),
+                                    ("float64", "int64")])
+def test_summed_messages_from_several_pieces_equal_a_plain_loop(dtypes):
+    """A task's own piece and other tasks' pieces (by id, some to vertices it does not have)
+    summed per vertex: the same floats as adding them one by one in the pieces' order."""
+    rng = random.Random(21)
+    ids = rng.sample(range(1_000), 300)
+    part = _Part(ids)
+    pieces, expected = [], {}
+    for number in range(4):
+        dtype = dtypes[number % 2]
+        chosen = sorted(rng.sample(range(len(ids)), 120))
+        values = np.array([rng.random() * 10 for _ in chosen], dtype=np.float64).astype(dtype)
+        if number == 0:  # the task's own messages, by position
+            pieces.append((np.array(chosen, dtype=np.int64), None, values, None))
+            targets = chosen
+        else:
+            strangers = [1_000 + number, 2_000 + number]  # ids the partition does not have
+            sent = [ids[p] for p in chosen] + strangers
+            pieces.append((None, np.array(sent, dtype=np.int64),
+                           np.concatenate([values, np.ones(2, dtype=dtype)]), None))
+            targets = chosen
+        for position, value in zip(targets, values.tolist(), strict=True):
+            expected[position] = expected.get(position, 0) + value
+    inbox = receive(pieces, part, "sum", KnownIds(4))
+    assert inbox.positions.tolist() == sorted(expected)
+    assert inbox.values.tolist() == [expected[p] for p in sorted(expected)]
+    dense = inbox.dense(0.0, float)
+    assert dense.tolist() == [expected.get(p, 0.0) for p in range(len(ids))]
+    dense[:] = -1.0  # a program may change what it was given: the inbox's next answer is whole
+    assert inbox.dense(0.0, float).tolist() == [expected.get(p, 0.0) for p in range(len(ids))]
+    assert inbox.dense(-1.0).tolist() == [expected.get(p, -1.0) for p in range(len(ids))]

@@ -22,11 +22,12 @@ class Inbox:
     """
 
     def __init__(self, size: int, positions: np.ndarray, values: np.ndarray,
-                 histogram: tuple | None = None) -> None:
+                 histogram: tuple | None = None, sums: np.ndarray | None = None) -> None:
         self.size = size
         self.positions = positions
         self.values = values
         self.histogram = histogram
+        self._sums = sums  # "sum" of floats: the sums per vertex, 0.0 where none arrived
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -40,6 +41,9 @@ class Inbox:
     def dense(self, fill, dtype=None) -> np.ndarray:
         """One value per vertex: the combined message, ``fill`` where none arrived."""
         dtype = dtype or (self.values.dtype if len(self.values) else np.asarray(fill).dtype)
+        sums = self._sums
+        if sums is not None and sums.dtype == dtype and fill == 0:
+            return sums.copy()
         array = np.full(self.size, fill, dtype=dtype)
         array[self.positions] = self.values
         return array
@@ -259,6 +263,7 @@ def receive(pieces: list, part: Partition, combine, known: KnownIds | None = Non
         chosen = most_frequent(positions, values, counts)
         return Inbox(n, *chosen, (positions, values, counts))
     all_positions, all_values, all_counts = [], [], []
+    histogram = combine == "histogram"
     for positions, ids, values, counts in pieces:
         if positions is None:
             positions, found = (part.index.lookup(ids) if known is None
@@ -268,10 +273,13 @@ def receive(pieces: list, part: Partition, combine, known: KnownIds | None = Non
                 counts = None if counts is None else counts[found]
         all_positions.append(positions)
         all_values.append(values)
-        all_counts.append(np.ones(len(positions), np.int64) if counts is None else counts)
+        if histogram:
+            all_counts.append(np.ones(len(positions), np.int64) if counts is None else counts)
+    if combine == "sum" and all(v.dtype.kind == "f" for v in all_values):
+        return _summed(n, all_positions, all_values)
     positions = np.concatenate(all_positions)
     values = _concat_values(all_values)
-    counts = np.concatenate(all_counts) if combine == "histogram" else None
+    counts = np.concatenate(all_counts) if histogram else None
     positions, values, counts = reduce_messages(combine, positions, values, counts, n)
     if combine == "histogram":
         from gyreflow.runtime.dataflow.graph.arrays import most_frequent
@@ -280,6 +288,19 @@ def receive(pieces: list, part: Partition, combine, known: KnownIds | None = Non
         positions, values = most_frequent(positions, values, counts)
         return Inbox(n, positions, values, histogram)
     return Inbox(n, positions, values)
+
+
+def _summed(n: int, all_positions: list, all_values: list) -> Inbox:
+    """The inbox of float messages summed per vertex, added piece by piece into one array: each
+    piece holds a position once (its sender combined it per column), and the sums come out as
+    ``reduce_messages`` adds them, in the order of the pieces."""
+    sums = np.zeros(n, dtype=np.result_type(*all_values))
+    received = np.zeros(n, dtype=bool)
+    for positions, values in zip(all_positions, all_values, strict=True):
+        sums[positions] += values
+        received[positions] = True
+    positions = np.flatnonzero(received)
+    return Inbox(n, positions, sums[positions], sums=sums)
 
 
 def split_outgoing(part: Partition, columns, values, counts) -> tuple[tuple, dict[int, tuple]]:
