@@ -42,8 +42,9 @@ class _Writer:
             return repr(node.this)
         elif type(node) in _INLINE:
             a, b = self.name(None, "_a"), self.name(None, "_b")
-            return (f"(None if ({a} := {self.text(node.this)}) is None or ({b} := "
-                    f"{self.text(node.expression)}) is None else {a} {_INLINE[type(node)]} {b})")
+            # both sides evaluated, as the closures evaluate them (an error on the right counts)
+            return (f"(None if (({a} := {self.text(node.this)}) is None) + (({b} := "
+                    f"{self.text(node.expression)}) is None) else {a} {_INLINE[type(node)]} {b})")
         elif type(node) in _ORDER and isinstance(node.expression, exp.Literal) \
                 and not node.expression.is_string:
             # a number against a number at once; NULL, text, booleans as the closures compare them
