@@ -1,11 +1,13 @@
 """A script's MATCH run as array joins over the graph's edges, where its pattern allows.
 
-One path of single edges that bind no variable, whose filters (labels, ``WHERE`` on the element)
-read only their own element, runs as the array program of ``gyreflow query`` (``ArrayMatch``) in
-this process: partial paths expand as arrays of vertex positions along compressed rows of the
-edges, walks as GeaFlow matches them (an edge may repeat), and the matches are kept as the
-distinct tuples of the named vertices, as GeaFlow's traversal merges paths that differ only in
-unnamed elements. Everything else runs on the row matcher of ``graphs``; ``why_rows`` says why.
+One path of single edges whose filters (labels, ``WHERE`` on the element) read only their own
+element runs as the array program of ``gyreflow query`` (``ArrayMatch``) in this process:
+partial paths expand as arrays of vertex positions along compressed rows of the edges, walks as
+GeaFlow matches them (an edge may repeat); a named edge is kept as the hop it took (source,
+target, which of the parallel edges) and bound back to its edge, turned round where the path
+follows it against its direction. Paths that differ only in unnamed elements are one, as
+GeaFlow's traversal merges them. Everything else runs on the row matcher of ``graphs``;
+``why_rows`` says why.
 """
 
 from __future__ import annotations
@@ -52,8 +54,8 @@ def why_rows(query: GqlQuery) -> str | None:
     if len(path) < 3:
         return "a path of no edge"
     for edge in path[1::2]:
-        if not edge.var.startswith("__"):
-            return f"the edge variable {edge.var} (the array joins keep vertices only)"
+        if not edge.var.startswith("__") and edge.direction == "both":
+            return f"the edge variable {edge.var} followed either way (-[{edge.var}]-)"
         if edge.hops is not None:
             return "a quantified edge ({low,high})"
     if not all(_reads_only_itself(item) for item in path):
@@ -82,7 +84,10 @@ def _arrays(graph):
                 targets.append(end)
                 values.append(edge)
     labels = ({v.label.lower() for v in vertices}, {e.label.lower() for e in values})
-    graph.arrays = (vertices, LocalPart(vertices, sources, targets, values), labels)
+    parallel: dict = {}  # (source, target) -> its edges, in the order of the compressed rows
+    for source, target, edge in zip(sources, targets, values, strict=True):
+        parallel.setdefault((source, target), []).append(edge)
+    graph.arrays = (vertices, LocalPart(vertices, sources, targets, values), labels, parallel)
     return graph.arrays
 
 
@@ -101,15 +106,16 @@ def _edge_element(bound):
 
 
 def _matches(query: GqlQuery, graph, filters) -> tuple | None:
-    """``(names, rows, vertices)``: the distinct positions of the named vertices of ``query``'s
-    path (one row a match, one column a name), before its WHERE; None when the path needs the
-    row matcher."""
+    """``(plan, rows, arrays)``: per match, the positions of the named vertices of ``query``'s
+    path, then ``(source, target, occurrence)`` of each named edge, before its WHERE; None when
+    the path needs the row matcher."""
     from gyreflow.api.graph.query.array_match import ArrayMatch
     from gyreflow.api.graph.query.arrays import array_plan
 
     if why_rows(query) is not None:
         return None
-    vertices, part, (vertex_labels, edge_labels) = _arrays(graph)
+    arrays = _arrays(graph)
+    vertices, part, (vertex_labels, edge_labels) = arrays[:3]
     path = query.matches[0].patterns[0]
     tests, seen, nodes, rels = [], set(), [], []
     for index, item in enumerate(path):
@@ -134,12 +140,29 @@ def _matches(query: GqlQuery, graph, filters) -> tuple | None:
     plan = array_plan(SimpleNamespace(ast=ast, aggregated=False))
     if isinstance(plan, str):
         return None
-    plan = attrs.evolve(plan, trails=False)  # walks, as GeaFlow matches
+    hop_of = {rel.variable: hop for hop, rel in enumerate(plan.rels)}
+    edges = [edge.var for edge in path[1::2] if not edge.var.startswith("__")]
+    # walks, as GeaFlow matches; the named edges' hops kept
+    plan = attrs.evolve(plan, trails=False, keep_hops=tuple(hop_of[var] for var in edges))
     values = part.run(ArrayMatch(plan, {}, None)) if vertices else []
     tables = [table for table in (values[0] or {}).get("rows", []) if len(table)] if len(values) else []
-    rows = np.unique(np.concatenate(tables).astype(np.int64), axis=0) if tables else \
-        np.zeros((0, len(plan.keep_names)), dtype=np.int64)
-    return plan.keep_names, rows, vertices
+    width = len(plan.keep_names) + 3 * len(edges)
+    rows = np.concatenate(tables).astype(np.int64) if tables else np.zeros((0, width), np.int64)
+    return plan, rows, arrays
+
+
+def _edge_column(path: list, var: str, triples: np.ndarray, arrays) -> np.ndarray:
+    """The edges of a named edge variable at the rows' ``(source, target, occurrence)``, turned
+    round where the path follows them against their direction (as the row matcher binds them)."""
+    parallel = arrays[3]
+    direction = next(edge.direction for edge in path[1::2] if edge.var == var)
+    found = [parallel[(source, target)][occurrence] for source, target, occurrence in triples.tolist()]
+    if direction == "in":
+        turned: dict = {}
+        found = [turned.get(id(edge)) or turned.setdefault(id(edge), edge.turned()) for edge in found]
+    column = np.empty(len(found), dtype=object)
+    column[:] = found
+    return column
 
 
 def _properties_read(query: GqlQuery, order: list[str]) -> dict[str, set] | None:
@@ -167,43 +190,66 @@ def array_relation(query: GqlQuery, graph, filters, order: list[str]) -> Relatio
     found = _matches(query, graph, filters)
     if found is None:
         return None
-    names, rows, vertices = found
-    column_of = {name: index for index, name in enumerate(names)}
+    plan, rows, arrays = found
+    vertices = arrays[0]
+    path = query.matches[0].patterns[0]
+    vertex_elements = np.empty(len(vertices), dtype=object)
+    vertex_elements[:] = vertices
+    elements: dict = {}  # variable -> its element per row
+    for index, name in enumerate(plan.keep_names):
+        elements[name] = vertex_elements[rows[:, index]]
+    edges = [edge.var for edge in path[1::2] if not edge.var.startswith("__")]
+    for index, var in enumerate(edges):
+        at = len(plan.keep_names) + 3 * index
+        elements[var] = _edge_column(path, var, rows[:, at:at + 3], arrays)
+    if any(item.var.startswith("__") for item in path):
+        # paths that differ only in unnamed elements are one (graphs._distinct_named)
+        keys = np.unique(rows[:, :len(plan.keep_names)], axis=0, return_index=True)[1] \
+            if not edges else _distinct(rows[:, :len(plan.keep_names)], [elements[v] for v in edges])
+        keys = np.sort(keys)
+        elements = {var: column[keys] for var, column in elements.items()}
+    count = len(next(iter(elements.values()))) if elements else 0
     schema = getattr(order, "schema", {})
     props: dict[str, list[str]] = {var: list(schema.get(var, ())) for var in order}
-    for name, index in column_of.items():
-        for at in np.unique(rows[:, index]).tolist():
-            props[name].extend(key for key in vertices[at] if key not in props[name])
+    for var, column in elements.items():
+        for element in {id(e): e for e in column.tolist()}.values():
+            props[var].extend(key for key in element if key not in props[var])
     read = _properties_read(query, order)
     if read is not None:  # the properties nothing reads make no column
         props = {var: [key for key in keys if key.lower() in read.get(var.lower(), ())]
                  for var, keys in props.items()}
     columns = [(None, var.lower()) for var in order]
     columns += [(var.lower(), key.lower()) for var in order for key in props[var]]
-    # one column at a time: each vertex's element or property, taken at the rows' positions
-    elements = np.empty(len(vertices), dtype=object)
-    elements[:] = vertices
-    nothing = np.full(len(rows), None, dtype=object)
-    heads, tails = [], []
-    for var in order:
-        index = column_of.get(var)
-        at = rows[:, index] if index is not None else None
-        heads.append(nothing if at is None else elements[at])
-        for key in props[var]:
-            if at is None:
-                tails.append(nothing)
-                continue
-            values = np.fromiter((vertex.get(key) for vertex in vertices), dtype=object,
-                                 count=len(vertices))
-            tails.append(values[at])
+    nothing = np.full(count, None, dtype=object)
+    heads = [elements.get(var, nothing) for var in order]
+    tails = [np.fromiter((e.get(key) for e in elements[var].tolist()), dtype=object, count=count)
+             if var in elements else nothing for var in order for key in props[var]]
     collecting = gc.isenabled()
     gc.disable()  # a row is a tuple of objects: the cycle collector would visit them all, often
     try:
-        out = list(zip(*(column.tolist() for column in heads + tails), strict=True)) if len(rows) else []
+        out = list(zip(*(column.tolist() for column in heads + tails), strict=True)) if count else []
     finally:
         if collecting:
             gc.enable()
     return Relation(columns, out)
+
+
+def _distinct(positions: np.ndarray, edge_columns: list) -> np.ndarray:
+    """The first row of each distinct (named vertices, named edges' contents), as
+    ``graphs._key`` tells edges apart."""
+    from gyreflow.api.dsl.graphs import _key
+
+    seen: set = set()
+    kept: list[int] = []
+    cached: dict = {}
+    columns = [column.tolist() for column in edge_columns]
+    for index, vertex_ids in enumerate(map(tuple, positions.tolist())):
+        key = (vertex_ids, *(cached.get(id(edge)) or cached.setdefault(id(edge), _key(edge))
+                             for edge in (column[index] for column in columns)))
+        if key not in seen:
+            seen.add(key)
+            kept.append(index)
+    return np.asarray(kept, dtype=np.int64)
 
 
 __all__ = ["array_relation", "why_rows"]

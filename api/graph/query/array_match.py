@@ -286,10 +286,14 @@ class ArrayMatch(ArrayVertexCompute):
         node = plan.nodes[last]
         # a last node that asks nothing: a match is complete (counted, or its kept vertex ids
         # taken) where its last edge is found, not one superstep later at the last vertex's task
-        self.finish_at_send = bool(plan.rels) and not (plan.verify and plan.verify[-1]) and not (
+        self.finish_at_send = bool(plan.rels) and not plan.keep_hops and not (
+            plan.verify and plan.verify[-1]) and not (
             node.labels or node.properties or plan.pushed[last] or self.bound_at[last] != last
             or (starts is not None and last in plan.first))
         self._tasks: dict = {}
+        # the vertex ids the rows keep, then (src, dst, occurrence) of each hop in ``keep_hops``
+        self.kept_columns = [*plan.keep, *(self.hop_column + 3 * hop + k for hop in plan.keep_hops
+                                           for k in range(3))]
 
     def init(self, ids: np.ndarray, given: np.ndarray) -> np.ndarray:
         return np.full(len(ids), None, dtype=object)
@@ -325,7 +329,7 @@ class ArrayMatch(ArrayVertexCompute):
         if self.plan.count_only:
             result["count"] += len(done_rows) + done.count
         else:
-            kept = [done_rows[:, list(self.plan.keep)]] if len(done_rows) else []
+            kept = [done_rows[:, self.kept_columns]] if len(done_rows) else []
             result["rows"] = [*result["rows"], *kept, *done.tables]
         result["seconds"] += time.perf_counter() - started
         values = values.copy()

@@ -79,6 +79,7 @@ class ArrayPlan:
     rel_pushed: tuple = ()  # per relationship: the WHERE conjuncts on its variable alone
     verify: tuple = ()  # per relationship: its in-edges' filter is checked on arrival
     trails: bool = True  # no edge twice in a match (openCypher); False: walks (GeaFlow's MATCH)
+    keep_hops: tuple = ()  # the hops whose edge (src, dst, occurrence) the rows keep too
 
     @property
     def bound_at(self) -> tuple:

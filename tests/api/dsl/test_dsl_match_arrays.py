@@ -6,6 +6,7 @@ tuples of the named vertices."""
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 import pytest
 
@@ -27,15 +28,16 @@ CREATE GRAPH g (
 def random_graph(seed: int = 5):
     rng = random.Random(seed)
     people = [(i, 18 + rng.randrange(15)) for i in range(SIZE)]
-    knows = [(rng.randrange(SIZE), rng.randrange(SIZE)) for _ in range(120)]
-    knows += [(3, 3), (4, 5), (4, 5), (5, 4)]  # a self-loop, parallel edges, a cycle
-    likes = [(rng.randrange(SIZE), rng.randrange(SIZE)) for _ in range(40)]
+    knows = [(rng.randrange(SIZE), rng.randrange(SIZE), rng.randrange(3) / 2) for _ in range(120)]
+    # a self-loop, parallel edges (two alike), a cycle
+    knows += [(3, 3, 0.5), (4, 5, 1.0), (4, 5, 1.0), (4, 5, 0.5), (5, 4, 0.0)]
+    likes = [(rng.randrange(SIZE), rng.randrange(SIZE), rng.randrange(3) / 2) for _ in range(40)]
     return people, knows, likes
 
 
 def script(people, knows, likes, query: str) -> str:
-    def values(pairs):
-        return ", ".join(f"({s}, {d}, 1.0)" for s, d in pairs)
+    def values(edges):
+        return ", ".join(f"({s}, {d}, {w})" for s, d, w in edges)
 
     return GRAPH + (
         f"INSERT INTO g.person SELECT * FROM (VALUES {', '.join(map(str, people))}) AS t(id, age);\n"
@@ -63,8 +65,8 @@ def test_a_two_hop_count_through_sql_equals_kuzus():
     connection.execute("CREATE REL TABLE likes(FROM V TO V)")
     for vertex, age in people:
         connection.execute(f"CREATE (:V {{id: {vertex}, age: {age}}})")
-    for table, pairs in (("knows", knows), ("likes", likes)):
-        for src, dst in pairs:
+    for table, edges in (("knows", knows), ("likes", likes)):
+        for src, dst, _ in edges:
             connection.execute(f"MATCH (a:V), (b:V) WHERE a.id = {src} AND b.id = {dst} "
                                f"CREATE (a)-[:{table}]->(b)")
     found = connection.execute("MATCH (a:V)-[:knows]->(b:V)-[:knows]->(c:V) "
@@ -83,17 +85,43 @@ def test_filters_and_directions_against_a_plain_loop():
         script(people, knows, likes, f"SELECT x, y, z FROM ({block})"))
     age = dict(people)
     want = set()
-    for b, a in knows:  # b -knows-> a
+    for b, a, _ in knows:  # b -knows-> a
         if age[a] <= 22 or b == 7:
             continue
-        for s, d in knows:  # b -knows- c, either way (the same edge may come back)
+        for s, d, _ in knows:  # b -knows- c, either way (the same edge may come back)
             for c in ([d] if s == b else []) + ([s] if d == b else []):
                 if age[c] < 25:
                     want.add((a, b, c))
     assert want and sorted(result.output("rows-6")) == sorted(want)
 
 
-def test_a_named_edge_or_a_filter_reading_another_variable_runs_on_rows():
-    assert not runs_on_arrays("MATCH (a)-[e:knows]->(b) RETURN a.id, e.weight")
+def test_named_edges_are_bound_turned_round_against_their_direction_as_every_walk():
+    people, knows, likes = random_graph()
+    block = ("MATCH (a:person WHERE a.age > 20)-[e:knows]->(b)<-[f:likes]-(c) "
+             "RETURN a.id AS x, e.weight AS w, c.id AS z, f.src AS s, f.dst AS d")
+    assert runs_on_arrays(block)
+    result = Environment.local(progress=False).sql(
+        script(people, knows, likes, f"SELECT x, w, z, s, d FROM ({block})"))
+    age = dict(people)
+    # every variable named: each walk is a row; f followed against its direction shows its ends
+    # swapped (its src is b, its dst c)
+    want = Counter((a, w, c, b, c) for a, b, w in knows if age[a] > 20
+                   for c, b2, _ in likes if b2 == b)
+    assert want and Counter(result.output("rows-6")) == want
+
+
+def test_paths_that_differ_only_in_an_unnamed_vertex_are_one():
+    people, knows, likes = random_graph()
+    block = "MATCH (a)-[e:knows]->()-[:knows]->(c) RETURN a.id AS x, e.weight AS w, c.id AS z"
+    assert runs_on_arrays(block)
+    result = Environment.local(progress=False).sql(
+        script(people, knows, likes, f"SELECT x, w, z FROM ({block})"))
+    # distinct (a, e as its contents, c): parallel edges alike are one e
+    distinct = {(a, (a, b, w), c) for a, b, w in knows for b2, c, _ in knows if b2 == b}
+    assert Counter(result.output("rows-6")) == Counter((a, e[2], c) for a, e, c in distinct)
+
+
+def test_what_runs_on_rows():
+    assert not runs_on_arrays("MATCH (a)-[e:knows]-(b) RETURN a.id, e.weight")
     assert not runs_on_arrays("MATCH (a)-[:knows]->(b WHERE b.age > a.age) RETURN a.id")
     assert not runs_on_arrays("MATCH (a)-[:knows]->{1,2}(b) RETURN a.id")
