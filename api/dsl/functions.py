@@ -222,6 +222,14 @@ def _date_format(value, pattern="yyyy-MM-dd HH:mm:ss"):
     return moment.strftime("".join(own.get(p, p) for p in _date_pattern(pattern)))
 
 
+def _count_char(text, character):
+    """Nexmark's ``CountChar``: how many bytes of ``text`` (UTF-8) are the first byte of ``character``;
+    0 for a NULL text."""
+    if text is None:
+        return 0
+    return text.encode("utf-8").count(character.encode("utf-8")[:1])
+
+
 # GeaFlow's IS_DECIMAL: what Java's Double.parseDouble reads (blanks around it trimmed; hex floats left out)
 _JAVA_BLANKS = "".join(map(chr, range(33)))  # String.trim: every character up to ' '
 _DECIMAL = re.compile(r"[-+]?(NaN|Infinity|(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?[fFdD]?)")
@@ -278,6 +286,7 @@ SCALAR = {
     "regexp_extract": _nulls(_regexp_extract), "date_format": _nulls(_date_format),
     "is_decimal": lambda s: s is not None and _DECIMAL.fullmatch(str(s).strip(_JAVA_BLANKS)) is not None,
     "like": _nulls(_like),
+    "_count_char": _count_char,  # by CREATE FUNCTION ... AS 'com.github.nexmark.flink.udf.CountChar'
 }
 
 CONSTANTS = {"pi": math.pi, "e": math.e}
@@ -376,6 +385,7 @@ JAVA_CLASSES = {
     "org.apache.geaflow.dsl.udf.table.agg.Count": ("aggregate", "count"),
     "org.apache.geaflow.dsl.runtime.query.udf.MyCount": ("aggregate", "mycount"),
     "org.apache.geaflow.dsl.udf.table.string.Concat": ("scalar", "concat"),
+    "com.github.nexmark.flink.udf.CountChar": ("scalar", "_count_char"),  # Nexmark q14's
     "org.apache.geaflow.dsl.udf.table.udtf.Split": ("table", _split),
     "org.apache.geaflow.dsl.runtime.query.udtf.SplitMap": ("table", _split_map),
     "org.apache.geaflow.dsl.runtime.query.udtf.Split2": ("table", _split2),
