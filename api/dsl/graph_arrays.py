@@ -54,8 +54,6 @@ def why_rows(query: GqlQuery) -> str | None:
     if len(path) < 3:
         return "a path of no edge"
     for edge in path[1::2]:
-        if not edge.var.startswith("__") and edge.direction == "both":
-            return f"the edge variable {edge.var} followed either way (-[{edge.var}]-)"
         if edge.hops is not None:
             return "a quantified edge ({low,high})"
     if not all(_reads_only_itself(item) for item in path):
@@ -134,9 +132,13 @@ def _matches(query: GqlQuery, graph, filters) -> tuple | None:
     where = None
     for test in tests:
         where = test if where is None else ("and", where, test)
-    named = list(dict.fromkeys(node.var for node in path[0::2] if not node.var.startswith("__")))
+    named = [node.var for node in path[0::2] if not node.var.startswith("__")]
+    # a named edge followed either way: the vertex the path leaves it from says which way
+    named += [path[i - 1].var for i in range(1, len(path), 2)
+              if path[i].direction == "both" and not path[i].var.startswith("__")]
     ast = QueryAst((PathPattern(tuple(nodes), tuple(rels)),), where,
-                   tuple(ReturnItem(("var", name), name) for name in named), True, (), None, None)
+                   tuple(ReturnItem(("var", name), name) for name in dict.fromkeys(named)), True,
+                   (), None, None)
     plan = array_plan(SimpleNamespace(ast=ast, aggregated=False))
     if isinstance(plan, str):
         return None
@@ -151,15 +153,15 @@ def _matches(query: GqlQuery, graph, filters) -> tuple | None:
     return plan, rows, arrays
 
 
-def _edge_column(path: list, var: str, triples: np.ndarray, arrays) -> np.ndarray:
-    """The edges of a named edge variable at the rows' ``(source, target, occurrence)``, turned
-    round where the path follows them against their direction (as the row matcher binds them)."""
+def _edge_column(triples: np.ndarray, turn: np.ndarray, arrays) -> np.ndarray:
+    """The edges at the rows' ``(source, target, occurrence)``, turned round where ``turn`` says
+    (the path follows them against their direction: the row matcher binds them so)."""
     parallel = arrays[3]
-    direction = next(edge.direction for edge in path[1::2] if edge.var == var)
     found = [parallel[(source, target)][occurrence] for source, target, occurrence in triples.tolist()]
-    if direction == "in":
+    if turn.any():
         turned: dict = {}
-        found = [turned.get(id(edge)) or turned.setdefault(id(edge), edge.turned()) for edge in found]
+        found = [(turned.get(id(edge)) or turned.setdefault(id(edge), edge.turned())) if back else edge
+                 for edge, back in zip(found, turn.tolist(), strict=True)]
     column = np.empty(len(found), dtype=object)
     column[:] = found
     return column
@@ -195,17 +197,20 @@ def array_relation(query: GqlQuery, graph, filters, order: list[str]) -> Relatio
     path = query.matches[0].patterns[0]
     vertex_elements = np.empty(len(vertices), dtype=object)
     vertex_elements[:] = vertices
-    elements: dict = {}  # variable -> its element per row
-    for index, name in enumerate(plan.keep_names):
-        elements[name] = vertex_elements[rows[:, index]]
-    edges = [edge.var for edge in path[1::2] if not edge.var.startswith("__")]
-    for index, var in enumerate(edges):
+    column_of = {name: index for index, name in enumerate(plan.keep_names)}
+    named = [name for name in plan.keep_names if not name.startswith("__")]
+    edges = [edge for edge in path[1::2] if not edge.var.startswith("__")]
+    take, turns = _turns(path, edges, rows, column_of)
+    rows = rows[take]
+    elements: dict = {name: vertex_elements[rows[:, column_of[name]]] for name in named}
+    for index, edge in enumerate(edges):
         at = len(plan.keep_names) + 3 * index
-        elements[var] = _edge_column(path, var, rows[:, at:at + 3], arrays)
+        elements[edge.var] = _edge_column(rows[:, at:at + 3], turns[edge.var], arrays)
     if any(item.var.startswith("__") for item in path):
         # paths that differ only in unnamed elements are one (graphs._distinct_named)
-        keys = np.unique(rows[:, :len(plan.keep_names)], axis=0, return_index=True)[1] \
-            if not edges else _distinct(rows[:, :len(plan.keep_names)], [elements[v] for v in edges])
+        vertex_ids = rows[:, [column_of[name] for name in named]]
+        keys = np.unique(vertex_ids, axis=0, return_index=True)[1] if not edges else \
+            _distinct(vertex_ids, [elements[edge.var] for edge in edges])
         keys = np.sort(keys)
         elements = {var: column[keys] for var, column in elements.items()}
     count = len(next(iter(elements.values()))) if elements else 0
@@ -232,6 +237,30 @@ def array_relation(query: GqlQuery, graph, filters, order: list[str]) -> Relatio
         if collecting:
             gc.enable()
     return Relation(columns, out)
+
+
+def _turns(path: list, edges: list, rows: np.ndarray, column_of: dict) -> tuple:
+    """``(take, turns)``: the rows to take (a self-loop a named edge follows either way twice, as
+    itself and turned round, as the row matcher binds it) and, per named edge, whether each taken
+    row binds it turned round."""
+    take = np.arange(len(rows))
+    turns: dict = {}
+    base = len(column_of)
+    for index, edge in enumerate(edges):
+        if edge.direction != "both":
+            turns[edge.var] = np.full(len(take), edge.direction == "in")
+            continue
+        at = base + 3 * index
+        left = next(path[i - 1].var for i in range(1, len(path), 2) if path[i] is edge)
+        source, target = rows[take, at], rows[take, at + 1]
+        turn = source != rows[take, column_of[left]]
+        loops = np.flatnonzero(source == target)
+        if len(loops):
+            take = np.concatenate([take, take[loops]])
+            turn = np.concatenate([turn, np.ones(len(loops), dtype=bool)])
+            turns = {var: np.concatenate([found, found[loops]]) for var, found in turns.items()}
+        turns[edge.var] = turn
+    return take, turns
 
 
 def _distinct(positions: np.ndarray, edge_columns: list) -> np.ndarray:

@@ -121,7 +121,19 @@ def test_paths_that_differ_only_in_an_unnamed_vertex_are_one():
     assert Counter(result.output("rows-6")) == Counter((a, e[2], c) for a, e, c in distinct)
 
 
+def test_an_edge_named_and_followed_either_way_binds_as_the_walk_took_it():
+    people, knows, likes = random_graph()
+    block = "MATCH (a)-[e:knows]-(b) RETURN a.id AS x, b.id AS y, e.src AS s, e.dst AS d, e.weight AS w"
+    assert runs_on_arrays(block)
+    result = Environment.local(progress=False).sql(
+        script(people, knows, likes, f"SELECT x, y, s, d, w FROM ({block})"))
+    # each edge out of its source as itself, into its target turned round (ends swapped): a
+    # self-loop both ways
+    want = Counter(row for s, d, w in knows for row in ((s, d, s, d, w), (d, s, d, s, w)))
+    assert Counter(result.output("rows-6")) == want
+
+
 def test_what_runs_on_rows():
-    assert not runs_on_arrays("MATCH (a)-[e:knows]-(b) RETURN a.id, e.weight")
+    assert not runs_on_arrays("MATCH (a)-[e:knows]->{1,2}(b) RETURN a.id")
+    assert not runs_on_arrays("MATCH (a)-[e:knows]->(b), (b)-[f]->(c) RETURN a.id")
     assert not runs_on_arrays("MATCH (a)-[:knows]->(b WHERE b.age > a.age) RETURN a.id")
-    assert not runs_on_arrays("MATCH (a)-[:knows]->{1,2}(b) RETURN a.id")
