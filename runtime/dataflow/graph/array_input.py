@@ -12,6 +12,7 @@ from gyreflow.plan.words import plural
 from gyreflow.runtime.dataflow.graph.arrays import concat_ids, id_array
 from gyreflow.runtime.dataflow.graph.changelog import DROP, pack
 from gyreflow.runtime.dataflow.graph.chunks import add_window_input, chunk_key
+from gyreflow.runtime.dataflow.graph.lazy_changes import can_log, log_window
 from gyreflow.runtime.dataflow.graph.partition import Partition
 from gyreflow.runtime.dataflow.graph.removals import (
     apply_changes,
@@ -81,7 +82,9 @@ class ArrayWindowInput:
         touched = None
         self.added = NO_EDGES
         self.removals, self.removed, self.scope, self.lost = 0, [], frozenset(), None
-        if has_removals(records):
+        if self.part is not None and any(batch for _, batch in records) and can_log(records):
+            touched = self._log_window(chunks, records)
+        elif has_removals(records):
             self._apply_removals(chunks, records)
             touched = self.touched_ids
         elif any(batch for _, batch in records):
@@ -100,6 +103,30 @@ class ArrayWindowInput:
             if self.mode is not GraphMode.INCREMENTAL:  # every edge is new: keep no copy
                 self.added = NO_EDGES
         return touched
+
+    def _log_window(self, chunks: dict, records: list) -> np.ndarray:
+        """Record the window on the chunks without reading them (``lazy_changes``) and follow
+        it in the partition; returns the ids it touched."""
+        window = log_window(chunks, records, self.part, self.max_parallelism, self.graph.record)
+        self.graph.mark_changed(window.changed)
+        part = self.part
+        n = part.n
+        removing = window.removals is not None
+        if removing:
+            self.removals = window.removed
+            self.touched_ids, self.lost, self.gone_values = window.touched, window.lost, []
+        if not part.extend(window.added, chunks, None, new=window.new):
+            self.part = self.values = None
+            return window.touched
+        if len(window.given):
+            part.set_given(window.given, window.given_values)
+        if part.n != n:
+            self.values = None
+        if removing:
+            self.added = None  # every edge counts as new
+        elif self.mode is GraphMode.INCREMENTAL:
+            self.added = window.added
+        return window.touched
 
     def _removal_scope(self):
         """What this task's vertices that lost an edge say of the vertices to start again."""
@@ -175,7 +202,7 @@ class ArrayWindowInput:
         if part is None or applied.reshaped:
             self.part = None
         else:
-            part.remove(*applied.removals)
+            part.remove(*applied.removals)  # the chunks said how many went
             added = NO_EDGES if applied.added is None else applied.added
             if not self._extend(added, chunks, applied.ensured, applied.given):
                 self.part = None

@@ -8,7 +8,12 @@ A chunk change is one of:
   None, sides)``: vertices appended (their given values None), given values set at positions, edge
   halves appended (what ``chunks.add_window_input`` does to a chunk);
 - ``("drop halves", positions)``: edge halves removed;
-- ``("drop vertices", positions)``: vertices removed.
+- ``("drop vertices", positions)``: vertices removed;
+- ``("drop matching", half vertices, other ends, sides)``: every edge half equal to one of these
+  removed (what a window's ``RemoveEdge`` records do, logged without looking the halves up).
+
+A chunk a window changed may stay a ``PendingChunk``: the chunk before and the changes logged,
+applied when it is read.
 
 A value-chunk change is ``("set", positions, values, appended)`` (values appended, then set at
 positions) or ``("drop", positions)``. Arrays of int64 are stored as their bytes, of objects as lists,
@@ -25,6 +30,7 @@ from gyreflow.runtime.dataflow.graph.arrays import appended, id_array
 from gyreflow.state.keys.logged import logged_table
 
 ADD, DROP_HALVES, DROP_VERTICES = "add", "drop halves", "drop vertices"
+DROP_MATCHING = "drop matching"
 SET, DROP = "set", "drop"
 _EMPTY = np.zeros(0, np.int64)
 
@@ -74,6 +80,7 @@ def _read_ints(data: bytes, at: int, width: int, count: int) -> tuple[np.ndarray
 
 _COMPACT_ADD = struct.Struct("<cBII")  # b"A", int width, new vertices, halves
 _COMPACT_DROP = struct.Struct("<cBI")  # b"D" (halves) or b"V" (vertices), int width, count
+_COMPACT_MATCH = struct.Struct("<cBI")  # b"M", int width, halves
 
 
 def add_change(new_ids, at, given_values, vids, others, values, sides):
@@ -94,8 +101,23 @@ def drop_change(kind: str, positions: np.ndarray) -> bytes:
     return _COMPACT_DROP.pack(b"D" if kind == DROP_HALVES else b"V", width, len(positions)) + data
 
 
+def match_change(vids: np.ndarray, others: np.ndarray, sides: np.ndarray):
+    """Every half equal to one of (``vids[i]``, ``others[i]``, ``sides[i]``) removed: the bytes of
+    the int ids where they are ints, else a tuple of packed arrays."""
+    sides = sides.astype(np.int8)
+    if vids.dtype == np.int64 and others.dtype == np.int64:
+        width, ids = _ints([vids, others])
+        return _COMPACT_MATCH.pack(b"M", width, len(vids)) + ids + sides.tobytes()
+    return (DROP_MATCHING, pack(vids), pack(others), pack(sides))
+
+
 def _decode(change: bytes) -> tuple:
     """A compact change as the tuple of arrays ``apply_chunk_change`` takes."""
+    if change[:1] == b"M":
+        _, width, count = _COMPACT_MATCH.unpack_from(change)
+        vids, at = _read_ints(change, _COMPACT_MATCH.size, width, count)
+        others, at = _read_ints(change, at, width, count)
+        return (DROP_MATCHING, vids, others, np.frombuffer(change[at:at + count], np.int8))
     if change[:1] == b"A":
         _, width, new, halves = _COMPACT_ADD.unpack_from(change)
         at = _COMPACT_ADD.size
@@ -165,6 +187,8 @@ def apply_chunk_change(chunk: list | None, change: tuple) -> list:
         kind = change[0]
         if kind == ADD:
             return add_to_chunk(chunk, *change[1:])
+        if kind == DROP_MATCHING:
+            return drop_matching(chunk, *change[1:])
         dropped = change[1]
     else:
         kind = change[0]
@@ -173,6 +197,8 @@ def apply_chunk_change(chunk: list | None, change: tuple) -> list:
             return add_to_chunk(chunk, unpack(new_ids), unpack(at), unpack(given, objects=True),
                                 unpack(vids), unpack(others), unpack(values, objects=True),
                                 unpack(sides))
+        if kind == DROP_MATCHING:
+            return drop_matching(chunk, unpack(change[1]), unpack(change[2]), unpack(change[3]))
         dropped = unpack(change[1])
     if kind == DROP_HALVES:
         return keep_halves(chunk, _mask(len(chunk[2]), dropped))
@@ -180,6 +206,70 @@ def apply_chunk_change(chunk: list | None, change: tuple) -> list:
         return keep_vertices(chunk, _mask(len(chunk[0]), dropped))
     msg = f"unknown graph change {kind!r}"
     raise ValueError(msg)
+
+
+def drop_matching(chunk: list, vids: np.ndarray, others: np.ndarray, sides: np.ndarray) -> list:
+    """``chunk`` without the halves equal to any (``vids[i]``, ``others[i]``, ``sides[i]``)."""
+    stored = chunk[2]
+    candidates = np.flatnonzero(np.isin(stored, vids))
+    if not len(candidates):
+        return chunk
+    wanted = set(zip(vids.tolist(), others.tolist(), sides.tolist(), strict=True))
+    found = zip(stored[candidates].tolist(), chunk[3][candidates].tolist(),
+                chunk[5][candidates].tolist(), strict=True)
+    drop = candidates[[triple in wanted for triple in found]]
+    if not len(drop):
+        return chunk
+    return keep_halves(chunk, _mask(len(stored), drop))
+
+
+class PendingChunk:
+    """A graph chunk as the chunk before a few windows and the changes they logged since, applied
+    (``apply_chunk_change``, as a restore applies the same changes) when it is first read. It
+    reads as the chunk list it stands for (indexing, ``len``, iteration) and pickles as it: a
+    window records its changes without copying the chunk's arrays, and only a fold, a rebuild
+    or a version read pays for applying them."""
+
+    __slots__ = ("_base", "_changes", "_settled")
+
+    def __init__(self, base: list | None, changes: tuple) -> None:
+        self._base, self._changes, self._settled = base, changes, None
+
+    def settled(self) -> list:
+        """The chunk with the changes applied."""
+        if self._settled is None:
+            chunk = self._base
+            for change in self._changes:
+                chunk = apply_chunk_change(chunk, change)
+            self._settled = chunk if chunk is not None else empty_chunk()
+            self._base, self._changes = None, ()
+        return self._settled
+
+    def __getitem__(self, index):
+        return self.settled()[index]
+
+    def __len__(self) -> int:
+        return 6
+
+    def __iter__(self):
+        return iter(self.settled())
+
+    def __reduce__(self):
+        return (list, (list(self.settled()),))
+
+
+MAX_PENDING = 32  # changes a pending chunk holds before the next one applies them
+
+
+def later(chunk, change) -> PendingChunk:
+    """``chunk`` (a list, a ``PendingChunk`` or None) with ``change`` to apply when read."""
+    if isinstance(chunk, PendingChunk):
+        if chunk._settled is not None:
+            return PendingChunk(chunk._settled, (change,))
+        if len(chunk._changes) >= MAX_PENDING:
+            return PendingChunk(chunk.settled(), (change,))
+        return PendingChunk(chunk._base, (*chunk._changes, change))
+    return PendingChunk(chunk, (change,))
 
 
 def empty_chunk() -> list:

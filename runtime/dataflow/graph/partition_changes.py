@@ -23,7 +23,7 @@ class PartitionChanges:
     partition's)."""
 
     def extend(self, added: tuple, chunks: dict | None = None,
-               ensured: np.ndarray | None = None) -> bool:
+               ensured: np.ndarray | None = None, new: dict | None = None) -> bool:
         """Add edge halves ``(vertex ids, other ends, sides, values)`` in place, each after the
         edges its row has. With ``chunks`` (after the window was added to them), vertices they have
         beyond the partition (of the key groups of the halves and of ``ensured``) and other ends it
@@ -31,7 +31,9 @@ class PartitionChanges:
         partition is then to be built again. Costs a copy of the matrices, no sort of their
         entries."""
         vids, others, sides, values = added
-        if chunks is not None and not self.grow(chunks, concat_ids([vids, id_array(
+        if new is not None:  # the vertices each key group gained, known without the chunks
+            self.place(new)
+        elif chunks is not None and not self.grow(chunks, concat_ids([vids, id_array(
                 ensured if ensured is not None else [])])):
             return False
         rows, found = self.index.lookup(vids)
@@ -77,9 +79,16 @@ class PartitionChanges:
                     chunk[0][:end - start], self.ids[start:end]):
                 return False
             if len(chunk[0]) > end - start:
-                added[group] = (chunk, end - start)
+                added[group] = (chunk[0][end - start:], chunk[1][end - start:])
+        self.place(added)
+        return True
+
+    def place(self, added: dict) -> None:
+        """Add vertices at the end of their key groups' blocks (``added``: group -> (ids, given
+        values)), with no edges yet; the other positions and columns move, their order kept."""
         if not added:
-            return True
+            return
+        block = {group: i for i, group in enumerate(self.groups)}
         groups = sorted(set(self.groups) | set(added))
         ids_parts, given_parts, sizes, moved = [], [], [], []
         cursor = 0
@@ -92,10 +101,10 @@ class PartitionChanges:
                 moved.append(np.arange(cursor, cursor + end - start))
                 cursor += end - start
             if group in added:
-                chunk, have = added[group]
-                ids_parts.append(chunk[0][have:])
-                given_parts.append(chunk[1][have:])
-                cursor += len(chunk[0]) - have
+                more_ids, more_given = added[group]
+                ids_parts.append(more_ids)
+                given_parts.append(more_given)
+                cursor += len(more_ids)
             sizes.append(cursor - sum(sizes))
         n = cursor
         positions = np.concatenate(moved) if moved else np.zeros(0, np.int64)
@@ -110,7 +119,11 @@ class PartitionChanges:
         self.n = n
         self.columns_ids = concat_ids([self.ids, self.remote_ids])
         self.columns_index = None
-        return True
+
+    def set_given(self, ids: np.ndarray, values: np.ndarray) -> None:
+        """Set the vertex-stream values of the vertices ``ids`` (all of them the partition's)."""
+        positions, _ = self.index.lookup(ids)
+        self.given[positions] = values
 
     def update_given(self, chunks: dict, ids: np.ndarray) -> bool:
         """Take the vertex-stream values of the key groups of ``ids`` from their chunks again (after
@@ -168,21 +181,27 @@ class PartitionChanges:
         self.m = m
         self._changed()
 
-    def remove(self, vids: np.ndarray, others: np.ndarray, sides: np.ndarray) -> None:
+    def remove(self, vids: np.ndarray, others: np.ndarray, sides: np.ndarray) -> tuple:
         """Remove, in place, every edge half ``vertex -> other`` of side ``sides[i]`` (all the
-        parallel ones); halves the partition does not have are left alone."""
+        parallel ones); halves the partition does not have are left alone. Returns how many
+        halves went and the mask of the removals that took one or more."""
         rows, found = self.index.lookup(vids)
         columns, reached = self.column_positions(others)
-        have = found & reached
+        have = np.flatnonzero(found & reached)
         rows, columns, out = rows[have], columns[have], sides[have] == OUT
-        self.out_edges, kept = _drop_entries(self.out_edges, rows[out], columns[out])
+        before = self.out_edges.nnz + (self.in_edges.nnz if self.directed else 0)
+        matched = np.zeros(len(vids), dtype=bool)
+        self.out_edges, kept, hit = _drop_entries(self.out_edges, rows[out], columns[out])
+        matched[have[out]] = hit
         if kept is not None and self.has_values():
             self.edit_values(("keep", kept))
         if self.directed:
-            self.in_edges, _ = _drop_entries(self.in_edges, rows[~out], columns[~out])
+            self.in_edges, _, hit = _drop_entries(self.in_edges, rows[~out], columns[~out])
+            matched[have[~out]] = hit
         else:
             self.in_edges = self.out_edges
         self._changed()
+        return before - self.out_edges.nnz - (self.in_edges.nnz if self.directed else 0), matched
 
     @property
     def out_values(self) -> np.ndarray | None:
@@ -270,24 +289,28 @@ def _append_entries(matrix, rows: np.ndarray, columns: np.ndarray,
     return csr_matrix((data, indices, indptr), shape=matrix.shape), placed
 
 def _drop_entries(matrix, rows: np.ndarray, columns: np.ndarray) -> tuple:
-    """``matrix`` without its entries at any (``rows[i]``, ``columns[i]``), and the mask of the
-    entries kept (None: nothing was dropped). Only the named rows' entries are looked at."""
+    """``matrix`` without its entries at any (``rows[i]``, ``columns[i]``), the mask of the
+    entries kept (None: nothing was dropped) and the mask of the pairs that named an entry. Only
+    the named rows' entries are looked at."""
     if len(rows) == 0:
-        return matrix, None
+        return matrix, None, np.zeros(0, dtype=bool)
     m = matrix.shape[1]
     indptr = matrix.indptr
     named = np.unique(rows)
     at = row_edges(matrix, named)  # the entries of the named rows, row by row
     entry_rows = np.repeat(named, indptr[named + 1] - indptr[named])
     keys = entry_rows.astype(np.int64) * m + matrix.indices[at].astype(np.int64)
-    hit = np.isin(keys, rows.astype(np.int64) * m + columns.astype(np.int64))
+    wanted = rows.astype(np.int64) * m + columns.astype(np.int64)
+    hit = np.isin(keys, wanted)
     if not hit.any():
-        return matrix, None
+        return matrix, None, np.zeros(len(rows), dtype=bool)
+    named_pairs = np.isin(wanted, keys[hit])
     kept = np.ones(matrix.nnz, dtype=bool)
     kept[at[hit]] = False
     dropped = np.bincount(entry_rows[hit], minlength=matrix.shape[0])
     indptr = indptr - np.concatenate([[0], np.cumsum(dropped)]).astype(indptr.dtype)
-    return csr_matrix((matrix.data[kept], matrix.indices[kept], indptr), shape=matrix.shape), kept
+    return (csr_matrix((matrix.data[kept], matrix.indices[kept], indptr), shape=matrix.shape),
+            kept, named_pairs)
 
 def plain_values(values: np.ndarray | None) -> np.ndarray | None:
     """Edge values as an int64 or float64 array when every one is an int or every one a float
