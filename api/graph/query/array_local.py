@@ -31,7 +31,16 @@ class _Inbox:
 
 class LocalPart:
     """The one partition of a graph of ``values`` (vertices at positions 0..n-1, their ids) and
-    edges ``(source position, target position, value)``, as an ``ArrayVertexCompute`` sees it."""
+    edges ``(source position, target position, value)``, as an ``ArrayVertexCompute`` sees it.
+
+    >>> from gyreflow.api.graph.query import Query
+    >>> from gyreflow.api.graph.query.array_match import ArrayMatch
+    >>> from gyreflow.api.graph.query.arrays import array_plan
+    >>> part = LocalPart([{}, {}, {}], [0, 1, 1], [1, 2, 0], [None, None, None])
+    >>> plan = array_plan(Query("MATCH (a)-->(b)-->(c) RETURN count(*)"))
+    >>> part.run(ArrayMatch(plan, {}, None))[0]["count"]  # 0-1-2, 0-1-0, 1-0-1
+    3
+    """
 
     def __init__(self, values: list, sources: list, targets: list, edge_values: list) -> None:
         size = len(values)
