@@ -16,7 +16,7 @@ from sqlglot import exp
 from gyreflow.api.dsl.catalog import Catalog
 from gyreflow.api.dsl.codegen import row_method, rows_method
 from gyreflow.api.dsl.queries import QueryError, Relation, Scope
-from gyreflow.api.dsl.running import ChangedRows, RunningGroups, WindowRows, runs_as_running
+from gyreflow.api.dsl.running import ChangedRows, CountRows, RunningGroups, WindowRows, runs_as_running
 from gyreflow.api.dsl.select import _expand
 from gyreflow.api.dsl.window_text import WATERMARK_COLUMN, WATERMARK_DELAY
 from gyreflow.api.dsl.windowing import (
@@ -290,7 +290,10 @@ def plan_shape(shape: Shape, catalog: Catalog, source_of, where: str = ""):
                     .key_by(_plain_key(shape, catalog) or parts["key"]).window(call.assigner()))
         relation = Relation(shape.columns, [])
         aliases = {i.alias.lower(): i.this for i in shape.items if isinstance(i, exp.Alias)}
-        if runs_as_running(shape.items, None, shape.having, Scope(relation, frozen, aliases)):
+        slots = _count_slots(shape, catalog)
+        if slots is not None:  # COUNT(*) by columns: the window operator's own count
+            windows, finish = windowed.count(), CountRows(slots)
+        elif runs_as_running(shape.items, None, shape.having, Scope(relation, frozen, aliases)):
             groups = RunningGroups(shape, frozen, where, per_window=True)
             windows = windowed.aggregate(groups)
             finish = WindowRows(groups)
@@ -320,6 +323,33 @@ def plan_shape(shape: Shape, catalog: Catalog, source_of, where: str = ""):
                .with_name("group by"))
     return grouped.flat_map(_values).with_name("having and select" if shape.having is not None
                                               else "select")
+
+
+def _count_slots(shape: Shape, catalog: Catalog) -> tuple | None:
+    """The SELECT list of a per-window ``COUNT(*)`` GROUP BY of columns, without WHERE or HAVING,
+    as ``CountRows`` slots: ``("key", i)`` (i None: the key is one column), ``("start",)``,
+    ``("end",)``, ``("count",)``; None for any other query."""
+    if shape.window is None or shape.where is not None or shape.having is not None:
+        return None
+    scope = Scope(Relation(shape.columns, []), catalog)
+    keys = [scope.index(k.name, k.table or None) if isinstance(k, exp.Column) else None for k in shape.keys]
+    if not keys or None in keys:
+        return None
+    slots = []
+    for item in shape.items:
+        node = item.this if isinstance(item, exp.Alias) else item
+        window = _is_window_column(node)
+        at = scope.index(node.name, node.table or None) if isinstance(node, exp.Column) else None
+        if window is not None:
+            slots.append(("start",) if window == "window_start" else ("end",))
+        elif at is not None and at in keys:
+            slots.append(("key", keys.index(at) if len(keys) > 1 else None))
+        elif (isinstance(node, exp.Count) and isinstance(node.this, exp.Star)
+              and not node.args.get("distinct")):
+            slots.append(("count",))
+        else:
+            return None
+    return tuple(slots)
 
 
 def _needed(shape: Shape, catalog: Catalog) -> frozenset | None:

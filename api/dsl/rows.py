@@ -131,8 +131,9 @@ class RowFormatError(ValueError):
     """A line of a file table that does not fit the table's columns."""
 
 
-CHUNK_CHARS = 1 << 18  # text converted at a time (some 10,000 lines): the whole file is never held
-# as rows at once, and few rows are young at once (for the garbage collector's sake)
+# Text converted at a time (some 650 lines, about a batch): the whole file is never held as rows at
+# once, and rows die young (what lives through a batch is what the garbage collector walks again).
+CHUNK_CHARS = 1 << 14
 
 
 def read_text_rows(path: str, types: list[str], separator: str = ",", trim: bool = True,

@@ -233,6 +233,35 @@ class RunningGroups(AggregateFunction):
         return [] if row is None else [row]
 
 
+class CountRows:
+    """The rows of a per-window ``COUNT(*)`` GROUP BY of columns, from the window operator's own
+    count: each output column a key column, a window bound or the count (``lowering._count_slots``)."""
+
+    def __init__(self, slots: tuple) -> None:
+        self.slots = slots
+        self._bounds: dict = {}
+
+    def __getstate__(self):
+        return {**self.__dict__, "_bounds": {}}
+
+    def __call__(self, window) -> list[tuple]:
+        bounds = self._bounds.get(window.start)
+        if bounds is None or bounds[2] != window.end:
+            if len(self._bounds) > 1024:
+                self._bounds.clear()
+            bounds = self._bounds[window.start] = (moment(window.start), moment(window.end), window.end)
+        key, row = window.key, []
+        for slot in self.slots:
+            kind = slot[0]
+            if kind == "key":
+                row.append(key if slot[1] is None else key[slot[1]])
+            elif kind == "count":
+                row.append(window.value)
+            else:
+                row.append(bounds[0] if kind == "start" else bounds[1])
+        return [tuple(row)]
+
+
 class WindowRows:
     """``finish`` of a window's running aggregates: the ``flat_map`` after the window operator."""
 

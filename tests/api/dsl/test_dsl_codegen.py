@@ -102,3 +102,30 @@ def test_a_timestamp_read_only_as_the_event_time_gives_a_loops_windows(tmp_path)
         (k, at(s), n, sums[(k, s)]) for (k, s), n in counts.items())
     assert Counter(result.output("rows-4")) == Counter(
         (k, at(s), n, at(latest[(k, s)])) for (k, s), n in counts.items())
+
+
+def test_a_count_per_window_by_columns_gives_a_loops_counts(tmp_path):
+    # COUNT(*) by columns runs on the window operator's own count (lowering._count_slots)
+    events = [(i, f"k{i % 3}", 1_700_000_000_000 + i * 700, i % 2) for i in range(60)]
+    (tmp_path / "ev.txt").write_text("".join(",".join(map(str, e)) + "\n" for e in events), encoding="utf-8")
+    script = ("SET gyreflow.dsl.time.zone = 'UTC';\n"
+              "CREATE TABLE ev (id bigint, k varchar, ts timestamp, v int) "
+              f"WITH (type='file', geaflow.dsl.file.path='{tmp_path / 'ev.txt'}');\n"
+              "SELECT window_end, v, count(*) AS n, k, window_start FROM TABLE(HOP(TABLE ev, "
+              "DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '10' SECOND)) "
+              "GROUP BY k, v, window_start, window_end;\n"
+              "SELECT k, count(*) FROM TABLE(TUMBLE(TABLE ev, DESCRIPTOR(ts), INTERVAL '10' SECOND)) "
+              "GROUP BY window_start, window_end, k;\n")
+    result = Environment.local(progress=False).sql(script)
+    hops, tumbles = Counter(), Counter()
+    for _, k, ms, v in events:
+        for start in (ms // 5000 * 5000 - 5000, ms // 5000 * 5000):
+            hops[(k, v, start)] += 1
+        tumbles[(k, ms // 10_000)] += 1
+
+    def at(ms):
+        return EPOCH + dt.timedelta(milliseconds=ms)
+
+    assert Counter(result.output("rows-3")) == Counter(
+        (at(s + 10_000), v, n, k, at(s)) for (k, v, s), n in hops.items())
+    assert Counter(result.output("rows-4")) == Counter((k, n) for (k, _), n in tumbles.items())
