@@ -33,34 +33,59 @@ def _reads_only_itself(pattern) -> bool:
                for column in pattern.where.find_all(exp.Column))
 
 
+def _paths(query: GqlQuery) -> list[list]:
+    """Every path of the query's MATCH clauses, in order."""
+    return [path for clause in query.matches for path in clause.patterns]
+
+
+def _reads_only_bound(expression, bound: set) -> bool:
+    """Whether a MATCH's WHERE reads only variables of its clause and the clauses before it."""
+    if expression is None:
+        return True
+    for column in expression.find_all(exp.Column):
+        name = (column.table or column.name).lower()
+        if name not in bound:
+            return False
+    return True
+
+
 def why_rows(query: GqlQuery) -> str | None:
-    """Why ``query`` needs the row matcher; None when its MATCH runs as array joins."""
+    """Why ``query`` needs the row matcher; None when its MATCH runs as array joins (the paths
+    must also join end to start into one: ``arrays.chain``)."""
     if query.call is not None:
         return "CALL of an algorithm"
-    if len(query.matches) != 1:
-        return "more than one MATCH clause"
-    clause = query.matches[0]
-    if len(clause.items) != 1 or len(clause.items[0][0]) != 1:
-        return "comma-joined or alternative paths (, | |+|)"
-    if clause.order is not None:
-        return "ORDER BY or LIMIT before RETURN"
+    bound: set = set()
+    for number, clause in enumerate(query.matches, 1):
+        if any(len(paths) != 1 for paths, _ in clause.items):
+            return "alternative paths (| |+|)"
+        if clause.order is not None:
+            return "ORDER BY or LIMIT before RETURN"
+        bound |= {item.var.lower() for path in clause.patterns for item in path}
+        if number < len(query.matches) and not _reads_only_bound(clause.where, bound):
+            return "a MATCH's WHERE that reads a name no MATCH so far binds"
     if query.lets:
         return "LET"
     if query.subqueries:
         return "a path sub-query (COUNT((a)->(b) => ...), EXISTS)"
     if query.returns is None or any(isinstance(e, exp.Star) for e in query.returns.expressions):
         return "no RETURN, or RETURN * (every element of the path is a column)"
-    path = clause.patterns[0]
-    if len(path) < 3:
+    paths = _paths(query)
+    if any(len(path) < 3 for path in paths):
         return "a path of no edge"
-    for edge in path[1::2]:
-        if edge.hops is not None:
+    for path in paths:
+        if any(edge.hops is not None for edge in path[1::2]):
             return "a quantified edge ({low,high})"
-    if not all(_reads_only_itself(item) for item in path):
-        return "a filter that reads another variable or a table"
-    if all(node.var.startswith("__") for node in path[0::2]):
+        if not all(_reads_only_itself(item) for item in path):
+            return "a filter that reads another variable or a table"
+    if all(node.var.startswith("__") for path in paths for node in path[0::2]):
         return "no named vertex"
     return None
+
+
+def _named_edges(paths: list[list]) -> list[tuple]:
+    """``(edge, the variable of the node the path leaves it from)`` of each named edge."""
+    return [(path[i], path[i - 1].var) for path in paths for i in range(1, len(path), 2)
+            if not path[i].var.startswith("__")]
 
 
 def _arrays(graph):
@@ -114,41 +139,43 @@ def _matches(query: GqlQuery, graph, filters) -> tuple | None:
         return None
     arrays = _arrays(graph)
     vertices, part, (vertex_labels, edge_labels) = arrays[:3]
-    path = query.matches[0].patterns[0]
-    tests, seen, nodes, rels = [], set(), [], []
-    for index, item in enumerate(path):
-        if index % 2 == 0:
-            nodes.append(NodePattern(item.var, (), ()))
-            if item.var in seen:
-                continue  # a variable bound again: the same vertex, its filters asked once
-            seen.add(item.var)
-            element_at, labels = _node_element, vertex_labels
-        else:
-            rels.append(RelPattern(item.var, (), (), item.direction))
-            element_at, labels = _edge_element, edge_labels
-        # labels every element of the graph has ask nothing
-        if item.where is not None or (item.labels and not labels <= set(item.labels)):
-            tests.append(("test", _test(filters, item, element_at), ("var", item.var)))
+    tests, seen, patterns = [], set(), []
+    for path in _paths(query):
+        nodes, rels = [], []
+        for index, item in enumerate(path):
+            if index % 2 == 0:
+                nodes.append(NodePattern(item.var, (), ()))
+                if item.var in seen and index:
+                    continue  # bound again inside a path: the same vertex, no filter asked
+                seen.add(item.var)  # (a path that starts at a bound vertex asks its filters)
+                element_at, labels = _node_element, vertex_labels
+            else:
+                rels.append(RelPattern(item.var, (), (), item.direction))
+                element_at, labels = _edge_element, edge_labels
+            # labels every element of the graph has ask nothing
+            if item.where is not None or (item.labels and not labels <= set(item.labels)):
+                tests.append(("test", _test(filters, item, element_at), ("var", item.var)))
+        patterns.append(PathPattern(tuple(nodes), tuple(rels)))
     where = None
     for test in tests:
         where = test if where is None else ("and", where, test)
-    named = [node.var for node in path[0::2] if not node.var.startswith("__")]
+    named = [node.var for path in _paths(query) for node in path[0::2]
+             if not node.var.startswith("__")]
+    edges = _named_edges(_paths(query))
     # a named edge followed either way: the vertex the path leaves it from says which way
-    named += [path[i - 1].var for i in range(1, len(path), 2)
-              if path[i].direction == "both" and not path[i].var.startswith("__")]
-    ast = QueryAst((PathPattern(tuple(nodes), tuple(rels)),), where,
+    named += [left for edge, left in edges if edge.direction == "both"]
+    ast = QueryAst(tuple(patterns), where,
                    tuple(ReturnItem(("var", name), name) for name in dict.fromkeys(named)), True,
                    (), None, None)
     plan = array_plan(SimpleNamespace(ast=ast, aggregated=False))
     if isinstance(plan, str):
         return None
     hop_of = {rel.variable: hop for hop, rel in enumerate(plan.rels)}
-    edges = [edge.var for edge in path[1::2] if not edge.var.startswith("__")]
     # walks, as GeaFlow matches; the named edges' hops kept
-    plan = attrs.evolve(plan, trails=False, keep_hops=tuple(hop_of[var] for var in edges))
+    plan = attrs.evolve(plan, trails=False, keep_hops=tuple(hop_of[edge.var] for edge, _ in edges))
     values = part.run(ArrayMatch(plan, {}, None)) if vertices else []
     tables = [table for table in (values[0] or {}).get("rows", []) if len(table)] if len(values) else []
-    width = len(plan.keep_names) + 3 * len(edges)
+    width = len(plan.keep_names) + 3 * len(plan.keep_hops)
     rows = np.concatenate(tables).astype(np.int64) if tables else np.zeros((0, width), np.int64)
     return plan, rows, arrays
 
@@ -172,8 +199,8 @@ def _properties_read(query: GqlQuery, order: list[str]) -> dict[str, set] | None
     when one of them names a column without its variable (it could be any variable's)."""
     variables = {var.lower() for var in order}
     read: dict[str, set] = {}
-    clause = query.matches[0]
-    for expression in [query.returns, clause.where, *query.filters]:
+    wheres = [clause.where for clause in query.matches]
+    for expression in [query.returns, *wheres, *query.filters]:
         if expression is None:
             continue
         for column in expression.find_all(exp.Column):
@@ -194,23 +221,23 @@ def array_relation(query: GqlQuery, graph, filters, order: list[str]) -> Relatio
         return None
     plan, rows, arrays = found
     vertices = arrays[0]
-    path = query.matches[0].patterns[0]
+    paths = _paths(query)
     vertex_elements = np.empty(len(vertices), dtype=object)
     vertex_elements[:] = vertices
     column_of = {name: index for index, name in enumerate(plan.keep_names)}
     named = [name for name in plan.keep_names if not name.startswith("__")]
-    edges = [edge for edge in path[1::2] if not edge.var.startswith("__")]
-    take, turns = _turns(path, edges, rows, column_of)
+    edges = _named_edges(paths)
+    take, turns = _turns(edges, rows, column_of)
     rows = rows[take]
     elements: dict = {name: vertex_elements[rows[:, column_of[name]]] for name in named}
-    for index, edge in enumerate(edges):
+    for index, (edge, _) in enumerate(edges):
         at = len(plan.keep_names) + 3 * index
         elements[edge.var] = _edge_column(rows[:, at:at + 3], turns[edge.var], arrays)
-    if any(item.var.startswith("__") for item in path):
+    if any(item.var.startswith("__") for path in paths for item in path):
         # paths that differ only in unnamed elements are one (graphs._distinct_named)
         vertex_ids = rows[:, [column_of[name] for name in named]]
         keys = np.unique(vertex_ids, axis=0, return_index=True)[1] if not edges else \
-            _distinct(vertex_ids, [elements[edge.var] for edge in edges])
+            _distinct(vertex_ids, [elements[edge.var] for edge, _ in edges])
         keys = np.sort(keys)
         elements = {var: column[keys] for var, column in elements.items()}
     count = len(next(iter(elements.values()))) if elements else 0
@@ -239,19 +266,18 @@ def array_relation(query: GqlQuery, graph, filters, order: list[str]) -> Relatio
     return Relation(columns, out)
 
 
-def _turns(path: list, edges: list, rows: np.ndarray, column_of: dict) -> tuple:
+def _turns(edges: list, rows: np.ndarray, column_of: dict) -> tuple:
     """``(take, turns)``: the rows to take (a self-loop a named edge follows either way twice, as
     itself and turned round, as the row matcher binds it) and, per named edge, whether each taken
     row binds it turned round."""
     take = np.arange(len(rows))
     turns: dict = {}
     base = len(column_of)
-    for index, edge in enumerate(edges):
+    for index, (edge, left) in enumerate(edges):
         if edge.direction != "both":
             turns[edge.var] = np.full(len(take), edge.direction == "in")
             continue
         at = base + 3 * index
-        left = next(path[i - 1].var for i in range(1, len(path), 2) if path[i] is edge)
         source, target = rows[take, at], rows[take, at + 1]
         turn = source != rows[take, column_of[left]]
         loops = np.flatnonzero(source == target)

@@ -309,10 +309,11 @@ def evaluate_gql(query: GqlQuery, catalog) -> Relation:
     # array joins over the edges where the pattern allows (graph_arrays.why_rows: when not)
     relation = array_relation(query, graph, filters, order) if request is None else None
     if relation is not None:
-        clause = query.matches[0]
-        if clause.where is not None:
-            test = Scope(relation, catalog).compile(clause.where)
-            relation = Relation(relation.columns, [r for r in relation.rows if test((r, None)) is True])
+        for clause in query.matches:  # each reads only what its clause and those before bind
+            if clause.where is not None:
+                test = Scope(relation, catalog).compile(clause.where)
+                relation = Relation(relation.columns,
+                                    [r for r in relation.rows if test((r, None)) is True])
     elif request is None:
         relation = bindings_relation(_match(query, graph, [{}], order, filters, catalog), order)
     else:  # a query per row of the request table, its row bound to the table's name

@@ -133,7 +133,21 @@ def test_an_edge_named_and_followed_either_way_binds_as_the_walk_took_it():
     assert Counter(result.output("rows-6")) == want
 
 
+def test_comma_joined_paths_and_a_second_match_join_on_their_shared_vertices():
+    people, knows, likes = random_graph()
+    block = ("MATCH (a:person)-[e:knows]->(b), (a)-[:likes]->(c) MATCH (c)-[:knows]->(d) "
+             "WHERE d.age > 25 RETURN a.id AS x, e.weight AS w, b.id AS y, c.id AS z, d.id AS v")
+    assert runs_on_arrays(block)
+    result = Environment.local(progress=False).sql(
+        script(people, knows, likes, f"SELECT x, w, y, z, v FROM ({block})"))
+    age = dict(people)
+    want = {(a, w, b, c, d) for a, b, w in knows for a2, c, _ in likes if a2 == a
+            for c2, d, _ in knows if c2 == c and age[d] > 25}
+    assert want and sorted(result.output("rows-6")) == sorted(want)
+
+
 def test_what_runs_on_rows():
     assert not runs_on_arrays("MATCH (a)-[e:knows]->{1,2}(b) RETURN a.id")
-    assert not runs_on_arrays("MATCH (a)-[e:knows]->(b), (b)-[f]->(c) RETURN a.id")
+    assert not runs_on_arrays("MATCH (a)-[e:knows]->(b) | (a)-[e:likes]->(b) RETURN a.id")
+    assert not runs_on_arrays("MATCH (a)-[e:knows]->(b) LET a.n = 1 RETURN a.id")
     assert not runs_on_arrays("MATCH (a)-[:knows]->(b WHERE b.age > a.age) RETURN a.id")
