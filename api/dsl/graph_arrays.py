@@ -1,7 +1,8 @@
 """A script's MATCH run as array joins over the graph's edges, where its pattern allows.
 
-One path of single edges whose filters (labels, ``WHERE`` on the element) read only their own
-element runs as the array program of ``gyreflow query`` (``ArrayMatch``) in this process:
+A path of single edges (or several, comma-joined or in MATCH clauses one after the other, that
+join end to start into one: ``arrays.chain``) whose filters (labels, ``WHERE`` on the element)
+read only their own element runs as the array program of ``gyreflow query`` (``ArrayMatch``) in this process:
 partial paths expand as arrays of vertex positions along compressed rows of the edges, walks as
 GeaFlow matches them (an edge may repeat); a named edge is kept as the hop it took (source,
 target, which of the parallel edges) and bound back to its edge, turned round where the path
