@@ -82,7 +82,7 @@ def shape_of(query: exp.Expression, catalog: Catalog) -> Shape | None:
     if refused and (call is None or call.kind != "session"):
         return None  # the query operator runs it (TUMBLE and HOP over rows: windowing.window_rows)
     windowed = call is None and table.window_size(catalog.settings) > 0
-    qualifier = (from_.this.alias or name).lower() if call is None else None
+    qualifier = (from_.this.alias or name).lower() if call is None else (from_.this.alias.lower() or None)
     columns = [(qualifier, c.lower()) for c, _ in table.columns] if table else []
     if call is not None:
         columns += [(None, c) for c in WINDOW_COLUMNS]

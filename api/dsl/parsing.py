@@ -13,6 +13,7 @@ from sqlglot.tokens import TokenType
 
 from gyreflow.api.dsl.errors import DslError
 from gyreflow.api.dsl.window_text import readable, watermark_options
+from gyreflow.api.dsl.windowing import group_windows
 
 
 class GeaFlowDialect(Dialect):
@@ -162,7 +163,7 @@ def parse_query(text: str, statement: Statement, offset_line: int = 0) -> exp.Ex
                               column=detail.get("col")) from None
     if not isinstance(parsed, (exp.Query, exp.Values)):
         raise statement.error(f"expected a query, found {parsed.key.upper()}")
-    return parsed
+    return group_windows(parsed)
 
 
 _GQL = re.compile(r"\b(match|call)\b\s*[(\w]", re.I)

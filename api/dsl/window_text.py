@@ -14,7 +14,7 @@ UNITS = {"millisecond": 0.001, "second": 1.0, "minute": 60.0, "hour": 3600.0, "d
 # sqlglot reads neither ``TUMBLE(TABLE t, ...)`` (a TABLE keyword in an argument) nor ``SESSION(`` (a
 # keyword): both are rewritten before parsing, keeping the text's length so columns stay right.
 _TABLE_ARGUMENT = re.compile(r"(\b(?:tumble|hop|session)\s*\(\s*)table(\s+)", re.I)
-_SESSION_CALL = re.compile(r"(\btable\s*\(\s*)session(\s*\()", re.I)
+_SESSION_CALL = re.compile(r"(\b)session(\s*\()", re.I)  # TABLE(SESSION(...)), GROUP BY SESSION(...)
 SESSION_NAME = "sesswin"
 
 
