@@ -125,6 +125,10 @@ def parse_expression(reader, start: int, end: int) -> tuple:
     select = found[0] if found else None
     if not isinstance(select, exp.Select) or len(select.expressions) != 1:
         raise reader.fail("one expression", first)
+    if isinstance(select.expressions[0], exp.Alias):  # ``a.x b``: a name after an expression
+        alias = select.expressions[0].alias
+        after = next((t for t in reversed(toks[start:end]) if t.text == alias), first)
+        raise reader.fail("an operator or the end of the expression", after)
     return _convert(select.expressions[0], reader, first)
 
 
@@ -150,7 +154,12 @@ def _convert(node: exp.Expression, reader, first: Token) -> tuple:
         if node.is_string:
             return ("lit", node.this)
         text = node.this
-        return ("lit", int(text) if text.isdigit() else float(text))
+        try:
+            return ("lit", int(text) if text.isdigit() else float(text))
+        except ValueError:
+            line, column = reader.position(first)
+            msg = f"{text!r} is not a number (in the expression at {line}:{column})"
+            raise QuerySyntaxError(msg) from None
     if isinstance(node, exp.Boolean):
         return ("lit", node.this)
     if isinstance(node, exp.Null):

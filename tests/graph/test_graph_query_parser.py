@@ -198,3 +198,16 @@ def test_a_query_and_a_gql_block_read_a_path_alike(path):
     assert [p.direction for p in block.patterns[0][1::2]] == [r.direction for r in query.rels]
     assert [p.labels for p in block.patterns[0]] == \
         [[t.lower() for t in getattr(e, "labels", None) or getattr(e, "types", ())] for e in elements]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("MATCH (a) RETURN a.x + 1e", "'1e' is not a number (in the expression at 1:18)"),
+    ("MATCH (a)-[*3..1]->(b) RETURN a", "expected a hop range with min <= max (got 3..1)"),
+    ("MATCH (a RETURN a", "expected ')', found 'RETURN' at 1:10"),
+    ("MATCH (a) RETURN a.x b", "expected an operator or the end of the expression, found 'b' at 1:22"),
+    ("MATCH (a) WHERE a.x = = 1 RETURN a", "cannot read the expression 'a.x = = 1'"),
+])
+def test_a_query_that_does_not_read_is_one_line(text, message):
+    with pytest.raises(QuerySyntaxError) as info:
+        parse(text)
+    assert message in str(info.value) and "\n" not in str(info.value)
