@@ -54,7 +54,8 @@ def read_step(task: Task) -> None:
         if live and read.deadline is not None:
             ended = _live_peek(task, read)
         else:  # a live reader's empty look-ahead is a pause, not an end, until it says so
-            ended = not _peek(task) and (not live or task.source_reader.exhausted)
+            ahead = 1 if live else min(task.read_size, read.size or task.read_size)
+            ended = not _peek(task, ahead) and (not live or task.source_reader.exhausted)
     if ended or full:
         task.reading = None
         task.exhausted = ended
@@ -85,13 +86,18 @@ def _poll(task: Task, count: int, read) -> list:
 def _take(task: Task, count: int) -> list:
     if task.lookahead:
         batch, task.lookahead = task.lookahead, []
-        if count > len(batch):
+        if len(batch) > count:  # a whole batch read ahead: the rest comes with the next read
+            batch, task.lookahead = batch[:count], batch[count:]
+        elif count > len(batch):
             batch.extend(task.source_reader.read(count - len(batch)))
         return batch
     return task.source_reader.read(count)
 
-def _peek(task: Task) -> bool:
-    task.lookahead = task.source_reader.read(1)
+def _peek(task: Task, count: int) -> bool:
+    """Read ahead ``count`` records, the next window's first batch (what a reader costs per call,
+    a pyarrow parse of JSON lines, then comes once, not for one record and again for the rest);
+    the offset was taken before them, so a resume reads them again."""
+    task.lookahead = task.source_reader.read(count)
     return bool(task.lookahead)
 
 

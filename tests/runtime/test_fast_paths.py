@@ -154,3 +154,57 @@ def test_a_chunk_covers_the_earlier_ones_when_it_holds_each_of_their_keys(chunks
     *earlier_keys, last_keys = [set(keys) for keys, _ in chunks]
     expected = all(last_keys >= keys for keys in earlier_keys)
     assert covers(last, earlier) == expected
+
+
+class _CountingReader:
+    """Numbers below ``stop``; ``calls`` gets the size of every read asked of it and whether
+    the numbers had run out by then."""
+
+    def __init__(self, stop: int, calls: list) -> None:
+        self.stop, self.next, self.calls = stop, 0, calls
+
+    def read(self, max_records: int) -> list:
+        self.calls.append((max_records, self.next >= self.stop))  # asked, and at the end
+        numbers = list(range(self.next, min(self.stop, self.next + max_records)))
+        self.next += len(numbers)
+        return numbers
+
+    def offset(self) -> int:
+        return self.next
+
+    def seek(self, offset) -> None:
+        self.next = int(offset)
+
+    def close(self) -> None:
+        pass
+
+
+@given(stop=st.integers(0, 40), size=st.integers(1, 9), batch=st.integers(1, 6))
+@settings(max_examples=60, deadline=None)
+def test_a_full_window_reads_the_next_windows_first_batch_ahead(stop, size, batch):
+    from gyreflow.api.connectors.sources import Source
+
+    calls: list = []
+
+    class Numbers(Source):
+        def create_reader(self, task_index: int, parallelism: int):
+            return _CountingReader(stop, calls)
+
+        def describe(self) -> str:
+            return "Numbers"
+
+    env = Environment.local(progress=False, config={"runtime.batch_size": batch})
+    pipeline = env.pipeline("ahead")
+
+    @pipeline.task(name="t")
+    def task(ctx):
+        ctx.source(Numbers(), SizeTumblingWindow(size), parallelism=1).collect("numbers")
+
+    got = pipeline.execute()["t"].by_window("numbers")
+    numbers = list(range(stop))
+    expected = {n: numbers[i:i + size] for n, i in enumerate(range(0, stop, size), 1)}
+    assert {n: rows for n, rows in got.items() if rows} == expected
+    # A window asks for batches of ``batch`` and for what is left of its size; the look-ahead at
+    # its end asks for the next window's first batch, not for one record.
+    one_is_asked = min(batch, size) == 1 or (size > batch and size % batch == 1)
+    assert one_is_asked or (1, False) not in calls, calls
