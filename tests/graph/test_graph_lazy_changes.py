@@ -5,12 +5,15 @@ does) give the same chunks again."""
 
 from __future__ import annotations
 
+import random
 from collections import defaultdict
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gyreflow.api import SizeTumblingWindow
+from gyreflow.api.graph import ArrayVertexCompute, Edge, GraphView, RemoveEdge
 from gyreflow.runtime.dataflow.graph.changelog import PendingChunk, apply_chunk_change
 from gyreflow.runtime.dataflow.graph.chunks import add_window_input, chunk_key
 from gyreflow.runtime.dataflow.graph.lazy_changes import can_log, log_window
@@ -119,3 +122,65 @@ def test_a_pending_chunk_reads_and_pickles_as_the_chunk_it_stands_for():
     assert type(back) is list and len(pending) == 6
     assert [np.asarray(a).tolist() for a in back if a is not None] == [
         np.asarray(a).tolist() for a in pending if a is not None]
+
+
+class OutValueSums(ArrayVertexCompute):
+    """Each vertex's sum of its out-edges' values, read from ``part.out_values`` every window."""
+
+    combine = "min"
+    max_iterations = 1
+
+    def init(self, ids, given):
+        return np.zeros(len(ids), dtype=np.int64)
+
+    def compute(self, part, inbox):
+        values = part.out_values
+        if values is None:
+            return np.zeros(part.num_local, dtype=np.int64)
+        weights = np.array([0 if v is None else v for v in values.tolist()], dtype=np.int64)
+        rows = np.repeat(np.arange(part.num_local), np.diff(part.out_edges.indptr))
+        return np.bincount(rows, weights=weights, minlength=part.num_local).astype(np.int64)
+
+    def removal_scope(self, values):
+        return frozenset()
+
+    def restarts(self, values, scope):
+        return np.zeros(len(values), dtype=bool)
+
+
+def test_edge_values_read_in_later_windows_equal_a_loop(make_env):
+    rng = random.Random(11)
+    windows, present = [], {}
+    for _ in range(6):
+        batch = []
+        for _ in range(25):
+            a, b = rng.randrange(12), rng.randrange(12)
+            if present and rng.random() < 0.3:
+                a, b = rng.choice(sorted(present))
+                del present[(a, b)]
+                batch.append(RemoveEdge(a, b))
+            else:
+                present[(a, b)] = present.get((a, b), 0) + 1  # parallel edges add up
+                batch.append(Edge(a, b, rng.choice([1, 2, 5])))
+        windows.append(batch)
+    pipeline = make_env(2).pipeline("edge-value-sums")
+
+    @pipeline.task
+    def sums(ctx):
+        edges = ctx.source(windows, SizeTumblingWindow(1), parallelism=1).flat_map(list)
+        GraphView(None, edges, directed=True).incremental_compute(OutValueSums()).collect("sums")
+
+    by_window = pipeline.execute().by_window("sums")
+    folded: dict = {}
+    graph: dict = {}
+    for window, batch in enumerate(windows, 1):
+        for record in batch:  # a removal takes every edge a -> b
+            if isinstance(record, RemoveEdge):
+                graph.pop((record.src, record.dst), None)
+            else:
+                graph.setdefault((record.src, record.dst), []).append(record.value)
+        folded.update(dict(by_window.get(window, [])))
+        expected = defaultdict(int)
+        for (a, _), values in graph.items():
+            expected[a] += sum(values)
+        assert {v: s for v, s in folded.items() if s} == {v: s for v, s in expected.items() if s}

@@ -227,8 +227,10 @@ class ArrayWindowInput:
     def _build(self, chunks: dict) -> Partition:
         mp = self.max_parallelism
         groups = [g for g in self.ctx.state.key_groups if chunk_key(g, mp) in chunks]
-        return Partition([(g, chunks[chunk_key(g, mp)]) for g in groups], self.spec.directed,
+        part = Partition([(g, chunks[chunk_key(g, mp)]) for g in groups], self.spec.directed,
                          self.parallelism, mp)
+        part.source = lambda: self.graph.data  # edge values are read from the chunks when asked
+        return part
 
     def _continue_values(self, part: Partition, old: dict) -> tuple[np.ndarray, np.ndarray]:
         """Incremental: every vertex's stored value, ``init`` for the vertices without one; returns

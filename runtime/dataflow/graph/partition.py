@@ -69,6 +69,7 @@ class Partition(PartitionChanges):
         weights = edge_weights(values, len(vids))
         out = sides == OUT
         self.out_edges = csr(rows[out], columns[out], weights[out], (n, m))
+        self.source = None  # a callable giving the chunks followed (``edit_values``)
         self.out_values = None if values is None else values[out][np.argsort(rows[out], kind="stable")]
         self.directed = directed
         if directed:

@@ -191,10 +191,10 @@ class PartitionChanges:
         rows, columns, out = rows[have], columns[have], sides[have] == OUT
         before = self.out_edges.nnz + (self.in_edges.nnz if self.directed else 0)
         matched = np.zeros(len(vids), dtype=bool)
-        self.out_edges, kept, hit = _drop_entries(self.out_edges, rows[out], columns[out])
+        self.out_edges, gone, hit = _drop_entries(self.out_edges, rows[out], columns[out])
         matched[have[out]] = hit
-        if kept is not None and self.has_values():
-            self.edit_values(("keep", kept))
+        if gone is not None and self.has_values():
+            self.edit_values(("drop", gone))
         if self.directed:
             self.in_edges, _, hit = _drop_entries(self.in_edges, rows[~out], columns[~out])
             matched[have[~out]] = hit
@@ -209,11 +209,13 @@ class PartitionChanges:
         with the windows' edits at the first read: most programs never read them. Values that are
         all ints (or all floats) are kept as an int64 (float64) array, which edits copy far faster
         than objects; ``tolist`` gives the same values back."""
+        if self._stale:
+            self._out_values, self._stale = self.values_from(self.source()), False
         if self._value_edits:
             values = self._out_values
             for edit in self._value_edits:
-                if edit[0] == "keep":
-                    values = values[edit[1]]
+                if edit[0] == "drop":
+                    values = np.delete(values, edit[1])
                     continue
                 _, placed, more, total = edit
                 more = plain_values(more)
@@ -233,18 +235,44 @@ class PartitionChanges:
 
     @out_values.setter
     def out_values(self, values: np.ndarray | None) -> None:
-        self._out_values, self._value_edits = plain_values(values), []
+        self._out_values, self._value_edits, self._stale = plain_values(values), [], False
 
     def has_values(self) -> bool:
         """Whether some out-edge has a value."""
-        return self._out_values is not None or bool(self._value_edits)
+        return self._out_values is not None or bool(self._value_edits) or self._stale
 
     def edit_values(self, edit: tuple) -> None:
         """Note an edit of the out-edge values (``("add", placed, values or None, entries)`` or
-        ``("keep", mask)``), applied at the next read; a few are applied at once."""
+        ``("drop", positions)``), applied at the next read; a few are applied at once. With a
+        ``source`` (the chunks the partition follows) the values are only marked stale: a read
+        takes them from the chunks again, and a window that nobody reads them in pays nothing."""
+        if self.source is not None:
+            self._out_values, self._value_edits, self._stale = None, [], True
+            return
         self._value_edits.append(edit)
         if len(self._value_edits) > 8:
             self.out_values  # noqa: B018 (applies the edits)
+
+    def values_from(self, chunks: dict) -> np.ndarray | None:
+        """The out-edges' values in CSR order, read from ``chunks`` (each row's edges are its
+        chunk's halves in order, as the matrices have them)."""
+        mp = self.max_parallelism
+        rows, values, any_values = [], [], False
+        for group in self.groups:
+            chunk = chunks.get(chunk_key(group, mp))
+            if chunk is None:
+                continue
+            out = chunk[5] == OUT
+            rows.append(self.index.lookup(id_array(chunk[2][out]))[0])
+            if chunk[4] is None:
+                values.append(np.full(int(out.sum()), None, dtype=object))
+            else:
+                values.append(chunk[4][out].astype(object, copy=False))
+                any_values = True
+        if not any_values:
+            return None
+        order = np.argsort(np.concatenate(rows), kind="stable")
+        return plain_values(np.concatenate(values)[order])
 
     def _changed(self) -> None:
         self.out_degree = np.diff(self.out_edges.indptr)
@@ -289,9 +317,9 @@ def _append_entries(matrix, rows: np.ndarray, columns: np.ndarray,
     return csr_matrix((data, indices, indptr), shape=matrix.shape), placed
 
 def _drop_entries(matrix, rows: np.ndarray, columns: np.ndarray) -> tuple:
-    """``matrix`` without its entries at any (``rows[i]``, ``columns[i]``), the mask of the
-    entries kept (None: nothing was dropped) and the mask of the pairs that named an entry. Only
-    the named rows' entries are looked at."""
+    """``matrix`` without its entries at any (``rows[i]``, ``columns[i]``), the positions of the
+    entries dropped (sorted; None: nothing was dropped) and the mask of the pairs that named an
+    entry. Only the named rows' entries are looked at; the others are copied in runs."""
     if len(rows) == 0:
         return matrix, None, np.zeros(0, dtype=bool)
     m = matrix.shape[1]
@@ -305,12 +333,23 @@ def _drop_entries(matrix, rows: np.ndarray, columns: np.ndarray) -> tuple:
     if not hit.any():
         return matrix, None, np.zeros(len(rows), dtype=bool)
     named_pairs = np.isin(wanted, keys[hit])
-    kept = np.ones(matrix.nnz, dtype=bool)
-    kept[at[hit]] = False
+    gone = np.sort(at[hit])
     dropped = np.bincount(entry_rows[hit], minlength=matrix.shape[0])
     indptr = indptr - np.concatenate([[0], np.cumsum(dropped)]).astype(indptr.dtype)
-    return (csr_matrix((matrix.data[kept], matrix.indices[kept], indptr), shape=matrix.shape),
-            kept, named_pairs)
+    total = matrix.nnz - len(gone)
+    indices = np.empty(total, dtype=matrix.indices.dtype)
+    data = np.empty(total, dtype=matrix.data.dtype)
+    # the entries between the dropped ones, copied in runs
+    starts = np.concatenate([[0], gone + 1]).tolist()
+    ends = np.concatenate([gone, [matrix.nnz]]).tolist()
+    old_indices, old_data = matrix.indices, matrix.data
+    cursor = 0
+    for start, end in zip(starts, ends, strict=True):
+        if end > start:
+            indices[cursor:cursor + end - start] = old_indices[start:end]
+            data[cursor:cursor + end - start] = old_data[start:end]
+            cursor += end - start
+    return csr_matrix((data, indices, indptr), shape=matrix.shape), gone, named_pairs
 
 def plain_values(values: np.ndarray | None) -> np.ndarray | None:
     """Edge values as an int64 or float64 array when every one is an int or every one a float
