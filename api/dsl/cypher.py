@@ -96,7 +96,8 @@ def _unescape(reader: CypherReader, token) -> str:
             i += 6
         else:
             line, column = reader.position(token)
-            msg = f"bad string escape \\{code} at {line}:{column}"
+            shown = f"\\{code}" if code.isprintable() else repr(f"\\{code}")
+            msg = f"bad string escape {shown} at {line}:{column}"
             raise QuerySyntaxError(msg)
     return "".join(out)
 
@@ -107,9 +108,8 @@ def _tokens(text: str) -> CypherReader:
     reader = CypherReader(text, [])
     try:
         raw = _TOKENIZER.tokenize(text)
-    except TokenError as exc:
-        msg = f"cannot read the query: {str(exc).splitlines()[0]}"
-        raise QuerySyntaxError(msg) from None
+    except TokenError:
+        raise QuerySyntaxError(_unread(reader)) from None
     toks: list = []
     for token in raw:
         if token.token_type == TokenType.STRING:
@@ -125,6 +125,37 @@ def _tokens(text: str) -> CypherReader:
         toks.append(token)
     reader.toks = toks
     return reader
+
+
+def _unread(reader: CypherReader) -> str:
+    """What the tokenizer could not read: an unterminated string, name or comment and where it
+    starts."""
+    text, at, opened = reader.text, 0, None
+    while at < len(text):
+        char = text[at]
+        if opened is None:
+            if char in "'\"`":
+                opened = (char, at)
+            elif text.startswith("//", at):
+                end = text.find("\n", at)
+                at = len(text) if end < 0 else end
+            elif text.startswith("/*", at):
+                end = text.find("*/", at + 2)
+                if end < 0:
+                    opened = ("/*", at)
+                    break
+                at = end + 1
+        elif char == "\\" and opened[0] != "`":
+            at += 1
+        elif char == opened[0]:
+            opened = None
+        at += 1
+    if opened is None:
+        return "cannot read the query"
+    start = opened[1]
+    line, column = text.count("\n", 0, start) + 1, start - text.rfind("\n", 0, start)
+    what = {"/*": "comment", "`": "name"}.get(opened[0], "string")
+    return f"an unterminated {what} ({opened[0]}...) at {line}:{column}"
 
 
 def tokenize(text: str) -> list[Position]:

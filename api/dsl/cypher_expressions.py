@@ -118,6 +118,8 @@ def parse_expression(reader, start: int, end: int) -> tuple:
     except (ParseError, TokenError) as exc:
         errors = getattr(exc, "errors", None) or [{}]
         description = errors[0].get("description") or str(exc).splitlines()[0]
+        if description.startswith("Required keyword"):  # ``a +``: an operator without operand
+            description = "an operand is missing"
         line, column = reader.position(first)
         text = reader.text[first.start:toks[end - 1].end + 1]
         msg = f"cannot read the expression {text[:60]!r}: {description} at {line}:{column}"

@@ -171,6 +171,7 @@ def test_the_command_prints_rows_as_json_lines(tmp_path):
     (["MATCH (a) CREATE (b) RETURN a"], "error: unsupported: CREATE at 1:11"),
     (["MATCH (a {name: $n}) RETURN a"], "error: the query needs parameter $n"),
     (["MATCH (a RETURN a"], "error: expected ')'"),
+    (["MATCH (a)\nRETURN 'abc"], "error: an unterminated string ('...) at 2:8"),
 ])
 def test_the_command_fails_in_one_line(tmp_path, args, message):
     (tmp_path / "v.txt").write_text("1\n2\n")
@@ -206,6 +207,11 @@ def test_a_query_and_a_gql_block_read_a_path_alike(path):
     ("MATCH (a RETURN a", "expected ')', found 'RETURN' at 1:10"),
     ("MATCH (a) RETURN a.x b", "expected an operator or the end of the expression, found 'b' at 1:22"),
     ("MATCH (a) WHERE a.x = = 1 RETURN a", "cannot read the expression 'a.x = = 1'"),
+    ("MATCH (a) RETURN a +", "cannot read the expression 'a +': an operand is missing at 1:18"),
+    ("MATCH (a) RETURN /* x", "an unterminated comment (/*...) at 1:18"),
+    ("MATCH (a) RETURN `x", "an unterminated name (`...) at 1:18"),
+    ("MATCH (a) RETURN 'a\\q'", "bad string escape \\q at 1:18"),
+    ("MATCH (a) RETURN 'a\\\nb'", "bad string escape '\\\\\\n' at 1:18"),
 ])
 def test_a_query_that_does_not_read_is_one_line(text, message):
     with pytest.raises(QuerySyntaxError) as info:
