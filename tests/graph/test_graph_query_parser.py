@@ -217,3 +217,8 @@ def test_a_query_that_does_not_read_is_one_line(text, message):
     with pytest.raises(QuerySyntaxError) as info:
         parse(text)
     assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_gqls_spellings_of_a_path_read_as_opencyphers():
+    assert parse("MATCH (a)->(b) RETURN a") == parse("MATCH (a)-->(b) RETURN a")
+    assert parse("MATCH (a)-[:X]->{1,3}(b) RETURN a") == parse("MATCH (a)-[:X*1..3]->(b) RETURN a")
