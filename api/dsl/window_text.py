@@ -14,7 +14,8 @@ UNITS = {"millisecond": 0.001, "second": 1.0, "minute": 60.0, "hour": 3600.0, "d
 # sqlglot reads neither ``TUMBLE(TABLE t, ...)`` (a TABLE keyword in an argument) nor ``SESSION(`` (a
 # keyword): both are rewritten before parsing, keeping the text's length so columns stay right.
 _TABLE_ARGUMENT = re.compile(r"(\b(?:tumble|hop|session)\s*\(\s*)table(\s+)", re.I)
-_SESSION_CALL = re.compile(r"(\b)session(\s*\()", re.I)  # TABLE(SESSION(...)), GROUP BY SESSION(...)
+# TABLE(SESSION(...)) and GROUP BY SESSION(...), not in a string: quoted text matches as a whole
+_SESSION_CALL = re.compile(r"('(?:[^']|'')*'|\"(?:[^\"]|\"\")*\")|\bsession(\s*\()", re.I)
 SESSION_NAME = "sesswin"
 
 
@@ -23,7 +24,7 @@ def readable(text: str) -> str:
     if not re.search(r"\b(tumble|hop|session)\b", text, re.I):
         return text
     text = _TABLE_ARGUMENT.sub(lambda m: m.group(1) + " " * 5 + m.group(2), text)
-    return _SESSION_CALL.sub(lambda m: m.group(1) + SESSION_NAME + m.group(2), text)
+    return _SESSION_CALL.sub(lambda m: m.group(1) or SESSION_NAME + m.group(2), text)
 
 
 def watermark_options(part_text: str) -> dict[str, str]:

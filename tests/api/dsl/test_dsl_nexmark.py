@@ -468,3 +468,10 @@ def test_nexmark_q0_q1_q2_against_loops(tmp_path, query, loop):
     got = Environment.local(2, progress=False).sql(script).output("rows-3")
     want = loop()
     assert want and Counter(got) == Counter(want)
+
+
+def test_a_session_call_in_a_string_is_left_as_written(tmp_path):
+    rows = run(tmp_path, "SELECT B.bidder, 'session (', SESSION_START(B.`dateTime`, INTERVAL '10' SECOND) "
+                         "FROM bid B GROUP BY B.bidder, SESSION(B.`dateTime`, INTERVAL '10' SECOND)")
+    assert {r[1] for r in rows} == {"session ("}
+    assert Counter((r[0], r[2]) for r in rows) == Counter((b, s) for b, _, s, _ in loop_q11())
