@@ -64,8 +64,8 @@ def why_rows(query: GqlQuery) -> str | None:
         bound |= {item.var.lower() for path in clause.patterns for item in path}
         if number < len(query.matches) and not _reads_only_bound(clause.where, bound):
             return "a MATCH's WHERE that reads a name no MATCH so far binds"
-    if query.lets:
-        return "LET"
+    if any(after != len(query.matches) or is_global for after, *_, is_global in query.lets):
+        return "LET between MATCH clauses, or LET GLOBAL"
     if query.subqueries:
         return "a path sub-query (COUNT((a)->(b) => ...), EXISTS)"
     if query.returns is None or any(isinstance(e, exp.Star) for e in query.returns.expressions):

@@ -314,6 +314,10 @@ def evaluate_gql(query: GqlQuery, catalog) -> Relation:
                 test = Scope(relation, catalog).compile(clause.where)
                 relation = Relation(relation.columns,
                                     [r for r in relation.rows if test((r, None)) is True])
+        if query.lets:  # after the last clause: on the bindings, as the row matcher's
+            bindings = [dict(zip(order, row, strict=False)) for row in relation.rows]
+            bindings = _let(query, bindings, order, catalog, len(query.matches), graph)
+            relation = bindings_relation(bindings, order)
     elif request is None:
         relation = bindings_relation(_match(query, graph, [{}], order, filters, catalog), order)
     else:  # a query per row of the request table, its row bound to the table's name

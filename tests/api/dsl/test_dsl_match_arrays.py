@@ -146,8 +146,20 @@ def test_comma_joined_paths_and_a_second_match_join_on_their_shared_vertices():
     assert want and sorted(result.output("rows-6")) == sorted(want)
 
 
+def test_a_let_after_the_last_match_sets_the_property_of_each_row():
+    people, knows, likes = random_graph()
+    block = ("MATCH (a:person)-[e:knows]->(b) LET a.twice = a.age * 2 "
+             "RETURN a.id AS x, a.twice AS t, b.id AS y")
+    assert runs_on_arrays(block)
+    result = Environment.local(progress=False).sql(
+        script(people, knows, likes, f"SELECT x, t, y FROM ({block})"))
+    age = dict(people)
+    assert Counter(result.output("rows-6")) == Counter((a, 2 * age[a], b) for a, b, _ in knows)
+
+
 def test_what_runs_on_rows():
     assert not runs_on_arrays("MATCH (a)-[e:knows]->{1,2}(b) RETURN a.id")
     assert not runs_on_arrays("MATCH (a)-[e:knows]->(b) | (a)-[e:likes]->(b) RETURN a.id")
-    assert not runs_on_arrays("MATCH (a)-[e:knows]->(b) LET a.n = 1 RETURN a.id")
+    assert not runs_on_arrays("MATCH (a)-[e:knows]->(b) LET a.n = 1 MATCH (b)-->(c) RETURN a.id")
+    assert not runs_on_arrays("MATCH (a)-[e:knows]->(b) LET GLOBAL a.n = 1 RETURN a.id")
     assert not runs_on_arrays("MATCH (a)-[:knows]->(b WHERE b.age > a.age) RETURN a.id")
