@@ -150,7 +150,14 @@ class RepairingCompute(ArrayVertexCompute):
         cut = ~kept[candidates]
         if self.weighted:
             cut |= np.isin(values["parent"][candidates], np.array(list(lost), dtype=ids.dtype))
-        return subtrees(values, ids[candidates[cut]].tolist())
+        return subtrees(values, ids[candidates[cut]].tolist(),
+                        lambda at: self._local_edges(part, at))
+
+    def _local_edges(self, part, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The ``direction`` edges of the vertices at ``at`` to the task's own vertices."""
+        rows, columns, _ = self.edges(part, at)
+        local = columns < part.num_local
+        return rows[local], columns[local]
 
     def compute(self, part, inbox) -> np.ndarray:
         """Trim (carry resets to the children on other tasks) until no task sends one, then
@@ -314,7 +321,8 @@ def smallest(positions: np.ndarray, values: np.ndarray, senders: np.ndarray,
     >>> p.tolist(), v.tolist(), s.tolist()
     ([0, 2], [1, 3], [8, 4])
     """
-    if values.dtype.kind in "iuf" and senders.dtype.kind in "iu" and size is not None:
+    if (values.dtype.kind in "iuf" and senders.dtype.kind in "iu" and size is not None
+            and 16 * len(positions) >= size):  # few messages: a sort of them beats dense passes
         best = np.full(size, np.inf if values.dtype.kind == "f" else np.iinfo(values.dtype).max,
                        dtype=values.dtype)
         np.minimum.at(best, positions, values)
@@ -337,11 +345,25 @@ def smallest(positions: np.ndarray, values: np.ndarray, senders: np.ndarray,
     return positions[first], values[order][first], senders[order][first]
 
 
-def subtrees(values: np.ndarray, roots: list) -> np.ndarray:
+def subtrees(values: np.ndarray, roots: list, children=None) -> np.ndarray:
     """A mask of the vertices (``values``: a repairing program's, by position) whose parent chain
     among these vertices reaches one of ``roots`` (ids), the roots included: one array step per
-    level of the subtrees, after one sort of the parents."""
+    level of the subtrees. With ``children`` (positions -> ``(rows, columns)``: the edges from
+    those positions along which values travel, to positions of these vertices) each step looks
+    at the edges of the level found, so the cost is the subtrees' edges; without, it follows one
+    sort of every vertex's parent."""
     ids, parents = values["id"], values["parent"]
+    if children is not None:
+        linked = values["link"] == PARENT
+        mask = np.zeros(len(values), dtype=bool)
+        frontier = np.flatnonzero(np.isin(ids, np.array(roots, dtype=ids.dtype)))
+        while len(frontier):
+            mask[frontier] = True
+            rows, columns = children(frontier)
+            hit = linked[columns] & ~mask[columns]
+            hit[hit] = np.asarray(parents[columns[hit]] == ids[rows[hit]], dtype=bool)
+            frontier = np.unique(columns[hit])
+        return mask
     linked = np.flatnonzero(values["link"] == PARENT)
     order = linked[np.argsort(parents[linked], kind="stable")]
     by_parent = parents[order]

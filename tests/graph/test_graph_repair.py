@@ -237,6 +237,17 @@ def test_subtrees_are_the_vertices_a_plain_walk_of_the_parents_finds():
     mask = subtrees(values, cuts)
     assert sorted(values["id"][mask].tolist()) == [v for v in range(n) if hit(v)]
     assert 6 < mask.sum() < n // 2
+    # walked along edges instead: the forest's edges (parent to child) among random others
+    position = {v: i for i, v in enumerate(order)}
+    edges = [(position[p], position[c]) for c, p in parent.items() if p is not None]
+    edges += [(rng.randrange(n), rng.randrange(n)) for _ in range(3 * n)]
+    rows_of = np.array([a for a, _ in edges]), np.array([b for _, b in edges])
+
+    def children(at):
+        picked = np.isin(rows_of[0], at)
+        return rows_of[0][picked], rows_of[1][picked]
+
+    assert subtrees(values, cuts, children).tolist() == mask.tolist()
 
 
 def test_subtrees_with_string_ids():

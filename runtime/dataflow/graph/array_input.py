@@ -41,6 +41,8 @@ class ArrayWindowInput:
     """The window input of ``ArrayGraphOperator`` (a part of it: the state it reads and writes is
     the operator's)."""
 
+    carried = None  # the positions of the vertices a window placed, their values started
+
     def init_iteration(self, window: int) -> int:
         """Add window ``window``'s input to the chunks, build the partition, start the values."""
         self.window = window
@@ -62,9 +64,11 @@ class ArrayWindowInput:
         if self.mode is GraphMode.STATIC:
             self.values = self._init(np.arange(n))
         elif self.mode is GraphMode.INCREMENTAL:
-            fresh = np.zeros(0, np.int64)
+            fresh, self.carried = self.carried, None
             if rebuilt or self.values is None:
                 self.values, fresh = self._continue_values(part, dict(self.value_chunks.data))
+            elif fresh is None:
+                fresh = np.zeros(0, np.int64)
             self.before = self.values.copy()
             self.fresh = fresh
             if self.removals:
@@ -121,12 +125,29 @@ class ArrayWindowInput:
         if len(window.given):
             part.set_given(window.given, window.given_values)
         if part.n != n:
-            self.values = None
+            self._carry_values(part, n)
         if removing:
             self.added = None  # every edge counts as new
         elif self.mode is GraphMode.INCREMENTAL:
             self.added = window.added
         return window.touched
+
+    def _carry_values(self, part: Partition, before: int) -> None:
+        """New vertices were placed in the partition: move the values of the ``before`` ones to
+        their new positions and start the new ones (``init``); without values to move, they are
+        taken from the stored value chunks again."""
+        moved = getattr(part, "moved_to", None)
+        values = self.values
+        if values is None or moved is None or len(moved) != before or len(values) != before:
+            self.values = None
+            return
+        carried = np.empty(part.n, dtype=values.dtype)
+        carried[moved] = values
+        fresh = np.ones(part.n, dtype=bool)
+        fresh[moved] = False
+        fresh = np.flatnonzero(fresh)
+        carried[fresh] = self._init(fresh)
+        self.values, self.carried = carried, fresh
 
     def _removal_scope(self):
         """What this task's vertices that lost an edge say of the vertices to start again."""
@@ -221,7 +242,7 @@ class ArrayWindowInput:
         if len(given) and not part.update_given(chunks, given):
             return False
         if part.n != n:
-            self.values = None
+            self._carry_values(part, n)
         return True
 
     def _build(self, chunks: dict) -> Partition:

@@ -108,6 +108,7 @@ class PartitionChanges:
             sizes.append(cursor - sum(sizes))
         n = cursor
         positions = np.concatenate(moved) if moved else np.zeros(0, np.int64)
+        self.moved_to = positions  # where the vertices before went (values follow them)
         columns = np.concatenate([positions, n + np.arange(self.m - self.n)])
         self._relayout(positions, n, columns, n + self.m - self.n)
         self.groups = groups
