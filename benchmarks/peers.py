@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -56,6 +57,7 @@ FORMULATIONS = {
     "pyflink": {"events": "one form: TUMBLE window GROUP BY", "words": "one form: GROUP BY word"},
 }
 TIMEOUT_SECONDS = 1800
+LAST_CPU = [0.0]  # CPU seconds of the last process run_once ran
 WORKLOADS = ("events", "words", "windows")
 
 
@@ -80,6 +82,8 @@ class Outcome:
     seconds: float | None = None
     status: str = ""
     runs: dict[int, float] = field(default_factory=dict)  # repetition -> seconds
+    # repetition -> CPU seconds (user and system) of the process and the children it waited for
+    cpu: dict[int, float] = field(default_factory=dict)
 
 
 # --- inputs --------------------------------------------------------------------------------------
@@ -189,7 +193,9 @@ def read_example_rows(workload: Workload, directory: Path) -> set:
 
 
 def run_once(command: list[str], read) -> tuple[float, set | str]:
-    """Run ``command`` as a process; return (seconds, rows read by ``read()``) or (0, why not)."""
+    """Run ``command`` as a process; return (seconds, rows read by ``read()``) or (0, why not).
+    ``LAST_CPU[0]`` is then its CPU seconds."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     try:
         done = subprocess.run(command, capture_output=True, text=True, check=False,
@@ -197,6 +203,8 @@ def run_once(command: list[str], read) -> tuple[float, set | str]:
     except subprocess.TimeoutExpired:
         return 0.0, f"not run: no result after {TIMEOUT_SECONDS} s"
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    LAST_CPU[0] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if done.returncode != 0:
         return 0.0, f"not run: {last_line(done.stderr)}"
     return seconds, read()
@@ -276,6 +284,7 @@ def measure(workload: Workload, commands: dict, repeat: int, skipped: dict[str, 
                                           f"differ of {len(workload.expected)}")
             else:
                 outcomes[label].runs[rep] = seconds
+                outcomes[label].cpu[rep] = LAST_CPU[0]
             print(f"  {workload.name} #{rep + 1} {label}: "
                   f"{outcomes[label].status or format_seconds(seconds)}", file=sys.stderr)
     for outcome in outcomes.values():
@@ -297,13 +306,14 @@ def table(workload: Workload, outcomes: list[Outcome]) -> str:
     rows = []
     for outcome in outcomes:
         if outcome.seconds is None:
-            rows.append([outcome.engine, outcome.status, "", ""])
+            rows.append([outcome.engine, outcome.status, "", "", ""])
             continue
         rows.append([outcome.engine, format_seconds(outcome.seconds),
                      format_ratio(outcome.seconds / loop) if loop else "",
-                     format_ratio(outcome.seconds / api) if api else ""])
+                     format_ratio(outcome.seconds / api) if api else "",
+                     format_seconds(statistics.median(outcome.cpu.values()))])
     return print_table(workload.title, ["engine", "seconds (median)", "vs plain loop",
-                                        "vs gyreflow API"], rows)
+                                        "vs gyreflow API", "CPU s (median)"], rows)
 
 
 # --- targets -------------------------------------------------------------------------------------
@@ -336,7 +346,9 @@ def target_lines(workload: str, outcomes: list[Outcome]) -> list[str]:
             continue
         speeds = [theirs.runs[rep] / mine.runs[rep] for rep in reps]
         median = statistics.median(speeds)
-        spread = f"(repetitions {min(speeds):.2f}x to {max(speeds):.2f}x)"
+        by_cpu = statistics.median(theirs.cpu[rep] / mine.cpu[rep] for rep in reps)
+        spread = (f"(repetitions {min(speeds):.2f}x to {max(speeds):.2f}x; by CPU seconds "
+                  f"{by_cpu:.2f}x)")
         if least is None:
             lines.append(f"- the machine, for comparison: {job}: {median:.2f}x the speed of "
                          f"{reference} {spread}")
@@ -426,7 +438,12 @@ def main(argv: list[str] | None = None) -> None:
         notes = ("Every engine runs as its own process, start-up and input reading included; its "
                  "output is checked against the plain loop's before its time counts. Seconds are "
                  f"the median of {args.repeat} runs. A peer appears in its plainest formulation "
-                 "and, where it has a faster idiomatic one, in that one too (each row says which).")
+                 "and, where it has a faster idiomatic one, in that one too (each row says which). "
+                 "CPU s is the user and system seconds of the process and of the processes it "
+                 "waited for (forked workers; not a JVM it leaves running): on this machine, "
+                 "shared with other work, it moves less from run to run than the wall time, and "
+                 "each target line gives the speed by CPU seconds too (the targets are on wall "
+                 "time).")
         update_docs_section("peers", "## Peers\n\n" + notes + "\n\n" + "\n".join(sections))
 
 
