@@ -40,7 +40,7 @@ from gyreflow.runtime.workers.wire import (
     decode,
     describe_exit,
     encode,
-    no_delay,
+    tuned,
     worker_of,
 )
 from gyreflow.runtime.workers.worker import PEER_LOST_STATUS, WorkerSetup, serve
@@ -245,7 +245,7 @@ class WorkerHost:
         def accept() -> None:
             try:
                 for _ in range(self.count):
-                    conn = no_delay(listener.accept(), self.launcher.family)
+                    conn = tuned(listener.accept(), self.launcher.family)
                     (_, index, address, pid), = decode(conn.recv_bytes())
                     hellos[conn] = (index, address, pid)
             except Exception as exc:  # noqa: BLE001 - reported below

@@ -38,6 +38,7 @@ from gyreflow.runtime.dataflow.task_runner import TaskError
 # no thread holds its import lock when a process forks workers.
 
 PROTOCOL = 5
+UNIX_BUFFER_BYTES = 4 << 20  # a Unix socket's buffers (the default, 208 KiB, blocks graph messages)
 
 
 def worker_of(task_index: int, workers: int) -> int:
@@ -74,14 +75,20 @@ def edge_label(graph, edge) -> str:
     return f"{graph.vertex(edge.source).chain[-1].name}->{graph.vertex(edge.target).head.name}"
 
 
-def no_delay(conn, family: str):
-    """``conn`` with Nagle's algorithm off when it is TCP: a small message goes out at once instead
-    of waiting for the acknowledgement of the one before (tens of milliseconds a window)."""
-    if family == "AF_INET":
-        import socket
-
-        with socket.socket(fileno=os.dup(conn.fileno())) as sock:
+def tuned(conn, family: str):
+    """``conn`` set up for the messages of a job. TCP: Nagle's algorithm off, so that a small
+    message goes out at once instead of waiting for the acknowledgement of the one before (tens of
+    milliseconds a window). A Unix socket: buffers of ``UNIX_BUFFER_BYTES`` (the kernel caps them
+    at net.core.wmem_max and rmem_max), so that a superstep's graph messages to another worker
+    (hundreds of kilobytes) are written at once instead of a buffer's worth at a time, each waiting
+    for the other worker's receiving thread to run (TCP sizes its buffers itself)."""
+    with socket.socket(fileno=os.dup(conn.fileno())) as sock:
+        if family == "AF_INET":
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        elif family == "AF_UNIX":
+            for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, option, UNIX_BUFFER_BYTES)
     return conn
 
 

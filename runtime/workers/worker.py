@@ -43,8 +43,8 @@ from gyreflow.runtime.workers.wire import (
     decode,
     edge_label,
     encode,
-    no_delay,
     portable,
+    tuned,
     worker_of,
 )
 from gyreflow.scheduler.events import EventKind, TaskFailed
@@ -248,7 +248,7 @@ class Worker:
         to every lower index, then accept every higher one (no two workers wait on each other)."""
         setup = self.setup
         family = setup.family
-        driver = no_delay(Client(setup.address, family=family, authkey=setup.authkey), family)
+        driver = tuned(Client(setup.address, family=family, authkey=setup.authkey), family)
         listener = None
         if self.count > 1:
             address = (self.host or "127.0.0.1", 0) if family == "AF_INET" else None
@@ -258,11 +258,11 @@ class Worker:
         (_, addresses), = decode(driver.recv_bytes())
         self._attach(DRIVER, driver)
         for peer in range(self.index):
-            conn = no_delay(Client(addresses[peer], family=family, authkey=setup.authkey), family)
+            conn = tuned(Client(addresses[peer], family=family, authkey=setup.authkey), family)
             conn.send_bytes(encode([("peer", self.index)]))
             self._attach(peer, conn)
         for _ in range(self.index + 1, self.count):
-            conn = no_delay(listener.accept(), family)
+            conn = tuned(listener.accept(), family)
             (_, peer), = decode(conn.recv_bytes())
             self._attach(peer, conn)
         if listener is not None:
