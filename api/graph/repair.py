@@ -163,7 +163,7 @@ class RepairingCompute(ArrayVertexCompute):
         """Trim (carry resets to the children on other tasks) until no task sends one, then
         repair: the started-again vertices ask their neighbours, the touched ones offer, and the
         smallest offers spread."""
-        values = part.values.copy()
+        values = part.values  # changed in place: the engine keeps its own copy of the window's start
         links = values["link"]
         removal = bool(part.removal_scope)
         repairing = part.iteration > 1 and part.aggregated("repairing") > 0
