@@ -22,7 +22,9 @@ others as they are.
 
 from __future__ import annotations
 
+import pickle
 import struct
+from functools import cache
 
 import numpy as np
 
@@ -85,12 +87,17 @@ _COMPACT_MATCH = struct.Struct("<cBI")  # b"M", int width, halves
 
 def add_change(new_ids, at, given_values, vids, others, values, sides):
     """The change ``add_to_chunk`` made, as stored: the bytes of its int ids where it has no
-    other values (most windows' edges), else a tuple of packed arrays."""
-    if (not len(at) and values is None and new_ids.dtype == np.int64
-            and vids.dtype == np.int64 and others.dtype == np.int64):
-        width, ids = _ints([new_ids, vids, others])
-        return (_COMPACT_ADD.pack(b"A", width, len(new_ids), len(vids)) + ids
-                + sides.astype(np.int8).tobytes())
+    other values than ints (most windows' edges, weighted or not), else a tuple of packed
+    arrays."""
+    if (not len(at) and new_ids.dtype == np.int64 and vids.dtype == np.int64
+            and others.dtype == np.int64):
+        weights = None if values is None else _int_values(values)
+        if values is None or weights is not None:
+            width, ids = _ints([new_ids, vids, others])
+            kind = b"A" if weights is None else b"B"
+            return (_COMPACT_ADD.pack(kind, width, len(new_ids), len(vids)) + ids
+                    + sides.astype(np.int8).tobytes()
+                    + (b"" if weights is None else weights.astype("<i8").tobytes()))
     return (ADD, pack(new_ids), pack(at), pack(given_values), pack(vids), pack(others),
             pack(values), pack(sides))
 
@@ -111,6 +118,17 @@ def match_change(vids: np.ndarray, others: np.ndarray, sides: np.ndarray):
     return (DROP_MATCHING, pack(vids), pack(others), pack(sides))
 
 
+def _int_values(values: np.ndarray) -> np.ndarray | None:
+    """Edge values as int64 when every one is an int that fits, else None."""
+    listed = values.tolist()
+    if set(map(type, listed)) != {int}:
+        return None
+    try:
+        return np.array(listed, dtype=np.int64)
+    except OverflowError:
+        return None
+
+
 def _decode(change: bytes) -> tuple:
     """A compact change as the tuple of arrays ``apply_chunk_change`` takes."""
     if change[:1] == b"M":
@@ -118,14 +136,18 @@ def _decode(change: bytes) -> tuple:
         vids, at = _read_ints(change, _COMPACT_MATCH.size, width, count)
         others, at = _read_ints(change, at, width, count)
         return (DROP_MATCHING, vids, others, np.frombuffer(change[at:at + count], np.int8))
-    if change[:1] == b"A":
-        _, width, new, halves = _COMPACT_ADD.unpack_from(change)
+    if change[:1] in (b"A", b"B"):
+        kind, width, new, halves = _COMPACT_ADD.unpack_from(change)
         at = _COMPACT_ADD.size
         new_ids, at = _read_ints(change, at, width, new)
         vids, at = _read_ints(change, at, width, halves)
         others, at = _read_ints(change, at, width, halves)
         sides = np.frombuffer(change[at:at + halves], dtype=np.int8).copy()
-        return (ADD, new_ids, _EMPTY, None, vids, others, None, sides)
+        values = None
+        if kind == b"B":
+            at += halves
+            values = np.frombuffer(change[at:at + 8 * halves], dtype="<i8").astype(object)
+        return (ADD, new_ids, _EMPTY, None, vids, others, values, sides)
     kind, width, count = _COMPACT_DROP.unpack_from(change)
     positions, _ = _read_ints(change, _COMPACT_DROP.size, width, count)
     return (DROP_HALVES if kind == b"D" else DROP_VERTICES, positions)
@@ -291,19 +313,56 @@ def chunk_size(chunk: list) -> int:
     return sum(array_bytes(a) for a in chunk)
 
 
-def set_change(positions: np.ndarray, values: np.ndarray, appended: np.ndarray) -> tuple:
-    """A value chunk's change: ``appended`` values added, then ``values`` set at ``positions``."""
+_COMPACT_SET = struct.Struct("<cBIII")  # b"S", int width, dtype bytes, positions, appended
+
+
+@cache
+def _dtype_bytes(dtype: np.dtype) -> bytes:
+    return pickle.dumps(dtype, protocol=5)
+
+
+@cache
+def _dtype_of(data: bytes) -> np.dtype:
+    return pickle.loads(data)  # a dtype this module wrote; the stored chunk's check covers it
+
+
+def set_change(positions: np.ndarray, values: np.ndarray, appended: np.ndarray):
+    """A value chunk's change: ``appended`` values added, then ``values`` set at ``positions``:
+    bytes where the values are of one dtype without objects (numbers, the records of repairing
+    programs), else a tuple of packed arrays."""
+    dtype = values.dtype
+    if not dtype.hasobject and appended.dtype == dtype and positions.dtype.kind in "iu":
+        described = _dtype_bytes(dtype)
+        width, ints = _ints([positions.astype(np.int64)])
+        return (_COMPACT_SET.pack(b"S", width, len(described), len(positions), len(appended))
+                + described + ints + values.tobytes() + appended.tobytes())
     return (SET, pack(positions), pack(values), pack(appended))
 
 
-def apply_values_change(stored: np.ndarray | None, change: tuple) -> np.ndarray:
+def _decode_set(change: bytes) -> tuple:
+    _, width, described, count, more = _COMPACT_SET.unpack_from(change)
+    at = _COMPACT_SET.size
+    dtype = _dtype_of(change[at:at + described])
+    positions, at = _read_ints(change, at + described, width, count)
+    values = np.frombuffer(change[at:at + dtype.itemsize * count], dtype=dtype)
+    at += dtype.itemsize * count
+    appended = np.frombuffer(change[at:at + dtype.itemsize * more], dtype=dtype)
+    return (SET, positions, values, appended)
+
+
+def apply_values_change(stored: np.ndarray | None, change) -> np.ndarray:
     """A value chunk after one stored change."""
-    kind = change[0]
-    if kind == SET:
+    if type(change) is bytes:
+        _, positions, values, appended = _decode_set(change)
+        kind = SET
+    else:
+        kind = change[0]
+    if kind == SET and type(change) is not bytes:
         positions = unpack(change[1])
         values, appended = unpack(change[2], objects=True), unpack(change[3], objects=True)
+    if kind == SET:
         if stored is None:
-            stored = appended
+            stored = appended.copy()
         elif len(appended):
             stored = np.concatenate([stored, appended]) if stored.dtype == appended.dtype or (
                 stored.dtype != object and appended.dtype != object) else np.concatenate(
