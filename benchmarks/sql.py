@@ -1,5 +1,6 @@
-"""gyreflow's SQL against the same pipelines written in its Python API (and PyFlink's SQL when it is
-installed: it is not so far), in one run, on the same generated table; every engine's rows are checked equal.
+"""gyreflow's SQL against the same pipelines written in its Python API, and the event-time TUMBLE
+count against PyFlink's SQL (each a whole process), in one run, on the same generated events; every
+engine's rows are checked equal.
 
 Queries: a filter and GROUP BY count/sum over a table read in windows of 100,000 rows (running
 totals per key, the groups that changed each window), the event-time 10 s TUMBLE count per key
@@ -12,6 +13,9 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import shutil
+import subprocess
+import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -28,7 +32,7 @@ from _common import (
     update_docs_section,
 )
 from nexmark import make_bids
-from peers import write_events
+from peers import JOBS, ROOT, install_peers, last_line, peer_python, write_events
 
 from gyreflow.api import Environment, FileSource, SizeTumblingWindow, Tumbling
 from gyreflow.api.language.functions import AggregateFunction
@@ -123,15 +127,47 @@ def api_tumble(path: Path) -> list:
             for r in pipeline.execute()["tumble"].output("rows")]
 
 
-# --- PyFlink's SQL, when installed ------------------------------------------------------------------
+# --- the event-time workload of benchmarks/peers.py as processes: gyreflow sql and PyFlink's SQL ----
 
 
-def pyflink_installed() -> bool:
-    try:
-        import pyflink  # noqa: F401
-    except ImportError:
-        return False
-    return True
+def seconds_rows(rows) -> Counter:
+    """``(key, window start in whole seconds, count)`` of TUMBLE rows, whatever their start's form."""
+    return Counter((k, start if isinstance(start, int) else round((start - EPOCH).total_seconds()), n)
+                   for k, start, n in rows)
+
+
+def sql_process(scratch: Path, path: Path) -> list:
+    """The TUMBLE count run by ``gyreflow sql FILE.sql`` in a process of its own (an INSERT into a
+    file table), its rows read back from the table's files."""
+    out = scratch / "tumble-out"
+    if out.exists():
+        shutil.rmtree(out)
+    script = scratch / "tumble.sql"
+    script.write_text(table(path) + (
+        f"CREATE TABLE counts (k varchar, start timestamp, n bigint) WITH (type='file', "
+        f"geaflow.dsl.file.path='{out}');\nINSERT INTO counts {TUMBLE_SQL}"), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "gyreflow", "sql", str(script)], capture_output=True,
+                          text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"gyreflow sql failed: {done.stderr.strip()[-300:]}")
+    rows = []
+    for part in sorted(out.iterdir()):
+        for line in part.read_text(encoding="utf-8").splitlines():
+            k, start, n = line.split(",")
+            rows.append((k, dt.datetime.fromisoformat(start), int(n)))
+    return rows
+
+
+def pyflink_process(python: Path, events: Path, scratch: Path) -> list:
+    """The same TUMBLE count in PyFlink's SQL (``benchmarks/_peers_jobs.py``'s job for the events
+    workload: a batch TableEnvironment over the events' JSON lines), in a process of its own."""
+    output = scratch / "pyflink-tumble.jsonl"
+    done = subprocess.run([str(python), str(JOBS), "pyflink", "events", str(events), str(output), "0"],
+                          capture_output=True, text=True, check=False, cwd=ROOT)
+    if done.returncode != 0:
+        raise RuntimeError(f"PyFlink failed: {last_line(done.stderr)}")
+    with output.open(encoding="utf-8") as lines:
+        return [tuple(json.loads(line)) for line in lines]
 
 
 # --- Nexmark q0, q1, q2 (nexmark-flink's SQL) on the bids of benchmarks/nexmark.py -----------------
@@ -208,6 +244,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--write-docs", action="store_true")
+    parser.add_argument("--no-pyflink", action="store_true", help="leave PyFlink's SQL out")
+    parser.add_argument("--venvs", default=str(ROOT / ".cache" / "peers"),
+                        help="where the peers' virtual environments are (as benchmarks/peers.py)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         path = write_table(Path(scratch), args.rows, args.seed)
@@ -223,24 +262,41 @@ def main() -> None:
             cases[f"Nexmark {query}: SQL"] = lambda text=text: nexmark_sql(bids, text)
             cases[f"Nexmark {query}: Python API"] = lambda query=query: nexmark_api(bids, query)
             checks[f"Nexmark {query}: SQL"] = checks[f"Nexmark {query}: Python API"] = same(want[query])
-        flink = pyflink_installed()  # not in gyreflow's environment so far: no PyFlink row yet
+        flink = None
+        if not args.no_pyflink:  # in a virtual environment of its own, as benchmarks/peers.py keeps it
+            venvs = Path(args.venvs)
+            failed = install_peers(venvs, ["pyflink"])
+            flink = None if failed else peer_python(venvs, "pyflink")
+            if failed:
+                print(f"PyFlink left out: {failed['pyflink']}")
+        if flink is not None:
+            scratch_dir, events = Path(scratch), Path(scratch) / "events.jsonl"
+            want["process"] = seconds_rows(api_tumble(path))
+            cases["TUMBLE count, process: gyreflow sql"] = lambda: sql_process(scratch_dir, path)
+            cases["TUMBLE count, process: PyFlink SQL"] = lambda: pyflink_process(flink, events, scratch_dir)
+            for name in ("TUMBLE count, process: gyreflow sql", "TUMBLE count, process: PyFlink SQL"):
+                checks[name] = lambda rows: same(want["process"])(list(seconds_rows(rows).elements()))
         timings = interleaved_best_of(cases, args.repeat, check=checks)
     rows = []
     for name, timing in timings.items():
-        reference = timings[name.split(":")[0] + ": Python API"]
+        reference = timings.get(name.split(":")[0] + ": Python API")
+        if reference is None:  # the processes: against gyreflow sql's
+            reference = timings[name.split(":")[0] + ": gyreflow sql"]
         rows.append([name, format_seconds(timing.best), format_rate(args.rows / timing.best),
                      format_ratio(timing.best / reference.best)])
-    columns = ["query and engine", "seconds", "rows/s", "time vs Python API"]
+    columns = ["query and engine", "seconds", "rows/s", "time vs Python API (processes: vs gyreflow sql)"]
     markdown = print_table(f"SQL against the Python API, {args.rows:,} rows", columns, rows)
-    if not flink:
-        print("PyFlink is not installed in this environment: its rows are left out.")
     if args.write_docs:
         note = (f"{args.rows:,} rows (the events of `benchmarks/peers.py` as a text table; for Nexmark "
                 f"q0-q2, as many bids of `benchmarks/nexmark.py`), read in windows of {WINDOW_ROWS:,} "
                 "rows; both forms parse the same file and their rows are checked equal. The SQL "
-                "side types every column of a row (timestamps included) and evaluates the query's "
-                "expressions per row. "
-                + ("" if flink else "PyFlink was not installed, so it has no row. ")
+                "side reads only the columns a query uses, types them a column at a time, and runs "
+                "each expression as one compiled function of the row. The process rows run the "
+                "TUMBLE count as a whole process each, start-up included: `gyreflow sql FILE.sql` "
+                "over the text table, and PyFlink's SQL (`apache-flink` in a virtual environment of "
+                "its own, a batch TableEnvironment over the same events as JSON lines, the job of "
+                "`benchmarks/_peers_jobs.py`), both checked against the Python API's rows. "
+                + ("" if flink else "PyFlink could not be installed, so it has no row. ")
                 + f"Best of {args.repeat}; {machine_line()}.\n\n`{command_line()}`")
         update_docs_section("sql", f"## SQL against the Python API\n\n{note}\n\n{markdown}\n")
 
