@@ -59,6 +59,8 @@ from gyreflow.api.graph_algorithms import (
     wcc,
 )
 from gyreflow.runtime.dataflow.graph.array_operator import ArrayGraphOperator
+from gyreflow.runtime.driver import JobDriver
+from gyreflow.scheduler.events import EventKind
 
 SPARK_MASTER = "local[2]"
 DAMPING = 0.85
@@ -202,6 +204,43 @@ class SuperstepClock:
         seconds = (self.last - self.first) if self.first is not None else 0.0
         self.first = self.last = None
         return seconds
+
+
+class DriverSpan:
+    """The supersteps' span as the driver sees it: from its sending of a window's first superstep
+    (ExecuteFirstIteration) to its sending of FinishIteration, and how many supersteps ran."""
+
+    def __init__(self) -> None:
+        self.first: float | None = None
+        self.last: float | None = None
+        self.steps: set[tuple[int, int]] = set()
+        original = JobDriver._send
+        span = self
+
+        def send(driver, events) -> None:
+            now = time.perf_counter()
+            for event in events:
+                if event.kind is EventKind.EXECUTE_FIRST_ITERATION:
+                    span.steps.add((event.window, 1))
+                    if span.first is None:
+                        span.first = now
+                elif event.kind is EventKind.EXECUTE_COMPUTE and event.iteration:
+                    span.steps.add((event.window, event.iteration))
+                elif event.kind is EventKind.FINISH_ITERATION:
+                    span.last = now
+            return original(driver, events)
+
+        JobDriver._send = send
+
+    def take(self) -> tuple[float, int]:
+        """``(seconds, supersteps)`` since the last call."""
+        if self.first is None or self.last is None:
+            msg = "no superstep was seen"
+            raise RuntimeError(msg)
+        seconds, steps = self.last - self.first, len(self.steps)
+        self.first = self.last = None
+        self.steps = set()
+        return seconds, steps
 
 
 def searched(fn: Callable[[], object], seconds: Callable[[], float], into: dict, name: str):
@@ -460,13 +499,6 @@ def _timed(cases: dict, repeat: int, expected: dict, label: str, tolerance: floa
     return {name: timing.best for name, timing in timings.items()}
 
 
-def _blank(run: Callable[[], object]) -> Callable[[], None]:
-    """``run`` whose result is not checked (a run without iterations)."""
-    def call() -> None:
-        run()
-    return call
-
-
 def _load() -> str:
     """The machine's 1-minute load average now (the machine may be shared)."""
     return f"{os.getloadavg()[0]:.1f}"
@@ -495,32 +527,35 @@ def pagerank_section(args, vertices, edges, local: Environment, clock: Superstep
         err.print(f"[dim]starting Spark ({SPARK_MASTER})...[/dim]")
         started = time.perf_counter()
         spark_env = Environment.spark(master=SPARK_MASTER, parallelism=2, progress=False,
-                                      config={"state.backend": "memory"})
+                                      config={"state.backend": "memory", "spark.mode": "workers"})
         # Start the session and its Python workers before the timed runs.
         spark_env.session().sparkContext.parallelize(range(2), 2).map(abs).collect()
-        notes.append(f"gyreflow on Spark: parallelism 2; the SparkSession start-up and a warm-up job "
-                     f"({time.perf_counter() - started:.1f} s) are excluded. Its supersteps run in "
-                     "the executors: its iterations are its run minus a run with 0 iterations.")
+        notes.append(f"gyreflow on Spark: parallelism 2 in workers mode; the SparkSession start-up "
+                     f"and a warm-up job ({time.perf_counter() - started:.1f} s) are excluded. Its "
+                     "supersteps run in the executors: its iterations are measured in the driver, "
+                     "from its sending of the first superstep to its sending of the end of the "
+                     "iterations (a run minus a run with 0 iterations measured mostly how long the "
+                     "barrier stage took to start, which varies by seconds).")
     expected: dict = {}
     best = _timed(cases, args.repeat, expected, "PageRank")
     if not args.no_spark:
-        spark_cases = {SPARK: gyreflow_pagerank(spark_env, vertices, edges, n_it, 2),
-                       f"{SPARK} 0": _blank(gyreflow_pagerank(spark_env, vertices, edges, 0, 2))}
+        span = DriverSpan()
         try:
-            for name, run in spark_cases.items():
+            for _ in range(args.repeat):
                 started = time.perf_counter()
-                result = run()
-                best[name] = time.perf_counter() - started
-                if result is not None:
-                    check_ranks(name, result, expected)
-                err.print(f"[dim]PageRank: {name}: {best[name]:.2f} s[/dim]")
+                result = gyreflow_pagerank(spark_env, vertices, edges, n_it, 2)()
+                seconds = time.perf_counter() - started
+                iterations, _ = span.take()
+                check_ranks(SPARK, result, expected)
+                best[SPARK] = min(best.get(SPARK, math.inf), seconds)
+                search[SPARK] = min(search.get(SPARK, math.inf), iterations)
+                err.print(f"[dim]PageRank: {SPARK}: {seconds:.2f} s[/dim]")
             spark_round = _spark_round(spark_env)
-            search[SPARK] = max(best[SPARK] - best.pop(f"{SPARK} 0"), 1e-9)
         except ResultMismatchError:
             raise
         except Exception as exc:  # noqa: BLE001 - reported in the notes, the rest still runs
             best.pop(SPARK, None)
-            best.pop(f"{SPARK} 0", None)
+            search.pop(SPARK, None)
             notes.append(f"gyreflow on Spark failed: {type(exc).__name__}: {str(exc)[:200]}")
     rows = [[name, format_seconds(best[name]), format_seconds(search[name]),
              format_ratio(search[LOOP] / search[name]), format_ratio(search[name] / search[SCIPY])]

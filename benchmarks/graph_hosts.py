@@ -36,6 +36,7 @@ from _common import (
 )
 from graph import (
     DAMPING,
+    DriverSpan,
     ResultMismatchError,
     check_ranks,
     gyreflow_pagerank,
@@ -46,9 +47,7 @@ from rich.console import Console
 
 from gyreflow.api import Environment
 from gyreflow.runtime.dataflow.graph.array_supersteps import ArraySupersteps
-from gyreflow.runtime.driver import JobDriver
 from gyreflow.runtime.workers import worker as workers
-from gyreflow.scheduler.events import EventKind
 
 SPARK_MASTER = "local[2]"
 IN_PROCESS = "in-process, parallelism 1"
@@ -59,43 +58,6 @@ TARGET_FACTOR = 2.0  # a superstep on workers <= 2x the in-process superstep ...
 TARGET_EXTRA = 0.010  # ... plus 10 ms
 
 err = Console(stderr=True)
-
-
-class DriverSpan:
-    """The supersteps' span as the driver sees it: from its sending of a window's first superstep
-    (ExecuteFirstIteration) to its sending of FinishIteration, and how many supersteps ran."""
-
-    def __init__(self) -> None:
-        self.first: float | None = None
-        self.last: float | None = None
-        self.steps: set[tuple[int, int]] = set()
-        original = JobDriver._send
-        span = self
-
-        def send(driver, events) -> None:
-            now = time.perf_counter()
-            for event in events:
-                if event.kind is EventKind.EXECUTE_FIRST_ITERATION:
-                    span.steps.add((event.window, 1))
-                    if span.first is None:
-                        span.first = now
-                elif event.kind is EventKind.EXECUTE_COMPUTE and event.iteration:
-                    span.steps.add((event.window, event.iteration))
-                elif event.kind is EventKind.FINISH_ITERATION:
-                    span.last = now
-            return original(driver, events)
-
-        JobDriver._send = send
-
-    def take(self) -> tuple[float, int]:
-        """``(seconds, supersteps)`` since the last call."""
-        if self.first is None or self.last is None:
-            msg = "no superstep was seen"
-            raise RuntimeError(msg)
-        seconds, steps = self.last - self.first, len(self.steps)
-        self.first = self.last = None
-        self.steps = set()
-        return seconds, steps
 
 
 class WorkerBreakdown:
@@ -321,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     markdown, targets = table(runs)
     tables = [markdown]
     if parts:
-        tables.append(breakdown_table(parts))
+        tables.append("Where a local worker's superstep goes (the median of the runs):\n\n"
+                      + breakdown_table(parts))
         notes.append("The local workers' breakdown: " + WorkerBreakdown.__doc__.split(": ", 1)[1]
                      .replace("\n", "").replace("    ", " ").replace("``", "*"))
     load = f"{os.getloadavg()[0]:.1f}"
