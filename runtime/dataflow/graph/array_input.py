@@ -142,7 +142,13 @@ class ArrayWindowInput:
             self.values = None
             return
         carried = np.empty(part.n, dtype=values.dtype)
-        carried[moved] = values
+        # the vertices before keep their order: copy them in runs between the new ones
+        breaks = np.flatnonzero(np.diff(moved) != 1) + 1 if len(moved) else moved
+        for start, end in zip([0, *breaks.tolist()], [*breaks.tolist(), len(moved)],
+                              strict=True):
+            if end > start:
+                to = int(moved[start])
+                carried[to:to + end - start] = values[start:end]
         fresh = np.ones(part.n, dtype=bool)
         fresh[moved] = False
         fresh = np.flatnonzero(fresh)
