@@ -85,7 +85,7 @@ KUZU_DISTINCT_TWO_HOPS = ("MATCH (a)-[]->(b)-[]->(c) WITH DISTINCT a.id AS x, b.
 def gyreflow_sql_run(vertices: list, edges: list, folder: str) -> tuple[list, float, float]:
     """``(rows, MATCH seconds, script seconds)`` of the 2-hop count as a script."""
     from gyreflow.api import Environment
-    from gyreflow.api.dsl import graphs
+    from gyreflow.api.dsl import graph_queries as graphs
 
     nodes, rels = os.path.join(folder, "v.txt"), os.path.join(folder, "e.txt")
     with open(nodes, "w") as file:

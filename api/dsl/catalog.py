@@ -186,7 +186,7 @@ class Catalog:
         if key in self.extra:
             return self.extra[key]
         if key in self.gql:
-            from gyreflow.api.dsl.graphs import evaluate_gql
+            from gyreflow.api.dsl.graph_queries import evaluate_gql
 
             return evaluate_gql(self.gql[key], self)
         if key in self.views:

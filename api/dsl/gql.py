@@ -9,7 +9,6 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.tokens import TokenType
 
-from gyreflow.api.dsl.gql_paths import Element, PathReader
 from gyreflow.api.dsl.parsing import (
     GeaFlowDialect,
     Statement,
@@ -18,6 +17,7 @@ from gyreflow.api.dsl.parsing import (
     _split_commas,
     _tokens,
 )
+from gyreflow.api.graph.query.gql_paths import Element, PathReader
 
 
 @attrs.define

@@ -6,25 +6,14 @@ import re
 
 import attrs
 import sqlglot
-from sqlglot import exp, tokens
-from sqlglot.dialects.dialect import Dialect
+from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
 from gyreflow.api.dsl.errors import DslError
 from gyreflow.api.dsl.window_text import readable, watermark_options
 from gyreflow.api.dsl.windowing import group_windows
-
-
-class GeaFlowDialect(Dialect):
-    """GeaFlow's SQL as sqlglot reads it: ``'...'`` and ``"..."`` are strings, `` `...` `` names."""
-
-    class Tokenizer(tokens.Tokenizer):
-        QUOTES = ["'", '"']
-        IDENTIFIERS = ["`"]
-        STRING_ESCAPES = ["\\", "'"]
-        # CALL starts a graph algorithm's call, not a command whose rest is one string
-        KEYWORDS = {**tokens.Tokenizer.KEYWORDS, "CALL": TokenType.VAR}
+from gyreflow.api.graph.query.dialect import GeaFlowDialect
 
 
 @attrs.define

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gyreflow.api.dsl.cypher import parse
+from gyreflow.api.graph.query.cypher import parse
 from gyreflow.api.graph import GraphView
 from gyreflow.api.graph.query import Query, query_graph
 from gyreflow.api.graph.query.evaluate import QueryArithmeticError

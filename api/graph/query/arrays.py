@@ -177,7 +177,7 @@ def chain(patterns: tuple) -> tuple[PathPattern, tuple] | None:
     a node variable that ends (or, turned round, starts) the path so far, and the positions of
     the nodes that start a query pattern no earlier one binds; None when they do not join so.
 
-    >>> from gyreflow.api.dsl.cypher import parse
+    >>> from gyreflow.api.graph.query.cypher import parse
     >>> path, starts = chain(parse("MATCH (a)-->(c), (b)-->(c), (a)-->(b) RETURN a").patterns)
     >>> [n.variable for n in path.nodes], [r.direction for r in path.rels], starts
     (['a', 'c', 'b', 'a'], ['out', 'in', 'in'], (0, 2))

@@ -141,7 +141,7 @@ class Query:
     one request's matches (WHERE, RETURN, DISTINCT, aggregation, ORDER BY, SKIP, LIMIT)."""
 
     def __init__(self, text: str) -> None:
-        from gyreflow.api.dsl.cypher import parse  # the DSL's reader of MATCH (sqlglot's tokens)
+        from gyreflow.api.graph.query.cypher import parse  # the DSL's reader of MATCH (sqlglot's tokens)
 
         self.text = text
         self.ast = parse(text)

@@ -7,7 +7,7 @@ from sqlglot import exp, parser
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
-from gyreflow.api.dsl.parsing import GeaFlowDialect
+from gyreflow.api.graph.query.dialect import GeaFlowDialect
 from gyreflow.api.graph.query.syntax import AGGREGATES, FUNCTIONS, QuerySyntaxError
 
 

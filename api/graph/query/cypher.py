@@ -9,8 +9,8 @@ import attrs
 from sqlglot.errors import TokenError
 from sqlglot.tokens import Token, TokenType
 
-from gyreflow.api.dsl.cypher_expressions import CypherDialect, parse_expression
-from gyreflow.api.dsl.gql_paths import Element, PathReader
+from gyreflow.api.graph.query.cypher_expressions import CypherDialect, parse_expression
+from gyreflow.api.graph.query.gql_paths import Element, PathReader
 from gyreflow.api.graph.query.syntax import (
     MAX_HOPS,
     UNSUPPORTED,
