@@ -83,6 +83,7 @@ class Task:
         self.reading: WindowRead | None = None
         self.exhausted = False
         self.lookahead: list = []
+        self.lookahead_error: Exception | None = None  # bad input the look-ahead met
         self.window_started = clock()
         self.checkpoints = checkpoints
         self.source_offset: object = None

@@ -84,6 +84,10 @@ def _poll(task: Task, count: int, read) -> list:
     return task.source_reader.poll(count, timeout)
 
 def _take(task: Task, count: int) -> list:
+    failed = task.lookahead_error
+    if failed is not None:  # the look-ahead met bad input: it is this window's to report
+        task.lookahead_error = None
+        raise failed
     if task.lookahead:
         batch, task.lookahead = task.lookahead, []
         if len(batch) > count:  # a whole batch read ahead: the rest comes with the next read
@@ -96,8 +100,14 @@ def _take(task: Task, count: int) -> list:
 def _peek(task: Task, count: int) -> bool:
     """Read ahead ``count`` records, the next window's first batch (what a reader costs per call,
     a pyarrow parse of JSON lines, then comes once, not for one record and again for the rest);
-    the offset was taken before them, so a resume reads them again."""
-    task.lookahead = task.source_reader.read(count)
+    the offset was taken before them, so a resume reads them again. Bad input among them is
+    the next window's: the error is kept and raised when that window reads (the window before
+    completes)."""
+    try:
+        task.lookahead = task.source_reader.read(count)
+    except Exception as exc:  # noqa: BLE001 (raised again, by the window it belongs to)
+        task.lookahead, task.lookahead_error = [], exc
+        return True
     return bool(task.lookahead)
 
 

@@ -113,7 +113,7 @@ def restore(task: Task, window: int, recover_sinks: bool = True, verify: bool = 
             task.source_offset = offset
             task.exhausted = exhausted
             task.exhausted_at = version if exhausted else 0
-            task.lookahead = []
+            task.lookahead, task.lookahead_error = [], None
     for op in task.operators:
         op.restored()
     if recover_sinks:
