@@ -14,6 +14,7 @@ GeaFlow's traversal merges them. Everything else runs on the row matcher of ``gr
 from __future__ import annotations
 
 import gc
+import itertools
 from types import SimpleNamespace
 
 import attrs
@@ -99,20 +100,36 @@ def _arrays(graph):
         return found
     vertices = list(graph.vertices.values())
     position = {vertex.id: index for index, vertex in enumerate(vertices)}
-    sources, targets, values = [], [], []
-    for vertex in vertices:
-        for edge in graph.out_edges.get(vertex.id, ()):
-            end = position.get(edge.dst)
-            if end is not None:
-                sources.append(position[vertex.id])
-                targets.append(end)
-                values.append(edge)
-    labels = ({v.label.lower() for v in vertices}, {e.label.lower() for e in values})
-    parallel: dict = {}  # (source, target) -> its edges, in the order of the compressed rows
-    for source, target, edge in zip(sources, targets, values, strict=True):
-        parallel.setdefault((source, target), []).append(edge)
+    lists = [graph.out_edges.get(vertex.id, ()) for vertex in vertices]
+    values = list(itertools.chain.from_iterable(lists))
+    sources = np.repeat(np.arange(len(vertices), dtype=np.int64),
+                        np.fromiter(map(len, lists), dtype=np.int64, count=len(lists)))
+    targets = np.fromiter((position.get(edge.dst, -1) for edge in values), dtype=np.int64,
+                          count=len(values))
+    if (targets < 0).any():  # an edge to no vertex is no edge of the match
+        kept = targets >= 0
+        values = list(itertools.compress(values, kept.tolist()))
+        sources, targets = sources[kept], targets[kept]
+    labels = ({v.label.lower() for v in vertices}, {label.lower() for label in {e.label for e in values}})
+    parallel = _Parallel(sources, targets, values)
     graph.arrays = (vertices, LocalPart(vertices, sources, targets, values), labels, parallel)
     return graph.arrays
+
+
+class _Parallel:
+    """``(source, target)`` -> its edges, in the order of the compressed rows; made when a named
+    edge first asks."""
+
+    def __init__(self, sources, targets, values) -> None:
+        self._given, self._found = (sources, targets, values), None
+
+    def __getitem__(self, ends: tuple) -> list:
+        if self._found is None:
+            self._found = {}
+            sources, targets, values = self._given
+            for source, target, edge in zip(sources.tolist(), targets.tolist(), values, strict=True):
+                self._found.setdefault((source, target), []).append(edge)
+        return self._found[ends]
 
 
 def _test(filters, pattern, element_at):
@@ -237,7 +254,7 @@ def array_relation(query: GqlQuery, graph, filters, order: list[str]) -> Relatio
     if any(item.var.startswith("__") for path in paths for item in path):
         # paths that differ only in unnamed elements are one (graphs._distinct_named)
         vertex_ids = rows[:, [column_of[name] for name in named]]
-        keys = np.unique(vertex_ids, axis=0, return_index=True)[1] if not edges else \
+        keys = _first_rows(vertex_ids, len(vertices)) if not edges else \
             _distinct(vertex_ids, [elements[edge.var] for edge, _ in edges])
         keys = np.sort(keys)
         elements = {var: column[keys] for var, column in elements.items()}
@@ -265,6 +282,34 @@ def array_relation(query: GqlQuery, graph, filters, order: list[str]) -> Relatio
         if collecting:
             gc.enable()
     return Relation(columns, out)
+
+
+def vertex_positions(query: GqlQuery, graph, filters) -> tuple[dict, list] | None:
+    """``({named vertex: its position per binding}, the graph's vertices)``: the bindings
+    ``array_relation`` makes rows of, as arrays, for a path that names no edge; None when the
+    path needs the row matcher or names an edge."""
+    if why_rows(query) is not None or _named_edges(_paths(query)):
+        return None
+    found = _matches(query, graph, filters)
+    if found is None:
+        return None
+    plan, rows, arrays = found
+    column_of = {name: index for index, name in enumerate(plan.keep_names)}
+    named = [name for name in plan.keep_names if not name.startswith("__")]
+    positions = rows[:, [column_of[name] for name in named]]
+    if any(item.var.startswith("__") for path in _paths(query) for item in path):
+        positions = positions[np.sort(_first_rows(positions, len(arrays[0])))]
+    return {name.lower(): positions[:, at] for at, name in enumerate(named)}, arrays[0]
+
+
+def _first_rows(positions: np.ndarray, size: int) -> np.ndarray:
+    """The first row of each distinct row of vertex positions (each below ``size``)."""
+    if len(positions) and size ** positions.shape[1] < 2 ** 62:
+        key = np.zeros(len(positions), dtype=np.int64)
+        for at in range(positions.shape[1]):
+            key = key * size + positions[:, at]
+        return np.unique(key, return_index=True)[1]
+    return np.unique(positions, axis=0, return_index=True)[1]
 
 
 def _turns(edges: list, rows: np.ndarray, column_of: dict) -> tuple:
@@ -308,4 +353,4 @@ def _distinct(positions: np.ndarray, edge_columns: list) -> np.ndarray:
     return np.asarray(kept, dtype=np.int64)
 
 
-__all__ = ["array_relation", "why_rows"]
+__all__ = ["array_relation", "vertex_positions", "why_rows"]

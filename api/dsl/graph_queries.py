@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from gyreflow.api.dsl.algorithms import call
 from gyreflow.api.dsl.gql import GqlQuery
-from gyreflow.api.dsl.graph_arrays import array_relation
+from gyreflow.api.dsl.graph_arrays import array_relation, vertex_positions, why_rows
+from gyreflow.api.dsl.graph_returns import array_return, why_not
 from gyreflow.api.dsl.graph_subqueries import SubQueries
 from gyreflow.api.dsl.graphs import (
     Variables,
@@ -41,6 +42,9 @@ def evaluate_gql(query: GqlQuery, catalog) -> Relation:
         catalog = catalog.copy()
         catalog.subquery_compiler = SubQueries(query, graph, filters).compile
     request = _request_table(query, order, catalog)
+    result = _returned_on_arrays(query, graph, filters, catalog) if request is None else None
+    if result is not None:  # the RETURN computed on the bindings' arrays (graph_returns)
+        return _filtered(query, result, catalog)
     # array joins over the edges where the pattern allows (graph_arrays.why_rows: when not)
     relation = array_relation(query, graph, filters, order) if request is None else None
     if relation is not None:
@@ -68,7 +72,36 @@ def evaluate_gql(query: GqlQuery, catalog) -> Relation:
                           [r[:len(order)] for r in relation.rows])
     else:
         result = catalog.with_relation("__bindings", relation).evaluate(query.returns)
+    return _filtered(query, result, catalog)
+
+
+def _filtered(query: GqlQuery, result: Relation, catalog) -> Relation:
+    """``result`` after the block's THEN FILTERs."""
     for condition in query.filters:
         test = Scope(result, catalog).compile(condition)
         result = Relation(result.columns, [r for r in result.rows if test((r, None)) is True])
     return result
+
+
+def why_rows_return(query: GqlQuery, catalog) -> str | None:
+    """Why ``query``'s RETURN runs over rows of its bindings; None when it runs on their arrays
+    (``graph_returns``)."""
+    if any(clause.where is not None for clause in query.matches):
+        return "a MATCH's WHERE"
+    if query.lets or query.returns is None or query.call is not None:
+        return "LET, no RETURN, or CALL"
+    reason = why_rows(query)
+    if reason is not None:
+        return reason
+    paths = [path for clause in query.matches for path in clause.patterns]
+    if any(not path[i].var.startswith("__") for path in paths for i in range(1, len(path), 2)):
+        return "a named edge"
+    named = {node.var.lower() for path in paths for node in path[0::2] if not node.var.startswith("__")}
+    return why_not(query.returns, named, catalog)
+
+
+def _returned_on_arrays(query: GqlQuery, graph, filters, catalog) -> Relation | None:
+    if why_rows_return(query, catalog) is not None:
+        return None
+    found = vertex_positions(query, graph, filters)
+    return array_return(query.returns, *found) if found is not None else None
