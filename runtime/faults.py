@@ -31,9 +31,7 @@ Unset (the normal case), every check is a constant-time no-op.
 from __future__ import annotations
 
 import os
-import secrets
 import signal
-import tempfile
 
 POINTS = ("window-finished", "snapshot-written", "before-commit", "after-commit", "mid-publish",
           "mid-window", "superstep")
@@ -57,6 +55,8 @@ def _parse(spec: str) -> frozenset[tuple[str, int]]:
 
 _ARMED = _parse(os.environ.get("GYREFLOW_CRASH_AT", ""))
 if _ARMED and "GYREFLOW_CRASH_RUN" not in os.environ:  # the job process: its workers inherit it
+    import secrets  # secrets and tempfile: only for a run a test armed
+
     os.environ["GYREFLOW_CRASH_RUN"] = f"{os.getpid()}-{secrets.token_hex(4)}"
 
 
@@ -79,6 +79,8 @@ def crash_point(name: str, window: int | tuple[int, int], pid: int | None = None
 
 def _first_time(name: str, window) -> bool:
     """Whether no process of this run fired ``name`` for ``window`` before (then this one does)."""
+    import tempfile
+
     run = os.environ.get("GYREFLOW_CRASH_RUN")
     if run is None:
         return True

@@ -15,7 +15,6 @@ import os
 import pickle
 import signal
 import struct
-import subprocess
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -96,6 +95,8 @@ class ProcessSnapshotWriter(SnapshotWriter):
         self._lock = threading.Lock()
         self._failed = False
         self._opened = False
+        import subprocess  # a writer process: not imported by a job that snapshots inline
+
         self._process: subprocess.Popen | None = subprocess.Popen(
             [sys.executable, "-m", "gyreflow.runtime.snapshot_writers", str(os.getpid()),
              getattr(backend, "name", "")],

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import tomllib
 import types
 from collections.abc import Mapping
 
@@ -269,6 +268,8 @@ def _lookup(section: str, key: str, where: str) -> ConfigKey:
 
 
 def _read_file(path: str | os.PathLike) -> dict[str, object]:
+    import tomllib  # a job without a config file never reads TOML
+
     shown = os.fsdecode(path)
     try:
         with open(path, "rb") as handle:

@@ -18,7 +18,6 @@ from collections.abc import Callable
 
 from gyreflow.runtime.dataflow.task_runner import TaskError
 from gyreflow.runtime.errors import DataError, UserFunctionError
-from gyreflow.runtime.workers.wire import WorkerLostError
 
 _STORE_FAILURES = ("SnapshotWriteError", "BackendUnavailableError", "OperationalError",
                    "InterfaceError", "DisconnectionError")
@@ -51,6 +50,7 @@ class RestartStrategy:
 
     >>> strategy = RestartStrategy(attempts=2, delay=1.0, backoff=2.0, max_delay=1.5,
     ...                            reset_seconds=60, clock=lambda: 0.0)
+    >>> from gyreflow.runtime.workers.wire import WorkerLostError
     >>> lost = WorkerLostError("worker 0 killed by SIGKILL")
     >>> strategy.delay_for(lost), strategy.delay_for(lost), strategy.delay_for(lost)
     (1.0, 1.5, None)
@@ -78,6 +78,9 @@ class RestartStrategy:
 
     def restartable(self, error: BaseException) -> bool:
         """Whether ``error`` may not happen again on a new start."""
+        # The workers' wire (multiprocessing, sockets): not imported by a job run in this process.
+        from gyreflow.runtime.workers.wire import WorkerLostError
+
         if isinstance(error, WorkerLostError) or store_away(error):
             return True
         return self.user_errors and isinstance(error, UserFunctionError | DataError | TaskError)
