@@ -17,7 +17,7 @@ import math
 import numpy as np
 from sqlglot import exp
 
-from gyreflow.api.dsl import functions as fns
+import gyreflow.api.dsl.functions as fns
 from gyreflow.api.dsl.graphs import Vertex
 from gyreflow.api.dsl.queries import Relation, _property, function_args, function_name
 
