@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import uuid
 from collections import Counter
 
 import pytest
@@ -201,7 +202,8 @@ WINDOW_SIZE = 400
 
 
 def run_skewed(env, words: list[str], listener: JobListener):
-    pipeline = env.pipeline("skew")
+    # a name of its own per run: a PostgreSQL server outlives test runs (and serves several at once)
+    pipeline = env.pipeline(f"skew-{uuid.uuid4().hex[:12]}")
 
     @pipeline.task(name="job")
     def job(ctx):
