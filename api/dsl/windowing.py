@@ -10,6 +10,7 @@ from sqlglot import exp
 
 from gyreflow.api.dsl.errors import QueryError
 from gyreflow.api.dsl.window_text import SESSION_NAME, UNITS, WATERMARK_COLUMN, WATERMARK_DELAY
+from gyreflow.runtime.dataflow.time.window_assignment import starts_of
 
 KINDS = ("tumble", "hop", "session")
 WINDOW_COLUMNS = ("window_start", "window_end")
@@ -108,20 +109,6 @@ def moment(seconds: float) -> dt.datetime:
     return EPOCH + dt.timedelta(seconds=seconds)
 
 
-def _starts(ts: float, size: float, slide: float) -> list[float]:
-    """The starts of the windows ``[k * slide, k * slide + size)`` holding ``ts``, oldest first (as the
-    event-time windows of the runtime assign them)."""
-    last = math.floor(ts / slide)
-    while last * slide > ts:  # division rounded up across a boundary
-        last -= 1
-    while (last + 1) * slide <= ts:
-        last += 1
-    first = last
-    while (first - 1) * slide + size > ts:
-        first -= 1
-    return [k * slide for k in range(first, last + 1)]
-
-
 def window_rows(call: WindowCall, relation, catalog) -> list[tuple]:
     """The rows of TUMBLE or HOP over a table's rows, under a join or a sub-query: each row once per
     window it joins, ``window_start`` and ``window_end`` added. Rows are judged in the table's order
@@ -150,7 +137,7 @@ def window_rows(call: WindowCall, relation, catalog) -> list[tuple]:
             continue
         ts = seconds_of(row[at])
         mark = highest - delay
-        for start in _starts(ts, size, slide):
+        for start in starts_of(ts, size, slide):  # as the runtime's windows assign them
             if start + size > mark:
                 out.append(row + (moment(start), moment(start + size)))
         highest = max(highest, ts)

@@ -45,7 +45,7 @@ class WindowAssignment:
         def place(ts: float, wm: float, key, record) -> bool:
             entry = data.get(key)
             joined = False
-            for start in _starts(ts, size, slide):
+            for start in starts_of(ts, size, slide):
                 if start + size <= wm:
                     continue  # fired
                 if entry is None:
@@ -143,7 +143,7 @@ class WindowAssignment:
             self.table.changed.add(key)
 
 
-def _starts(ts: float, size: float, slide: float) -> list[float]:
+def starts_of(ts: float, size: float, slide: float) -> list[float]:
     """The starts of the windows ``[k * slide, k * slide + size)`` holding ``ts``, oldest first."""
     last = math.floor(ts / slide)
     while last * slide > ts:  # division rounded up across a boundary
