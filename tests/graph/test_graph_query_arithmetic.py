@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gyreflow.api.graph.query.cypher import parse
 from gyreflow.api.graph import GraphView
 from gyreflow.api.graph.query import Query, query_graph
+from gyreflow.api.graph.query.cypher import parse
 from gyreflow.api.graph.query.evaluate import QueryArithmeticError
 
 INT64 = st.integers(-(2**63), 2**63 - 1)

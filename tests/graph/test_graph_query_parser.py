@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gyreflow.api.graph.query.cypher import parse, tokenize
 from gyreflow.api.graph.query import QuerySyntaxError, UnsupportedQueryError, parse_query
+from gyreflow.api.graph.query.cypher import parse, tokenize
 from gyreflow.api.graph.query.syntax import UNSUPPORTED
 
 
