@@ -382,7 +382,9 @@ def test_a_failing_source_of_the_users_exits_1_with_its_own_frames(tmp_path, wor
     assert done.returncode == 1, done.stderr
     lines = done.stderr.splitlines()
     assert lines[0].startswith("error: task 'source-0")
-    assert lines[0].endswith("failed in window 1 in custom.py:8: ValueError: the feed broke")
+    # the second read is window 1's look-ahead at window 2's records: window 2's error (window 1
+    # completes)
+    assert lines[0].endswith("failed in window 2 in custom.py:8: ValueError: the feed broke")
     assert lines[2:] == ["Original traceback:", "Traceback (most recent call last):",
                          '  File "custom.py", line 8, in read',
                          '    raise ValueError("the feed broke")', "ValueError: the feed broke"]
