@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import re
 from typing import Any
 
@@ -33,8 +34,9 @@ class Element:
     hops_token: Any = None
 
 
-class PathReader:
-    """A cursor over the tokens of ``text`` that reads path patterns; ``fail`` makes the error."""
+class PathReader(abc.ABC):
+    """A cursor over the tokens of ``text`` that reads path patterns; ``fail`` (each reader's
+    own) makes the error."""
 
     max_hops = 10  # the upper bound of ``*``, ``*2..`` and ``{2,}``
 
@@ -67,9 +69,9 @@ class PathReader:
             start = token.start
         return self.text.count("\n", 0, start) + 1, start - self.text.rfind("\n", 0, start)
 
+    @abc.abstractmethod
     def fail(self, what: str, token=None) -> Exception:
         """The error to raise when ``what`` was expected at ``token`` (None: the current one)."""
-        raise NotImplementedError
 
     def expect(self, text: str, what: str | None = None):
         token = self.peek()
