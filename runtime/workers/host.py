@@ -19,6 +19,7 @@ it again from the last completed window).
 
 from __future__ import annotations
 
+import gc
 import itertools
 import multiprocessing
 import os
@@ -85,11 +86,18 @@ class ForkLauncher:
     def start(self, setup: WorkerSetup, count: int) -> None:
         refuse_in_process_sinks(setup)
         context = multiprocessing.get_context("fork")
-        for index in range(count):
-            process = context.Process(target=serve, args=(setup, index), daemon=True,
-                                      name=f"gyreflow-worker-{index}")
-            process.start()
-            self.processes.append(process)
+        # This process's objects stay its own: a forked worker's garbage collection never
+        # finalizes them (a native library's object whose threads the fork did not copy hangs
+        # in its destructor; a connection would be closed under this process).
+        gc.freeze()
+        try:
+            for index in range(count):
+                process = context.Process(target=serve, args=(setup, index), daemon=True,
+                                          name=f"gyreflow-worker-{index}")
+                process.start()
+                self.processes.append(process)
+        finally:
+            gc.unfreeze()
 
     def ended(self) -> str | None:
         """How the first worker that died did, ``worker 1 (pid 42) killed by SIGKILL`` (None while
