@@ -7,31 +7,16 @@ and read back by position when the SELECT list is evaluated (``Scope.over``)."""
 
 from __future__ import annotations
 
-import functools
-
 from sqlglot import exp
 
 from gyreflow.api.dsl.errors import QueryError
-from gyreflow.api.dsl.queries import _sort_key
+from gyreflow.api.dsl.queries import _sort_key, ordering
 
 RANKING = ("row_number", "rank", "dense_rank")
 
 
 def _name(node: exp.Expression) -> str:
     return node.name.lower() if isinstance(node, exp.Anonymous) else node.sql_name().lower()
-
-
-def _ordering(keys: list):
-    """A sort key of context positions by ORDER BY ``keys`` of ``(fn, descending)``, NULLs last
-    ascending (as Calcite); ties keep the rows' order."""
-    def compare(a, b):
-        for fn, descending in keys:
-            x, y = _sort_key(fn(a)), _sort_key(fn(b))
-            if x != y:
-                result = -1 if x < y else 1
-                return -result if descending else result
-        return 0
-    return functools.cmp_to_key(compare)
 
 
 def _bound(value, side: str | None, current: int, size: int) -> int:
@@ -84,7 +69,7 @@ def over_values(node: exp.Window, contexts: list, scope, grouped: bool) -> list:
         partitions.setdefault(tuple(p(ctx) for p in partition), []).append(ctx)
     values = [None] * len(contexts)
     for members in partitions.values():
-        members.sort(key=_ordering(keys))
+        members.sort(key=ordering(keys))
         ordered = [tuple(_sort_key(fn(ctx)) for fn, _ in keys) for ctx in members]
         peers = list(range(len(members)))  # the last position of each row's peers
         for i in range(len(members) - 2, -1, -1):

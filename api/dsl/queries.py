@@ -381,8 +381,9 @@ def _sort_key(value):
     return (0, value)
 
 
-def _order(rows: list, keys: list) -> list:
-    """``rows`` of ``(output, ctx)`` sorted by ``keys`` of ``(fn, descending)``."""
+def ordering(keys: list):
+    """A sort key by ORDER BY ``keys`` of ``(fn, descending)``, NULLs last ascending (as
+    Calcite); ties keep the rows' order."""
     def compare(a, b):
         for fn, descending in keys:
             x, y = _sort_key(fn(a)), _sort_key(fn(b))
@@ -390,4 +391,9 @@ def _order(rows: list, keys: list) -> list:
                 result = -1 if x < y else 1
                 return -result if descending else result
         return 0
-    return sorted(rows, key=functools.cmp_to_key(compare))
+    return functools.cmp_to_key(compare)
+
+
+def _order(rows: list, keys: list) -> list:
+    """``rows`` of ``(output, ctx)`` sorted by ``keys`` of ``(fn, descending)``."""
+    return sorted(rows, key=ordering(keys))
