@@ -46,6 +46,7 @@ from scipy.sparse import csgraph
 
 from gyreflow.api import Environment, SizeTumblingWindow
 from gyreflow.api import graph_algorithms as algorithms
+from gyreflow.api.connectors.sources import GeneratorSource
 from gyreflow.api.graph import ArrayVertexCompute, Edge, GraphView, RemoveEdge
 from gyreflow.api.graph.incremental_algorithms import ArrayIncrementalPageRank
 
@@ -89,22 +90,44 @@ class Upkeep(ArrayVertexCompute):
         return np.zeros(len(values), dtype=bool)
 
 
+# algorithm: (incremental job, full recomputation of the same result in every window)
+JOBS = {
+    "wcc": (algorithms.incremental_wcc, algorithms.wcc),
+    "bfs": (lambda g: algorithms.incremental_bfs(g, 0), lambda g: algorithms.bfs(g, 0)),
+    "sssp": (lambda g: algorithms.incremental_sssp(g, 0), lambda g: algorithms.sssp(g, 0)),
+    "pagerank": (lambda g: algorithms.incremental_pagerank(g, tolerance=TOLERANCE),
+                 lambda g: g.compute(ArrayIncrementalPageRank(tolerance=TOLERANCE))),
+}
+
+
 def make_windows(vertices: int, windows: int, removal_share: float, seed: int,
                  new_vertex_share: float = 0.0, share: float = 0.01):
     """``(batches, final edges)``: window 1 the whole graph, then ``share`` of its edges changed
     per window."""
     rng = random.Random(seed)
-    count = vertices
     graph = nx.barabasi_albert_graph(vertices, 5, seed=seed)
     present = {(min(a, b), max(a, b)): rng.randint(1, 9) for a, b in graph.edges}
     batches = [[Edge(a, b, w) for (a, b), w in present.items()]]
-    for _ in range(windows - 1):
-        changes = []
-        for _ in range(max(1, round(len(present) * share))):
+    batches += change_windows(present, vertices, windows - 1, rng, removal_share,
+                              new_vertex_share, share=share)
+    return batches, present
+
+
+def change_windows(present: dict, count: int, windows: int, rng: random.Random,
+                   removal_share: float, new_vertex_share: float, share: float = 0.01,
+                   changes: int | None = None) -> list[list]:
+    """``windows`` windows of changes to ``present`` (``{(a, b): weight}`` with ``a < b``, ids
+    below ``count``; changed in place): ``changes`` a window, or ``share`` of the edges present,
+    ``removal_share`` of them removals of present edges, the rest new edges, ``new_vertex_share``
+    of which attach a new vertex."""
+    batches = []
+    for _ in range(windows):
+        here = []
+        for _ in range(changes if changes is not None else max(1, round(len(present) * share))):
             if rng.random() < removal_share:
                 pair = rng.choice(list(present)) if len(present) < 50_000 else _pick(rng, present)
                 del present[pair]
-                changes.append(RemoveEdge(*pair))
+                here.append(RemoveEdge(*pair))
             else:
                 a, b = rng.randrange(count), rng.randrange(count)
                 if rng.random() < new_vertex_share:
@@ -113,9 +136,9 @@ def make_windows(vertices: int, windows: int, removal_share: float, seed: int,
                 if a == b or pair in present:
                     continue
                 present[pair] = rng.randint(1, 9)
-                changes.append(Edge(*pair, present[pair]))
-        batches.append(changes)
-    return batches, present
+                here.append(Edge(*pair, present[pair]))
+        batches.append(here)
+    return batches
 
 
 def _pick(rng: random.Random, present: dict):
@@ -125,8 +148,9 @@ def _pick(rng: random.Random, present: dict):
     return next(iter(present))
 
 
-def run(batches, job) -> tuple[list[float], list]:
-    """The window times and the output of the last window's results folded."""
+def run(batches, job, listener=None) -> tuple[list[float], list]:
+    """The window times and the output of the last window's results folded (``batches``: a list
+    of windows' records, or a function giving an iterator of them)."""
     env = Environment.local(1, progress=False, config={"state.backend": "memory",
                                                         "control.enabled": False,
                                                         "scheduler.max_flying_windows": 1})
@@ -134,10 +158,11 @@ def run(batches, job) -> tuple[list[float], list]:
 
     @pipeline.task(name="changes")
     def changes(ctx):
-        edges = ctx.source(batches, SizeTumblingWindow(1), parallelism=1).flat_map(list)
+        source = GeneratorSource(batches) if callable(batches) else batches
+        edges = ctx.source(source, SizeTumblingWindow(1), parallelism=1).flat_map(list)
         job(GraphView(None, edges, directed=False)).collect("out")
 
-    result = pipeline.execute()
+    result = pipeline.execute(listener=listener)
     seconds = [m.seconds for m in result["changes"].windows]
     folded: dict = {}
     for window in sorted(result["changes"].collected["out"]):
@@ -266,13 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     grown = max(seen) + 1
     changed = sum(len(b) for b in batches[1:]) // (len(batches) - 1)
     err.print(f"{machine_line()}; {len(present):,} edges, {changed:,} changes per window")
-    jobs = {
-        "wcc": (algorithms.incremental_wcc, algorithms.wcc),
-        "bfs": (lambda g: algorithms.incremental_bfs(g, 0), lambda g: algorithms.bfs(g, 0)),
-        "sssp": (lambda g: algorithms.incremental_sssp(g, 0), lambda g: algorithms.sssp(g, 0)),
-        "pagerank": (lambda g: algorithms.incremental_pagerank(g, tolerance=TOLERANCE),
-                     lambda g: g.compute(ArrayIncrementalPageRank(tolerance=TOLERANCE))),
-    }
+    jobs = JOBS
     upkeep_seconds, _ = run(batches, lambda g: g.incremental_compute(Upkeep()))
     upkeep = statistics.median(upkeep_seconds[1:])
     err.print(f"  upkeep: {', '.join(f'{s:.3f}' for s in upkeep_seconds)} s")
