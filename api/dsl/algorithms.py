@@ -177,6 +177,7 @@ ALGORITHMS = {
     "common_neighbors": common_neighbors, "jaccard_similarity": jaccard_similarity,
     "closeness_centrality": closeness_centrality, "inc_khop": walks,
     "edge_iterator_test": edge_iterator_test,
+    "inc_wcc": wcc,  # over a graph read once: every vertex's component (its first window)
 }
 ALGORITHMS.update(ITERATIVE)
 

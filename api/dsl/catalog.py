@@ -57,7 +57,7 @@ class Table:
         if self.kind == "graphdata":
             from gyreflow.api.dsl.rows import read_json_rows
 
-            rows = read_json_rows(self.options["path"], types)
+            rows = read_json_rows(self.options["path"], types, self.options.get("exclude", ()))
             return iter([rows]) if lazy else rows
         if self.kind == "jdbc":
             from gyreflow.api.dsl.jdbc import read_jdbc
@@ -100,6 +100,7 @@ class Catalog:
         self.graph_cache: dict = {}
         self.current_graph: str | None = None
         self.subquery_compiler = None  # set while a MATCH is evaluated (graphs.py)
+        self.window = None  # streaming.Window: a window of graphs the script's inserts stream in
 
     def copy(self) -> Catalog:
         other = Catalog(self.settings, self.root)
@@ -108,7 +109,7 @@ class Catalog:
         other.graphs, other.graph_dirs, other.gql = dict(self.graphs), dict(self.graph_dirs), dict(self.gql)
         other.extra, other.graph_cache = dict(self.extra), self.graph_cache
         other.current_graph = self.current_graph
-        other.subquery_compiler = self.subquery_compiler
+        other.subquery_compiler, other.window = self.subquery_compiler, self.window
         return other
 
     def __getstate__(self):
@@ -188,7 +189,7 @@ class Catalog:
         if key in self.gql:
             from gyreflow.api.dsl.graph_queries import evaluate_gql
 
-            return evaluate_gql(self.gql[key], self)
+            return evaluate_gql(self.gql[key], self, key)
         if key in self.views:
             view = self.views[key]
             result = self.evaluate(view.query)

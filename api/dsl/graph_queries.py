@@ -20,28 +20,31 @@ from gyreflow.api.dsl.graphs import (
     load_graph,
 )
 from gyreflow.api.dsl.queries import QueryError, Relation, Scope
+from gyreflow.api.dsl.streaming import assp, match_starts
 
 
-def evaluate_gql(query: GqlQuery, catalog) -> Relation:
-    """The rows of a MATCH block: its bindings, filtered, then RETURNed."""
+def evaluate_gql(query: GqlQuery, catalog, block: str = "") -> Relation:
+    """The rows of a MATCH block: its bindings, filtered, then RETURNed. Over a graph the script's
+    inserts stream in (``catalog.window``), a CALL gives what its window changed, and a MATCH
+    starts where GeaFlow's dynamic traversal starts (``streaming.match_starts``)."""
     if query.graph is None:
         raise QueryError("a MATCH needs a graph: USE GRAPH name first")
+    if query.call is not None:
+        return _called(query, catalog, block)
     graph = load_graph(query.graph, catalog)
     filters = _Filters(catalog)
     order = Variables(_variables(query))
     order.schema = _schema(query, order, catalog)
-    if query.call is not None:
-        name, args, columns = query.call
-        values = [Scope(Relation([], []), catalog).compile(a)(((), None)) for a in args]
-        rows = call(catalog.algorithm(name) or name, graph, values)
-        relation = Relation([(None, c.lower()) for c in columns], [tuple(r[:len(columns)]) for r in rows])
-        if query.returns is None:
-            return relation
-        return catalog.with_relation("__bindings", relation).evaluate(query.returns)
+    request = _request_table(query, order, catalog)
+    starts = match_starts(query, graph, catalog.window, catalog.settings) if request is None else None
+    if starts is not None:  # the row matcher from those vertices
+        first = query.matches[0].patterns[0][0].var
+        seeds = [{first: graph.vertices[v]} for v in sorted(starts, key=str) if v in graph.vertices]
+        relation = bindings_relation(_match(query, graph, seeds, order, filters, catalog), order)
+        return _returned(query, relation, order, catalog)
     if query.subqueries:
         catalog = catalog.copy()
         catalog.subquery_compiler = SubQueries(query, graph, filters).compile
-    request = _request_table(query, order, catalog)
     result = _returned_on_arrays(query, graph, filters, catalog) if request is None else None
     if result is not None:  # the RETURN computed on the bindings' arrays (graph_returns)
         return _filtered(query, result, catalog)
@@ -67,12 +70,40 @@ def evaluate_gql(query: GqlQuery, catalog) -> Relation:
             filters.request = (request, values)
             bindings.extend(_match(query, graph, [{request: values}], order, filters, catalog))
         relation = bindings_relation(bindings, order)
+    return _returned(query, relation, order, catalog)
+
+
+def _returned(query: GqlQuery, relation: Relation, order, catalog) -> Relation:
+    """The RETURN of a block's bindings (or the bindings), then its THEN FILTERs."""
     if query.returns is None:
         result = Relation([c for c in relation.columns if c[0] is None],
                           [r[:len(order)] for r in relation.rows])
     else:
         result = catalog.with_relation("__bindings", relation).evaluate(query.returns)
     return _filtered(query, result, catalog)
+
+
+def _called(query: GqlQuery, catalog, block: str) -> Relation:
+    """The rows of a CALL block: over a streamed graph, the rows the engine's incremental program
+    gave this window (``streaming.ENGINE_CALLS``), or ``assp`` from this window's changes."""
+    name, args, columns = query.call
+    algorithm = catalog.algorithm(name) or name
+    window = catalog.window
+    if window is not None and block in window.calls:
+        rows = sorted((catalog.rows or {}).get(block, ()), key=lambda r: (str(type(r[0])), r[0]))
+    else:
+        graph = load_graph(query.graph, catalog)
+        values = [Scope(Relation([], []), catalog).compile(a)(((), None)) for a in args]
+        if algorithm.lower() == "assp":
+            streamed = window is not None and query.graph.lower() in window.changed
+            rows = assp(graph, window.changed[query.graph.lower()] if streamed else None,
+                        window.memory.setdefault(block, {}) if streamed else {})
+        else:
+            rows = call(algorithm, graph, values)
+    relation = Relation([(None, c.lower()) for c in columns], [tuple(r[:len(columns)]) for r in rows])
+    if query.returns is None:
+        return relation
+    return catalog.with_relation("__bindings", relation).evaluate(query.returns)
 
 
 def _filtered(query: GqlQuery, result: Relation, catalog) -> Relation:

@@ -107,9 +107,10 @@ class QueryFunction(ProcessFunction):
     graph (``graph``) grow window by window: a MATCH runs each window over the graph so far."""
 
     def __init__(self, query, catalog: Catalog, incremental: bool, graph: frozenset = frozenset(),
-                 where: str = "") -> None:
+                 where: str = "", changes=None) -> None:
         self.query, self.catalog, self.incremental, self.graph = query, catalog, incremental, graph
         self.where = where  # "statement N, line L": named by an error while the query runs
+        self.changes = changes  # streaming.Changes of the graphs the script's inserts stream in
 
     def process(self, record, ctx) -> None:
         name, row = record
@@ -121,15 +122,22 @@ class QueryFunction(ProcessFunction):
     def on_notify(self, window, ctx) -> None:
         state = ctx.get_state(None) or {"all": {}, "windows": {}, "last": None}
         rows = state["windows"].pop(window, {})
-        for name, added in rows.items():
+        added = rows
+        for name, new in rows.items():
             if self.incremental or name in self.graph:
-                state["all"].setdefault(name, []).extend(added)
+                state["all"].setdefault(name, []).extend(new)
         if self.incremental:
             rows = state["all"]
         elif self.graph:
             rows = {**rows, **{name: state["all"].get(name, []) for name in self.graph}}
+        catalog = self.catalog.bound(rows)
+        if self.changes is not None:  # the graph so far, and what this window changed of it
+            from gyreflow.api.dsl.streaming import Window
+
+            catalog.window = Window(window, self.changes.touched(added), state.setdefault("memory", {}),
+                                    self.changes.calls)
         try:
-            result = evaluate(self.query, self.catalog.bound(rows)).rows
+            result = evaluate(self.query, catalog).rows
         except QueryError as exc:
             raise QueryError(f"{self.where}: {exc.message}" if self.where else exc.message) from None
         emitted = result
@@ -157,21 +165,28 @@ def window_of(table: Table, settings: dict):
     return AllWindow() if size <= 0 else SizeTumblingWindow(size)
 
 
-def plan_insert(ctx, query, catalog: Catalog, sink, number: int = 0, where: str = "") -> None:
+def plan_insert(ctx, query, catalog: Catalog, sink, number: int = 0, where: str = "",
+                streamed=None) -> None:
     """Add to a pipeline task the streams of ``INSERT INTO sink query``: over one table, its own
-    operators where they fit (``lowering``), else one query operator over every table it reads."""
-    shape = shape_of(query, catalog)
+    operators where they fit (``lowering``), else one query operator over every table it reads
+    (and over the graphs the task's inserts stream in: ``streamed``, a ``streaming.Streamed``)."""
+    _attach(plan_stream(ctx, query, catalog, where, streamed), sink, number)
+
+
+def plan_stream(ctx, query, catalog: Catalog, where: str = "", streamed=None):
+    """The stream of a query's result rows (see ``plan_insert``)."""
+    shape = shape_of(query, catalog) if streamed is None else None
     if shape is not None:
-        _attach(plan_shape(shape, catalog, functools.partial(_table_rows, ctx, catalog), where), sink,
-                number)
-        return
+        return plan_shape(shape, catalog, functools.partial(_table_rows, ctx, catalog), where)
     tables = catalog.base_tables(query)
     streams = []
     for name in tables:
         table = catalog.tables[name]
-        stream = _table_rows(ctx, catalog, name).map(functools.partial(_tag, name)).with_name(
+        stream = graph_rows(ctx, catalog, name, streamed).map(functools.partial(_tag, name)).with_name(
             f"rows of {table.name}")
         streams.append(stream)
+    for name, changed in (streamed.calls.items() if streamed is not None else ()):
+        streams.append(changed.map(functools.partial(_tag, name)).with_name(f"rows of {name}"))
     batch = all(catalog.tables[n].window_size(catalog.settings) <= 0 for n in tables)
     if not streams or (batch and _global_aggregate(query)):
         # a query of constants, or an aggregate without GROUP BY over whole tables, which gives its
@@ -182,9 +197,28 @@ def plan_insert(ctx, query, catalog: Catalog, sink, number: int = 0, where: str 
         catalog.tables[n].window_size(catalog.settings) > 0 for n in tables)
     sources = catalog.graph_sources()
     graph = frozenset(n for n in tables if catalog.tables[n].kind == "graphdata" or n in sources)
-    result = (merged.key_by(_one_key).process(QueryFunction(query, catalog.copy(), incremental, graph, where))
-              .with_name("query").with_parallelism(1))
-    _attach(result, sink, number)
+    changes = streamed.changes if streamed is not None else None
+    return (merged.key_by(_one_key).process(QueryFunction(query, catalog.copy(), incremental, graph, where,
+                                                          changes))
+            .with_name("query").with_parallelism(1))
+
+
+def graph_rows(ctx, catalog: Catalog, name: str, streamed=None):
+    """The rows of table ``name``; of a graph's label the task's inserts stream in, those of its
+    folder that other jobs wrote and the inserts' rows window by window."""
+    if streamed is None:
+        return _table_rows(ctx, catalog, name)
+    if name in streamed.made:
+        return streamed.made[name]
+    if name not in streamed.tables:
+        streamed.made[name] = _table_rows(ctx, catalog, name)
+        return streamed.made[name]
+    table = catalog.tables[name]
+    kept = Table(table.name, table.columns, {**table.options, "exclude": streamed.exclude[name]})
+    stored = ctx.source(TableSource(kept, catalog.settings, catalog.root), AllWindow(),
+                        name=f"table {table.name}").with_parallelism(1)
+    streamed.made[name] = stored.union(*streamed.tables[name]).with_name(f"changes of {table.name}")
+    return streamed.made[name]
 
 
 def _global_aggregate(query) -> bool:
@@ -220,7 +254,14 @@ def _reorder(positions: tuple, row: tuple) -> tuple:
     return tuple(row[i] if i is not None else None for i in positions)
 
 
-def sink_of(statement, catalog: Catalog, graph_target):
+def graph_prefix(job: str, number: int) -> str:
+    """The names of the files an INSERT of statement ``number`` of job ``job`` keeps a graph's rows
+    in: a stored graph keeps the rows of every job that inserted into it, and a job run again (or
+    resumed) replaces its own."""
+    return f"{job}-statement{number}" if job else f"statement{number}"
+
+
+def sink_of(statement, catalog: Catalog, graph_target, job: str = ""):
     """Where an INSERT's rows go: a file table, a database table, or a label of a graph (kept as
     JSON lines in the graph's folder, its columns in the type's order)."""
     if graph_target is not None:
@@ -232,7 +273,7 @@ def sink_of(statement, catalog: Catalog, graph_target):
             positions = tuple(at[given.index(c)] if c in given else None for c in order)
             folder = os.path.join(catalog.graph_dirs[graph.name.lower()], element.label.lower())
             sinks.append((functools.partial(_reorder, positions),
-                          FileSink(folder, format=json_row, prefix=f"statement{statement.number}",
+                          FileSink(folder, format=json_row, prefix=graph_prefix(job, statement.number),
                                    extension=".jsonl")))
         return sinks
     table = catalog.table(statement.name)

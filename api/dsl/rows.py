@@ -342,15 +342,16 @@ def format_row(row: tuple, separator: str = ",") -> str:
     return separator.join(java_string(v) for v in row)
 
 
-def read_json_rows(folder: str, types: list[str]) -> list[tuple]:
-    """Rows kept as JSON arrays, one a line, in the files of ``folder`` (none when it is missing)."""
+def read_json_rows(folder: str, types: list[str], exclude: tuple = ()) -> list[tuple]:
+    """Rows kept as JSON arrays, one a line, in the files of ``folder`` (none when it is missing),
+    but those of files whose names start with one of ``exclude``."""
     import json
 
     if not os.path.isdir(folder):
         return []
     rows = []
     for name in sorted(os.listdir(folder)):
-        if name.startswith("."):
+        if name.startswith(".") or name.startswith(tuple(exclude)):
             continue
         with open(os.path.join(folder, name), encoding="utf-8") as file:
             for line in file:

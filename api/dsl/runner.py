@@ -6,6 +6,7 @@ import os
 import re
 import tempfile
 
+from gyreflow.api.dsl import streaming
 from gyreflow.api.dsl.catalog import Catalog
 from gyreflow.api.dsl.gql import cut_matches, parse_create_graph, parse_gql
 from gyreflow.api.dsl.lowering import shape_of
@@ -153,6 +154,7 @@ def build(env, text: str, settings: dict | None = None, root: str | None = None,
     statements, catalog = prepare(text, settings, root)
     pipeline = env.pipeline(name)
     state = Catalog(dict(settings or {}), catalog.root)
+    planned = []  # (statement, the catalogue as it stood there, its graph targets) per INSERT/SELECT
     for statement in statements:  # each task sees the catalogue as it stood at its statement
         if statement.kind == "use":
             continue
@@ -160,9 +162,16 @@ def build(env, text: str, settings: dict | None = None, root: str | None = None,
         if statement.kind in ("insert", "query"):
             snapshot = state.copy()
             snapshot.settings = dict(state.settings)
-            sink = sink_of(statement, snapshot, _graph_target(statement, snapshot)) \
-                if statement.kind == "insert" else None
+            target = _graph_target(statement, snapshot) if statement.kind == "insert" else None
+            planned.append((statement, snapshot, target))
+    job = streaming.job_name(name)
+    for group in streaming.groups(planned):
+        if len(group) == 1:
+            statement, snapshot, target = planned[group[0]]
+            sink = sink_of(statement, snapshot, target, job) if statement.kind == "insert" else None
             _add_task(pipeline, statement, snapshot, sink, plan_insert)
+        else:  # INSERTs into a graph and the query over it, per window in one task
+            _add_group(pipeline, [planned[i] for i in group], job)
     return pipeline
 
 
@@ -172,6 +181,17 @@ def _add_task(pipeline, statement, catalog, sink, plan_insert) -> None:
     def task(ctx):
         plan_insert(ctx, statement.query, catalog, sink, statement.number,
                     f"statement {statement.number}, line {statement.line}")
+    task.__name__ = label
+    pipeline.task(task, name=label)
+
+
+def _add_group(pipeline, planned: list, job: str) -> None:
+    from gyreflow.api.dsl.planning import graph_prefix, plan_insert, plan_stream, sink_of
+
+    label = "statements-" + "-".join(str(s.number) for s, _, _ in planned)
+
+    def task(ctx):
+        streaming.plan_group(ctx, planned, job, plan_stream, plan_insert, sink_of, graph_prefix)
     task.__name__ = label
     pipeline.task(task, name=label)
 
