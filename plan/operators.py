@@ -131,6 +131,22 @@ class JoinSpec(OperatorSpec):
 
 
 @attrs.frozen(eq=False)
+class StreamJoinSpec(OperatorSpec):
+    """Join of two keyed inputs across windows (``how``: inner, left, right, full): each key's rows
+    of both sides are kept, each window joins its rows with everything so far; ``ttl`` (windows)
+    drops a row that many windows after its own."""
+
+    left_key: Callable
+    right_key: Callable
+    fn: Callable | None = None
+    how: str = "inner"
+    ttl: int | None = None
+    op = "stream_join"
+    kind = OperatorKind.TWO_INPUT
+    keyed = True
+
+
+@attrs.frozen(eq=False)
 class TimestampSpec(OperatorSpec):
     """Give every record its event time ``ts_fn(record)``; the watermark trails the largest time seen
     by ``max_delay`` seconds; a task without records for ``idle_timeout`` seconds stops holding it."""

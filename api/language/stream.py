@@ -328,13 +328,35 @@ class KeyedStream(Stream):
                                    fn or _pair, inner, ttl, merged)
         return self._then(spec, [self, table])
 
-    def join(self, other: KeyedStream, fn: Callable | None = None) -> Stream:
+    def join(self, other: KeyedStream, fn: Callable | None = None, *, how: str = "inner",
+             across_windows: bool = False, ttl: int | None = None) -> Stream:
         """Inner join with ``other`` per window: emits ``fn(left, right)`` for every pair of records
-        with equal keys in the same window (``(key, left, right)`` when ``fn`` is None)."""
+        with equal keys in the same window (``(key, left, right)`` when ``fn`` is None).
+
+        ``across_windows=True`` is a regular stream join (Flink SQL's): each key's records of both
+        sides are kept in keyed state, and a window emits its new records joined with every
+        record so far of the other side (new with new once), at the cost of its own records and
+        their matches. ``how`` (``"inner"``, ``"left"``, ``"right"``, ``"full"``): a new record
+        without a match so far is emitted at its window's end with ``None`` for the other side,
+        and its later matches as they come (nothing is retracted). ``ttl`` drops a record that
+        many windows after its own (it meets the records of windows ``w`` to ``w + ttl``), so
+        that state stays bounded. See docs/windows.md, *Stream-stream join*."""
         if not isinstance(other, KeyedStream):
             msg = "join needs a keyed stream on both sides: call .key_by(...) on the other stream"
             raise TypeError(msg)
-        spec = specs.JoinSpec(self.key_fn, other.key_fn, fn)
+        if how not in ("inner", "left", "right", "full"):
+            msg = f"join how={how!r}: one of 'inner', 'left', 'right', 'full'"
+            raise ValueError(msg)
+        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 1):
+            msg = f"ttl is a number of windows >= 1, got {ttl!r}"
+            raise ValueError(msg)
+        if not across_windows and (how != "inner" or ttl is not None):
+            msg = "join(how=..., ttl=...) joins across windows: add across_windows=True"
+            raise ValueError(msg)
+        if across_windows:
+            spec = specs.StreamJoinSpec(self.key_fn, other.key_fn, fn, how, ttl)
+        else:
+            spec = specs.JoinSpec(self.key_fn, other.key_fn, fn)
         return self._then(spec, [self, other])
 
 

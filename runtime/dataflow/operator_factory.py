@@ -39,6 +39,10 @@ def build_operator(name: str, spec: specs.OperatorSpec) -> Operator:
         return UnionOperator(name)
     if isinstance(spec, specs.JoinSpec):
         return JoinOperator(name, spec.left_key, spec.right_key, spec.fn)
+    if isinstance(spec, specs.StreamJoinSpec):
+        from gyreflow.runtime.dataflow.stream_join import StreamJoinOperator
+
+        return StreamJoinOperator(name, spec.left_key, spec.right_key, spec.fn, spec.how, spec.ttl)
     if isinstance(spec, specs.SinkSpec):
         return SinkOperator(name, spec.sink)
     if isinstance(spec, specs.CollectSpec):
