@@ -171,13 +171,17 @@ def _engine_call(ctx, name: str, query, catalog, streamed: Streamed):
     from gyreflow.api.graph import GraphView
     from gyreflow.api.graph_algorithms import incremental_bfs, incremental_wcc
 
-    view = GraphView(vertices[0].union(*vertices[1:]) if vertices else None, edges[0].union(*edges[1:]),
-                     directed=kind == "bfs", name=f"graph {graph.name}")
+    view = GraphView(_union(vertices) if vertices else None, _union(edges), directed=kind == "bfs",
+                     name=f"graph {graph.name}")
     if kind == "bfs":
         changed = incremental_bfs(view, args[0])
     else:
         changed = incremental_wcc(view)
     return changed.filter(_reached).with_name(f"{query.call[0]} changes")
+
+
+def _union(streams: list):
+    return streams[0].union(*streams[1:]) if len(streams) > 1 else streams[0]
 
 
 def _pick(position: int, row: tuple):
