@@ -184,6 +184,29 @@ def test_the_watermark_before_each_row_is_the_largest_time_before_it(times, late
     assert after == running
 
 
+@settings(max_examples=200, deadline=None)
+@given(pairs=st.lists(st.tuples(st.sampled_from(["a", "b", None, "d"]),
+                                st.sampled_from([-20.0, -10.0, 0.0, 10.0, 1e15, 2.5])),
+                      max_size=60),
+       sliding=st.booleans())
+def test_a_batch_counts_each_key_and_window_as_a_counter_does(pairs, sliding):
+    """The count of a batch's rows per (key, window start), numbered in numpy, against a Counter;
+    a null key counts as None, and a row may join several windows (sliding)."""
+    import numpy as np
+
+    from gyreflow.runtime.dataflow.columns.batch import Column
+    from gyreflow.runtime.dataflow.time.event_columns import aggregate_windows
+
+    batch = ColumnBatch(pa.record_batch({"key": pa.array([k for k, _ in pairs], pa.string())}))
+    rows = list(range(len(pairs))) * (2 if sliding else 1)
+    starts = [s for _, s in pairs] + ([s + 5.0 for _, s in pairs] if sliding else [])
+    got = aggregate_windows(batch, Column("key"), np.asarray(rows, dtype=np.int64),
+                            np.asarray(starts, dtype=np.float64), ("count", None))
+    oracle = Counter((pairs[row][0], start) for row, start in zip(rows, starts, strict=True))
+    assert sorted(got, key=repr) == sorted(((k, s, n) for (k, s), n in oracle.items()), key=repr)
+    assert all(type(n) is int and type(s) is float for _, s, n in got)
+
+
 def test_rows_after_a_stamped_batch_are_the_row_path_items():
     import numpy as np
 

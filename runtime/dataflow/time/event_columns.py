@@ -136,30 +136,42 @@ def window_starts(ts, current, size: float, slide: float):
 
 
 def aggregate_windows(batch: ColumnBatch, key: Column, rows, starts, form: tuple) -> list:
-    """``[(key, start, accumulator)]`` of the rows ``rows`` in their windows ``starts``, aggregated
-    in Arrow: a count, or the sum/min/max of a column (nulls skipped, as ``ColumnAggregate``)."""
+    """``[(key, start, accumulator)]`` of the rows ``rows`` in their windows ``starts``: a count
+    (in numpy), or the sum/min/max of a column in Arrow (nulls skipped, as ``ColumnAggregate``)."""
+    keys, codes = encode_keys(batch, key)
+    kind, column = form
+    if kind == "count":
+        return _count_windows(keys, codes[rows], starts)
     import pyarrow as pa
     import pyarrow.compute as pc
 
     from gyreflow.runtime.dataflow.columns.batch import ColumnAggregate, exact
 
-    keys, codes = encode_keys(batch, key)
-    kind, column = form
-    table = {"code": pa.array(codes[rows]), "start": pa.array(starts)}
-    if kind == "count":
-        spec = ("start", "count", pc.CountOptions(mode="all"))
-        name = "start_count"
-    else:
-        values = ColumnAggregate(kind, column).exact_values(batch.column(column)).take(pa.array(rows))
-        table["value"] = values
-        spec = (("value", "sum", pc.ScalarAggregateOptions(min_count=0)) if kind == "sum"
-                else ("value", kind))
-        name = f"value_{kind}"
+    values = ColumnAggregate(kind, column).exact_values(batch.column(column)).take(pa.array(rows))
+    table = {"code": pa.array(codes[rows]), "start": pa.array(starts), "value": values}
+    spec = (("value", "sum", pc.ScalarAggregateOptions(min_count=0)) if kind == "sum"
+            else ("value", kind))
     grouped = pa.table(table).group_by(["code", "start"]).aggregate([spec])
-    accumulators = [exact(v) for v in grouped[name].to_pylist()] if kind != "count" \
-        else grouped[name].to_pylist()
+    accumulators = [exact(v) for v in grouped[f"value_{kind}"].to_pylist()]
     return list(zip([keys[c] for c in grouped["code"].to_pylist()],
                     grouped["start"].to_pylist(), accumulators, strict=True))
+
+
+def _count_windows(keys: list, codes, starts) -> list:
+    """``[(key, start, count)]`` of rows with key ``keys[codes[i]]`` in window ``starts[i]``, by
+    key and then start: one ``bincount`` over (key, window) pairs numbered in numpy, not an Arrow
+    group_by (whose Acero plan costs more than the count of a batch, and its import pulls in
+    pyarrow.dataset)."""
+    import numpy as np
+
+    if not len(codes):
+        return []
+    distinct, window = np.unique(starts, return_inverse=True)
+    width = len(distinct)
+    counts = np.bincount(codes.astype(np.int64) * width + window.reshape(-1))
+    pairs = np.flatnonzero(counts)
+    return list(zip([keys[c] for c in (pairs // width).tolist()],
+                    distinct[pairs % width].tolist(), counts[pairs].tolist(), strict=True))
 
 
 def merge_windows(data: dict, changed: set, groups: list, merge) -> None:
