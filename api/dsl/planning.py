@@ -178,6 +178,12 @@ def plan_stream(ctx, query, catalog: Catalog, where: str = "", streamed=None):
     shape = shape_of(query, catalog) if streamed is None else None
     if shape is not None:
         return plan_shape(shape, catalog, functools.partial(_table_rows, ctx, catalog), where)
+    if streamed is None:  # joins, DISTINCT, UNION over tables read in windows: per window's rows
+        from gyreflow.api.dsl.stream_queries import plan_stream_query
+
+        planned = plan_stream_query(query, catalog, functools.partial(_table_rows, ctx, catalog), where)
+        if planned is not None:
+            return planned
     tables = catalog.base_tables(query)
     streams = []
     for name in tables:
