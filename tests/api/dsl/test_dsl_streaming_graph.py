@@ -206,3 +206,17 @@ def test_a_run_killed_in_the_middle_resumes_to_the_uninterrupted_runs_windows(tm
         results[name] = {n: (folder / "out" / n).read_text() for n in sorted(os.listdir(folder / "out"))}
         assert [sorted(w) for w in per_window(folder / "out")] == expected
     assert results["killed"] == results["whole"]
+
+
+def test_a_stored_graph_keeps_the_rows_of_every_job_that_inserted_into_it(tmp_path):
+    graph = ("CREATE GRAPH kept (Vertex person (id bigint ID, name varchar)) WITH (storeType='rocksdb');\n")
+    settings = {"geaflow.file.persistent.root": str(tmp_path / "graphs")}
+    env = Environment.local(progress=False)
+    for job, (vid, name) in enumerate([(2, "vadas"), (6, "peter")]):
+        run(env, graph + f"INSERT INTO kept.person SELECT {vid}, '{name}';", settings, root=str(tmp_path),
+            name=f"write-{job}")
+    run(env, graph + "INSERT INTO kept.person SELECT 2, 'vadas';", settings, root=str(tmp_path),
+        name="write-0", fresh=True)  # the first job again: its own rows replaced, not doubled
+    result = run(env, graph + "USE GRAPH kept;\nSELECT * FROM (MATCH (a) RETURN a.id, a.name);", settings,
+                 root=str(tmp_path), name="read")
+    assert sorted(result.output("rows-3")) == [(2, "vadas"), (6, "peter")]
