@@ -150,7 +150,7 @@ class StreamJoinOperator(Operator):
         out: list = []
         pair = None
         try:
-            for key in lefts.keys() | rights.keys():
+            for key in [*lefts, *(k for k in rights if k not in lefts)]:  # in the order they came
                 slot = self._slot(key)
                 entries = data.get(slot)
                 if entries is None:
