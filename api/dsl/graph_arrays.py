@@ -62,6 +62,11 @@ def why_rows(query: GqlQuery) -> str | None:
             return "alternative paths (| |+|)"
         if clause.order is not None:
             return "ORDER BY or LIMIT before RETURN"
+        if any(path[i].var.startswith("__") and path[i - 1].var.lower() in bound
+               and path[i + 1].var.lower() in bound and not path[i - 1].var.startswith("__")
+               and not path[i + 1].var.startswith("__")
+               for path in clause.patterns for i in range(1, len(path) - 1, 2)):
+            return "an unnamed edge between vertices earlier MATCH clauses bound (a row per direction)"
         bound |= {item.var.lower() for path in clause.patterns for item in path}
         if number < len(query.matches) and not _reads_only_bound(clause.where, bound):
             return "a MATCH's WHERE that reads a name no MATCH so far binds"

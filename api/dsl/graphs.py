@@ -170,15 +170,18 @@ def _steps(graph: Graph, vertex, edge: EdgePattern, filters: _Filters):
                 yield e.turned(), graph.vertices[e.src]
 
 
-def _walks(graph, vertex, edge: EdgePattern, filters):
-    """``(edge, end)`` of walks of ``edge.hops`` steps (the last edge stands for the walk)."""
+def _walks(graph, vertex, edge: EdgePattern, filters, node=None, binding=None):
+    """``(edge, end)`` of walks of ``edge.hops`` steps (the last edge stands for the walk). As in
+    GeaFlow, whose loop body is the edge and its end node, every vertex a walk steps on passes the
+    end ``node``'s filters (``-[:replyOf]->{0,}(post:Post)`` goes on through posts only)."""
     if edge.hops is None:
         yield from _steps(graph, vertex, edge, filters)
         return
     low, high = edge.hops
     frontier = [(None, vertex)]
     for length in range(1, high + 1):
-        frontier = [(e, end) for _, start in frontier for e, end in _steps(graph, start, edge, filters)]
+        frontier = [(e, end) for _, start in frontier for e, end in _steps(graph, start, edge, filters)
+                    if node is None or filters.test(node, end, binding)]
         if length >= low:
             yield from frontier
     if low == 0:
@@ -206,7 +209,7 @@ def _match_path(graph, path: list, binding: dict, filters: _Filters, known=froze
         after = []
         for current in bindings:
             start = current[path[i - 1].var]
-            for e, end in _walks(graph, start, edge, filters):
+            for e, end in _walks(graph, start, edge, filters, node, current):
                 if node.var in known and node.var not in current:
                     continue
                 if node.var in current:
@@ -301,14 +304,18 @@ def _between_named(query: GqlQuery) -> frozenset:
     """Unnamed edges of a given number of hops between two named nodes: paths that follow them in
     different directions stay apart (``(a)-[:knows]-{0,1}(b)`` over a pair that know each other both
     ways is two paths in GeaFlow's results, LDBC BI 8), while parallel edges followed the same way,
-    and unnamed nodes, are merged."""
-    found = set()
+    and unnamed nodes, are merged. So are those of a later MATCH clause between two nodes earlier
+    clauses bound (a triangle closed by ``MATCH (c)-[:knows]-(a)`` over people who know each other
+    both ways is two paths each, LDBC BI 11)."""
+    found, bound = set(), set()
     for clause in query.matches:
         for path in clause.patterns:
             for i in range(1, len(path) - 1, 2):
-                if path[i].var.startswith("__") and path[i].hops is not None \
-                        and not path[i - 1].var.startswith("__") and not path[i + 1].var.startswith("__"):
+                ends = (path[i - 1].var, path[i + 1].var)
+                if path[i].var.startswith("__") and not any(v.startswith("__") for v in ends) \
+                        and (path[i].hops is not None or all(v in bound for v in ends)):
                     found.add(path[i].var)
+        bound |= {item.var for path in clause.patterns for item in path[0::2]}
     return frozenset(found)
 
 
