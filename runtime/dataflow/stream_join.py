@@ -18,7 +18,7 @@ from __future__ import annotations
 import pickle
 from collections.abc import Callable
 
-from gyreflow.runtime.dataflow.operators import Operator, frozen
+from gyreflow.runtime.dataflow.operators import Operator
 from gyreflow.runtime.errors import RecordError
 from gyreflow.state.keys.keygroups import key_group_of
 from gyreflow.state.keys.logged import logged_table, slot_keys
@@ -135,7 +135,7 @@ class StreamJoinOperator(Operator):
     def _slot(self, key) -> int:
         slot = self.groups.get(key)
         if slot is None:
-            if len(self.groups) > 1 << 20:
+            if len(self.groups) > 1 << 16:  # keys that come once (ids) would only fill it
                 self.groups.clear()
             slot = self.groups[key] = self.slots[key_group_of(key, self.max_parallelism)][0]
         return slot
@@ -184,7 +184,6 @@ class StreamJoinOperator(Operator):
                 added = changes.setdefault(slot, [])
                 for side, rows in ((LEFT, new_left), (RIGHT, new_right)):
                     if rows:
-                        rows = [frozen(row) for row in rows]  # what later windows join is what came
                         entry[side].extend(rows)
                         runs = entry[side + 2]
                         if runs and runs[-1][0] == window:

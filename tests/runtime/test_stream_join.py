@@ -198,16 +198,18 @@ class Snapshots:
             for name, written, removed in table.take_named_changes():
                 for key in removed:
                     self.stored.pop((name, key), None)
-                for key, value in written.items():
+                blob = pickle.dumps(written)  # what a store keeps: the values as they are now
+                for key, value in pickle.loads(blob).items():
                     self.stored[(name, key)] = value
-                written_bytes += len(pickle.dumps(written)) if written else 0
+                written_bytes += len(blob) if written else 0
         self.bytes.append(written_bytes)
 
     def restore_into(self, state: KeyedStateStore) -> None:
         for table in state.tables.values():
             table.data.clear()
             for name in table.stored_names:
-                table.data.update({k: v for (n, k), v in self.stored.items() if n == name})
+                table.data.update({k: pickle.loads(pickle.dumps(v)) for (n, k), v in self.stored.items()
+                                   if n == name})
             table.after_restore(False)
 
 

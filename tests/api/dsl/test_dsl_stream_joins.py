@@ -76,6 +76,7 @@ QUERIES = [
     "SELECT a.id, b.v FROM a INNER JOIN b ON b.k = a.k AND a.x = b.v",
     "SELECT a.s, b.v FROM a JOIN b USING (k)",
     "SELECT * FROM a JOIN b ON a.k = b.k",
+    "SELECT p.id, q.id FROM a p JOIN a q ON p.k = q.k AND p.id < q.id",  # a table with itself
     # outer joins: each row's id shown, so no output row repeats another
     "SELECT a.id, b.id FROM a LEFT JOIN b ON a.k = b.k",
     "SELECT a.id, a.s, b.id, b.v FROM a LEFT OUTER JOIN b ON a.k = b.k AND b.v > 10",
