@@ -15,6 +15,8 @@ from gyreflow.api.dsl.windowing import window_call
 TABLE_TYPES = ("file", "jdbc")
 WINDOW_SIZE = "geaflow.dsl.window.size"
 SEPARATOR = "geaflow.dsl.column.separator"
+# the files in which a stored graph keeps the rows of the tables it was first declared `using`
+USING_PREFIX = "using-"
 TIME_ZONE = "gyreflow.dsl.time.zone"  # where epoch milliseconds are shown (default: this machine's)
 
 
@@ -134,8 +136,10 @@ class Catalog:
                     raise DslError(f"graph {definition.name}: no table {element.table} for {element.label}")
                 columns = element.columns = list(table.columns)
             key = self.graph_table(definition, label)
-            self.tables[key] = Table(key, columns, {"type": "graphdata",
-                                                    "path": os.path.join(directory, label)})
+            options = {"type": "graphdata", "path": os.path.join(directory, label)}
+            if element.table:  # its rows come from the table: not again from what loading it kept
+                options["exclude"] = (USING_PREFIX,)
+            self.tables[key] = Table(key, columns, options)
 
     def graph_sources(self) -> set[str]:
         """The tables graphs are built from (``using``)."""

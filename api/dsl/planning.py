@@ -235,6 +235,11 @@ def _global_aggregate(query) -> bool:
             and any(isinstance(n, exp.AggFunc) for item in query.expressions for n in item.walk()))
 
 
+def table_rows(ctx, catalog: Catalog, name: str):
+    """The rows of table ``name``, in its windows."""
+    return _table_rows(ctx, catalog, name)
+
+
 def _table_rows(ctx, catalog: Catalog, name: str, needed: frozenset | None = None,
                 millis: frozenset = frozenset()):
     table = catalog.tables[name]

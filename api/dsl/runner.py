@@ -159,6 +159,8 @@ def build(env, text: str, settings: dict | None = None, root: str | None = None,
         if statement.kind == "use":
             continue
         apply(statement, state, check=False)
+        if statement.kind == "graph" and _first_using(statement, state):
+            planned.append((statement, state.copy(), USING))
         if statement.kind in ("insert", "query"):
             snapshot = state.copy()
             snapshot.settings = dict(state.settings)
@@ -166,13 +168,49 @@ def build(env, text: str, settings: dict | None = None, root: str | None = None,
             planned.append((statement, snapshot, target))
     job = streaming.job_name(name)
     for group in streaming.groups(planned):
-        if len(group) == 1:
+        if planned[group[0]][2] is USING:
+            _add_using(pipeline, *planned[group[0]][:2], job)
+        elif len(group) == 1:
             statement, snapshot, target = planned[group[0]]
             sink = sink_of(statement, snapshot, target, job) if statement.kind == "insert" else None
             _add_task(pipeline, statement, snapshot, sink, plan_insert)
         else:  # INSERTs into a graph and the query over it, per window in one task
             _add_group(pipeline, [planned[i] for i in group], job)
     return pipeline
+
+
+USING = "using"  # a planned CREATE GRAPH that loads its `using` tables into its store
+
+
+def _first_using(statement: Statement, catalog: Catalog) -> bool:
+    """Whether a CREATE GRAPH declares a stored graph ``using`` tables whose folder holds nothing
+    yet: GeaFlow loads the tables into a graph's store when the graph is first created, so that a
+    later job that declares it again, without ``using``, finds the rows."""
+    definition = parse_create_graph(statement)
+    if definition.store not in STORED or not any(e.table for e in definition.types.values()):
+        return False
+    folder = catalog.graph_dirs[definition.name.lower()]
+    return not any(files for _, _, files in os.walk(folder))
+
+
+def _add_using(pipeline, statement, catalog, job: str) -> None:
+    from gyreflow.api.connectors.sinks import FileSink
+    from gyreflow.api.dsl.catalog import USING_PREFIX
+    from gyreflow.api.dsl.planning import table_rows
+    from gyreflow.api.dsl.rows import json_row
+
+    definition = catalog.graphs[parse_create_graph(statement).name.lower()]
+    folder = catalog.graph_dirs[definition.name.lower()]
+    label = f"statement-{statement.number}"
+
+    def task(ctx):
+        for number, element in enumerate(e for e in definition.types.values() if e.table):
+            rows = table_rows(ctx, catalog, element.table.lower())
+            rows.sink(FileSink(os.path.join(folder, element.label.lower()), format=json_row,
+                               prefix=f"{USING_PREFIX}{job}", extension=".jsonl")).with_name(
+                f"sink {number + 1}")
+    task.__name__ = label
+    pipeline.task(task, name=label)
 
 
 def _add_task(pipeline, statement, catalog, sink, plan_insert) -> None:

@@ -70,6 +70,8 @@ def groups(planned: list) -> list[list[int]]:
     pending: dict[str, list[int]] = {}
     merged: dict[int, list[int]] = {}
     for i, (statement, catalog, targets) in enumerate(planned):
+        if isinstance(targets, str):  # a graph loading its `using` tables
+            continue
         if targets is None:
             inserts = [j for g in sorted(_graphs_read(statement, catalog)) for j in pending.pop(g, [])]
             if inserts:

@@ -9,6 +9,7 @@ import random
 import signal
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import networkx as nx
@@ -220,3 +221,27 @@ def test_a_stored_graph_keeps_the_rows_of_every_job_that_inserted_into_it(tmp_pa
     result = run(env, graph + "USE GRAPH kept;\nSELECT * FROM (MATCH (a) RETURN a.id, a.name);", settings,
                  root=str(tmp_path), name="read")
     assert sorted(result.output("rows-3")) == [(2, "vadas"), (6, "peter")]
+
+
+def test_a_stored_graph_declared_using_tables_keeps_their_rows_for_later_jobs(tmp_path):
+    """As GeaFlow loads a graph's `using` tables into its store when the graph is first created: a
+    later job that declares the graph without `using` reads them, and neither job doubles an edge."""
+    edges = make_edges(seed=13)
+    write_inputs(tmp_path, edges)
+    tables = (f"CREATE TABLE v (id bigint, name varchar) WITH (type='file', "
+              f"geaflow.dsl.file.path='{tmp_path / 'v.txt'}');\n"
+              f"CREATE TABLE e (src bigint, dst bigint) WITH (type='file', "
+              f"geaflow.dsl.file.path='{tmp_path / 'e.txt'}');\n")
+    using = ("CREATE GRAPH u (Vertex person using v WITH ID(id), Edge knows using e WITH ID(src, dst)) "
+             "WITH (storeType='rocksdb');\n")
+    inline = ("CREATE GRAPH u (Vertex person (id bigint ID, name varchar), "
+              "Edge knows (src bigint SOURCE ID, dst bigint DESTINATION ID)) WITH (storeType='rocksdb');\n")
+    count = ("USE GRAPH u;\n"
+             "SELECT a, b FROM (MATCH (x:person)-[k:knows]->(y:person) RETURN x.id AS a, y.id AS b);\n")
+    settings = {"geaflow.file.persistent.root": str(tmp_path / "graphs")}
+    env = Environment.local(progress=False)
+    first = run(env, tables + using + count, settings, root=str(tmp_path), name="first")
+    again = run(env, tables + using + count, settings, root=str(tmp_path), name="again")
+    later = run(env, inline + count, settings, root=str(tmp_path), name="later")
+    for result, rows in ((first, "rows-5"), (again, "rows-5"), (later, "rows-3")):
+        assert Counter(result.output(rows)) == Counter(edges)
