@@ -365,6 +365,8 @@ class _TextFileReader(SourceReader):
         self._ahead = b""  # bytes read after the position, not yet returned
         self._ahead_lines = 0  # the line endings among them
         self._at_end = False  # nothing after ``_ahead``
+        self._decoded: list[str] = []  # lines decoded ahead (ASCII, ``\n`` endings): not returned
+        self._next = 0  # from ``_decoded[_next]`` on
         self._seek_split_start(start)
 
     def _seek_split_start(self, start: int) -> None:
@@ -376,8 +378,60 @@ class _TextFileReader(SourceReader):
             self._file.readline()
         self._pos = self._file.tell()
         self._ahead, self._ahead_lines, self._at_end = b"", 0, False
+        self._decoded, self._next = [], 0
 
     def read(self, max_records: int) -> list:
+        out: list = []
+        while len(out) < max_records:
+            lines, first = self._decoded, self._next
+            if first < len(lines):
+                taken = lines[first:first + max_records - len(out)]
+                self._next = first + len(taken)
+                self._pos += sum(map(len, taken)) + len(taken)  # a byte a character, and "\n"
+                if out:
+                    out += taken
+                else:
+                    out = taken
+            elif not self._decode_ahead(max_records - len(out)):
+                out += self._read_block(max_records - len(out))
+                break
+        return out
+
+    def _decode_ahead(self, wanted: int) -> bool:
+        """Decode the whole lines read ahead in one call and cut them at ``\n`` in another when
+        they are ASCII without ``\r`` (a byte a character, so the position follows from their
+        lengths): one pass per block instead of one per batch (a batch's lines split off the bytes
+        ahead, then the rest of them copied). False when ``_read_block`` reads them: other text, a
+        split's end among them, a line without its ending at the end of the file."""
+        self._decoded, self._next = [], 0
+        if not self._blocks or self._pos >= self._stop or wanted <= 0:
+            return False
+        while self._ahead_lines < wanted and not self._at_end:
+            try:
+                block = self._file.read(self.BLOCK)
+            except (OSError, EOFError, zlib.error):
+                return False  # the block path names where
+            if block:
+                self._ahead += block
+                self._ahead_lines += block.count(b"\n")
+            else:
+                self._at_end = True
+        ahead = self._ahead
+        cut = ahead.rfind(b"\n") + 1
+        if not cut or self._pos + cut > self._stop:
+            return False
+        whole = ahead[:cut] if cut < len(ahead) else ahead
+        if not whole.isascii() or b"\r" in whole:
+            return False
+        lines = whole.decode("ascii").split("\n")  # every encoding read in blocks is ASCII's superset
+        lines.pop()  # after the last ending: nothing
+        self._decoded = lines
+        self._ahead = ahead[cut:]
+        self._ahead_lines = 0
+        return True
+
+    def _read_block(self, max_records: int) -> list:
+        """Up to ``max_records`` lines of the bytes ahead, any text the encoding reads."""
         if not self._blocks or self._pos >= self._stop or max_records <= 0:
             return self._read_lines(max_records)
         while self._ahead_lines < max_records and not self._at_end:
@@ -467,6 +521,7 @@ class _TextFileReader(SourceReader):
         self._file.seek(int(offset))
         self._pos = int(offset)
         self._ahead, self._ahead_lines, self._at_end = b"", 0, False
+        self._decoded, self._next = [], 0
 
     def close(self) -> None:
         self._file.close()

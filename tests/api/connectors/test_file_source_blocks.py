@@ -41,6 +41,27 @@ PIECES = ["a", "bc", "é", "日本", "😀", " ", "\r", "\r\n", "\n", "\n", "\n\
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_block_reads_equal_the_lines_of_each_split(tmp_path, monkeypatch, pieces, parallelism,
                                                    block, steps, resume_after):
+    check_reads(tmp_path, monkeypatch, pieces, parallelism, block, steps, resume_after)
+
+
+# Mostly ASCII lines ending in "\n": a block's lines are decoded and cut at once, and such blocks
+# alternate with blocks read the other way (a "\r", a non-ASCII line, a split's end, the last line).
+ASCII_PIECES = ["a", "bc", " ", "\n", "\n", "word\n", "\n\n", "é", "\r\n"]
+
+
+@given(pieces=st.lists(st.sampled_from(ASCII_PIECES), max_size=60), parallelism=st.integers(1, 3),
+       block=st.integers(1, 40), steps=st.lists(st.integers(1, 7), min_size=1, max_size=6),
+       resume_after=st.integers(0, 4))
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_ascii_blocks_decoded_at_once_equal_the_lines_of_each_split(
+        tmp_path, monkeypatch, pieces, parallelism, block, steps, resume_after):
+    check_reads(tmp_path, monkeypatch, pieces, parallelism, block, steps, resume_after)
+
+
+def check_reads(tmp_path, monkeypatch, pieces, parallelism, block, steps, resume_after):
+    """Every task's reads, in batches of ``steps`` and resumed once from its offset, against the
+    oracle's lines of its split."""
     monkeypatch.setattr(sources._TextFileReader, "BLOCK", block)
     data = "".join(pieces).encode("utf-8")
     path = tmp_path / "lines.txt"
