@@ -11,8 +11,6 @@ a window boundary, restored from the last completed snapshot (runtime/control.py
 
 from __future__ import annotations
 
-import statistics
-
 from gyreflow.plan.graph import PipelineGraph
 from gyreflow.plan.operators import OperatorKind
 from gyreflow.state.keys.keygroups import owner_table
@@ -111,7 +109,7 @@ class LoadTracker:
             self.windows[name] += 1
             tasks = task_loads(counts, self.owners[name], self.vertices[name].parallelism)
             total = sum(tasks)
-            if total >= self.min_records and max(tasks) > self.skew * statistics.median(tasks):
+            if total >= self.min_records and max(tasks) > self.skew * _median(tasks):
                 self.skewed.add(name)
             else:
                 self.skewed.discard(name)
@@ -158,3 +156,11 @@ def describe(name: str, before: list[float], after: list[float]) -> str:
         return "/".join(f"{round(100 * load / total)}%" for load in loads)
 
     return f"{name}: records per task {shares(before)} -> {shares(after)}"
+
+
+def _median(values: list) -> float:
+    """``statistics.median``, imported by the first keyed operator with a load to weigh (its
+    import, with fractions and decimal, is a few milliseconds of every run's start-up)."""
+    from statistics import median
+
+    return median(values)

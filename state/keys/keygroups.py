@@ -5,8 +5,6 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterable
-from datetime import UTC, date, datetime
-from decimal import Decimal
 
 DEFAULT_MAX_PARALLELISM = 128
 
@@ -52,6 +50,15 @@ def _encode(key: object) -> bytes:
     if isinstance(key, tuple):
         parts = [_encode(item) for item in key]
         return b"t" + b"".join(_INT64.pack(len(p)) + p for p in parts)
+    return _encode_other(key)
+
+
+def _encode_other(key: object) -> bytes:
+    # decimal and datetime are imported by the first key of theirs: most jobs key by str or int,
+    # and importing both costs every run a few milliseconds of start-up.
+    from datetime import UTC, date, datetime
+    from decimal import Decimal
+
     if isinstance(key, Decimal):
         if key.is_finite() and key == key.to_integral_value():
             return _encode(int(key))

@@ -22,6 +22,8 @@ LAZY = (
     "prometheus_client",
     # the standard library's parts a run in one process without a config file never uses
     "tomllib", "subprocess", "multiprocessing.connection", "http.server",
+    # imported by the first key of theirs (decimal, datetime) or the first load to weigh
+    "decimal", "statistics",
     # gyreflow's own modules a word count does not use
     "gyreflow.api.graph", "gyreflow.api.dsl", "gyreflow.runtime.spark",
     "gyreflow.api.service.ui_server", "gyreflow.api.service.monitor",
