@@ -126,6 +126,31 @@ def test_the_api_refuses_what_it_cannot_run(make_env):
                       "join(how=..., ttl=...) joins across windows: add across_windows=True"]
 
 
+def pair_or_fail(left, right) -> tuple:
+    if left[2] == 3 * WINDOW:
+        msg = "no pair for this one"
+        raise ValueError(msg)
+    return ids(left, right)
+
+
+def test_a_join_function_that_raises_names_the_operator_window_and_pair(make_env):
+    stream = [("L" if n % 2 == 0 else "R", 1, n) for n in range(4 * WINDOW)]
+    pipeline = make_env(2).pipeline("join-fails")
+
+    @pipeline.task
+    def job(ctx):
+        rows = ctx.source(stream, SizeTumblingWindow(WINDOW)).with_parallelism(1)
+        left = rows.filter(lambda r: r[0] == "L").key_by(side_key)
+        right = rows.filter(lambda r: r[0] == "R").key_by(side_key)
+        left.join(right, pair_or_fail, across_windows=True).with_name("join").collect()
+
+    with pytest.raises(UserFunctionError) as info:
+        pipeline.execute()
+    assert (info.value.operator, info.value.window) == ("join", 4)
+    assert info.value.record[0] == ("L", 1, 3 * WINDOW)
+    assert "no pair for this one" in str(info.value)
+
+
 @pytest.mark.parametrize(("how", "ttl", "parallelism"), [("full", None, 2), ("left", 3, 3)])
 def test_a_failed_run_resumes_from_its_last_completed_window(make_env, tmp_path, how, ttl,
                                                              parallelism):
