@@ -338,7 +338,7 @@ def stored_cells(ctx: Ctx, job: str) -> dict[tuple[str, int, bytes], dict[int, b
     if isinstance(store, MemorySnapshotStore):
         data = store._jobs.get(job)
         for (table, kg), versions in (data.chunks.items() if data else ()):
-            for version, (_, blob) in versions.items():
+            for version, (_, blob, *_) in versions.items():
                 written, values, removed = parse_memory_chunk(blob, chunk_context(table, kg, version))
                 for k, v in [*zip(written, values, strict=True), *((k, None) for k in removed)]:
                     cells.setdefault((table, kg, dumps(k)), {})[version] = encode_value(
@@ -464,10 +464,10 @@ def corrupt_row(ctx: Ctx, job: str, victim: StateRow, version: int,
     if isinstance(store, MemorySnapshotStore):
         # the chunk holding the key at that version: its whole stored value is damaged
         versions = store._jobs[job].chunks[(table, kg)]
-        count, blob = versions[version]
+        count, blob, *rest = versions[version]
         written, _, removed = parse_memory_chunk(blob, chunk_context(table, kg, version))
         assert key in [dumps(k) for k in [*written, *removed]]
-        versions[version] = (count, fn(blob))
+        versions[version] = (count, fn(blob), *rest)
     elif isinstance(store, RocksDBSnapshotStore):
         def damage(_, value: bytes) -> bytes:
             written, _, removed = parse_chunk(value, rocksdb_key(store, job),

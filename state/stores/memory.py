@@ -27,9 +27,11 @@ from gyreflow.state.shared.snapshot import (
 
 class _JobData:
     def __init__(self) -> None:
-        # (table, key group) -> version -> (key count, framed chunk): what the version changed in
-        # the key group, one checksummed blob (``state.snapshot.encode_chunk``)
-        self.chunks: dict[tuple[str, int], dict[int, tuple[int, bytes]]] = {}
+        # (table, key group) -> version -> (key count, framed chunk, pickled keys): what the
+        # version changed in the key group, one checksummed blob (``state.snapshot.encode_chunk``),
+        # and the keys as this process pickled them (never read back as state: they let a prune
+        # see that a later chunk rewrote the same keys without checking and copying both blobs)
+        self.chunks: dict[tuple[str, int], dict[int, tuple[int, bytes, bytes]]] = {}
         self.by_version: dict[int, set[tuple[str, int]]] = {}
         self.records: dict[tuple[str, str, int], dict[int, bytes]] = {}
         self.meta: bytes | None = None
@@ -80,7 +82,9 @@ class MemorySnapshotStore(SnapshotStore):
                     stored = decode_chunk(earlier[1], self._where(job, *slot, version), *slot,
                                           context=chunk_context(*slot, version))
                     chunk = merge_chunks(*slot, [stored, chunk], keep_removed=True)
-                versions[version] = (chunk.count, encode_chunk(chunk, None, chunk_context(*slot, version)))
+                versions[version] = (chunk.count,
+                                     encode_chunk(chunk, None, chunk_context(*slot, version)),
+                                     chunk.keys)
                 touched.add(slot)
             for record in snapshot.records:
                 ident = (record.kind, record.name, record.index)
@@ -178,14 +182,23 @@ class MemorySnapshotStore(SnapshotStore):
         old = sorted(v for v in versions if v <= horizon)
         if not worth_folding(slot[1], [versions[v][0] for v in old]):
             return
+        last = old[-1]
+        keys = versions[last][2]
+        if all(versions[v][2] == keys for v in old[:-1]):
+            # The same keys rewritten (a key group whose every key changes each window): the last
+            # chunk supersedes the others as it is, and what it holds is checked when it is read.
+            for v in old[:-1]:
+                del versions[v]
+                data.by_version.get(v, set()).discard(slot)
+            return
         chunks: list[StateChunk] = [
             decode_chunk(versions[v][1], self._where(job, *slot, v), *slot,
                          context=chunk_context(*slot, v)) for v in old]
-        last = old[-1]
         if not covers(chunks[-1], chunks[:-1]):
             # The oldest chunk of the key group is among them: a removal has nothing left to hide.
             chunk = merge_chunks(*slot, chunks, keep_removed=False)
-            versions[last] = (chunk.count, encode_chunk(chunk, None, chunk_context(*slot, last)))
+            versions[last] = (chunk.count, encode_chunk(chunk, None, chunk_context(*slot, last)),
+                              chunk.keys)
         for v in old[:-1]:
             del versions[v]
             data.by_version.get(v, set()).discard(slot)
@@ -205,7 +218,7 @@ class MemorySnapshotStore(SnapshotStore):
             if data is None:
                 return sizes
             for (table, _), versions in data.chunks.items():
-                sizes[table] = sizes.get(table, 0) + sum(len(b) for _, b in versions.values())
+                sizes[table] = sizes.get(table, 0) + sum(len(b) for _, b, _ in versions.values())
             sizes["(records)"] = sum(len(b) for vs in data.records.values() for b in vs.values())
             return sizes
 

@@ -95,7 +95,10 @@ def test_prune_reads_only_the_key_groups_a_crossing_version_changed(store, monke
 
     monkeypatch.setattr(module, "decode_chunk", spy)
     store.prune(job, [4], 4)
-    assert set(decoded) == {3}, decoded  # folded, and nothing else read
+    # Folded, and nothing else read; the memory store keeps the keys it pickled beside each chunk
+    # and sees that version 4 rewrote version 1's keys of group 3 without reading either.
+    folded = set() if isinstance(store, MemorySnapshotStore) else {3}
+    assert set(decoded) == folded, decoded
     expected = {k: (5 if group_of[k] == 3 else 0) for k in keys}
     assert read(store, job, 5) == expected
 
@@ -105,8 +108,8 @@ def test_a_damaged_chunk_is_reported_with_its_place(store):
     group = key_group_of("a", MP)
     if isinstance(store, MemorySnapshotStore):
         versions = store._jobs["damaged"].chunks[("t", group)]
-        count, blob = versions[1]
-        versions[1] = (count, blob[:-1] + bytes([blob[-1] ^ 1]))
+        count, blob, *rest = versions[1]
+        versions[1] = (count, blob[:-1] + bytes([blob[-1] ^ 1]), *rest)
     else:
         with store.engine.begin() as conn:
             blob = bytes(conn.execute(sa.select(STATE.c.v)).scalar_one())
