@@ -102,7 +102,7 @@ class Catalog:
         self.graph_cache: dict = {}
         self.current_graph: str | None = None
         self.subquery_compiler = None  # set while a MATCH is evaluated (graphs.py)
-        self.window = None  # streaming.Window: a window of graphs the script's inserts stream in
+        self.window = None  # graph_windows.Window: a window of graphs the script's inserts stream in
 
     def copy(self) -> Catalog:
         other = Catalog(self.settings, self.root)

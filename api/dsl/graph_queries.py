@@ -8,6 +8,7 @@ from gyreflow.api.dsl.gql import GqlQuery
 from gyreflow.api.dsl.graph_arrays import array_relation, vertex_positions, why_rows
 from gyreflow.api.dsl.graph_returns import array_return, why_not
 from gyreflow.api.dsl.graph_subqueries import SubQueries
+from gyreflow.api.dsl.graph_windows import assp, match_starts
 from gyreflow.api.dsl.graphs import (
     Variables,
     _Filters,
@@ -20,13 +21,12 @@ from gyreflow.api.dsl.graphs import (
     load_graph,
 )
 from gyreflow.api.dsl.queries import QueryError, Relation, Scope
-from gyreflow.api.dsl.streaming import assp, match_starts
 
 
 def evaluate_gql(query: GqlQuery, catalog, block: str = "") -> Relation:
     """The rows of a MATCH block: its bindings, filtered, then RETURNed. Over a graph the script's
     inserts stream in (``catalog.window``), a CALL gives what its window changed, and a MATCH
-    starts where GeaFlow's dynamic traversal starts (``streaming.match_starts``)."""
+    starts where GeaFlow's dynamic traversal starts (``graph_windows.match_starts``)."""
     if query.graph is None:
         raise QueryError("a MATCH needs a graph: USE GRAPH name first")
     if query.call is not None:

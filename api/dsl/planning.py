@@ -132,7 +132,7 @@ class QueryFunction(ProcessFunction):
             rows = {**rows, **{name: state["all"].get(name, []) for name in self.graph}}
         catalog = self.catalog.bound(rows)
         if self.changes is not None:  # the graph so far, and what this window changed of it
-            from gyreflow.api.dsl.streaming import Window
+            from gyreflow.api.dsl.graph_windows import Window
 
             catalog.window = Window(window, self.changes.touched(added), state.setdefault("memory", {}),
                                     self.changes.calls)

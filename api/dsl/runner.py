@@ -6,7 +6,7 @@ import os
 import re
 import tempfile
 
-from gyreflow.api.dsl import streaming
+import gyreflow.api.dsl.streaming as streaming
 from gyreflow.api.dsl.catalog import Catalog
 from gyreflow.api.dsl.gql import cut_matches, parse_create_graph, parse_gql
 from gyreflow.api.dsl.lowering import shape_of
