@@ -175,29 +175,35 @@ class CountCombiner:
         counts, self.counts = self.counts, Counter()
         if not counts:
             return
-        parallelism = len(self.delivers)
-        parts: list[dict] = [{} for _ in range(parallelism)]
-        records = [0] * parallelism
+        parts: list[dict] = [{} for _ in self.delivers]
         known, owners, load = self.groups, self.owners, self.load
         loads = load.groups
+        # One pass per distinct key, its steps bound to locals: a window of the main job routes
+        # about a thousand keys, and this loop is most of what a second count task costs.
+        into = [parts[task] for task in owners]  # key group -> its task's part
+        get = known.get
         for key, n in counts.items():
-            group = known.get(key)
+            group = get(key)
             if group is None:
-                try:
-                    group = key_group_of(key, self.max_parallelism)
-                except TypeError as exc:
-                    raise RecordError(f"key_by of {self.target}", key, exc) from exc
-                if len(known) < 1 << 20:
-                    known[key] = group
-            task = owners[group]
-            parts[task][key] = n
-            records[task] += n
+                group = self._group_of(key)
+            into[group][key] = n
             loads[group] += n
-        load.counted += sum(records)
-        load.total += sum(records)
-        for deliver, part, n in zip(self.delivers, parts, records, strict=True):
+        total = counts.total()
+        load.counted += total
+        load.total += total
+        for deliver, part in zip(self.delivers, parts, strict=True):
             if part:
-                deliver([Combined(n, part)])
+                deliver([Combined(sum(part.values()), part)])
+
+    def _group_of(self, key) -> int:
+        """The key group of a key not seen before (remembered up to a million keys)."""
+        try:
+            group = key_group_of(key, self.max_parallelism)
+        except TypeError as exc:
+            raise RecordError(f"key_by of {self.target}", key, exc) from exc
+        if len(self.groups) < 1 << 20:
+            self.groups[key] = group
+        return group
 
 
 class AggregateCombiner:
