@@ -8,7 +8,7 @@ from collections.abc import Callable
 from operator import itemgetter
 
 from gyreflow.runtime.dataflow.columns.batch import Column, ColumnBatch
-from gyreflow.runtime.dataflow.operators import Operator, frozen
+from gyreflow.runtime.dataflow.operators import _IMMUTABLE, Operator, frozen
 from gyreflow.runtime.dataflow.time import event_columns
 from gyreflow.runtime.dataflow.time.event_time import (
     EventWindow,
@@ -17,6 +17,7 @@ from gyreflow.runtime.dataflow.time.event_time import (
     WindowResult,
 )
 from gyreflow.runtime.dataflow.time.window_assignment import WindowAssignment
+from gyreflow.runtime.dataflow.time.windows import accumulated
 from gyreflow.runtime.errors import RecordError, locate_failure
 
 
@@ -98,9 +99,14 @@ class EventWindowOperator(WindowAssignment, Operator):
         fired_results = []
         key = None
         remaining = iter(out)  # names the failing key without calling result again
+        new = tuple.__new__  # WindowResult's own __new__ is a Python function: one call less each
         try:
-            if window_fn is None:
-                fired_results = [WindowResult(key, start, end, frozen(result(acc)))
+            if window_fn is None and result is accumulated:  # a count, sum, min or max
+                fired_results = [new(WindowResult, (key, start, end, acc if type(acc) in _IMMUTABLE
+                                                    else frozen(acc)))
+                                 for key, start, end, acc in remaining]
+            elif window_fn is None:
+                fired_results = [new(WindowResult, (key, start, end, frozen(result(acc))))
                                  for key, start, end, acc in remaining]
             else:
                 for key, start, end, acc in out:

@@ -22,16 +22,21 @@ class Aggregation:
     columns: tuple | None = None  # (kind, column) when column batches are aggregated in Arrow
 
     def __init__(self, init: Callable, add: Callable, merge: Callable,
-                 result: Callable = lambda acc: acc) -> None:
+                 result: Callable | None = None) -> None:
         self.init = init
         self.add = add
         self.merge = merge
-        self.result = result
+        self.result = accumulated if result is None else result
 
     @classmethod
     def of(cls, function) -> Aggregation:
         """Wrap a user ``AggregateFunction``."""
         return cls(function.init, function.add, function.merge, function.result)
+
+
+def accumulated(accumulator):
+    """The result of an aggregation whose accumulator is its result (counts, sums, minima)."""
+    return accumulator
 
 
 def collecting(fn: Callable) -> Aggregation:
