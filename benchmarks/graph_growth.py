@@ -26,6 +26,7 @@ import gc
 import json
 import pstats
 import random
+import re
 import sys
 import time
 
@@ -237,6 +238,16 @@ def main(argv: list[str] | None = None) -> int:
         err.print(f"{size:,} vertices: {len(first[0]):,} edges, "
                   f"{sum(map(len, later)) // len(later):,} changes a window "
                   f"(made in {time.perf_counter() - started:.1f} s)")
+    smaller, larger = graphs
+    columns = ["job", f"CPU ms a window, {smaller['edges']:,} edges",
+               f"CPU ms a window, {larger['edges']:,} edges", "CPU larger / smaller",
+               "wall ms, smaller", "wall ms, larger", "wall larger / smaller",
+               "bytes per change, smaller", "bytes per change, larger",
+               f"target (<= {TARGET}x, <= {TARGET_BYTES} B)"]
+    title = (f"{args.changes:,} changes a window on {smaller['vertices']:,} and "
+             f"{larger['vertices']:,} vertices ({args.removal_share:.0%} removals, "
+             f"{args.new_vertex_share:.0%} of additions bringing a new vertex), windows "
+             f"{FIRST_MEASURED}-{args.windows}, one in flight, memory state")
     rows, ok = [], True
     measured = args.windows - FIRST_MEASURED + 1
     saved = {}
@@ -257,22 +268,13 @@ def main(argv: list[str] | None = None) -> int:
                      f"{ratio:.2f}x", f"{1000 * small['wall']:.1f}", f"{1000 * large['wall']:.1f}",
                      f"{large['wall'] / small['wall']:.2f}x", f"{small['bytes']:.0f}",
                      f"{large['bytes']:.0f}", "met" if met else "NOT MET"])
-    smaller, larger = graphs
-    columns = ["job", f"CPU ms a window, {smaller['edges']:,} edges",
-               f"CPU ms a window, {larger['edges']:,} edges", "CPU larger / smaller",
-               "wall ms, smaller", "wall ms, larger", "wall larger / smaller",
-               "bytes per change, smaller", "bytes per change, larger",
-               f"target (<= {TARGET}x, <= {TARGET_BYTES} B)"]
-    title = (f"{args.changes:,} changes a window on {smaller['vertices']:,} and "
-             f"{larger['vertices']:,} vertices ({args.removal_share:.0%} removals, "
-             f"{args.new_vertex_share:.0%} of additions bringing a new vertex), windows "
-             f"{FIRST_MEASURED}-{args.windows}, one in flight, memory state")
+        if args.save:  # after every job: a run cut short keeps the jobs it measured
+            with open(args.save, "w", encoding="utf-8") as file:
+                json.dump({"title": title, "columns": columns, "rows": rows, "jobs": saved,
+                           "command": re.sub(r" --save \S+", "", command_line()),
+                           "machine": machine_line(), "met": ok}, file)
     print_table(title, columns, rows)
     print(f"command: {command_line()}")
-    if args.save:
-        with open(args.save, "w", encoding="utf-8") as file:
-            json.dump({"title": title, "columns": columns, "rows": rows, "jobs": saved,
-                       "command": command_line(), "machine": machine_line(), "met": ok}, file)
     if args.write_docs:
         write_docs(title, columns, rows, command_line(), machine_line(), ok)
     return 0 if ok else 1

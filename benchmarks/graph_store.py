@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -30,6 +31,7 @@ import time
 import numpy as np
 import scipy.sparse as sparse
 from _common import command_line, machine_line, markdown_table, print_table, update_docs_section
+from graph_changes import Upkeep
 from rich.console import Console
 from scipy.sparse import csgraph
 
@@ -100,8 +102,11 @@ class Bytes(JobListener):
         self.by_window[checkpoint.window] = checkpoint.bytes
 
 
-def run(batches, backend: str, folder: str, url: str = "") -> tuple[dict, list[float], dict]:
-    """Checkpoint bytes by window, window times and the components after the last window."""
+def run(batches, backend: str, folder: str, url: str = "",
+        program: str = "wcc") -> tuple[dict, list[float], dict]:
+    """Checkpoint bytes by window, window times and the components after the last window
+    (``program`` "upkeep": the job keeps the graph and computes nothing; each vertex's value is
+    0)."""
     config = {"state.backend": "jdbc" if backend in ("sqlite", "postgresql") else backend,
               "state.path": folder, "control.enabled": False, "scheduler.max_flying_windows": 1}
     if backend == "sqlite":
@@ -116,7 +121,9 @@ def run(batches, backend: str, folder: str, url: str = "") -> tuple[dict, list[f
     def changes(ctx):
         edges = ctx.source(GeneratorSource(batches), SizeTumblingWindow(1),
                            parallelism=1).flat_map(list)
-        algorithms.incremental_wcc(GraphView(None, edges, directed=False)).collect("out")
+        graph = GraphView(None, edges, directed=False)
+        (graph.incremental_compute(Upkeep()) if program == "upkeep"
+         else algorithms.incremental_wcc(graph)).collect("out")
 
     listener = Bytes()
     result = pipeline.execute(listener=listener)["changes"]
@@ -194,11 +201,14 @@ def measure(vertices: int, edges: int, args) -> list[list[str]]:
             url, drop = postgres_database(args.postgres_url)
         try:
             with tempfile.TemporaryDirectory() as folder:
-                by_window, seconds, folded = run(batches_of(first, here), backend, folder, url)
+                by_window, seconds, folded = run(batches_of(first, here), backend, folder, url,
+                                                 args.program)
         finally:
             if drop is not None:
                 drop()
         want, scipy_seconds = scipy_components(first, here, vertices)
+        if args.program == "upkeep":  # nothing computed: the vertices are the check
+            want = dict.fromkeys(want, 0)
         if folded != want:
             raise AssertionError(f"{backend}: the components after window {windows} differ "
                                  "from scipy")
@@ -238,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--postgres-url", default=os.environ.get("GYREFLOW_TEST_POSTGRES_URL"),
                         help="a PostgreSQL server (a database of its own is made on it)")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--program", choices=("wcc", "upkeep"), default="wcc",
+                        help="incremental WCC, or a program that computes nothing (the graph's "
+                        "store alone)")
     parser.add_argument("--save", help="write the table to this JSON file")
     parser.add_argument("--docs-from", help="write the docs section from a --save file and stop")
     parser.add_argument("--write-docs", action="store_true", help="update docs/benchmarks.md")
@@ -265,7 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     met = all(row[7] == "met" for row in rows)
     if args.save:
         with open(args.save, "w", encoding="utf-8") as file:
-            json.dump({"headers": headers, "rows": rows, "command": command_line(),
+            json.dump({"headers": headers, "rows": rows,
+                       "command": re.sub(r" --save \S+", "", command_line()),
                        "machine": machine_line(), "met": met}, file)
     if args.write_docs:
         write_docs(headers, rows, command_line(), machine_line())

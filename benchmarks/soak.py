@@ -357,7 +357,9 @@ def main(argv: list[str] | None = None) -> int:
         results = [plain_graph_loop(args.windows) if args.job == "graph" else plain_loop(args.windows)]
         for backend in backends:
             results.append(run_child(backend, args.windows, args.postgres_url, args.job))
-            print(f"{backend}: {results[-1]['seconds']:.0f} s", file=sys.stderr)
+            # each backend's figures as soon as they are known (a long run cut short keeps them)
+            print(f"{backend}: {results[-1]['seconds']:.0f} s {json.dumps(results[-1])}",
+                  file=sys.stderr, flush=True)
     finally:
         if postgres_folder is not None:
             subprocess.run(["bash", str(ROOT / "scripts" / "postgres.sh"), "stop", postgres_folder],
