@@ -220,7 +220,7 @@ def measure(vertices: int, edges: int, args) -> list[list[str]]:
                                  f"{args.backends.split(',')[0]}'s")
         written = [size for window, size in sorted(by_window.items()) if window > 1]
         per_change = sum(written) / sum(map(len, here))
-        rows.append([f"{edges:,}", backend, f"{windows:,}", f"{by_window.get(1, 0):,}",
+        rows.append([f"{edges:,}", args.program, backend, f"{windows:,}", f"{by_window.get(1, 0):,}",
                      f"{sum(written) // len(written):,}", f"{max(written):,}",
                      f"{per_change:,.0f}", "met" if per_change <= TARGET_BYTES else "NOT MET",
                      f"{1000 * statistics.median(seconds[1:]):.1f} ms",
@@ -252,13 +252,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="incremental WCC, or a program that computes nothing (the graph's "
                         "store alone)")
     parser.add_argument("--save", help="write the table to this JSON file")
-    parser.add_argument("--docs-from", help="write the docs section from a --save file and stop")
+    parser.add_argument("--docs-from", help="write the docs section from --save files "
+                        "(comma-separated) and stop")
     parser.add_argument("--write-docs", action="store_true", help="update docs/benchmarks.md")
     args = parser.parse_args(argv)
-    if args.docs_from:
-        with open(args.docs_from, encoding="utf-8") as file:
-            saved = json.load(file)
-        write_docs(saved["headers"], saved["rows"], saved["command"], saved["machine"])
+    if args.docs_from:  # several files: their rows in one table
+        saved = []
+        for path in args.docs_from.split(","):
+            with open(path, encoding="utf-8") as file:
+                saved.append(json.load(file))
+        write_docs(saved[0]["headers"], [row for one in saved for row in one["rows"]],
+                   [one["command"] for one in saved], saved[0]["machine"])
         return 0
     unknown = set(args.backends.split(",")) - {"memory", "rocksdb", "sqlite", "postgresql"}
     if unknown:
@@ -268,25 +272,25 @@ def main(argv: list[str] | None = None) -> int:
     sizes = ([tuple(map(int, size.split("x"))) for size in args.sizes.split(",")] if args.sizes
              else [(args.vertices, args.edges)])
     rows = [row for vertices, edges in sizes for row in measure(vertices, edges, args)]
-    headers = ["edges", "backend", "windows", "window 1 bytes (whole graph)",
+    headers = ["edges", "program", "backend", "windows", "window 1 bytes (whole graph)",
                "bytes per later window",
                "largest later window bytes", "bytes per change", f"target <= {TARGET_BYTES}",
                "window time (median)", "scipy recompute once"]
     changes = args.changes or f"{args.share:.1%} of the edges"
     print_table(f"Changing graph store: {changes} changes a window, windows 2-{args.windows}",
                 headers, rows)
-    met = all(row[7] == "met" for row in rows)
+    met = all(row[8] == "met" for row in rows)
     if args.save:
         with open(args.save, "w", encoding="utf-8") as file:
             json.dump({"headers": headers, "rows": rows,
                        "command": re.sub(r" --save \S+", "", command_line()),
                        "machine": machine_line(), "met": met}, file)
     if args.write_docs:
-        write_docs(headers, rows, command_line(), machine_line())
+        write_docs(headers, rows, [command_line()], machine_line())
     return 0 if met else 1
 
 
-def write_docs(headers: list, rows: list, command: str, machine: str) -> None:
+def write_docs(headers: list, rows: list, commands: list[str], machine: str) -> None:
     """The "graph-store" section of docs/benchmarks.md, with ``NOTE``."""
     update_docs_section("graph-store", "\n".join([
         "## Changing graph store", "",
@@ -296,7 +300,8 @@ def write_docs(headers: list, rows: list, command: str, machine: str) -> None:
         "those of windows 2 and later over their changes (the first backend's run is long enough "
         "for every key group to fold: amortised); the target is at most "
         f"{TARGET_BYTES}. Window times were taken on a loaded machine.", "",
-        f"`{command}` — {machine}", "", markdown_table(headers, rows),
+        "; ".join(f"`{command}`" for command in commands) + f" — {machine}", "",
+        markdown_table(headers, rows),
         *(["", NOTE] if NOTE else [])]))
 
 
