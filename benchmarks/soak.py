@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -336,10 +337,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--job", choices=("words", "graph"), default="words",
                         help="the keyed word count, or a changing graph with retained versions")
     parser.add_argument("--write-docs", action="store_true", help="refresh docs/benchmarks.md")
+    parser.add_argument("--save", help="write the results to this JSON file")
+    parser.add_argument("--docs-from", help="write the docs section from --save files "
+                        "(comma-separated) and stop")
+    parser.add_argument("--note", default="", help="a paragraph under the table (--docs-from)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--state", help=argparse.SUPPRESS)
     parser.add_argument("--url", default="", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.docs_from:
+        return docs_from(args.docs_from.split(","), args.note)
     if args.child:
         print(json.dumps(child(args.child, args.windows, args.state, args.url, args.job)))
         return 0
@@ -364,19 +371,44 @@ def main(argv: list[str] | None = None) -> int:
         if postgres_folder is not None:
             subprocess.run(["bash", str(ROOT / "scripts" / "postgres.sh"), "stop", postgres_folder],
                            check=False, capture_output=True)
+    if args.save:
+        with open(args.save, "w", encoding="utf-8") as file:
+            json.dump({"results": results, "windows": args.windows, "job": args.job,
+                       "command": re.sub(r" --save \S+", "", command_line()),
+                       "machine": machine_line()}, file)
+    return report(results, args.windows, args.job, [command_line()], machine_line(),
+                  args.write_docs)
+
+
+def report(results: list[dict], windows: int, job: str, commands: list[str], machine: str,
+           write_docs: bool, note: str = "") -> int:
+    """Print the table (and write the docs section); 0 if every backend met the targets."""
     columns, rows = table(results)
-    what = (f"a changing graph keeping {RETAINED_VERSIONS} versions" if args.job == "graph"
+    what = (f"a changing graph keeping {RETAINED_VERSIONS} versions" if job == "graph"
             else f"{LINES_PER_WINDOW} lines")
-    markdown = print_table(f"Soak: {args.windows:,} windows of {what}", columns, rows)
-    if args.write_docs:
+    markdown = print_table(f"Soak: {windows:,} windows of {what}", columns, rows)
+    if write_docs:
         section, heading = (("soak-graph", "## Soak: a changing graph with retained versions")
-                            if args.job == "graph" else ("soak", "## Soak: constant cost per window"))
+                            if job == "graph" else ("soak", "## Soak: constant cost per window"))
         paragraphs = __doc__.split("\n", 2)[2].strip().split("\n\n")
         update_docs_section(section, "\n\n".join([
             heading,
-            paragraphs[-1] if args.job == "graph" else paragraphs[0],
-            machine_line(), f"`{command_line()}`", markdown]))
+            paragraphs[-1] if job == "graph" else paragraphs[0],
+            machine, "; ".join(f"`{command}`" for command in commands), markdown,
+            *([note] if note else [])]))
     return 0 if all(row[-1] in ("pass", "") for row in rows) else 1
+
+
+def docs_from(paths: list[str], note: str) -> int:
+    """The table and docs section of several ``--save`` files (runs of other backends, e.g. at
+    the same time): the first file's reference loop, then every file's backends."""
+    saved = []
+    for path in paths:
+        with open(path, encoding="utf-8") as file:
+            saved.append(json.load(file))
+    results = [saved[0]["results"][0]] + [r for one in saved for r in one["results"][1:]]
+    return report(results, saved[0]["windows"], saved[0]["job"],
+                  [one["command"] for one in saved], saved[0]["machine"], True, note)
 
 
 if __name__ == "__main__":
