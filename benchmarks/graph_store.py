@@ -42,7 +42,6 @@ from gyreflow.api.graph import Edge, GraphView, RemoveEdge
 from gyreflow.runtime.driver import JobListener
 
 TARGET_BYTES = 200
-NOTE = ""  # what the docs section says of the figures beyond the table
 err = Console(stderr=True)
 
 
@@ -254,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save", help="write the table to this JSON file")
     parser.add_argument("--docs-from", help="write the docs section from --save files "
                         "(comma-separated) and stop")
+    parser.add_argument("--note", default="", help="a paragraph under the table (--docs-from)")
     parser.add_argument("--write-docs", action="store_true", help="update docs/benchmarks.md")
     args = parser.parse_args(argv)
     if args.docs_from:  # several files: their rows in one table
@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
             with open(path, encoding="utf-8") as file:
                 saved.append(json.load(file))
         write_docs(saved[0]["headers"], [row for one in saved for row in one["rows"]],
-                   [one["command"] for one in saved], saved[0]["machine"])
+                   [one["command"] for one in saved], saved[0]["machine"], args.note)
         return 0
     unknown = set(args.backends.split(",")) - {"memory", "rocksdb", "sqlite", "postgresql"}
     if unknown:
@@ -290,8 +290,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if met else 1
 
 
-def write_docs(headers: list, rows: list, commands: list[str], machine: str) -> None:
-    """The "graph-store" section of docs/benchmarks.md, with ``NOTE``."""
+def write_docs(headers: list, rows: list, commands: list[str], machine: str,
+               note: str = "") -> None:
+    """The "graph-store" section of docs/benchmarks.md (``note``: a paragraph under the
+    table)."""
     update_docs_section("graph-store", "\n".join([
         "## Changing graph store", "",
         "What a window of few changes writes to its checkpoint (`benchmarks/graph_store.py`): "
@@ -302,7 +304,7 @@ def write_docs(headers: list, rows: list, commands: list[str], machine: str) -> 
         f"{TARGET_BYTES}. Window times were taken on a loaded machine.", "",
         "; ".join(f"`{command}`" for command in commands) + f" — {machine}", "",
         markdown_table(headers, rows),
-        *(["", NOTE] if NOTE else [])]))
+        *(["", note] if note else [])]))
 
 
 if __name__ == "__main__":
