@@ -13,9 +13,16 @@ moves with the others' load; it is printed too), and the checkpoint bytes per ch
 and later (as ``--events`` and the metrics report them). Targets: the larger graph's CPU per window
 at most ``TARGET`` times the smaller's, for every job, and at most ``TARGET_BYTES`` bytes per change
 on both. Every job's output after the last window is checked against ``scipy.sparse.csgraph`` (WCC,
-BFS, SSSP) or a ``scipy.sparse`` power iteration to PageRank's exact fixed point.
+BFS, SSSP) or a ``scipy.sparse`` power iteration to PageRank's exact fixed point. Removals are
+picked as ``graph_changes`` picks them on a large graph (mostly among the oldest edges).
+
+``--profile`` prints, per job, the functions that take most of the larger graph's measured windows
+(own CPU time per window on both graphs; the times in the table then include the profiler's
+overhead). ``--save FILE`` keeps the table (after every job), ``--docs-from FILE`` writes the docs
+section from it.
 
     python benchmarks/graph_growth.py [--vertices 200000] [--growth 5] [--changes 1000] [--windows 12]
+        [--jobs upkeep,wcc,bfs,sssp,pagerank] [--profile] [--save FILE] [--write-docs]
 """
 
 from __future__ import annotations
