@@ -221,7 +221,9 @@ def measure(vertices: int, edges: int, args) -> list[list[str]]:
         per_change = sum(written) / sum(map(len, here))
         rows.append([f"{edges:,}", args.program, backend, f"{windows:,}", f"{by_window.get(1, 0):,}",
                      f"{sum(written) // len(written):,}", f"{max(written):,}",
-                     f"{per_change:,.0f}", "met" if per_change <= TARGET_BYTES else "NOT MET",
+                     f"{per_change:,.0f}",
+                     (f"the same as {args.backends.split(',')[0]}'s" if by_window is not reference
+                      else "met" if per_change <= TARGET_BYTES else "NOT MET"),
                      f"{1000 * statistics.median(seconds[1:]):.1f} ms",
                      f"{1000 * scipy_seconds:.1f} ms"])
         err.print(f"  {backend}: {rows[-1]}")
@@ -279,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     changes = args.changes or f"{args.share:.1%} of the edges"
     print_table(f"Changing graph store: {changes} changes a window, windows 2-{args.windows}",
                 headers, rows)
-    met = all(row[8] == "met" for row in rows)
+    met = all(row[8] != "NOT MET" for row in rows)
     if args.save:
         with open(args.save, "w", encoding="utf-8") as file:
             json.dump({"headers": headers, "rows": rows,
