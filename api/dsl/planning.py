@@ -12,10 +12,21 @@ from gyreflow.api.connectors.sources import Source, SourceReader, _IteratorReade
 from gyreflow.api.dsl.catalog import Catalog, Table
 from gyreflow.api.dsl.lowering import plan_shape, shape_of
 from gyreflow.api.dsl.queries import QueryError
+from gyreflow.api.dsl.query_state import (
+    KeptGraphs,
+    apply_change,
+    count_rows,
+    difference,
+    new_value,
+    top_n,
+    value_bytes,
+)
 from gyreflow.api.dsl.rows import format_row, json_row
 from gyreflow.api.dsl.select import evaluate
 from gyreflow.api.language.functions import ProcessFunction
 from gyreflow.api.language.windows import AllWindow, SizeTumblingWindow
+from gyreflow.state.keys.keygroups import key_group_of
+from gyreflow.state.keys.logged import slot_keys
 
 
 @attrs.frozen(eq=False)
@@ -104,58 +115,104 @@ def is_incremental(query) -> bool:
 class QueryFunction(ProcessFunction):
     """Runs a query over the rows its tables delivered: per window, over that window's rows, or (for
     aggregates and the like) over every row so far, emitting the rows that changed. The tables of a
-    graph (``graph``) grow window by window: a MATCH runs each window over the graph so far."""
+    graph (``graph``) grow window by window: a MATCH runs each window over the graph so far.
+
+    The rows so far and the last result are a changelog (``query_state``): a snapshot writes the
+    rows a window added and the result's difference. Over tables read in windows (``windowed``),
+    the graphs are kept and grown by each window's rows, and a Top-N (``top``: ``(table, the
+    query of its candidates)``) keeps only the rows that can still be in its result."""
 
     def __init__(self, query, catalog: Catalog, incremental: bool, graph: frozenset = frozenset(),
-                 where: str = "", changes=None) -> None:
+                 where: str = "", changes=None, windowed: bool = False, top=None) -> None:
         self.query, self.catalog, self.incremental, self.graph = query, catalog, incremental, graph
         self.where = where  # "statement N, line L": named by an error while the query runs
         self.changes = changes  # streaming.Changes of the graphs the script's inserts stream in
+        self.windowed, self.top = windowed, top
+        self.table = self.kept = None
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["table"] = state["kept"] = None  # made again by ``open`` where the function runs
+        return state
+
+    def open(self, ctx) -> None:
+        self.table = self.kept = None
+        if self.incremental or self.graph:
+            self.table = ctx.changelog(apply_change, value_bytes)
+            groups = self.table.max_parallelism
+            self.slot = slot_keys(groups)[key_group_of(_one_key(None), groups)][0]
+            if self.graph and self.windowed:
+                self.kept = KeptGraphs(self.catalog, self.graph)
 
     def process(self, record, ctx) -> None:
         name, row = record
-        state = ctx.get_state(None) or {"all": {}, "windows": {}, "last": None}
-        state["windows"].setdefault(ctx.window, {}).setdefault(name, []).append(row)
-        ctx.set_state(state)
-        ctx.notify_at(ctx.window)
+        pending = ctx.get_state(None)  # this window's rows by table, until its notification
+        if pending is None:
+            pending = {}
+            ctx.set_state(pending)
+        rows = pending.get(ctx.window)
+        if rows is None:
+            rows = pending[ctx.window] = {}
+            ctx.notify_at(ctx.window)
+        listed = rows.get(name)
+        if listed is None:
+            rows[name] = [row]
+        else:
+            listed.append(row)
 
     def on_notify(self, window, ctx) -> None:
-        state = ctx.get_state(None) or {"all": {}, "windows": {}, "last": None}
-        rows = state["windows"].pop(window, {})
-        added = rows
-        for name, new in rows.items():
-            if self.incremental or name in self.graph:
-                state["all"].setdefault(name, []).extend(new)
-        if self.incremental:
-            rows = state["all"]
-        elif self.graph:
-            rows = {**rows, **{name: state["all"].get(name, []) for name in self.graph}}
+        pending = ctx.get_state(None) or {}
+        rows = pending.pop(window, {})
+        if pending:
+            ctx.set_state(pending)
+        else:
+            ctx.clear_state()
+        added, appended, replaced = rows, {}, {}
+        value = None
+        if self.table is not None:
+            value = self.table.data.get(self.slot)
+            if value is None:
+                value = self.table.data[self.slot] = new_value()
+            kept = value["all"]
+            for name, new in rows.items():
+                if (self.incremental or name in self.graph) and (self.top is None or name != self.top[0]):
+                    kept.setdefault(name, []).extend(new)
+                    appended[name] = new
+            if self.top is not None and self.top[0] in rows:
+                name, candidates = self.top
+                replaced[name] = kept[name] = self._run(candidates, self.catalog.bound(
+                    {name: kept.get(name, []) + rows[name]}))
+            if self.incremental:
+                rows = kept
+            elif self.graph:
+                rows = {**rows, **{name: kept.get(name, []) for name in self.graph}}
         catalog = self.catalog.bound(rows)
+        if self.kept is not None:
+            catalog.graph_cache.update(self.kept.grown(value, appended))
         if self.changes is not None:  # the graph so far, and what this window changed of it
             from gyreflow.api.dsl.graph_windows import Window
 
-            catalog.window = Window(window, self.changes.touched(added), state.setdefault("memory", {}),
+            catalog.window = Window(window, self.changes.touched(added), value["memory"],
                                     self.changes.calls)
-        try:
-            result = evaluate(self.query, catalog).rows
-        except QueryError as exc:
-            raise QueryError(f"{self.where}: {exc.message}" if self.where else exc.message) from None
+        result = self._run(self.query, catalog)
+        plus = minus = ()
         emitted = result
         if self.incremental:
-            if state["last"] is not None:
-                before: dict = {}
-                for row in state["last"]:
-                    before[row] = before.get(row, 0) + 1
-                emitted = []
-                for row in result:
-                    if before.get(row, 0):
-                        before[row] -= 1
-                    else:
-                        emitted.append(row)
-            state["last"] = result
+            plus, minus = difference(value["last"], result)
+            count_rows(value["last"], plus, minus)
+            emitted = plus
+        if value is not None:
+            memory = value["memory"] or None
+            if appended or replaced or plus or minus or memory:
+                self.table.record(self.slot, (appended, replaced, plus, minus, memory))
         for row in emitted:
             ctx.emit(row)
-        ctx.set_state(state)
+
+    def _run(self, query, catalog: Catalog) -> list:
+        try:
+            return evaluate(query, catalog).rows
+        except QueryError as exc:
+            raise QueryError(f"{self.where}: {exc.message}" if self.where else exc.message) from None
 
 
 def window_of(table: Table, settings: dict):
@@ -199,14 +256,15 @@ def plan_stream(ctx, query, catalog: Catalog, where: str = "", streamed=None):
         # one row even when the tables are empty: one empty trigger
         streams.append(ctx.source([("", ())], AllWindow(), name="values"))
     merged = streams[0].union(*streams[1:]) if len(streams) > 1 else streams[0]
-    incremental = is_incremental(query) and any(
-        catalog.tables[n].window_size(catalog.settings) > 0 for n in tables)
+    windowed = any(catalog.tables[n].window_size(catalog.settings) > 0 for n in tables)
+    incremental = is_incremental(query) and windowed
     sources = catalog.graph_sources()
     graph = frozenset(n for n in tables if catalog.tables[n].kind == "graphdata" or n in sources)
     changes = streamed.changes if streamed is not None else None
-    return (merged.key_by(_one_key).process(QueryFunction(query, catalog.copy(), incremental, graph, where,
-                                                          changes))
-            .with_name("query").with_parallelism(1))
+    top = top_n(query, catalog, tables) if incremental and not graph else None
+    function = QueryFunction(query, catalog.copy(), incremental, graph, where, changes,
+                             windowed or streamed is not None, top)
+    return merged.key_by(_one_key).process(function).with_name("query").with_parallelism(1)
 
 
 def graph_rows(ctx, catalog: Catalog, name: str, streamed=None):

@@ -62,6 +62,15 @@ class ProcessContext:
         """Forget the current key's state value (its pending notifications stay)."""
         self._operator.set_value(self.key, _NO_VALUE)
 
+    def changelog(self, apply: Callable, size: Callable):
+        """The operator's changelog table (``state.keys.logged.LoggedTable``, made on first use,
+        from ``open`` on): a value per key group whose snapshots write the changes ``record``ed for
+        it, not the value; ``apply(value, change)`` repeats a change on a restore."""
+        from gyreflow.state.keys.logged import logged_table
+
+        operator = self._operator
+        return logged_table(operator.ctx.state, f"{operator.name}:changes", apply, size)
+
     def parameter(self, name: str, default=None):
         """The operator's parameter ``name`` as last set by ``gyreflow control``, else ``default``."""
         return self._operator.ctx.parameters.get(self._operator.name, {}).get(name, default)
