@@ -501,11 +501,13 @@ def incremental_sssp(graph: GraphView, source: Any, weight: str | None = "weight
 
 def incremental_pagerank(graph: GraphView, damping: float = 0.85,
                          tolerance: float = 1e-9) -> Stream:
-    """PageRank of a changing graph, iterated in every window from the last window's ranks until
-    no rank moves by more than ``tolerance``; emits ``(vertex, rank)`` for the ranks that moved."""
-    from gyreflow.api.graph.incremental_algorithms import ArrayIncrementalPageRank
+    """PageRank of a changing graph, every rank within ``tolerance`` of the exact fixed point of
+    the window's graph: a window pushes on only the residuals its changes left above a threshold
+    (``residual_pagerank``); emits ``(vertex, rank)`` for the ranks that moved (``None`` for
+    removed vertices). ``damping`` must be below 1."""
+    from gyreflow.api.graph.residual_pagerank import ResidualPageRank
 
-    return graph.incremental_compute(ArrayIncrementalPageRank(damping, tolerance),
+    return graph.incremental_compute(ResidualPageRank(damping, tolerance),
                                      name="incremental-pagerank")
 
 
