@@ -132,6 +132,8 @@ def check(by_window: dict, versions: list, directed: bool) -> None:
                 state[vertex] = rank
         want = oracle(vertices, edges, directed)
         assert set(state) == set(want), f"window {window}: vertices"
+        if not want:
+            continue
         errors = {v: abs(state[v] - want[v]) for v in want}
         worst = max(errors, key=errors.get)
         assert errors[worst] <= TOLERANCE, (
@@ -197,7 +199,7 @@ CHANGE = st.tuples(st.sampled_from(["add", "add", "remove", "vertex", "drop"]),
                    st.integers(0, 9), st.integers(0, 9))
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(st.lists(st.lists(CHANGE, max_size=8), min_size=1, max_size=4), st.booleans(),
        st.sampled_from([1, 2]))
 def test_random_change_sequences_equal_networkx(windows, directed, parallelism):
