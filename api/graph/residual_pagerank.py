@@ -116,7 +116,7 @@ class ResidualPageRank(ArrayVertexCompute):
         """Superstep 1: send the shares of ``y``; 2: the residuals (and, undirected, take their
         part along the degrees); then push the residuals above the threshold."""
         values = part.values  # changed in place: the engine keeps its own copy of the start
-        if part.num_vertices == 0:
+        if part.num_local == 0:  # no vertex here (perhaps another task holds the whole graph)
             return values
         if part.iteration == 1 and part.num_local == part.num_vertices == len(part.columns):
             return self._solve_here(part, values)
