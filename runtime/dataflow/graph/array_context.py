@@ -127,13 +127,25 @@ class ArrayContext:
         partition when asked: most programs never do."""
         return self.part.out_values
 
+    @property
+    def out_edges(self):
+        """The out-edges' CSR matrix (the partition merges its changes at the first read)."""
+        return self.part.out_edges
+
+    @property
+    def in_edges(self):
+        """The in-edges' CSR matrix (undirected: the out-edges' one)."""
+        return self.part.in_edges
+
+    @property
+    def out_degree(self):
+        """The number of out-edges of each vertex."""
+        return self.part.out_degree
+
     def __init__(self, part: Partition, combine, aggregators: dict) -> None:
         self.part = part
         self.ids = part.ids
         self.given = part.given
-        self.out_edges = part.out_edges
-        self.in_edges = part.in_edges
-        self.out_degree = part.out_degree
         self.columns = part.columns_ids
         self.num_local = part.n
         self.values = None
@@ -162,13 +174,16 @@ class ArrayContext:
                 transposed, reached = self.part.transposed(side)
                 self.outbox.add_dense(transposed @ values.astype(float, copy=False), reached)
             return
-        for matrix in self.part.matrices(direction):
-            rows, columns, _ = self.edges(where, matrix)
+        for side in self.part.sides(direction):
+            rows, columns, _ = self.edges(where, side)
             self.outbox.add(columns, values[rows])
 
     def edges(self, where=None, direction="out"):
         """``(rows, columns, weights)``: one entry per edge of the selected vertices."""
         matrix = direction if not isinstance(direction, str) else None
+        if matrix is None and where is not None:  # read from the partition's changes, not merged
+            rows = np.flatnonzero(where) if np.asarray(where).dtype == bool else np.asarray(where)
+            return self.part.edges(rows, direction)
         if matrix is None:
             matrices = self.part.matrices(direction)
             if len(matrices) > 1:

@@ -14,6 +14,7 @@ from gyreflow.runtime.dataflow.graph.changelog import DROP, pack
 from gyreflow.runtime.dataflow.graph.chunks import add_window_input, chunk_key
 from gyreflow.runtime.dataflow.graph.lazy_changes import can_log, log_window
 from gyreflow.runtime.dataflow.graph.partition import Partition
+from gyreflow.runtime.dataflow.graph.positions import inserted
 from gyreflow.runtime.dataflow.graph.removals import (
     apply_changes,
     has_removals,
@@ -133,27 +134,18 @@ class ArrayWindowInput:
         return window.touched
 
     def _carry_values(self, part: Partition, before: int) -> None:
-        """New vertices were placed in the partition: move the values of the ``before`` ones to
-        their new positions and start the new ones (``init``); without values to move, they are
-        taken from the stored value chunks again."""
-        moved = getattr(part, "moved_to", None)
+        """New vertices were placed in the partition: the values of the ``before`` ones follow
+        them and the new ones start (``init``); without values to move, they are taken from the
+        stored value chunks again."""
+        points = part.inserted
         values = self.values
-        if values is None or moved is None or len(moved) != before or len(values) != before:
+        if (values is None or points is None or len(points) != part.n - before
+                or len(values) != before):
             self.values = None
             return
-        carried = np.empty(part.n, dtype=values.dtype)
-        # the vertices before keep their order: copy them in runs between the new ones
-        breaks = np.flatnonzero(np.diff(moved) != 1) + 1 if len(moved) else moved
-        for start, end in zip([0, *breaks.tolist()], [*breaks.tolist(), len(moved)],
-                              strict=True):
-            if end > start:
-                to = int(moved[start])
-                carried[to:to + end - start] = values[start:end]
-        fresh = np.ones(part.n, dtype=bool)
-        fresh[moved] = False
-        fresh = np.flatnonzero(fresh)
-        carried[fresh] = self._init(fresh)
-        self.values, self.carried = carried, fresh
+        fresh = points + np.arange(len(points))
+        self.values = inserted(values, points, self._init(fresh), values.dtype)
+        self.carried = fresh
 
     def _removal_scope(self):
         """What this task's vertices that lost an edge say of the vertices to start again."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 import numpy as np
 
 from gyreflow.runtime.dataflow.graph.arrays import (
-    IdIndex,
     concat_ids,
     csr,
     edge_weights,
@@ -22,7 +21,9 @@ from gyreflow.runtime.dataflow.graph.arrays import (
     unique_ids,
 )
 from gyreflow.runtime.dataflow.graph.chunks import OUT
-from gyreflow.runtime.dataflow.graph.partition_changes import PartitionChanges, csr_matrix
+from gyreflow.runtime.dataflow.graph.delta_csr import DeltaCsr, csr_matrix
+from gyreflow.runtime.dataflow.graph.partition_changes import PartitionChanges, plain_values
+from gyreflow.runtime.dataflow.graph.positions import ShiftedIndex
 
 _DIRECTIONS = ("out", "in", "both")
 
@@ -41,7 +42,7 @@ class Partition(PartitionChanges):
         self.given = (np.concatenate([chunk[1] for _, chunk in chunks]) if chunks
                       else np.empty(0, object))
         self.n = n = len(ids)
-        self.index = IdIndex(ids)
+        self.index = ShiftedIndex(ids)
         vids = concat_ids([chunk[2] for _, chunk in chunks])
         others = concat_ids([chunk[3] for _, chunk in chunks])
         sides = (np.concatenate([chunk[5] for _, chunk in chunks]) if chunks
@@ -59,34 +60,38 @@ class Partition(PartitionChanges):
         order = np.argsort(owners, kind="stable")
         self.remote_ids, owners = remote[order], owners[order]
         self.bounds = n + np.searchsorted(owners, np.arange(parallelism + 1))
-        self.columns_ids = concat_ids([ids, self.remote_ids])
+        self.remote_index = ShiftedIndex(self.remote_ids)
         self.m = m = n + len(self.remote_ids)
         columns = local
         if len(remote):
-            at, _ = IdIndex(self.remote_ids).lookup(others[~found])
+            at, _ = self.remote_index.lookup(others[~found])
             columns = local.copy()
             columns[~found] = n + at
         weights = edge_weights(values, len(vids))
         out = sides == OUT
-        self.out_edges = csr(rows[out], columns[out], weights[out], (n, m))
-        self.source = None  # a callable giving the chunks followed (``edit_values``)
-        self.out_values = None if values is None else values[out][np.argsort(rows[out], kind="stable")]
+        out_values = None
+        if values is not None:
+            out_values = plain_values(values[out][np.argsort(rows[out], kind="stable")])
+        self._out = DeltaCsr(csr(rows[out], columns[out], weights[out], (n, m)), out_values)
         self.directed = directed
         if directed:
             into = ~out
-            self.in_edges = csr(rows[into], columns[into], weights[into], (n, m))
+            self._in = DeltaCsr(csr(rows[into], columns[into], weights[into], (n, m)),
+                                keep_values=False)
         else:
-            self.in_edges = self.out_edges
-        self.out_degree = np.diff(self.out_edges.indptr)
+            self._in = self._out
+        self.source = None  # a callable giving the chunks followed (``out_values``)
+        self._read_values = None  # the values read from ``source`` (not kept by ``_out``)
+        self._stale = False
+        self._degree = None
+        self._columns_ids = None
+        self.inserted = None  # where the last ``place`` put vertices in (``positions.inserted``)
         self._transposed: dict = {}
         self._reached: dict = {}
-        self.columns_index = None
 
     def matrices(self, direction: str) -> list:
         """The CSR matrices of ``direction`` ("out", "in", "both"; undirected: always the out one)."""
-        if direction not in _DIRECTIONS:
-            msg = f"direction must be 'out', 'in' or 'both', got {direction!r}"
-            raise ValueError(msg)
+        _check(direction)
         if not self.directed or direction == "out":
             return [self.out_edges]
         if direction == "in":
@@ -106,9 +111,61 @@ class Partition(PartitionChanges):
         return found
 
     def column_positions(self, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(columns, found)`` of the ids in ``query`` in the column space."""
-        if self.columns_index is None:
-            self.columns_index = IdIndex(self.columns_ids)
-        return self.columns_index.lookup(id_array(query))
+        """``(columns, found)`` of the ids in ``query`` in the column space: the task's own
+        vertices' positions, then the other tasks' vertices after ``n``."""
+        query = id_array(query)
+        columns, found = self.index.lookup(query)
+        if not found.all() and len(self.remote_ids):
+            missing = ~found
+            at, more = self.remote_index.lookup(query[missing])
+            columns[missing] = np.where(more, self.n + at, 0)
+            found[missing] = more
+        return columns, found
+
+    @property
+    def columns_ids(self) -> np.ndarray:
+        """The id of every column: the task's vertices, then the other tasks' it reaches."""
+        if self._columns_ids is None:
+            self._columns_ids = concat_ids([self.ids, self.remote_ids])
+        return self._columns_ids
+
+    @property
+    def out_edges(self):
+        """The out-edges as a CSR matrix over the column space (merged from the changes when
+        they are read: most windows of an incremental program never read them whole)."""
+        return self._out.merged()
+
+    @property
+    def in_edges(self):
+        """The in-edges (undirected: the out-edges, the same matrix)."""
+        return self._in.merged()
+
+    @property
+    def out_degree(self) -> np.ndarray:
+        """The number of out-edges of every vertex."""
+        if self._degree is None:
+            self._degree = self._out.degree()
+        return self._degree
+
+    def edges(self, rows: np.ndarray, direction: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(rows, columns, weights)``: one entry per ``direction`` edge of the vertices at
+        ``rows``, row by row in the order given (each row's edges in arrival order), read from
+        the matrices' changes without merging them ("both": the out-edges, then the in-edges)."""
+        found = [(self._out if side == "out" else self._in).entries(rows)
+                 for side in self.sides(direction)]
+        if len(found) == 1:
+            return found[0]
+        return tuple(np.concatenate(parts) for parts in zip(*found, strict=True))
+
+    def sides(self, direction: str) -> list[str]:
+        """The sides ("out", "in") whose edges ``direction`` follows, as ``matrices`` lists them."""
+        _check(direction)
+        if not self.directed or direction == "out":
+            return ["out"]
+        return ["in"] if direction == "in" else ["out", "in"]
 
 
+def _check(direction: str) -> None:
+    if direction not in _DIRECTIONS:
+        msg = f"direction must be 'out', 'in' or 'both', got {direction!r}"
+        raise ValueError(msg)
