@@ -1,0 +1,90 @@
+"""A FileSink's staged window carries its summary (window, records, bytes, CRC-32) as an extended
+attribute of the staged file: one file created a window, not two. Where the file system has no
+attributes, and for windows staged by earlier versions, a ``.sum`` file beside it holds it; either
+way a resume publishes a staged window only if it matches its summary, and published output carries
+no attribute. Oracles: the bytes written, ``zlib.crc32`` and ``json.dumps`` of the records."""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+
+import pytest
+
+from gyreflow.api import FileSink
+from gyreflow.api.connectors import sinks
+from gyreflow.state.shared.snapshot import SnapshotCorruptedError
+
+RECORDS = [{"word": "a", "count": 1}, {"word": "é", "count": 2}]
+ATTRIBUTE = "user.gyreflow.summary"
+
+
+def expected_bytes() -> bytes:
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in RECORDS).encode()
+
+
+def stage(directory, window: int = 1):
+    writer = FileSink(str(directory)).create_writer(0, 1)
+    writer.write(window, RECORDS)
+    writer.finish_window(window)
+    (staged,) = [p for p in (directory / ".staging").iterdir() if not p.name.endswith(".sum")]
+    return writer, staged
+
+
+def has_attributes(path) -> bool:
+    try:
+        os.getxattr(path, ATTRIBUTE)
+    except OSError:
+        return False
+    return True
+
+
+def test_a_staged_window_carries_its_summary_and_its_published_file_none(tmp_path):
+    writer, staged = stage(tmp_path)
+    if not has_attributes(staged):
+        pytest.skip("this file system keeps no extended attributes")
+    data = expected_bytes()
+    assert staged.read_bytes() == data
+    assert json.loads(os.getxattr(staged, ATTRIBUTE)) == {
+        "window": 1, "records": len(RECORDS), "bytes": len(data), "crc32": zlib.crc32(data)}
+    assert sorted(p.name for p in (tmp_path / ".staging").iterdir()) == [staged.name]  # no .sum
+    writer.publish(1)
+    published = tmp_path / "window-000001.jsonl"
+    assert published.read_bytes() == data
+    assert not has_attributes(published)
+    writer.close()  # a writer that stages windows keeps its staging folder until it closes
+    assert not (tmp_path / ".staging").exists()
+
+
+@pytest.mark.parametrize("damaged", [False, True])
+def test_a_summary_in_a_sum_file_is_checked_on_resume(tmp_path, monkeypatch, damaged):
+    """No attributes (the file system has none, or an earlier version staged the window): the
+    summary is the ``.sum`` file, and a resume publishes the window only if it matches."""
+    monkeypatch.setattr(sinks, "_attach_summary", lambda fd, summary: False)
+    _, staged = stage(tmp_path)
+    assert not has_attributes(staged)
+    summary = json.loads(staged.with_name(staged.name + ".sum").read_text(encoding="utf-8"))
+    assert summary["crc32"] == zlib.crc32(expected_bytes())
+    if damaged:
+        staged.write_bytes(expected_bytes()[:-1])
+    resumed = FileSink(str(tmp_path)).create_writer(0, 1)
+    if damaged:
+        with pytest.raises(SnapshotCorruptedError, match="does not match its summary"):
+            resumed.recover(1)
+        assert not (tmp_path / "window-000001.jsonl").exists()
+    else:
+        resumed.recover(1)
+        assert (tmp_path / "window-000001.jsonl").read_bytes() == expected_bytes()
+        assert not (tmp_path / ".staging").exists()
+
+
+def test_a_staged_window_without_a_summary_is_refused(tmp_path):
+    _, staged = stage(tmp_path)
+    if has_attributes(staged):
+        os.removexattr(staged, ATTRIBUTE)
+    else:
+        staged.with_name(staged.name + ".sum").unlink()
+    with pytest.raises(SnapshotCorruptedError, match="has no summary"):
+        FileSink(str(tmp_path)).create_writer(0, 1).recover(1)
+    assert not (tmp_path / "window-000001.jsonl").exists()
