@@ -83,7 +83,8 @@ class LoggedTable(KeyedTable):
     first slot key of their key group (``slot_keys``).
     """
 
-    __slots__ = ("apply", "base_sizes", "logs", "max_parallelism", "pending", "size")
+    __slots__ = ("_logged", "_slot_keys", "apply", "base_sizes", "logs", "max_parallelism",
+                 "pending", "size")
 
     def __init__(self, name: str, max_parallelism: int, apply: Callable, size: Callable) -> None:
         super().__init__(name, StateKind.VALUE)
@@ -94,6 +95,8 @@ class LoggedTable(KeyedTable):
         # key -> [level-0 blobs, level-1 blobs] stored after its base (only for stored bases)
         self.logs: dict[object, list[list]] = {}
         self.base_sizes: dict[object, int] = {}
+        self._logged: dict[object, int] = {}  # key -> bytes of its slots now (``logs``)
+        self._slot_keys: dict[object, tuple[int, ...]] = {}  # key -> its group's slot keys
 
     def record(self, key: object, change: object) -> None:
         """``key``'s value in ``data`` was changed by ``change`` (``apply`` repeats it)."""
@@ -102,7 +105,11 @@ class LoggedTable(KeyedTable):
         self.removed.discard(key)
 
     def _slots(self, key: object) -> tuple[int, ...]:
-        return slot_keys(self.max_parallelism)[key_group_of(key, self.max_parallelism)]
+        found = self._slot_keys.get(key)
+        if found is None:  # hashing the key costs more than the rest of its snapshot
+            mp = self.max_parallelism
+            found = self._slot_keys[key] = slot_keys(mp)[key_group_of(key, mp)]
+        return found
 
     @property
     def stored_names(self) -> tuple[str, ...]:
@@ -130,6 +137,7 @@ class LoggedTable(KeyedTable):
             removed.add(key)
             self.logs.pop(key, None)
             self.base_sizes.pop(key, None)
+            self._logged.pop(key, None)
         for key in self.changed:
             value = self.data.get(key)
             if value is None:
@@ -142,9 +150,11 @@ class LoggedTable(KeyedTable):
                 written[key] = value
                 self.logs[key] = [[], []]
                 self.base_sizes[key] = self.size(value)
+                self._logged[key] = 0
                 continue
             slots = self._slots(key)
             level0, level1 = log
+            self._logged[key] = self._logged_bytes(key, log) + len(blob)
             if len(level0) < LEVEL:
                 written[slots[1 + len(level0)]] = blob
                 level0.append(blob)
@@ -164,11 +174,21 @@ class LoggedTable(KeyedTable):
         level0, level1 = log
         if len(level0) == LEVEL and len(level1) == LEVEL:
             return True
-        logged = size + sum(map(len, level0)) + sum(len(b) for blobs in level1 for b in blobs)
+        logged = size + self._logged_bytes(key, log)
         # 1x to 2x the base, by key group: groups changing at the same pace fold in different
         # windows, not all in one
         spread = 1 + key_group_of(key, self.max_parallelism) * 7 % 16 / 16
         return logged >= spread * self.base_sizes.get(key, 0)
+
+    def _logged_bytes(self, key: object, log: list) -> int:
+        """The bytes of ``key``'s slots (kept as they are written: summing them per snapshot
+        cost as much as the rest of it)."""
+        found = self._logged.get(key)
+        if found is None:
+            level0, level1 = log
+            found = self._logged[key] = (sum(map(len, level0))
+                                         + sum(len(b) for blobs in level1 for b in blobs))
+        return found
 
     def _live(self, key: object) -> list:
         """The slot keys holding ``key``'s changes now."""
@@ -183,7 +203,7 @@ class LoggedTable(KeyedTable):
         base; ``relaid`` (key groups moved): every value is written whole next."""
         data = self.data
         stored, self.data = data, {}
-        self.logs, self.base_sizes, self.pending = {}, {}, {}
+        self.logs, self.base_sizes, self.pending, self._logged = {}, {}, {}, {}
         slot_table = slot_keys(self.max_parallelism)
         for key in [k for k in stored if k in _base_keys(self.max_parallelism)]:
             slots = slot_table[key_group_of(key, self.max_parallelism)]
@@ -213,6 +233,7 @@ class LoggedTable(KeyedTable):
     def take_over(self, exported: tuple) -> None:
         """Go on from ``export``'s tuple (a plain table's ``(data, changed, removed)`` too)."""
         self.data, self.changed, self.removed = exported[:3]
+        self._logged = {}
         if len(exported) > 3:
             self.pending, self.logs, self.base_sizes = exported[3:]
         else:  # no log known: every value is written whole next

@@ -29,6 +29,7 @@ from functools import cache
 import numpy as np
 
 from gyreflow.runtime.dataflow.graph.arrays import appended, id_array
+from gyreflow.runtime.dataflow.graph.chunk_runs import apply_run
 from gyreflow.state.keys.logged import logged_table
 
 ADD, DROP_HALVES, DROP_VERTICES = "add", "drop halves", "drop vertices"
@@ -200,34 +201,47 @@ def _mask(length: int, dropped: np.ndarray) -> np.ndarray:
     return keep
 
 
-def apply_chunk_change(chunk: list | None, change: tuple) -> list:
-    """``chunk`` after one stored change (``chunk`` None: an empty one)."""
+def decoded(change) -> tuple:
+    """A stored chunk change as a tuple of arrays (its kind first)."""
+    if type(change) is bytes:
+        return _decode(change)
+    kind = change[0]
+    if kind == ADD:
+        _, new_ids, at, given, vids, others, values, sides = change
+        return (ADD, unpack(new_ids), unpack(at), unpack(given, objects=True), unpack(vids),
+                unpack(others), unpack(values, objects=True), unpack(sides))
+    if kind == DROP_MATCHING:
+        return (DROP_MATCHING, unpack(change[1]), unpack(change[2]), unpack(change[3]))
+    return (kind, unpack(change[1]))
+
+
+def apply_decoded(chunk: list | None, change: tuple) -> list:
+    """``chunk`` after one ``decoded`` change (``chunk`` None: an empty one)."""
     if chunk is None:
         chunk = empty_chunk()
-    if type(change) is bytes:
-        change = _decode(change)
-        kind = change[0]
-        if kind == ADD:
-            return add_to_chunk(chunk, *change[1:])
-        if kind == DROP_MATCHING:
-            return drop_matching(chunk, *change[1:])
-        dropped = change[1]
-    else:
-        kind = change[0]
-        if kind == ADD:
-            _, new_ids, at, given, vids, others, values, sides = change
-            return add_to_chunk(chunk, unpack(new_ids), unpack(at), unpack(given, objects=True),
-                                unpack(vids), unpack(others), unpack(values, objects=True),
-                                unpack(sides))
-        if kind == DROP_MATCHING:
-            return drop_matching(chunk, unpack(change[1]), unpack(change[2]), unpack(change[3]))
-        dropped = unpack(change[1])
+    kind = change[0]
+    if kind == ADD:
+        return add_to_chunk(chunk, *change[1:])
+    if kind == DROP_MATCHING:
+        return drop_matching(chunk, *change[1:])
     if kind == DROP_HALVES:
-        return keep_halves(chunk, _mask(len(chunk[2]), dropped))
+        return keep_halves(chunk, _mask(len(chunk[2]), change[1]))
     if kind == DROP_VERTICES:
-        return keep_vertices(chunk, _mask(len(chunk[0]), dropped))
+        return keep_vertices(chunk, _mask(len(chunk[0]), change[1]))
     msg = f"unknown graph change {kind!r}"
     raise ValueError(msg)
+
+
+def apply_chunk_change(chunk: list | None, change: tuple) -> list:
+    """``chunk`` after one stored change (``chunk`` None: an empty one)."""
+    return apply_decoded(chunk, decoded(change))
+
+
+def apply_chunk_changes(chunk: list | None, changes) -> list:
+    """``chunk`` after the stored ``changes`` in order, a run of appends and matching drops in
+    one pass (``chunk_runs``)."""
+    return apply_run(chunk if chunk is not None else empty_chunk(),
+                     [decoded(change) for change in changes], apply_decoded)
 
 
 def drop_matching(chunk: list, vids: np.ndarray, others: np.ndarray, sides: np.ndarray) -> list:
@@ -260,10 +274,7 @@ class PendingChunk:
     def settled(self) -> list:
         """The chunk with the changes applied."""
         if self._settled is None:
-            chunk = self._base
-            for change in self._changes:
-                chunk = apply_chunk_change(chunk, change)
-            self._settled = chunk if chunk is not None else empty_chunk()
+            self._settled = apply_chunk_changes(self._base, self._changes)
             self._base, self._changes = None, ()
         return self._settled
 
@@ -280,7 +291,7 @@ class PendingChunk:
         return (list, (list(self.settled()),))
 
 
-MAX_PENDING = 32  # changes a pending chunk holds before the next one applies them
+MAX_PENDING = 256  # changes a pending chunk holds before the next one applies them (in one run)
 
 
 def later(chunk, change) -> PendingChunk:

@@ -15,6 +15,7 @@ import numpy as np
 
 from gyreflow.plan.graph_changes import REMOVE_VERTEX, RemoveVertex
 from gyreflow.runtime.dataflow.graph.arrays import concat_ids, id_array, key_groups
+from gyreflow.runtime.dataflow.graph.change_batches import add_changes, match_changes
 from gyreflow.runtime.dataflow.graph.changelog import add_change, later, match_change
 from gyreflow.runtime.dataflow.graph.chunks import chunk_key
 from gyreflow.runtime.dataflow.graph.removals import _split
@@ -77,13 +78,18 @@ def log_window(chunks: dict, records: list, part, max_parallelism: int, log) -> 
         groups = key_groups(vids, max_parallelism)
         order = np.argsort(groups, kind="stable")
         bounds = np.searchsorted(groups[order], np.arange(max_parallelism + 1))
-        for group in np.unique(groups).tolist():
-            at = order[bounds[group]:bounds[group + 1]]
+        present = np.unique(groups).tolist()
+        encoded = match_changes(present, vids[order], others[order], sides[order], bounds)
+        for i, group in enumerate(present):
             key = chunk_key(group, max_parallelism)
             chunk = chunks.get(key)
             if chunk is None:  # nothing to remove there
                 continue
-            change = match_change(vids[at], others[at], sides[at])
+            if encoded is None:
+                at = order[bounds[group]:bounds[group + 1]]
+                change = match_change(vids[at], others[at], sides[at])
+            else:
+                change = encoded[i]
             chunks[key] = later(chunk, change)
             log(key, change)
             changed.add(key)
@@ -146,6 +152,9 @@ def _log_additions(chunks: dict, records: list, part, max_parallelism: int,
     positions, found = part.index.lookup(candidates)
     is_new = np.zeros(len(ordered), dtype=bool)
     is_new[first[~found]] = True
+    if not len(vertex_ids) and _log_batched(chunks, window, groups, order, ordered, is_new,
+                                            max_parallelism, log):
+        return window
     block = {group: i for i, group in enumerate(part.groups)}
     n_vertices, n_halves = len(vertex_ids), len(vids)
     for group in np.unique(groups).tolist():
@@ -179,3 +188,32 @@ def _log_additions(chunks: dict, records: list, part, max_parallelism: int,
                 new_given[:] = [given.get(v) for v in new.tolist()]
             window.new[group] = (new, new_given)
     return window
+
+
+def _log_batched(chunks: dict, window: LoggedWindow, groups: np.ndarray, order: np.ndarray,
+                 ordered: np.ndarray, is_new: np.ndarray, max_parallelism: int, log) -> bool:
+    """``_log_additions``' loop for a window without vertex records, its changes encoded for all
+    key groups at once (``change_batches``); False (nothing done) when they cannot be."""
+    vids, others, sides, values = window.added
+    mp = max_parallelism
+    steps = np.arange(mp + 1)
+    half_groups = groups[:len(vids)]  # no vertex records: the halves come first in ``touched``
+    half_order = np.argsort(half_groups, kind="stable")
+    half_bounds = np.searchsorted(half_groups[half_order], steps)
+    new = ordered[is_new]
+    new_bounds = np.searchsorted(groups[order][is_new], steps)
+    present = np.unique(groups).tolist()
+    encoded = add_changes(present, new, new_bounds, vids[half_order], others[half_order],
+                          sides[half_order], None if values is None else values[half_order],
+                          half_bounds)
+    if encoded is None:
+        return False
+    for group, change in zip(present, encoded, strict=True):
+        key = chunk_key(group, mp)
+        chunks[key] = later(chunks.get(key), change)
+        log(key, change)
+        window.changed.add(key)
+        lo, hi = int(new_bounds[group]), int(new_bounds[group + 1])
+        if hi > lo:
+            window.new[group] = (new[lo:hi], np.full(hi - lo, None, dtype=object))
+    return True
