@@ -50,10 +50,10 @@ class ArrayVertexCompute(abc.ABC):
     window removed (a source of a search, say, whose neighbours' values tell nothing of what rested
     on it); the scopes of all tasks are
     joined (a set union) and ``restarts`` picks, on every task, the vertices that start again from
-    ``init``. Those count as touched, and every edge counts as new in that window. The defaults
-    start every vertex again; ``RepairingCompute`` (``incremental_wcc``, ``incremental_bfs``)
-    restarts none there and picks, in its first superstep, only the vertices whose value rested on
-    a removed edge or vertex; ``incremental_sssp`` restarts those beyond the removal distance.
+    ``init``. Those count as touched, and when any does, every edge counts as new in that
+    window. The defaults start every vertex again; ``RepairingCompute`` (``incremental_wcc``,
+    ``incremental_bfs``, ``incremental_sssp``) restarts none there and picks, in its first
+    superstep, only the vertices whose value rested on a removed edge or vertex.
     """
 
     array_program: ClassVar[bool] = True
@@ -61,6 +61,10 @@ class ArrayVertexCompute(abc.ABC):
     always_active: bool = False
     combine: ClassVar[str | None] = "sum"
     aggregators: ClassVar[dict[str, Aggregator]] = {}
+    # Incremental: ``compute`` changes ``part.values`` in place and returns them, and calls
+    # ``part.changing(positions)`` before it changes values there; a window then keeps, compares
+    # and stores the values there only, not every vertex's.
+    reports_changes: ClassVar[bool] = False
 
     @abc.abstractmethod
     def init(self, ids: np.ndarray, given: np.ndarray) -> np.ndarray:

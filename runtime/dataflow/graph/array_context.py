@@ -12,6 +12,8 @@ from gyreflow.runtime.dataflow.graph.chunks import IN, OUT
 from gyreflow.runtime.dataflow.graph.context import add_to_aggregate
 from gyreflow.runtime.dataflow.graph.partition import Partition
 
+_DIRECTIONS = ("out", "in", "both")
+
 
 class Inbox:
     """The messages that reached a task's vertices in a superstep, combined per vertex.
@@ -148,10 +150,12 @@ class ArrayContext:
         self.given = part.given
         self.columns = part.columns_ids
         self.num_local = part.n
+        self.directed = part.directed  # undirected: the in-edges are the out-edges
         self.values = None
         self.touched = None
         self.added = None  # the window's new edge halves; None: every edge is new
         self.removal_scope = frozenset()  # a window that removed edges: the tasks' joined scope
+        self.removed = None  # the window's removal halves; None: not known edge by edge
         self.iteration = 0
         self.window = 0
         self.num_vertices = 0
@@ -159,6 +163,15 @@ class ArrayContext:
         self._previous: dict = {}
         self.aggregates: dict = {}
         self.outbox = Outbox(combine, part.m)
+        self.reported: list | None = None  # ``changing``'s positions and values, when kept
+
+    def changing(self, positions) -> None:
+        """Say that ``values`` are about to change in place at ``positions``: a program with
+        ``reports_changes`` says so before it changes any value, and the window keeps the
+        values said as they were and compares and stores them only, not every vertex's."""
+        if self.reported is not None:
+            positions = np.asarray(positions, dtype=np.int64)
+            self.reported.append((positions, self.values[positions]))
 
     def send(self, columns, values) -> None:
         """Send ``values[i]`` (or one value to all) to column ``columns[i]``."""
@@ -209,7 +222,9 @@ class ArrayContext:
         if self.added is None:
             rows, columns, _ = self.edges(None, direction)
             return rows, columns
-        part.matrices(direction)  # checks the direction
+        if direction not in _DIRECTIONS:  # (the matrices are not read: merging them costs)
+            msg = f"direction must be 'out', 'in' or 'both', got {direction!r}"
+            raise ValueError(msg)
         vids, others, sides, _ = self.added
         if part.directed and direction != "both":
             keep = sides == (OUT if direction == "out" else IN)
@@ -218,6 +233,17 @@ class ArrayContext:
         columns, reached = part.column_positions(others)
         found &= reached
         return rows[found], columns[found]
+
+    def removed_edges(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(rows, others)``: one entry per edge the window's input removed at the task's
+        vertices (incremental; out- and in-edges alike): the vertex's position and the other
+        end's id. None when the removals are not known edge by edge (the window removed
+        vertices, or a static computation)."""
+        if self.removed is None:
+            return None
+        vids, others, _ = self.removed
+        rows, found = self.part.index.lookup(vids)
+        return rows[found], others[found]
 
     def aggregate(self, name: str, value) -> None:
         """Add ``value`` to aggregator ``name`` of this superstep."""

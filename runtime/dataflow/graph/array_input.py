@@ -70,7 +70,9 @@ class ArrayWindowInput:
                 self.values, fresh = self._continue_values(part, dict(self.value_chunks.data))
             elif fresh is None:
                 fresh = np.zeros(0, np.int64)
-            self.before = self.values.copy()
+            # a program that says what it changes keeps those values only (``_journal``)
+            self.before = (None if getattr(self.program, "reports_changes", False)
+                           else self.values.copy())
             self.fresh = fresh
             if self.removals:
                 self.local_scope = self._removal_scope()
@@ -120,6 +122,7 @@ class ArrayWindowInput:
         if removing:
             self.removals = window.removed
             self.touched_ids, self.lost, self.gone_values = window.touched, window.lost, []
+            self.removed_halves = window.removals  # (``finish_iteration`` forgets them)
         if not part.extend(window.added, chunks, None, new=window.new):
             self.part = self.values = None
             return window.touched
@@ -127,9 +130,7 @@ class ArrayWindowInput:
             part.set_given(window.given, window.given_values)
         if part.n != n:
             self._carry_values(part, n)
-        if removing:
-            self.added = None  # every edge counts as new
-        elif self.mode is GraphMode.INCREMENTAL:
+        if self.mode is GraphMode.INCREMENTAL:  # restarts make every edge new (``_restart``)
             self.added = window.added
         return window.touched
 
@@ -172,7 +173,7 @@ class ArrayWindowInput:
 
     def _restart(self, scope) -> None:
         """Incremental, a window that removed something: the vertices ``restarts`` picks start
-        again from ``init`` and count as touched; every edge counts as new."""
+        again from ``init`` and count as touched; when it picks any, every edge counts as new."""
         n = self.part.n
         if scope is None:
             mask = np.ones(n, dtype=bool)
@@ -191,7 +192,7 @@ class ArrayWindowInput:
             values[positions] = self._init(positions)
             self.values = values
             self.touched = self.touched | mask
-        self.added = None
+            self.added = None
         self.scope = scope
 
     def _apply_removals(self, chunks: dict, records: list) -> None:

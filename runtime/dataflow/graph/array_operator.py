@@ -53,6 +53,8 @@ class ArrayGraphOperator(ArrayWindowInput, ArraySupersteps, GraphOperator):
         self.values = None
         self.before = None  # incremental: the values when the window's supersteps started
         self.fresh = np.zeros(0, np.int64)
+        self.reported: list | None = None  # the values the program said it changes, as they were
+        self.removed_halves = None  # a window's removals, edge by edge, when known
         self.scope = self.local_scope = frozenset()  # removals: see ``_restart``
         self.lost = None
         self.gone_values: list = []  # removals: the stored values of the removed vertices
@@ -84,4 +86,5 @@ class ArrayGraphOperator(ArrayWindowInput, ArraySupersteps, GraphOperator):
 
     def restored(self) -> None:
         self.part = None  # the chunks were replaced: the partition describes the old ones
+        self.removed_halves = None
         self.known_ids.forget()

@@ -12,11 +12,13 @@ import numpy as np
 from gyreflow.plan.operators import GraphMode
 from gyreflow.plan.words import plural
 from gyreflow.runtime.dataflow.graph.array_context import ArrayContext, receive, split_outgoing
-from gyreflow.runtime.dataflow.graph.array_input import NO_EDGES, differs
+from gyreflow.runtime.dataflow.graph.array_input import NO_EDGES, concat_values, differs
 from gyreflow.runtime.dataflow.graph.changelog import set_change
 from gyreflow.runtime.dataflow.graph.chunks import chunk_key
 from gyreflow.runtime.dataflow.graph.supersteps import REMOVAL_SCOPE, REMOVALS, VERTEX_COUNT
 from gyreflow.runtime.errors import DataError, RecordError
+
+NO_HALVES = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int8))
 
 
 class ArraySupersteps:
@@ -31,8 +33,10 @@ class ArraySupersteps:
             self.known_ids.forget()
             self.num_vertices = combined.pop(VERTEX_COUNT, 0)
             scope = combined.pop(REMOVAL_SCOPE, frozenset())
+            start = self.values
             if combined.pop(REMOVALS, 0) and self.mode is GraphMode.INCREMENTAL:
                 self._restart(scope)
+            self._journal(start)
             combined = {name: agg.zero for name, agg in self.aggregators.items()}
         elif self._terminates(iteration - 1, combined):
             self.loop.discard(self.index)
@@ -47,10 +51,13 @@ class ArraySupersteps:
         ctx.touched = self.touched
         ctx.added = self.added if self.mode is GraphMode.INCREMENTAL else None
         ctx.removal_scope = self.scope
+        if self.mode is GraphMode.INCREMENTAL:
+            ctx.removed = NO_HALVES if not self.removals else self.removed_halves
         ctx.iteration = iteration
         ctx.window = self.window
         ctx.num_vertices = self.num_vertices
         ctx._previous = combined
+        ctx.reported = None if self.reported is None else []
         try:
             new = self.program.compute(ctx, inbox)
             new = np.asarray(ctx.values if new is None else new)
@@ -63,6 +70,10 @@ class ArraySupersteps:
         except Exception as exc:
             raise RecordError(self.name, ("superstep", iteration, plural(len(inbox), "message")),
                               exc) from exc
+        if self.reported is not None:
+            self.reported.extend(ctx.reported)
+            if new is not self.values:  # not changed in place: compared whole from now on
+                self._materialize_before()
         self.values = new
         work = self._send_pieces(iteration + 1, *ctx.outbox.finish())
         if self.program.always_active:
@@ -87,18 +98,14 @@ class ArraySupersteps:
         self.loop.discard(self.index)
         self.pending.pop(window, None)
         self.added = NO_EDGES
+        self.removed_halves = None
         part = self.part
         values = self.values
-        compared = None  # incremental: the stored values the results are compared with
+        compared = None  # incremental: the positions that had a value, and that value
         if self.mode is GraphMode.INCREMENTAL:
-            changed = differs(values, self.before)
-            if self.before is not None and len(self.before) == len(values):
-                compared = np.ones(len(values), dtype=bool)
-                compared[self.fresh] = False
-            if len(self.fresh):
-                changed[self.fresh] = True
+            positions, compared = self._changed()
             self.fresh = np.zeros(0, np.int64)
-            positions = np.flatnonzero(changed)
+            self.reported = self.before = None
             self._store_values(positions)
         else:
             positions = None
@@ -108,7 +115,7 @@ class ArraySupersteps:
             try:
                 chosen = self.program.result(ids, chosen)
                 if compared is not None:  # a change of bookkeeping only (a parent) is not emitted
-                    ids, chosen = self._shown(positions, ids, chosen, compared[positions])
+                    ids, chosen = self._shown(ids, chosen, *compared)
             except Exception as exc:
                 raise RecordError(self.name, ("result", len(ids), "vertices"), exc) from exc
         results = chosen.tolist() if isinstance(chosen, np.ndarray) else list(chosen)
@@ -118,12 +125,60 @@ class ArraySupersteps:
         self.removed = []
         self._emit(records)
 
-    def _shown(self, positions, ids, results, compared) -> tuple:
-        """Of the vertices whose value changed, those whose result changed too (new ones always)."""
-        at = np.flatnonzero(compared)
+    def _journal(self, start) -> None:
+        """The window's first superstep: a program that says where it is about to change its
+        values in place (``reports_changes``, ``part.changing``) has the values it changes
+        kept as they were, instead of a copy of every vertex's (``before``); restarted vertices
+        were not said, so a restart that changed values compares them all."""
+        self.reported = None
+        if self.mode is not GraphMode.INCREMENTAL:
+            return
+        if self.values is not start:  # ``_restart`` started vertices again (on a copy)
+            if self.before is None:
+                self.before = start
+        elif self.before is None and getattr(self.program, "reports_changes", False):
+            self.reported = []
+
+    def _materialize_before(self) -> None:
+        """The values as the window's supersteps found them, from the values kept (``_journal``):
+        the window is compared whole from now on."""
+        if self.reported is None or self.before is not None:
+            self.reported = None
+            return
+        before = self.values.copy()
+        for positions, old in reversed(self.reported):  # the first value kept wins
+            before[positions] = old
+        self.before, self.reported = before, None
+
+    def _changed(self) -> tuple[np.ndarray, tuple | None]:
+        """``(positions, compared)``: the positions (sorted) whose values changed in the window,
+        and ``(at, values)``: which of them (indexes into positions) had a value before the
+        window (not new vertices) and that value (None: every vertex is new)."""
+        values, before, fresh = self.values, self.before, self.fresh
+        if self.reported is not None:  # where the program said it changed values
+            said = [p for p, _ in self.reported]
+            at = np.concatenate(said) if said else np.zeros(0, np.int64)
+            at, first = np.unique(at, return_index=True)
+            old = concat_values([o for _, o in self.reported])[first] if said else values[:0]
+            moved = differs(values[at], old)
+            at, old = at[moved], old[moved]
+            positions = np.union1d(at, fresh)
+            kept = ~np.isin(at, fresh)
+            return positions, (np.searchsorted(positions, at[kept]), old[kept])
+        if before is None or len(before) != len(values):
+            return np.arange(len(values)), None
+        changed = differs(values, before)
+        changed[fresh] = True
+        positions = np.flatnonzero(changed)
+        at = np.flatnonzero(~np.isin(positions, fresh))
+        return positions, (at, before[positions[at]])
+
+    def _shown(self, ids, results, at, before) -> tuple:
+        """Of the vertices whose value changed, those whose result changed too (new ones always):
+        ``at`` are the ones that had a value before, ``before``."""
         if not len(at):
             return ids, results
-        before = self.program.result(ids[at], self.before[positions[at]])
+        before = self.program.result(ids[at], before)
         results = np.asarray(results)
         same = np.zeros(len(ids), dtype=bool)
         same[at] = np.asarray(results[at] == np.asarray(before), dtype=bool)
@@ -144,7 +199,13 @@ class ArraySupersteps:
             here = positions[bounds[i]:bounds[i + 1]] - start
             if old is not None and len(old) == end - start and not len(here):
                 continue
-            new = self.values[start:end].copy()
+            values = self.values[start:end]
+            if (old is not None and len(old) == len(values) and old.dtype == values.dtype
+                    and old.flags.writeable):  # the chunk is this task's own: set in place
+                old[here] = values[here]
+                table.record(key, set_change(here, values[here], values[:0]))
+                continue
+            new = values.copy()
             stored[key] = new
             if old is None or len(old) > len(new) or old.dtype != new.dtype:
                 table.changed.add(key)  # written whole
@@ -154,6 +215,7 @@ class ArraySupersteps:
 
     def progress(self, done: int, payload: tuple, inbox) -> bytes:
         """Where the window stands after superstep ``done`` (an iteration snapshot)."""
+        self._materialize_before()
         return pickle.dumps((self.window, done, self.parallelism, payload, self.values, inbox,
                              (self.touched, self.added), (self.before, self.fresh),
                              self.num_vertices, [], {}, self.removed),
@@ -164,6 +226,8 @@ class ArraySupersteps:
         (_, done, _, payload, self.values, inbox, (self.touched, self.added),
          (self.before, self.fresh), self.num_vertices, _, _) = record[:11]
         self.removed = record[11] if len(record) > 11 else []
+        self.reported = None  # where the supersteps before changed values is not recorded
+        self.removed_halves = None
         self.known_ids.forget()
         if inbox:
             self.loop.put(self.index, done + 1, inbox, self.merge)
@@ -171,6 +235,7 @@ class ArraySupersteps:
 
     def export_state(self) -> tuple:
         """Everything this task holds, to rebuild it in another process (Spark)."""
+        self._materialize_before()
         tables = {}
         for table in self.ctx.state.tables.values():
             if table.name.startswith(f"{self.name}:"):
@@ -186,6 +251,8 @@ class ArraySupersteps:
         (tables, self.values, self.collecting, self.pending, (self.touched, self.added),
          self.before, self.fresh, self.num_vertices, self.window,
          (self.removed, self.removals)) = state
+        self.reported = None  # where the supersteps before changed values is not carried
+        self.removed_halves = None
         self._tables()
         self.known_ids.forget()
         for name, exported in tables.items():
