@@ -1,54 +1,60 @@
-"""Array programs for changing graphs: shortest paths started again beyond a removal, PageRank's
-residual program by its older name (incremental WCC and BFS, repaired through parents, live
-beside their static programs)."""
+"""Array programs for changing graphs: shortest paths repaired through parents, PageRank's
+residual program by its older name (incremental WCC and BFS, repaired the same way, live beside
+their static programs)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from gyreflow.api.graph.array_algorithms import (
-    ArrayShortestPaths,
-    _improve,
-)
+from gyreflow.api.graph.array_algorithms import NO_LIMIT
+from gyreflow.api.graph.arrays import ids_equal
+from gyreflow.api.graph.repair import RepairingCompute
 from gyreflow.api.graph.residual_pagerank import ResidualPageRank
+from gyreflow.api.graph.weights import out_edge_weights
 
 
-class ArrayIncrementalShortestPaths(ArrayShortestPaths):
-    """Weighted distances from ``source`` in a changing graph (non-negative weights).
-
-    A window that only adds: its touched vertices that know their distance relax their out-edges,
-    and improvements spread. A window that removed edges: no shortest path to a vertex nearer than
-    ``d`` can use an edge whose ends are ``d`` or farther, ``d`` the smallest distance at the ends
-    of the removed edges and at the removed vertices; the vertices at ``d`` or farther start again,
-    and every vertex that still knows its distance relaxes its out-edges once. (Repair through
-    parents, as ``incremental_wcc`` and ``incremental_bfs`` do, was 4x slower here: a re-added edge
-    may carry another weight, so it restarts every child of a vertex that lost an edge.)
-    """
+class ArrayIncrementalShortestPaths(RepairingCompute):
+    """Weighted distances from ``source`` in a changing graph (non-negative weights), repaired
+    after removals (``RepairingCompute``): each vertex keeps the neighbour its distance came from,
+    and a removed edge or vertex starts again only the vertices whose shortest path (the chain of
+    parents) used it. An edge to the parent keeps a vertex only while the parent's distance plus
+    the edge's weight is still the vertex's distance: an edge removed and added again in one
+    window may carry another weight. Edge weights as ``sssp`` reads them (``weight``)."""
 
     algorithm = "incremental_sssp"
+    weighted = True
 
-    def compute(self, part, inbox) -> np.ndarray:
-        """Relax the out-edges of the improved vertices (iteration 1: the starters)."""
-        distance, improved = _improve(part.values, inbox)
-        if part.iteration == 1:
-            known = np.isfinite(distance)
-            starting = known if part.removal_scope else part.touched & known
-            improved = np.union1d(improved, np.flatnonzero(starting))
-        if len(improved):
-            rows, columns, weights = self.weights(part, improved)
-            part.send(columns, distance[rows] + weights)
-        return distance
+    def __init__(self, source: Any, max_iterations: int = NO_LIMIT,
+                 weight: str | None = "weight") -> None:
+        self.source = source
+        self.max_iterations = max_iterations
+        self.weight = weight
 
-    def removal_scope(self, values: np.ndarray) -> frozenset:
-        """The smallest distance at the ends of this task's removed edges and removed vertices."""
-        return frozenset((float(values.min()),))
+    def start(self, ids: np.ndarray, given: np.ndarray) -> np.ndarray:
+        """0.0 for the source, ``inf`` otherwise."""
+        return np.where(ids_equal(ids, self.source), 0.0, np.inf)
 
-    def restarts(self, values: np.ndarray, scope: frozenset) -> np.ndarray:
-        """The vertices at the removal distance or farther (a zero-weight edge may end there);
-        none when no vertex that lost an edge or went had a distance (they came in the window)."""
-        if not scope:
-            return np.zeros(len(values), dtype=bool)
-        return values >= min(scope)
+    def known(self, values: np.ndarray) -> np.ndarray:
+        """The vertices with a distance."""
+        return values < np.inf
+
+    def offer(self, values: np.ndarray, rows: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """The distance plus the edge's weight."""
+        return values[rows] + weights
+
+    def edges(self, part, where: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``out_edge_weights`` of the vertices ``where``, reading each property once per edge."""
+        read = self.__dict__.get("_read")
+        if read is None:
+            read = self._read = {}
+        return out_edge_weights(part, where, self.weight, self.algorithm, read)
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_read", None)  # what this process read: not shipped
+        return state
 
 
 # Incremental PageRank's array program (``residual_pagerank``), by the name this module gave it

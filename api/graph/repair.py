@@ -7,16 +7,22 @@ parent). The parents form a forest (a vertex takes a value only when it is stric
 parent always had its value first). A window that removes edges or vertices invalidates only the
 vertices whose parent chain used a removed edge or vertex: in the window's first superstep,
 ``invalidated`` finds, among the vertices that lost an edge (``removal_scope``), those with no edge
-left to their parent, and their subtrees among the task's own vertices; those start again from
-``init``.
+left to their parent (with ``weighted``: none whose offer still gives their value), and their
+subtrees among the task's own vertices; those start again from ``init``.
 The window then trims first: a started-again vertex sends a ``RESET`` to its neighbours on other
-tasks, and a neighbour whose parent it is starts again too, until no task sent one (an aggregator
-counts them). Only then does it repair: the started-again vertices ask their neighbours for their
-values (a ``REQUEST``: the neighbours outside the subtrees answer once), the touched ones offer
-theirs, and the smallest offers spread. Trimming before repairing keeps a value that rested on
-a removed edge from coming back through a vertex that has not heard of the removal yet (it
-could circle for ever, as in distance-vector routing's count to infinity). Everything else
+tasks, and a neighbour whose parent it is starts again too, with its subtree, until no task sent
+one (an aggregator counts them). Only then does it repair: the started-again vertices ask their
+neighbours for their values (the task's own answer at once, other tasks' get a ``REQUEST``), the
+touched ones offer theirs, and the smallest offers spread. Trimming before repairing keeps a value
+that rested on a removed edge from coming back through a vertex that has not heard of the removal
+yet (it could circle for ever, as in distance-vector routing's count to infinity). Everything else
 keeps its value, which stays exact.
+
+A superstep spreads offers among the task's own vertices until none improves (a few array steps
+per level of the changed region); only offers to other tasks' vertices wait for the next
+superstep. A task whose edges all stay among its own vertices (parallelism 1) trims and repairs
+in the window's first superstep, and sends nothing. Every step reads the edges of the vertices it
+starts from, and no pass goes over every vertex: a window costs what it changes.
 
 A program defines ``start`` (the plain start values), ``offer`` (what a vertex offers along an
 edge), and optionally ``known`` and ``edges``; its values are a structured array (``value``, the
@@ -52,6 +58,7 @@ from gyreflow.api.graph.views import Aggregator
 NO_PARENT, PARENT, RESTARTED = 0, 1, 2  # ``link`` codes: a root or unreached, a parent, started again
 OFFER, RESET, REQUEST, HOLD = 0, 1, 2, 3  # message kinds
 _REVERSE = {"out": "in", "in": "out", "both": "both"}
+_NONE = np.zeros(0, np.int64)
 
 
 def id_dtype(ids: np.ndarray) -> np.dtype:
@@ -86,6 +93,7 @@ class RepairingCompute(ArrayVertexCompute):
     direction = "out"
     aggregators = {"resets": Aggregator.sum(0), "repairing": Aggregator.max(0)}
     weighted = False
+    reports_changes = True  # values change in place, at positions ``part.changing`` is told
 
     @abc.abstractmethod
     def start(self, ids: np.ndarray, given: np.ndarray) -> np.ndarray:
@@ -97,7 +105,8 @@ class RepairingCompute(ArrayVertexCompute):
         ``weights`` (one entry per edge)."""
 
     def known(self, values: np.ndarray) -> np.ndarray:
-        """A mask of the plain values worth offering (default: every one)."""
+        """A mask of the plain values worth offering, value by value (default: every one); it is
+        asked of the values of the vertices about to offer, not of every vertex."""
         return np.ones(len(values), dtype=bool)
 
     def edges(self, part, where: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -135,152 +144,278 @@ class RepairingCompute(ArrayVertexCompute):
         subtrees (among the task's vertices; ``RESET`` messages carry them on) of the vertices
         that lost an edge and have none left to their parent (the edge or the parent went). A
         removed edge that no vertex took its value along starts no vertex again. With
-        ``weighted`` (``offer`` reads the edge weights), a vertex whose parent lost an edge too
-        starts again even with an edge to it left (the edge may have come back with another
-        weight), and an answer to a request looks the edge's weight up."""
-        lost = part.removal_scope
-        ids = values["id"]
-        candidates = np.flatnonzero((values["link"] == PARENT) & part.touched
-                                    & np.isin(ids, np.array(list(lost), dtype=ids.dtype)))
+        ``weighted`` (``offer`` reads the edge weights), an edge to the parent keeps a vertex
+        only when the parent's offer along it still gives the vertex's value (the edge may have
+        come back with another weight; a parent on another task, whose value is not known here,
+        keeps it only when it lost no edge), and an answer to a request looks the edge's weight
+        up. Only the vertices that lost the edge to their parent are looked at, or, when the
+        window's removals are not known edge by edge (``part.removed_edges``), those that lost
+        an edge and whose parent lost one too (or went)."""
+        mask = np.zeros(part.num_local, dtype=bool)
+        links, parents = values["link"], values["parent"]
+        removed = part.removed_edges() if hasattr(part, "removed_edges") else None
+        if removed is not None:
+            rows, others = removed
+            hit = links[rows] == PARENT
+            rows, others = rows[hit], others[hit]
+            candidates = np.unique(rows[np.asarray(parents[rows] == others, dtype=bool)])
+        else:
+            scope = np.array(list(part.removal_scope), dtype=values["id"].dtype)
+            at, found = part.column_positions(scope)
+            at = at[found]
+            at = at[at < part.num_local]
+            at = at[(links[at] == PARENT) & part.touched[at]]
+            candidates = np.unique(at[np.isin(parents[at], scope)])
         if not len(candidates):
-            return np.zeros(part.num_local, dtype=bool)
-        rows, columns, _ = part.edges(candidates, _REVERSE[self.direction])
-        kept = np.zeros(part.num_local, dtype=bool)
-        kept[rows[np.asarray(part.columns[columns] == values["parent"][rows], dtype=bool)]] = True
-        cut = ~kept[candidates]
-        if self.weighted:
-            cut |= np.isin(values["parent"][candidates], np.array(list(lost), dtype=ids.dtype))
-        return subtrees(values, ids[candidates[cut]].tolist(),
-                        lambda at: self._local_edges(part, at))
+            return mask
+        roots = candidates[~self._parent_kept(part, values, candidates)]
+        if len(roots):
+            mask[_subtrees_at(values, roots, lambda at: self._local_edges(part, at))] = True
+        return mask
+
+    def _parent_kept(self, part, values, candidates) -> np.ndarray:
+        """Of the vertices at ``candidates`` (each with a parent that lost an edge), those that
+        keep it: an edge to it is left (``weighted``: one along which it offers the vertex's
+        value)."""
+        n = part.num_local
+        parents = values["parent"]
+        symmetric = self._symmetric(part)
+        if self.weighted and symmetric:  # the candidates' own edges carry the parents' weights
+            rows, columns, weights = self.edges(part, candidates)
+        else:
+            rows, columns, weights = part.edges(candidates, _REVERSE[self.direction])
+        to_parent = np.asarray(part.columns[columns] == parents[rows], dtype=bool)
+        rows, columns, weights = rows[to_parent], columns[to_parent], weights[to_parent]
+        kept = np.zeros(n, dtype=bool)
+        if not self.weighted:
+            kept[rows] = True
+            return kept[candidates]
+        plain = values["value"]
+        local = columns < n  # a parent on another task lost an edge: its value is not known here
+        rows, columns, weights = rows[local], columns[local], weights[local]
+        if symmetric:
+            same = np.asarray(self.offer(plain, columns, weights) == plain[rows], dtype=bool)
+            kept[rows[same]] = True
+        else:  # the parents' own edges say the weights
+            targets, offered, _ = self._along(part, plain, columns, rows)
+            kept[targets[np.asarray(offered == plain[targets], dtype=bool)]] = True
+        return kept[candidates]
 
     def _local_edges(self, part, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The ``direction`` edges of the vertices at ``at`` to the task's own vertices."""
-        rows, columns, _ = self.edges(part, at)
+        rows, columns, _ = part.edges(at, self.direction)
         local = columns < part.num_local
         return rows[local], columns[local]
 
     def compute(self, part, inbox) -> np.ndarray:
         """Trim (carry resets to the children on other tasks) until no task sends one, then
         repair: the started-again vertices ask their neighbours, the touched ones offer, and the
-        smallest offers spread."""
+        smallest offers spread, among the task's vertices within the superstep."""
         values = part.values  # changed in place: the engine keeps its own copy of the window's start
-        links = values["link"]
         removal = bool(part.removal_scope)
-        repairing = part.iteration > 1 and part.aggregated("repairing") > 0
+        first = part.iteration == 1
+        repairing = not first and part.aggregated("repairing") > 0
         kinds = inbox.values["kind"] if len(inbox) else np.zeros(0, np.int8)
-        out = _Messages(values.dtype["value"], values.dtype["id"],
-                        part.num_local + len(part.columns))
-        if not repairing and (removal if part.iteration == 1 else part.aggregated("resets") > 0):
-            if part.iteration == 1:  # the subtrees among the task's vertices at once
-                reset, remote = self.invalidated(part, values), True
-                if reset.any():
-                    values[reset] = self.init(part.ids[reset], part.given[reset])
+        out = _Messages(values.dtype["value"], values.dtype["id"])
+        if not repairing and removal and (first or part.aggregated("resets") > 0):
+            if first:  # the subtrees among the task's vertices at once
+                reset = np.flatnonzero(self.invalidated(part, values))
             else:
-                reset, remote = self._reset_children(part, values, inbox, kinds == RESET), False
-            part.aggregate("resets", self._tell(RESET, part, reset, self.direction, out, remote))
-            out.hold()  # the supersteps go on until no task sent a reset
-            out.send(part)
-            return values
-        part.aggregate("repairing", 1)
-        starting = np.zeros(part.num_local, dtype=bool)
-        if not repairing:  # the first superstep of the repair
-            restarted = links == RESTARTED
-            links[restarted] = NO_PARENT
-            if removal:  # not new vertices only: their edges' other ends offer anyway
-                reverse = self.direction if self._symmetric(part) else _REVERSE[self.direction]
-                self._tell(REQUEST, part, restarted, reverse, out)
-            starting = part.touched | restarted
-        improved = self._adopt(values, inbox, kinds == OFFER)
-        plain = values["value"]
-        known = self.known(plain)
-        starting[improved] = True
-        starting &= known
-        if starting.any():
-            rows, columns, weights = self.edges(part, np.flatnonzero(starting))
-            out.offers(columns, self.offer(plain, rows, weights), part.ids[rows])
-        asked = kinds == REQUEST
-        if asked.any():
-            self._answer(part, plain, known, (inbox.positions[asked],
-                                              inbox.values["sender"][asked]), out)
+                reset = self._reset_children(part, values, inbox, kinds == RESET)
+            if len(reset):
+                part.changing(reset)
+                values[reset] = self.init(part.ids[reset], part.given[reset])
+                values["link"][reset] = RESTARTED
+            if not first or len(part.columns) > part.num_local:
+                part.aggregate("resets", self._tell(RESET, part, reset, self.direction, out))
+                out.hold()  # the supersteps go on until no task sent a reset
+                out.send(part)
+                return values
+            # No edge leaves the task's vertices: its trimming is whole, it repairs at once (not
+            # saying so: other tasks may go on trimming, and then repairing does no harm here).
+        else:
+            part.aggregate("repairing", 1)
+        if repairing:
+            seeds = self._take(part, values, *_offers_in(inbox, kinds == OFFER))
+            asked = kinds == REQUEST
+            if asked.any():
+                self._answer(part, values, inbox.positions[asked],
+                             inbox.values["sender"][asked], out)
+        else:  # the first superstep of the repair
+            seeds = self._start_repair(part, values, removal, out)
+        self._spread(part, values, seeds, out)
         out.send(part)
         return values
 
     def _symmetric(self, part) -> bool:
-        return self.direction == "both" or part.in_edges is part.out_edges
+        """Whether a vertex's edges are its neighbours' edges back to it (undirected, "both")."""
+        return self.direction == "both" or not getattr(part, "directed", True)
+
+    def _spread(self, part, values, seeds: np.ndarray, out) -> None:
+        """The vertices at ``seeds`` offer along their edges; the task's own vertices that take
+        an offer offer in turn, until none does; offers to other tasks' vertices go out."""
+        n = part.num_local
+        ids = part.ids
+        plain = values["value"]
+        frontier = seeds
+        while len(frontier):
+            frontier = frontier[np.asarray(self.known(plain[frontier]), dtype=bool)]
+            if not len(frontier):
+                return
+            rows, columns, weights = self.edges(part, frontier)
+            offered = self.offer(plain, rows, weights)
+            local = columns < n
+            if not local.all():
+                far = ~local
+                out.offers(columns[far], offered[far], ids[rows[far]])
+                rows, columns, offered = rows[local], columns[local], offered[local]
+            better = np.asarray(offered < plain[columns], dtype=bool)
+            frontier = self._take(part, values, columns[better], offered[better],
+                                  ids[rows[better]])
+
+    def _start_repair(self, part, values, removal: bool, out) -> np.ndarray:
+        """The first superstep of the repair: the window's new edges carry offers, and the
+        started-again vertices (and new ones) ask their neighbours; returns the positions that
+        offer along their edges next (those, and the vertices that took an offer)."""
+        links = values["link"]
+        restarted = np.flatnonzero(links == RESTARTED)
+        part.changing(restarted)
+        if getattr(part, "added", None) is None:  # every edge is new: the touched offer along all
+            links[restarted] = NO_PARENT
+            seeds = np.union1d(np.flatnonzero(part.touched), restarted)
+        else:  # along the new edges (a started-again vertex offers along all its edges next)
+            rows, columns = part.added_edges(self.direction)
+            keep = links[rows] != RESTARTED
+            links[restarted] = NO_PARENT
+            seeds = np.union1d(restarted, self._offer_along(part, values, rows[keep],
+                                                            columns[keep], out))
+        if removal and len(restarted):  # not new vertices only: the other ends offer anyway
+            seeds = np.union1d(seeds, self._ask(part, values, restarted, out))
+        return seeds
+
+    def _offer_along(self, part, values, senders: np.ndarray, targets: np.ndarray,
+                     out) -> np.ndarray:
+        """The vertices at ``senders`` that know their value offer it along their edges to the
+        columns ``targets`` (pairwise): other tasks' vertices get an offer, the task's own take
+        it at once; returns the positions that took one."""
+        plain = values["value"]
+        known = np.asarray(self.known(plain[senders]), dtype=bool)
+        senders, targets = senders[known], targets[known]
+        if not len(senders):
+            return _NONE
+        if self.weighted:
+            targets, offered, senders = self._along(part, plain, senders, targets)
+        else:
+            offered = self.offer(plain, senders, np.ones(len(senders)))
+        local = targets < part.num_local
+        if not local.all():
+            far = ~local
+            out.offers(targets[far], offered[far], part.ids[senders[far]])
+            senders, targets, offered = senders[local], targets[local], offered[local]
+        return self._take(part, values, targets, offered, part.ids[senders])
+
+    def _ask(self, part, values, restarted: np.ndarray, out) -> np.ndarray:
+        """The started-again vertices at ``restarted`` ask their neighbours for what they offer
+        along the edges between them: the task's own answer at once, other tasks' vertices get
+        a ``REQUEST``; returns the positions that took an answer."""
+        n = part.num_local
+        symmetric = self._symmetric(part)
+        if symmetric and self.weighted:  # the asking vertices' own edges carry the weights
+            rows, columns, weights = self.edges(part, restarted)
+        else:
+            rows, columns, weights = part.edges(restarted, self.direction if symmetric
+                                                else _REVERSE[self.direction])
+        local = columns < n
+        if not local.all():
+            far = ~local
+            out.add(REQUEST, columns[far], part.ids[rows[far]])
+            rows, columns, weights = rows[local], columns[local], weights[local]
+        if not (symmetric and self.weighted):
+            return self._offer_along(part, values, columns, rows, out)
+        plain = values["value"]
+        known = np.asarray(self.known(plain[columns]), dtype=bool)
+        rows, columns, weights = rows[known], columns[known], weights[known]
+        return self._take(part, values, rows, self.offer(plain, columns, weights),
+                          part.ids[columns])
+
+    def _along(self, part, plain, senders: np.ndarray, targets: np.ndarray):
+        """``(targets, offers, senders)``: what the vertices at ``senders`` offer along their
+        ``direction`` edges to the columns ``targets`` (pairwise; one entry per such edge)."""
+        m = len(part.columns)
+        wanted = np.unique(senders.astype(np.int64) * m + targets)
+        rows, columns, weights = self.edges(part, np.unique(senders))
+        hit = np.isin(rows.astype(np.int64) * m + columns, wanted)
+        rows, columns, weights = rows[hit], columns[hit], weights[hit]
+        return columns, self.offer(plain, rows, weights), rows
 
     def _reset_children(self, part, values, inbox, resets) -> np.ndarray:
-        """Start again the vertices whose parent sent a ``RESET``; returns their mask."""
-        mask = np.zeros(part.num_local, dtype=bool)
+        """The positions of the vertices whose parent sent a ``RESET``, with their subtrees
+        among the task's vertices."""
         if not resets.any():
-            return mask
+            return _NONE
         at, senders = inbox.positions[resets], inbox.values["sender"][resets]
         child = (values["link"][at] == PARENT) & np.asarray(values["parent"][at] == senders,
                                                             dtype=bool)
-        positions = np.unique(at[child])
-        if len(positions):
-            values[positions] = self.init(part.ids[positions], part.given[positions])
-            mask[positions] = True
-        return mask
+        roots = np.unique(at[child])
+        if not len(roots):
+            return _NONE
+        return _subtrees_at(values, roots, lambda at: self._local_edges(part, at))
 
-    def _adopt(self, values, inbox, offers) -> np.ndarray:
-        """Take the smallest offer where it is smaller than the value; returns the positions."""
-        if not offers.any():
-            return np.zeros(0, np.int64)
-        at, got = inbox.positions[offers], inbox.values[offers]
-        at, best, senders = smallest(at, got["value"], got["sender"], len(values))
-        better = np.asarray(best < values["value"][at], dtype=bool)
-        at = at[better]
-        values["value"][at] = best[better]
-        values["parent"][at] = senders[better]
+    def _take(self, part, values, at, offered, senders) -> np.ndarray:
+        """Take the smallest offer at each position of ``at`` where it is smaller than the
+        value (the smallest sender on ties); returns the positions that took one."""
+        if not len(at):
+            return _NONE
+        better = np.asarray(offered < values["value"][at], dtype=bool)
+        if not better.all():
+            at, offered, senders = at[better], offered[better], senders[better]
+            if not len(at):
+                return _NONE
+        at, best, senders = smallest(at, offered, senders)
+        part.changing(at)
+        values["value"][at] = best
+        values["parent"][at] = senders
         values["link"][at] = PARENT
         return at
 
-    def _answer(self, part, plain, known, requests, out) -> None:
-        """Offer the askers the values of the vertices they asked, along the edges to them."""
-        at, askers = requests
+    def _answer(self, part, values, at, askers, out) -> None:
+        """Offer the askers the values of the vertices at ``at`` they asked, along the edges
+        to them."""
         columns, found = part.column_positions(askers)
-        at, columns = at[found], columns[found]
-        keep = known[at]
-        at, columns = at[keep], columns[keep]
-        if not len(at):
-            return
-        if not self.weighted:  # the offer needs no edge weight: no edge to look up
-            out.offers(columns, self.offer(plain, at, np.ones(len(at))), part.ids[at])
-            return
-        m = part.num_local + len(part.columns)
-        wanted = np.unique(at.astype(np.int64) * m + columns)
-        rows, targets, weights = self.edges(part, np.unique(at))
-        hit = np.isin(rows.astype(np.int64) * m + targets, wanted)
-        if hit.any():
-            rows, targets, weights = rows[hit], targets[hit], weights[hit]
-            out.offers(targets, self.offer(plain, rows, weights), part.ids[rows])
+        self._offer_along(part, values, at[found], columns[found], out)
 
     @staticmethod
-    def _tell(kind: int, part, mask, direction: str, out, remote: bool = False) -> int:
-        """Send ``kind`` from the vertices of ``mask`` along their ``direction`` edges (only to
-        other tasks' vertices with ``remote``); returns how many messages went."""
-        if not mask.any():
+    def _tell(kind: int, part, positions, direction: str, out) -> int:
+        """Send ``kind`` from the vertices at ``positions`` along their ``direction`` edges to
+        other tasks' vertices; returns how many messages went."""
+        if not len(positions):
             return 0
-        rows, columns, _ = part.edges(np.flatnonzero(mask), direction)
-        if remote:
-            away = columns >= part.num_local
-            rows, columns = rows[away], columns[away]
-        out.add(kind, columns, part.ids[rows])
-        return len(columns)
+        rows, columns, _ = part.edges(positions, direction)
+        away = columns >= part.num_local
+        out.add(kind, columns[away], part.ids[rows[away]])
+        return int(away.sum())
+
+
+def _offers_in(inbox, offers) -> tuple:
+    """``(positions, values, senders)`` of the ``OFFER`` messages of ``inbox``."""
+    if not offers.any():
+        return _NONE, _NONE, _NONE
+    got = inbox.values[offers]
+    return inbox.positions[offers], got["value"], got["sender"]
 
 
 class _Messages:
     """A superstep's outgoing messages: offers reduced per target column, resets and requests."""
 
-    def __init__(self, values: np.dtype, ids: np.dtype, size: int) -> None:
+    def __init__(self, values: np.dtype, ids: np.dtype) -> None:
         self.dtype = message_dtype(values, ids)
-        self.size = size
         self.pieces: list = []
         self.offered: list = []
         self.holding = False
 
     def offers(self, columns, values, senders) -> None:
-        self.offered.append((columns, values, senders))
+        if len(columns):
+            self.offered.append((columns, values, senders))
 
     def add(self, kind: int, columns, senders) -> None:
         if len(columns):
@@ -301,7 +436,7 @@ class _Messages:
             columns = np.concatenate([o[0] for o in self.offered])
             values = np.concatenate([o[1] for o in self.offered])
             senders = np.concatenate([o[2] for o in self.offered])
-            columns, values, senders = smallest(columns, values, senders, self.size)
+            columns, values, senders = smallest(columns, values, senders)
             messages = np.zeros(len(columns), dtype=self.dtype)
             messages["kind"] = OFFER
             messages["value"] = values
@@ -315,7 +450,7 @@ def smallest(positions: np.ndarray, values: np.ndarray, senders: np.ndarray,
              size: int | None = None):
     """``(positions, values, senders)`` with each position once (sorted): its smallest value, and
     of the senders of that value the smallest (``size``: positions are below it; numbers then
-    take two dense passes instead of a sort).
+    take two dense passes instead of a sort when there are many).
 
     >>> p, v, s = smallest(np.array([2, 0, 2, 2]), np.array([5, 1, 3, 3]), np.array([7, 8, 9, 4]))
     >>> p.tolist(), v.tolist(), s.tolist()
@@ -333,6 +468,8 @@ def smallest(positions: np.ndarray, values: np.ndarray, senders: np.ndarray,
         present[positions] = True
         at = np.flatnonzero(present)
         return at, best[at], first[at]
+    if len(positions) < 2:
+        return positions, values, senders
     if values.dtype == object or senders.dtype == object:
         order = sorted(range(len(positions)),
                        key=lambda i: (positions[i], values[i], senders[i]))
@@ -353,22 +490,14 @@ def subtrees(values: np.ndarray, roots: list, children=None) -> np.ndarray:
     at the edges of the level found, so the cost is the subtrees' edges; without, it follows one
     sort of every vertex's parent."""
     ids, parents = values["id"], values["parent"]
+    frontier = np.flatnonzero(np.isin(ids, np.array(roots, dtype=ids.dtype)))
+    mask = np.zeros(len(values), dtype=bool)
     if children is not None:
-        linked = values["link"] == PARENT
-        mask = np.zeros(len(values), dtype=bool)
-        frontier = np.flatnonzero(np.isin(ids, np.array(roots, dtype=ids.dtype)))
-        while len(frontier):
-            mask[frontier] = True
-            rows, columns = children(frontier)
-            hit = linked[columns] & ~mask[columns]
-            hit[hit] = np.asarray(parents[columns[hit]] == ids[rows[hit]], dtype=bool)
-            frontier = np.unique(columns[hit])
+        mask[_subtrees_at(values, frontier, children)] = True
         return mask
     linked = np.flatnonzero(values["link"] == PARENT)
     order = linked[np.argsort(parents[linked], kind="stable")]
     by_parent = parents[order]
-    mask = np.zeros(len(values), dtype=bool)
-    frontier = np.flatnonzero(np.isin(ids, np.array(roots, dtype=ids.dtype)))
     while len(frontier):
         mask[frontier] = True
         found = ids[frontier]
@@ -378,7 +507,26 @@ def subtrees(values: np.ndarray, roots: list, children=None) -> np.ndarray:
         if not counts.sum():
             break
         at = np.repeat(lo - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
-        children = order[at]
-        frontier = children[~mask[children]]
+        found_children = order[at]
+        frontier = found_children[~mask[found_children]]
     return mask
 
+
+def _subtrees_at(values: np.ndarray, roots: np.ndarray, children) -> np.ndarray:
+    """The positions of the vertices whose parent chain reaches the vertices at
+    ``roots``, the roots included, walked level by level along ``children`` (positions ->
+    ``(rows, columns)``: the edges from them to positions of these vertices): the cost is the
+    subtrees' edges."""
+    ids, parents, links = values["id"], values["parent"], values["link"]
+    seen = np.zeros(len(values), dtype=bool)  # a vertex is walked once, whatever the parents say
+    found = []
+    frontier = np.unique(roots)
+    while len(frontier):
+        seen[frontier] = True
+        found.append(frontier)
+        rows, columns = children(frontier)
+        hit = (links[columns] == PARENT) & ~seen[columns]
+        rows, columns = rows[hit], columns[hit]
+        hit = np.asarray(parents[columns] == ids[rows], dtype=bool)
+        frontier = np.unique(columns[hit])
+    return np.concatenate(found) if len(found) > 1 else (found[0] if found else _NONE)
