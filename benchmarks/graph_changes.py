@@ -60,9 +60,10 @@ in runs: a few milliseconds per million entries), a window that brings new verti
 and columns after them, and the snapshot writes one small change per key group the window touched
 (a thousand random changes touch nearly all 128). On top of it, incremental WCC and BFS repair
 what depended on a removed edge (the cut subtrees, walked along their edges), SSSP starts again
-beyond the removal's distance, and PageRank iterates full steps from the last window's ranks, each
-superstep with the engine's fixed per-superstep cost. Runs on this shared machine move each ratio
-by 0.1-0.3."""
+beyond the removal's distance, and PageRank pushes the window's residuals until each is below
+the bound that puts every rank within the tolerance: at 1e-10 they first reach nearly every
+vertex, as a recomputation's do (docs/graphs.md, Performance). Runs on this shared machine move
+each ratio by 0.1-0.3."""
 TOLERANCE = 1e-10
 err = Console(stderr=True)
 
