@@ -217,31 +217,33 @@ class DeltaCsr:
         old = base.indices if keep is None else base.indices[keep]
         if len(self.cols):
             old = self.cols.base_positions().astype(dtype)[old]
+        mask = None
+        if len(at):  # where the base's entries go: one mask for every array
+            mask = np.ones(total, dtype=bool)
+            mask[at] = False
         indices = self._placed(old.astype(dtype, copy=False),
-                               self.cols.current(self.add_cols[order]).astype(dtype), at, total)
+                               self.cols.current(self.add_cols[order]).astype(dtype), at, mask)
         data = self._placed(base.data if keep is None else base.data[keep],
-                            self.add_data[order], at, total)
+                            self.add_data[order], at, mask)
         values = None
         if self.base_values is not None:
             olds = self.base_values if keep is None else self.base_values[keep]
             more = (self.add_values[order] if self.add_values is not None
                     else _objects(len(add_rows)))
-            values = self._placed(olds, more, at, total)
+            values = self._placed(olds, more, at, mask)
         self._reset(csr_matrix((data, indices, indptr), shape=(n, m)), values)
         return self.base
 
     @staticmethod
-    def _placed(old: np.ndarray, more: np.ndarray, at: np.ndarray, total: int) -> np.ndarray:
-        """``old`` in order with ``more`` placed at the positions ``at`` (sorted) among them."""
+    def _placed(old: np.ndarray, more: np.ndarray, at: np.ndarray, mask) -> np.ndarray:
+        """``old`` in order with ``more`` placed at the positions ``at`` (sorted) among them
+        (``mask``: False at ``at``; None when ``at`` is empty)."""
         dtype = old.dtype if old.dtype == more.dtype else (
             np.dtype(object) if object in (old.dtype, more.dtype)
             else np.result_type(old.dtype, more.dtype))
-        out = np.empty(total, dtype=dtype)
-        if not len(at):
-            out[:] = old
-            return out
-        mask = np.ones(total, dtype=bool)
-        mask[at] = False
+        if mask is None:  # nothing placed: the base's arrays serve (they are never written)
+            return old if old.dtype == dtype else old.astype(dtype)
+        out = np.empty(len(mask), dtype=dtype)
         out[mask] = old
         out[at] = more
         return out
