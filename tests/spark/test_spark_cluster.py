@@ -50,10 +50,11 @@ from test_worker_host import published, updated_totals
 
 from gyreflow.state.stores.local_copies import COPIES_FOLDER
 
-# Each group is one parallel worker with a cluster of its own (the module's ``cluster``): the
-# executor kills in one, the rest in the other, so that neither waits for the other's cases.
+# One parallel worker runs the module, on one cluster (the module's ``cluster``): a second cluster
+# for the executor kills cost its start (a master and two worker JVMs) on a machine whose parallel
+# workers are all busy until the suite's end, for a group far shorter than the suite. The executor
+# kills run last, each with no other application on the cluster.
 ON_ONE_CLUSTER = pytest.mark.xdist_group("spark-cluster")
-ON_ANOTHER_CLUSTER = pytest.mark.xdist_group("spark-cluster-executor-kills")
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "spark-cluster.sh"
@@ -228,7 +229,7 @@ def test_driver_killed_mid_run_then_resume_on_the_cluster(cluster, words, object
     resume(tmp_path, input_path, out, state, 2, expected, master=master)
 
 
-@ON_ANOTHER_CLUSTER
+@ON_ONE_CLUSTER
 def test_executor_killed_mid_run_the_output_is_still_exact(cluster, words, tmp_path):
     master, directory = cluster
     input_path, expected = words
@@ -260,7 +261,7 @@ def test_executor_killed_mid_run_the_output_is_still_exact(cluster, words, tmp_p
     assert any((directory / f"worker-{i}" / "work").iterdir() for i in (1, 2))
 
 
-@ON_ANOTHER_CLUSTER
+@ON_ONE_CLUSTER
 def test_executor_killed_in_workers_mode_the_job_recovers_by_itself(cluster, tmp_path):
     """Workers mode on the cluster: the barrier stage's workers keep their tasks for the whole job;
     an executor JVM SIGKILLed mid-run takes a worker with it, and the driver starts the stage again
