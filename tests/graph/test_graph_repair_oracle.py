@@ -1,0 +1,191 @@
+"""Repair against networkx on small random changing graphs that Hypothesis makes: edges added with
+weights 0 to 3, removed, and removed and added again in one window with another weight, vertices
+removed with their edges; ``incremental_wcc``, ``incremental_bfs`` and ``incremental_sssp`` on one
+task (a window's whole repair in its first superstep) and on two (resets and requests between
+tasks) equal networkx after every window. Also: a window on one task takes one superstep, and a
+re-weighted edge restarts only the distances that rested on it."""
+
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gyreflow.api import Environment, SizeTumblingWindow
+from gyreflow.api.graph import Edge, GraphView, RemoveEdge, RemoveVertex
+from gyreflow.api.graph.array_algorithms import (
+    ArrayIncrementalBreadthFirstSearch,
+    ArrayIncrementalConnectedComponents,
+)
+from gyreflow.api.graph.incremental_algorithms import ArrayIncrementalShortestPaths
+from gyreflow.api.graph_algorithms import UNREACHABLE
+
+SOURCE = 0
+
+
+def play(steps: list, directed: bool) -> tuple[list, list]:
+    """``(batches, versions)`` from windows of steps ``("edge", a, b, w)`` (skipped when the
+    edge is there), ``("cut", a, b)``, ``("reweigh", a, b, w)`` (the edge removed and added
+    again with weight ``w`` in the window) and ``("drop", v)`` (the vertex goes with its edges,
+    after the window's other changes)."""
+    vertices: set = set()
+    edges: dict = {}
+    batches, versions = [], []
+
+    def norm(a, b):
+        return (a, b) if directed else (min(a, b), max(a, b))
+
+    for window in steps:
+        batch, drops = [], []
+        for step in window:
+            kind, *rest = step
+            if kind == "drop":
+                drops.append(rest[0])
+                continue
+            a, b = rest[0], rest[1]
+            here = norm(a, b) in edges
+            if kind == "edge" and a != b and not here:
+                edges[norm(a, b)] = rest[2]
+                vertices |= {a, b}
+                batch.append(Edge(a, b, rest[2]))
+            elif kind == "cut" and here:
+                del edges[norm(a, b)]
+                batch.append(RemoveEdge(a, b))
+            elif kind == "reweigh" and here:
+                edges[norm(a, b)] = rest[2]
+                batch += [RemoveEdge(a, b), Edge(a, b, rest[2])]
+        for vertex in dict.fromkeys(drops):
+            if vertex in vertices:
+                for pair in [pair for pair in edges if vertex in pair]:
+                    del edges[pair]
+                vertices.discard(vertex)
+                batch.append(RemoveVertex(vertex, detach=True))
+        batches.append(batch)
+        versions.append((set(vertices), dict(edges)))
+    return batches, versions
+
+
+def expected(version, directed: bool) -> dict:
+    vertices, edges = version
+    graph = nx.DiGraph() if directed else nx.Graph()
+    graph.add_nodes_from(vertices)
+    graph.add_weighted_edges_from((a, b, w) for (a, b), w in edges.items())
+    parts = nx.weakly_connected_components(graph) if directed else nx.connected_components(graph)
+    hops = nx.single_source_shortest_path_length(graph, SOURCE) if SOURCE in graph else {}
+    distance = nx.single_source_dijkstra_path_length(graph, SOURCE) if SOURCE in graph else {}
+    return {"wcc": {v: min(part) for part in parts for v in part},
+            "bfs": {v: hops.get(v, UNREACHABLE) for v in graph},
+            "sssp": {v: float(distance.get(v, math.inf)) for v in graph}}
+
+
+def run(batches, directed: bool, parallelism: int, programs: dict) -> dict:
+    pipeline = Environment.local(progress=False).pipeline("repair-oracle")
+
+    @pipeline.task
+    def changing(ctx):
+        edges = ctx.source(batches, SizeTumblingWindow(1), parallelism=1).flat_map(list)
+        graph = GraphView(None, edges, directed=directed, parallelism=parallelism)
+        for name, program in programs.items():
+            graph.incremental_compute(program, name=name).collect(name)
+
+    result = pipeline.execute()
+    return {name: result.by_window(name) for name in programs}
+
+
+def folded(by_window: dict, windows: int) -> list[dict]:
+    """The results after each window; a window emits a vertex only when its result changed."""
+    state: dict = {}
+    after = []
+    for window in range(1, windows + 1):
+        for vertex, value in by_window.get(window, []):
+            assert state.get(vertex, object()) != value, (window, vertex, value)
+            if value is None:
+                state.pop(vertex, None)
+            else:
+                state[vertex] = value
+        after.append(dict(state))
+    return after
+
+
+VERTEX = st.integers(0, 6)
+WEIGHT = st.integers(0, 3)
+STEP = st.one_of(
+    st.tuples(st.just("edge"), VERTEX, VERTEX, WEIGHT),
+    st.tuples(st.just("edge"), VERTEX, VERTEX, WEIGHT),
+    st.tuples(st.just("cut"), VERTEX, VERTEX),
+    st.tuples(st.just("reweigh"), VERTEX, VERTEX, WEIGHT),
+    st.tuples(st.just("drop"), VERTEX),
+)
+
+
+@pytest.mark.parametrize("parallelism", [1, 2])
+@pytest.mark.parametrize("directed", [False, True], ids=["undirected", "directed"])
+@settings(max_examples=20, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.lists(STEP, max_size=8), min_size=1, max_size=6))
+def test_repaired_results_equal_networkx_after_every_window(directed, parallelism, steps):
+    batches, versions = play(steps, directed)
+    programs = {"wcc": ArrayIncrementalConnectedComponents(directed),
+                "bfs": ArrayIncrementalBreadthFirstSearch(SOURCE),
+                "sssp": ArrayIncrementalShortestPaths(SOURCE)}
+    outputs = run(batches, directed, parallelism, programs)
+    for name in programs:
+        after = folded(outputs[name], len(batches))
+        for window, version in enumerate(versions, start=1):
+            assert after[window - 1] == expected(version, directed)[name], (name, window)
+
+
+SUPERSTEPS: dict = {}
+
+
+class CountedComponents(ArrayIncrementalConnectedComponents):
+    """Records the last superstep of each window."""
+
+    def compute(self, part, inbox):
+        SUPERSTEPS[part.window] = max(SUPERSTEPS.get(part.window, 0), part.iteration)
+        return super().compute(part, inbox)
+
+
+def test_a_window_on_one_task_repairs_in_one_superstep():
+    """A path 0-1-...-9 with a chord 0-9: cutting 4-5 restarts 5..8's labels, which come back
+    through 9 and 0 within the window's first superstep; a path split in two takes its
+    smallest id in the same superstep too."""
+    batches = [[Edge(a, a + 1) for a in range(9)] + [Edge(0, 9)], [RemoveEdge(4, 5)],
+               [RemoveEdge(0, 9)], [Edge(2, 7)]]
+    SUPERSTEPS.clear()
+    out = run(batches, False, 1, {"wcc": CountedComponents(False)})
+    after = folded(out["wcc"], len(batches))
+    assert after[2] == {**{v: 0 for v in range(5)}, **{v: 5 for v in range(5, 10)}}
+    assert after[3] == {v: 0 for v in range(10)}
+    assert SUPERSTEPS == {1: 1, 2: 1, 3: 1, 4: 1}
+
+
+RESTARTED: list = []
+
+
+class CountedDistances(ArrayIncrementalShortestPaths):
+    def invalidated(self, part, values):
+        mask = super().invalidated(part, values)
+        RESTARTED.append(sorted(values["id"][mask].tolist()))
+        return mask
+
+
+def test_a_reweighted_edge_restarts_only_the_distances_that_rested_on_it():
+    """0-1 (1), 1-2 (1), 2-3 (1), 0-4 (5), 4-3 (5): 3 is 3 away through 1 and 2. Re-weighing
+    1-2 to 4 restarts 2 and 3 (their distances rested on it; 4 is 5 away through 0, its parent
+    lost no edge); removing 0-4 and adding it back with its weight restarts nothing (the edge
+    gives 4 its distance again); re-weighing 0-1 to 0 restarts 1, 2 and 3, which get shorter."""
+    batches = [[Edge(0, 1, 1), Edge(1, 2, 1), Edge(2, 3, 1), Edge(0, 4, 5), Edge(4, 3, 5)],
+               [RemoveEdge(1, 2), Edge(1, 2, 4)],
+               [RemoveEdge(0, 4), Edge(0, 4, 5)],
+               [RemoveEdge(0, 1), Edge(0, 1, 0)]]
+    RESTARTED.clear()
+    out = run(batches, False, 1, {"sssp": CountedDistances(SOURCE)})
+    assert RESTARTED == [[2, 3], [], [1, 2, 3]]
+    after = folded(out["sssp"], len(batches))
+    assert after[1] == {0: 0.0, 1: 1.0, 2: 5.0, 3: 6.0, 4: 5.0}
+    assert out["sssp"].get(3, []) == []
+    assert after[3] == {0: 0.0, 1: 0.0, 2: 4.0, 3: 5.0, 4: 5.0}
