@@ -160,6 +160,15 @@ class ArrayPartition(Protocol):
         """``(rows, columns)``: one entry per edge new to the window's supersteps (incremental:
         those the window's input added; static: every edge)."""
 
+    def removed_edges(self) -> tuple | None:
+        """``(rows, others)``: one entry per edge the window's input removed at the partition's
+        vertices (incremental), the vertex's position and the other end's id; None when the
+        removals are not known edge by edge (a window that removed vertices)."""
+
+    def changing(self, positions: Any) -> None:
+        """Say that ``values`` are about to change in place at ``positions`` (a program with
+        ``reports_changes``)."""
+
     def column_positions(self, ids: Any) -> tuple[np.ndarray, np.ndarray]:
         """``(columns, found)``: the columns of vertex ids."""
 
