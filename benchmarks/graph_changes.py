@@ -53,12 +53,12 @@ from gyreflow.api.graph.incremental_algorithms import ArrayIncrementalPageRank
 TARGET = 0.1  # at 0.1% of the edges a window
 TARGET_AT_ONE_PERCENT = 0.3
 WHY_NOT_MET = """The targets are not met. Keeping the graph (the upkeep column: a job that
-computes nothing) already costs more than the target allows a whole incremental window: a window's
-changes are logged per key group without reading the chunks, but the task's CSR partition is
-copied once per window that adds or removes edges (appended and removed entries are copied around
-in runs: a few milliseconds per million entries), a window that brings new vertices moves the rows
-and columns after them, and the snapshot writes one small change per key group the window touched
-(a thousand random changes touch nearly all 128). On top of it, incremental WCC and BFS repair
+computes nothing) costs a window its changes but for Python per key group the window touched (a
+thousand random changes touch nearly all 128): the chunk table's snapshot, the store's pruning
+and the value chunks; and the vertex ids and values copied once per window that brings new
+vertices. The task's CSR matrices are a base and the changes since, merged only when a program
+reads them whole (a recomputation, every window) or once the changes weigh a sixteenth of the
+base. On top of it, incremental WCC and BFS repair
 what depended on a removed edge (the cut subtrees, walked along their edges), SSSP starts again
 beyond the removal's distance, and PageRank pushes the window's residuals until each is below
 the bound that puts every rank within the tolerance: at 1e-10 they first reach nearly every
