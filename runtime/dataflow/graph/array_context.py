@@ -194,9 +194,11 @@ class ArrayContext:
     def edges(self, where=None, direction="out"):
         """``(rows, columns, weights)``: one entry per edge of the selected vertices."""
         matrix = direction if not isinstance(direction, str) else None
-        if matrix is None and where is not None:  # read from the partition's changes, not merged
+        if matrix is None and where is not None:
             rows = np.flatnonzero(where) if np.asarray(where).dtype == bool else np.asarray(where)
-            return self.part.edges(rows, direction)
+            if 16 * len(rows) < self.num_local:  # a few vertices: read from the changes, unmerged
+                return self.part.edges(rows, direction)
+            where = rows  # many (a static program's superstep): from the merged matrices
         if matrix is None:
             matrices = self.part.matrices(direction)
             if len(matrices) > 1:
