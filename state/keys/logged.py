@@ -83,8 +83,8 @@ class LoggedTable(KeyedTable):
     first slot key of their key group (``slot_keys``).
     """
 
-    __slots__ = ("_logged", "_slot_keys", "apply", "base_sizes", "logs", "max_parallelism",
-                 "pending", "size")
+    __slots__ = ("_logged", "_slot_keys", "_spreads", "apply", "base_sizes", "logs",
+                 "max_parallelism", "pending", "size")
 
     def __init__(self, name: str, max_parallelism: int, apply: Callable, size: Callable) -> None:
         super().__init__(name, StateKind.VALUE)
@@ -97,6 +97,7 @@ class LoggedTable(KeyedTable):
         self.base_sizes: dict[object, int] = {}
         self._logged: dict[object, int] = {}  # key -> bytes of its slots now (``logs``)
         self._slot_keys: dict[object, tuple[int, ...]] = {}  # key -> its group's slot keys
+        self._spreads: dict[object, float] = {}  # key -> its fold's share of the base (1 to 2)
 
     def record(self, key: object, change: object) -> None:
         """``key``'s value in ``data`` was changed by ``change`` (``apply`` repeats it)."""
@@ -177,7 +178,9 @@ class LoggedTable(KeyedTable):
         logged = size + self._logged_bytes(key, log)
         # 1x to 2x the base, by key group: groups changing at the same pace fold in different
         # windows, not all in one
-        spread = 1 + key_group_of(key, self.max_parallelism) * 7 % 16 / 16
+        spread = self._spreads.get(key)
+        if spread is None:  # hashing the key costs more than the rest of this
+            spread = self._spreads[key] = 1 + key_group_of(key, self.max_parallelism) * 7 % 16 / 16
         return logged >= spread * self.base_sizes.get(key, 0)
 
     def _logged_bytes(self, key: object, log: list) -> int:

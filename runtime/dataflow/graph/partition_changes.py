@@ -81,26 +81,20 @@ class PartitionChanges:
         values)), with no edges yet; the other positions and columns move, their order kept."""
         if not added:
             return
-        block = {group: i for i, group in enumerate(self.groups)}
+        existing = np.asarray(self.groups, dtype=np.int64)
+        order = sorted(added)
+        counts = np.array([len(added[group][0]) for group in order], dtype=np.int64)
+        # a group's new vertices go in at the end of its block, or where its block would start:
+        # before the block of the first group after it
+        points = np.repeat(self.offsets[np.searchsorted(existing, order, side="right")], counts)
+        new_ids = concat_ids([id_array(added[group][0]) for group in order])
+        new_given = np.concatenate([np.asarray(added[group][1], dtype=object)
+                                    for group in order])
         groups = sorted(set(self.groups) | set(added))
-        points, new_ids, new_given, sizes = [], [], [], []
-        cursor = 0  # the current position where the next existing block starts
-        for group in groups:
-            i = block.get(group)
-            size = 0
-            if i is not None:
-                size = int(self.offsets[i + 1] - self.offsets[i])
-                cursor = int(self.offsets[i + 1])
-            if group in added:
-                more_ids, more_given = added[group]
-                points.append(np.full(len(more_ids), cursor, dtype=np.int64))
-                new_ids.append(id_array(more_ids))
-                new_given.append(more_given)
-                size += len(more_ids)
-            sizes.append(size)
-        points = np.concatenate(points)
-        new_ids = concat_ids(new_ids)
-        new_given = np.concatenate(new_given).astype(object, copy=False)
+        every = np.asarray(groups, dtype=np.int64)
+        sizes = np.zeros(len(groups), dtype=np.int64)
+        sizes[np.searchsorted(every, existing)] += np.diff(self.offsets)
+        sizes[np.searchsorted(every, order)] += counts
         n = self.n + len(points)
         self.inserted = points  # where the vertices went in: values follow (``positions.moved``)
         self.ids = inserted(self.ids, points, new_ids)
