@@ -32,7 +32,6 @@ from gyreflow.scheduler.events import (
     WindowCompleted,
     WindowFinished,
 )
-from gyreflow.scheduler.iteration import IterationScheduler
 from gyreflow.scheduler.states import HISTORY, CycleState, SchedulingError
 
 S = CycleState
@@ -85,8 +84,12 @@ class CycleScheduler:
         self._ended: dict[int, int] = {}
         self._reported: dict[int, set[int]] = {}
         self._dones: dict[int, list[Done]] = {}
-        self.loops = [IterationScheduler(cycle.id, loop, resume_from, iteration_every)
-                      for loop in cycle.loops]
+        self.loops = []
+        if cycle.loops:  # the iteration scheduler is imported by a cycle with iterations only
+            from gyreflow.scheduler.iteration import IterationScheduler
+
+            self.loops = [IterationScheduler(cycle.id, loop, resume_from, iteration_every)
+                          for loop in cycle.loops]
         self.machine = Machine(
             model=self,
             states=CycleState,

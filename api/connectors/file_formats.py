@@ -53,7 +53,8 @@ class CsvOptions:
     header: bool = True
     columns: tuple[str, ...] | None = attrs.field(
         default=None, converter=lambda c: tuple(c) if c is not None else None)
-    types: Mapping[str, Callable[[str], object]] = attrs.field(factory=dict, converter=dict)
+    types: Mapping[str, Callable[[str], object]] = attrs.field(
+        factory=dict, converter=lambda types: dict(types))  # a lambda: see CollectionSource.items
 
 
 def check_delimiter(what: str, delimiter: str) -> None:

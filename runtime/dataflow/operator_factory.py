@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from gyreflow.plan import operators as specs
 from gyreflow.runtime.dataflow import notifications
-from gyreflow.runtime.dataflow.graph.operator import GraphOperator
 from gyreflow.runtime.dataflow.operators import (
     AggregateOperator,
     CollectOperator,
@@ -62,6 +61,8 @@ def build_operator(name: str, spec: specs.OperatorSpec) -> Operator:
             from gyreflow.runtime.dataflow.graph.versioned_operator import VersionedGraphOperator
 
             return VersionedGraphOperator(name, spec)
+        from gyreflow.runtime.dataflow.graph.operator import GraphOperator  # graph jobs only
+
         return GraphOperator(name, spec)
     if isinstance(spec, specs.ContextMapSpec):
         return windows.ContextMapOperator(name, spec.fn)

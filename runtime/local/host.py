@@ -13,10 +13,10 @@ import time
 from collections.abc import Callable
 
 from gyreflow.plan.execution import ExecutionGraph
+from gyreflow.plan.operators import OperatorKind
 from gyreflow.runtime.dataflow.channels import link_channels
 from gyreflow.runtime.dataflow.combine import COUNT, build_emitter, combine_kinds, takes_combined
-from gyreflow.runtime.dataflow.iteration import task_class_for, wire_iterations
-from gyreflow.runtime.dataflow.task import TaskCheckpoints
+from gyreflow.runtime.dataflow.task import Task, TaskCheckpoints
 from gyreflow.runtime.dataflow.task_runner import Dispatcher, TaskRunner
 from gyreflow.runtime.errors import SnapshotWriteError
 from gyreflow.runtime.host import HostLink
@@ -164,6 +164,7 @@ class LocalHost:
         inputs, links = link_channels(graph)
         runners: dict[int, TaskRunner] = {}
         batch_size = self.config["runtime.batch_size"]
+        task_class_for = _task_classes(graph)
         for t in tasks:
             vertex = graph.vertex(t.vertex_id)
             task = task_class_for(vertex)(t, vertex, cycle_of[t.id], inputs[t.id], None,
@@ -181,8 +182,25 @@ class LocalHost:
             task.emitter = build_emitter(graph, t.vertex_id, t.index, by_edge, kinds,
                                          self.backend.max_parallelism)
             task.combined_input = takes_combined(graph, t.vertex_id, kinds)
-        wire_iterations([r.task for r in runners.values()])
+        if task_class_for is not _plain_task:
+            from gyreflow.runtime.dataflow.iteration import wire_iterations
+
+            wire_iterations([r.task for r in runners.values()])
         return runners
+
+
+def _plain_task(vertex) -> type[Task]:
+    return Task
+
+
+def _task_classes(graph: ExecutionGraph):
+    """``task_class_for`` of ``graph``: the iteration module (graph operators, supersteps) is imported
+    only by a graph with an iteration in it."""
+    if all(v.kind is not OperatorKind.ITERATION for vertex in graph.vertices for v in vertex.chain):
+        return _plain_task
+    from gyreflow.runtime.dataflow.iteration import task_class_for
+
+    return task_class_for
 
 
 def counts_split_by_key(graph: ExecutionGraph) -> dict[tuple[int, int], str]:

@@ -28,6 +28,9 @@ LAZY = (
     "gyreflow.api.graph", "gyreflow.api.dsl", "gyreflow.runtime.spark",
     "gyreflow.api.service.ui_server", "gyreflow.api.service.monitor",
     "gyreflow.runtime.workers.wire", "gyreflow.api.connectors.column_formats",
+    # iterations and graph operators: imported by a plan with an iteration or a graph operator
+    "gyreflow.runtime.dataflow.iteration", "gyreflow.runtime.dataflow.graph",
+    "gyreflow.scheduler.iteration", "gyreflow.plan.graph_changes",
 )
 LOADED = f"' '.join(m for m in {LAZY!r} if m in sys.modules)"
 WORDS = "a b a\nc a b\n"
