@@ -6,13 +6,12 @@ import enum
 import hashlib
 from collections.abc import Callable
 
-import attrs
-
 from gyreflow.plan.graph import Partitioning, PipelineGraph, PipelineVertex
 from gyreflow.plan.operators import OperatorKind
+from gyreflow.state.records import frozen
 
 
-@attrs.frozen(eq=False)
+@frozen(eq=False)
 class ExecutionVertex:
     """A chain of fused operators that runs as one task per parallel instance.
 
@@ -39,7 +38,7 @@ class ExecutionVertex:
         return self.head.kind is OperatorKind.SOURCE
 
 
-@attrs.frozen(eq=False)
+@frozen(eq=False)
 class ExecutionEdge:
     """Data moving between two execution vertices."""
 
@@ -58,7 +57,7 @@ class GroupKind(enum.Enum):
     ITERATION = "iteration"  # one round per superstep, nested in a window group
 
 
-@attrs.frozen(eq=False)
+@frozen(eq=False)
 class ExecutionVertexGroup:
     """A set of vertices scheduled as a unit; data inside moves in pipeline mode."""
 
@@ -68,7 +67,7 @@ class ExecutionVertexGroup:
     children: tuple[ExecutionVertexGroup, ...] = ()
 
 
-@attrs.frozen
+@frozen
 class ExecutionTask:
     """One parallel instance of an execution vertex."""
 
@@ -79,7 +78,7 @@ class ExecutionTask:
     name: str
 
 
-@attrs.frozen
+@frozen
 class IterationLoop:
     """An iteration group inside a cycle: its tasks run supersteps of each window together."""
 
@@ -88,7 +87,7 @@ class IterationLoop:
     max_iterations: int
 
 
-@attrs.frozen(eq=False)
+@frozen(eq=False)
 class ExecutionCycle:
     """The unit the scheduler drives: events go to the head tasks, Done events come from the tails.
 
@@ -108,7 +107,7 @@ class ExecutionCycle:
         return bool(self.loops)
 
 
-@attrs.frozen(eq=False)
+@frozen(eq=False)
 class ExecutionGraph:
     """Chained vertices, the edges between them and the nested groups, ready to schedule."""
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import attrs
 
 from gyreflow.plan.operators import OperatorKind, OperatorSpec
+from gyreflow.state.records import frozen
 
 
 class Partitioning(enum.Enum):
@@ -20,7 +21,7 @@ class Partitioning(enum.Enum):
     LOOP = "loop"  # iteration feedback (graph supersteps)
 
 
-@attrs.frozen(eq=False)
+@frozen(eq=False)
 class PipelineVertex:
     """One operator with its name and parallelism."""
 
@@ -38,7 +39,7 @@ class PipelineVertex:
         return self.spec.kind
 
 
-@attrs.frozen(eq=False)
+@frozen(eq=False)
 class PipelineEdge:
     """A data dependency: records of ``source`` feed input ``ordinal`` of ``target``."""
 
@@ -49,7 +50,7 @@ class PipelineEdge:
     key_fn: Callable | None = None
 
 
-@attrs.frozen(eq=False)
+@frozen(eq=False)
 class PipelineGraph:
     """The operators of one pipeline task and the edges between them, checked when built.
 

@@ -11,12 +11,14 @@ from typing import Any
 
 import attrs
 
+from gyreflow.state.records import frozen
+
 # The side of an edge half that removes instead of adding (see ``GraphView``'s edge halves: 1 an
 # out-edge, 3 an in-edge; the removal of those is -1 and -3), and the half that removes a vertex.
 REMOVE_OUT, REMOVE_IN, REMOVE_VERTEX = -1, -3, 0
 
 
-@attrs.frozen
+@frozen
 class RemoveEdge:
     """Removes every edge ``src -> dst`` the graph has (undirected: every edge between them).
 
@@ -29,7 +31,7 @@ class RemoveEdge:
     dst: Any
 
 
-@attrs.frozen
+@frozen
 class RemoveVertex:
     """Removes a vertex and its value; carried by the vertex stream or the edge stream.
 

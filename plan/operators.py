@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 
-import attrs
+from gyreflow.state.records import frozen
 
 
 def identity(record: object) -> object:
@@ -27,7 +27,7 @@ class OperatorKind(enum.Enum):
     SINK = "sink"
 
 
-@attrs.frozen(eq=False)
+@frozen(eq=False)
 class OperatorSpec:
     """Base of every operator spec; ``op`` is the short operator name shown by ``explain``."""
 
@@ -36,7 +36,7 @@ class OperatorSpec:
     keyed = False
 
 
-@attrs.frozen(eq=False)
+@frozen(eq=False)
 class SourceSpec(OperatorSpec):
     """Read records from ``source``, cut into windows by ``window``."""
 
@@ -46,7 +46,7 @@ class SourceSpec(OperatorSpec):
     kind = OperatorKind.SOURCE
 
 
-@attrs.frozen(eq=False)
+@frozen(eq=False)
 class MapSpec(OperatorSpec):
     """Emit ``fn(record)`` for every record."""
 
@@ -54,7 +54,7 @@ class MapSpec(OperatorSpec):
     op = "map"
 
 
-@attrs.frozen(eq=False)
+@frozen(eq=False)
 class ContextMapSpec(OperatorSpec):
     """Emit ``fn(record, ctx)`` for every record (``ctx.window``: the processing window)."""
 
@@ -62,7 +62,7 @@ class ContextMapSpec(OperatorSpec):
     op = "map_with_context"
 
 
-@attrs.frozen(eq=False)
+@frozen(eq=False)
 class FlatMapSpec(OperatorSpec):
     """Emit every item of ``fn(record)``."""
 
@@ -70,7 +70,7 @@ class FlatMapSpec(OperatorSpec):
     op = "flat_map"
 
 
-@attrs.frozen(eq=False)
+@frozen(eq=False)
 class FilterSpec(OperatorSpec):
     """Keep the records for which ``fn(record)`` is true."""
 
@@ -78,7 +78,7 @@ class FilterSpec(OperatorSpec):
     op = "filter"
 
 
-@attrs.frozen(eq=False)
+@frozen(eq=False)
 class ReduceSpec(OperatorSpec):
     """Fold records with equal ``key_fn(record)`` with ``fn``; state persists across windows.
     ``associative``: the user declares ``fn`` associative, so records may fold before they cross
@@ -91,7 +91,7 @@ class ReduceSpec(OperatorSpec):
     keyed = True
 
 
-@attrs.frozen(eq=False)
+@frozen(eq=False)
 class AggregateSpec(OperatorSpec):
     """Aggregate records per key with an ``AggregateFunction``; emits ``(key, result)`` per updated key."""
 
@@ -101,7 +101,7 @@ class AggregateSpec(OperatorSpec):
     keyed = True
 
 
-@attrs.frozen(eq=False)
+@frozen(eq=False)
 class CountSpec(OperatorSpec):
     """Count records per key across windows; emits ``(key, count)`` per key updated in a window."""
 
@@ -110,7 +110,7 @@ class CountSpec(OperatorSpec):
     keyed = True
 
 
-@attrs.frozen(eq=False)
+@frozen(eq=False)
 class UnionSpec(OperatorSpec):
     """Merge any number of inputs into one stream."""
 
@@ -118,7 +118,7 @@ class UnionSpec(OperatorSpec):
     kind = OperatorKind.TWO_INPUT
 
 
-@attrs.frozen(eq=False)
+@frozen(eq=False)
 class JoinSpec(OperatorSpec):
     """Inner join of two keyed inputs within each window: emits ``fn(left, right)`` per matching pair."""
 
@@ -130,7 +130,7 @@ class JoinSpec(OperatorSpec):
     keyed = True
 
 
-@attrs.frozen(eq=False)
+@frozen(eq=False)
 class StreamJoinSpec(OperatorSpec):
     """Join of two keyed inputs across windows (``how``: inner, left, right, full): each key's rows
     of both sides are kept, each window joins its rows with everything so far; ``ttl`` (windows)
@@ -146,7 +146,7 @@ class StreamJoinSpec(OperatorSpec):
     keyed = True
 
 
-@attrs.frozen(eq=False)
+@frozen(eq=False)
 class TimestampSpec(OperatorSpec):
     """Give every record its event time ``ts_fn(record)``; the watermark trails the largest time seen
     by ``max_delay`` seconds; a task without records for ``idle_timeout`` seconds stops holding it."""
@@ -157,7 +157,7 @@ class TimestampSpec(OperatorSpec):
     op = "timestamps"
 
 
-@attrs.frozen(eq=False)
+@frozen(eq=False)
 class EventWindowSpec(OperatorSpec):
     """Keyed event-time windows (``assigner``: ``("tumbling", size)``, ``("sliding", size, slide)``
     or ``("session", gap)``) computing ``aggregation``; emits window results and late records."""
@@ -169,7 +169,7 @@ class EventWindowSpec(OperatorSpec):
     keyed = True
 
 
-@attrs.frozen(eq=False)
+@frozen(eq=False)
 class WindowAggregateSpec(OperatorSpec):
     """Aggregate per key within each processing window (``aggregation`` None: count)."""
 
@@ -179,7 +179,7 @@ class WindowAggregateSpec(OperatorSpec):
     keyed = True
 
 
-@attrs.frozen(eq=False)
+@frozen(eq=False)
 class TableJoinSpec(OperatorSpec):
     """Join a keyed stream with the latest value per key of a changelog stream (kept across windows)."""
 
@@ -195,7 +195,7 @@ class TableJoinSpec(OperatorSpec):
     keyed = True
 
 
-@attrs.frozen(eq=False)
+@frozen(eq=False)
 class ProcessSpec(OperatorSpec):
     """Hand each record of a keyed stream to ``function.process(record, ctx)``; call
     ``function.on_notify(window, ctx)`` once the input of a window it asked for is complete."""
@@ -206,7 +206,7 @@ class ProcessSpec(OperatorSpec):
     keyed = True
 
 
-@attrs.frozen(eq=False)
+@frozen(eq=False)
 class SinkSpec(OperatorSpec):
     """Hand every record to ``sink`` (a ``gyreflow.api.connectors.sinks.Sink``)."""
 
@@ -215,7 +215,7 @@ class SinkSpec(OperatorSpec):
     kind = OperatorKind.SINK
 
 
-@attrs.frozen(eq=False)
+@frozen(eq=False)
 class CollectSpec(OperatorSpec):
     """Return every record to the caller of ``execute()`` under ``name``."""
 
@@ -251,7 +251,7 @@ class _EveryVertex:
 EVERY_VERTEX = _EveryVertex()
 
 
-@attrs.frozen(eq=False)
+@frozen(eq=False)
 class GraphComputeSpec(OperatorSpec):
     """Run a vertex-centric ``program`` over a graph view in supersteps inside every window.
 

@@ -16,6 +16,7 @@ from gyreflow.plan.execution import ExecutionGraph
 from gyreflow.plan.operators import OperatorKind
 from gyreflow.runtime.errors import SnapshotNotRetainedError
 from gyreflow.state.keys.keygroups import contiguous_runs, task_key_groups
+from gyreflow.state.records import frozen
 from gyreflow.state.shared.snapshot import (
     IncompatiblePlanError,
     JobMeta,
@@ -25,7 +26,7 @@ from gyreflow.state.shared.snapshot import (
 )
 
 
-@attrs.frozen
+@frozen
 class RecoveryOptions:
     """How a run treats state left by an earlier run of the same job."""
 

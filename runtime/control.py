@@ -26,9 +26,10 @@ import time
 import attrs
 
 from gyreflow.runtime.errors import parallelism_error
+from gyreflow.state.records import frozen
 
 
-@attrs.frozen
+@frozen
 class Control:
     """What a task applies when it starts window ``window``: ``set`` a parameter of ``operator``,
     or take a monitoring ``sample``."""
@@ -41,7 +42,7 @@ class Control:
     value: object = None
 
 
-@attrs.frozen
+@frozen
 class TaskSample:
     """One task's monitoring sample, taken as it started a window."""
 

@@ -19,8 +19,6 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import attrs
-
 from gyreflow.plan.execution import ExecutionGraph
 from gyreflow.runtime.balance import LoadTracker, describe
 from gyreflow.runtime.checkpoint import CheckpointCoordinator, RecoveryOptions
@@ -41,6 +39,7 @@ from gyreflow.scheduler.events import (
     SendEvents,
     WindowFinished,
 )
+from gyreflow.state.records import frozen
 
 if TYPE_CHECKING:
     from gyreflow.runtime.job_run import JobRun
@@ -48,7 +47,7 @@ if TYPE_CHECKING:
 STALL_SECONDS = 300  # no task has work and nothing was reported for this long: the job is stuck
 
 
-@attrs.frozen
+@frozen
 class CheckpointMetrics:
     """A completed checkpoint: the window it made durable, the seconds from that window's end to
     its commit being durable, and the bytes of state and offsets its tasks wrote."""
@@ -129,12 +128,12 @@ def tell_restart(listener: JobListener, name: str, graph: ExecutionGraph, window
         method(name, graph, window, restart)
 
 
-@attrs.frozen
+@frozen
 class _WriterFailed:
     error: BaseException
 
 
-@attrs.frozen
+@frozen
 class _Flushed:
     """Every snapshot write handed to the writer before this marker is durable (``wake``: not a
     flush, a control request waits)."""

@@ -12,13 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-import attrs
-
 from gyreflow.plan.execution import ExecutionGraph
 from gyreflow.scheduler.events import TaskEvent
+from gyreflow.state.records import frozen
 
 
-@attrs.frozen(eq=False)
+@frozen(eq=False)
 class HostLink:
     """How a host talks back to the driver.
 

@@ -13,9 +13,10 @@ from collections import deque
 import attrs
 
 from gyreflow.scheduler.events import Done, OperatorMetrics
+from gyreflow.state.records import define, frozen
 
 
-@attrs.frozen
+@frozen
 class WindowMetrics:
     """What one completed window did: records in/out per operator and its wall time."""
 
@@ -68,7 +69,7 @@ def _bucket(seconds: float) -> int:
     return min(HISTOGRAM_BUCKETS - 1, math.ceil(math.log2(seconds * 1e6)))
 
 
-@attrs.define
+@define
 class WindowSummary:
     """Every window of a run in constant space: how many, their total time, records per operator
     and a log2 histogram of window times (``percentile`` reads it)."""
@@ -118,7 +119,7 @@ class WindowSummary:
 DEFAULT_KEPT_WINDOWS = 1000
 
 
-@attrs.define
+@define
 class TaskResult:
     """The outcome of one pipeline task: metrics of its windows and collected records by window.
 
@@ -234,7 +235,7 @@ class TaskResult:
         return self.collected[name]
 
 
-@attrs.frozen
+@frozen
 class Restart:
     """Why a run's tasks were built again, as ``JobListener.on_restart`` hears it.
 

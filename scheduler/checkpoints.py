@@ -25,6 +25,8 @@ from collections.abc import Iterable
 
 import attrs
 
+from gyreflow.state.records import define
+
 
 class Ack(enum.Enum):
     """How an acknowledgement was taken (as Flink classifies them)."""
@@ -51,7 +53,7 @@ class AbortReason(enum.Enum):
     INPUT_ENDED = "the input ended before the window"  # a launch cancelled past the last window
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class PendingCheckpoint:
     """The snapshot of one window, until every task of its cycle acknowledged it."""
 

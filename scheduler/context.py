@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import attrs
 
+from gyreflow.state.records import define
 
-@attrs.define
+
+@define
 class WindowContext:
     """Window-id bookkeeping of one cycle; pure, no I/O.
 

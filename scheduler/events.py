@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import enum
 
-import attrs
+from gyreflow.state.records import frozen
 
 
 class EventKind(enum.Enum):
@@ -29,7 +29,7 @@ class EventKind(enum.Enum):
     DONE = "Done"
 
 
-@attrs.frozen
+@frozen
 class TaskEvent:
     """A command from the scheduler to one task."""
 
@@ -102,7 +102,7 @@ def DestroyTask(cycle: int, task: int, window: int = 0) -> TaskEvent:  # noqa: N
     return TaskEvent(EventKind.DESTROY_TASK, cycle, task, window)
 
 
-@attrs.frozen
+@frozen
 class OperatorMetrics:
     """Records into and out of one operator in one window of one task."""
 
@@ -111,7 +111,7 @@ class OperatorMetrics:
     watermark: float | None = None  # an event-time operator's watermark at the window's end
 
 
-@attrs.frozen
+@frozen
 class Done:
     """A task reports that it finished ``phase`` for ``window``.
 
@@ -148,7 +148,7 @@ class Done:
     sent: tuple = ()
 
 
-@attrs.frozen
+@frozen
 class TaskFailed:
     """A task failed while handling an event; ``error`` explains where and why."""
 
@@ -161,14 +161,14 @@ class TaskFailed:
 # Instructions: what the scheduler asks the runtime to do.
 
 
-@attrs.frozen
+@frozen
 class SendEvents:
     """Deliver these events to their tasks, in order."""
 
     events: tuple[TaskEvent, ...]
 
 
-@attrs.frozen
+@frozen
 class WindowFinished:
     """Every tail of ``cycle`` reported ``window``: its output and metrics are final."""
 
@@ -177,7 +177,7 @@ class WindowFinished:
     dones: tuple[Done, ...]
 
 
-@attrs.frozen
+@frozen
 class WindowCompleted:
     """``window`` finished and every task's state for it is durable: commit it, then publish."""
 
@@ -185,7 +185,7 @@ class WindowCompleted:
     window: int
 
 
-@attrs.frozen
+@frozen
 class CommitWindow:
     """Job level: every cycle completed ``window``; record it as the job's last completed window
     (one atomic write), then report ``CommitDurable``."""
@@ -193,21 +193,21 @@ class CommitWindow:
     window: int
 
 
-@attrs.frozen
+@frozen
 class CommitDurable:
     """The runtime's answer to ``CommitWindow``: the commit of ``window`` is durable."""
 
     window: int
 
 
-@attrs.frozen
+@frozen
 class PublishWindow:
     """Job level: the commit of ``window`` is durable; sinks may make its output visible."""
 
     window: int
 
 
-@attrs.frozen
+@frozen
 class CycleFinished:
     """The cycle reached END."""
 
@@ -215,7 +215,7 @@ class CycleFinished:
     last_window: int
 
 
-@attrs.frozen
+@frozen
 class JobFailed:
     """Stop the job: ``error`` explains why."""
 

@@ -12,12 +12,13 @@ import uuid
 import attrs
 
 from gyreflow.state.keys.keyed import KeyedStateStore
+from gyreflow.state.records import frozen
 from gyreflow.state.shared.snapshot import SnapshotStore
 
 BACKENDS = ("memory", "rocksdb", "jdbc")
 
 
-@attrs.frozen
+@frozen
 class StateBackend:
     """Base of every backend: a light, picklable configuration object and a factory.
 
@@ -52,7 +53,7 @@ class StateBackend:
         return self.name
 
 
-@attrs.frozen
+@frozen
 class MemoryStateBackend(StateBackend):
     """Snapshots in process memory, serialised like the others: survives in-process restarts only.
 
@@ -72,7 +73,7 @@ class MemoryStateBackend(StateBackend):
         return "memory (process memory)"
 
 
-@attrs.frozen
+@frozen
 class RocksDBStateBackend(StateBackend):
     """Snapshots in rocksdict databases under ``path`` on local disk or, with ``checkpoint_url``,
     in a shared checkpoint location every node reaches (``state.checkpoint_store``)."""
@@ -118,7 +119,7 @@ def _nested(pairs: tuple[tuple[str, str], ...]) -> dict:
     return out
 
 
-@attrs.frozen
+@frozen
 class JdbcStateBackend(StateBackend):
     """Snapshots in a SQL database through SQLAlchemy: an SQLite file or PostgreSQL."""
 

@@ -7,8 +7,6 @@ import sys
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 
-import attrs
-
 from gyreflow.api.config.auto import is_automatic
 from gyreflow.api.config.loading import ConfigError
 from gyreflow.api.config.session import current_settings
@@ -23,6 +21,7 @@ from gyreflow.plan.operators import SourceSpec
 from gyreflow.runtime.checkpoint import RecoveryOptions
 from gyreflow.runtime.driver import JobListener, Listeners
 from gyreflow.runtime.metrics import TaskResult
+from gyreflow.state.records import frozen
 
 
 class PipelineTaskContext:
@@ -59,7 +58,7 @@ class PipelineTaskContext:
         return Stream(self.builder, node)
 
 
-@attrs.frozen
+@frozen
 class PipelineTask:
     """One job of a pipeline: ``fn(ctx)`` builds its streams."""
 

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import attrs
-
 from gyreflow.plan import operators as specs
 from gyreflow.plan.graph import Partitioning, PipelineEdge, PipelineGraph, PipelineVertex
 from gyreflow.runtime.dataflow.columns.batch import Column, ColumnAggregate
 from gyreflow.runtime.errors import KeyRequiredError, ParallelismError, parallelism_error
+from gyreflow.state.records import define
 
 
-@attrs.define
+@define
 class _Draft:
     id: int
     spec: specs.OperatorSpec

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import attrs
 
+from gyreflow.state.records import frozen
 
-@attrs.frozen
+
+@frozen
 class Window:
     """Base of the window kinds; a source task cuts its own input into windows."""
 
@@ -14,7 +16,7 @@ class Window:
         return type(self).__name__
 
 
-@attrs.frozen
+@frozen
 class SizeTumblingWindow(Window):
     """``size`` records per source task per window (the last window may be shorter).
 
@@ -32,7 +34,7 @@ class SizeTumblingWindow(Window):
         return f"SizeTumblingWindow({self.size})"
 
 
-@attrs.frozen
+@frozen
 class TimeTumblingWindow(Window):
     """Processing-time windows of ``seconds``: a window ends when its time is up (checked per batch)."""
 
@@ -42,7 +44,7 @@ class TimeTumblingWindow(Window):
         return f"TimeTumblingWindow({self.seconds}s)"
 
 
-@attrs.frozen
+@frozen
 class AllWindow(Window):
     """The whole bounded input is one window: a batch job."""
 
@@ -53,7 +55,7 @@ class AllWindow(Window):
 # --- event-time window assigners (for ``KeyedStream.window`` after ``with_timestamps``) ---------
 
 
-@attrs.frozen
+@frozen
 class Tumbling:
     """Event-time windows ``[k * size, (k + 1) * size)`` seconds, aligned to the epoch."""
 
@@ -63,7 +65,7 @@ class Tumbling:
         return ("tumbling", float(self.size))
 
 
-@attrs.frozen
+@frozen
 class Sliding:
     """Event-time windows ``[k * slide, k * slide + size)``: each record is in ``size / slide``
     of them (``0 < slide <= size``)."""
@@ -80,7 +82,7 @@ class Sliding:
         return ("sliding", float(self.size), float(self.slide))
 
 
-@attrs.frozen
+@frozen
 class Session:
     """Event-time sessions per key: an event at ``t`` opens ``[t, t + gap)``; sessions of a key that
     overlap or touch merge; a session ends at its last event's time plus ``gap``."""

@@ -29,6 +29,7 @@ from typing import NamedTuple
 import attrs
 
 from gyreflow.state.keys.keygroups import key_group_of
+from gyreflow.state.records import frozen
 from gyreflow.state.shared.errors import BackendUnavailableError  # noqa: F401 (re-exported)
 
 _HEADER = struct.Struct(">BI")  # flag, crc32
@@ -335,7 +336,7 @@ class TaskRecord(NamedTuple):
     value: bytes
 
 
-@attrs.frozen
+@frozen
 class TaskSnapshot:
     """What one task writes for one version: changed rows and its records.
 
@@ -385,7 +386,7 @@ class TaskSnapshot:
         return rows
 
 
-@attrs.frozen
+@frozen
 class JobMeta:
     """The committed progress of a job."""
 
