@@ -202,13 +202,20 @@ def __getattr__(name: str) -> object:
 def _import_quietly(module: str) -> object:
     """Import ``module`` with the cyclic garbage collector paused (when it runs at all): the first
     name imports most of gyreflow, thousands of classes and functions that all stay alive, and the
-    sixty-odd collections their allocations trigger free nothing (about 10 ms of start-up)."""
+    sixty-odd collections their allocations trigger free nothing (about 10 ms of start-up).
+
+    What is alive then is frozen (``gc.freeze``): the collector never walks those objects again,
+    neither in the collections the run's own allocations trigger nor in the full one at exit
+    (together about 25 ms of a small job's CPU). They are still freed by reference counting; only
+    a reference cycle among them that becomes garbage stays in memory, as module-level objects do.
+    """
     if not _gc.isenabled():
         return _import_module(module)
     _gc.disable()
     try:
         return _import_module(module)
     finally:
+        _gc.freeze()
         _gc.enable()
 
 

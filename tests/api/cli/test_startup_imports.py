@@ -74,3 +74,25 @@ def test_a_quiet_gyreflow_run_imports_no_ui_server_and_no_rich(tmp_path):
                           check=False, timeout=120, cwd=REPO)
     assert done.returncode == 0, done.stderr
     assert (done.stdout.splitlines(), done.stderr) == ([counted(), "loaded: "], "")
+
+
+def test_what_the_import_leaves_alive_is_never_walked_again_and_later_garbage_still_is():
+    # The full collection at exit and those a run triggers skip gyreflow's classes and functions
+    # (frozen once imported); garbage made afterwards is collected as before.
+    code = (
+        "import gc\n"
+        "from gyreflow.api import Environment\n"
+        "from gyreflow.runtime.driver import JobListener\n"
+        "frozen = gc.get_freeze_count()\n"
+        "tracked = {id(o) for o in gc.get_objects()}\n"
+        "class Cycle:\n"
+        "    def __init__(self): self.me = self\n"
+        "    def __del__(self): print('finalized')\n"
+        "Cycle()\n"
+        "gc.collect()\n"
+        "print(gc.isenabled(), frozen > 10000, id(Environment) in tracked, id(JobListener) in tracked)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=False, timeout=120)
+    assert (done.stdout.splitlines(), done.returncode) == (["finalized", "True True False False"], 0), \
+        done.stderr
