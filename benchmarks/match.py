@@ -105,17 +105,17 @@ def gyreflow_sql_run(vertices: list, edges: list, folder: str) -> tuple[list, fl
     spent, building = [0.0], [0.0]
     evaluate, load = graphs.evaluate_gql, graphs.load_graph
 
-    def timed(query, catalog):
+    def timed(query, catalog, *args):
         started = time.perf_counter()
         try:
-            return evaluate(query, catalog)
+            return evaluate(query, catalog, *args)
         finally:
             spent[0] += time.perf_counter() - started
 
-    def loaded(name, catalog):
+    def loaded(name, catalog, *args):
         started = time.perf_counter()
         try:
-            return load(name, catalog)
+            return load(name, catalog, *args)
         finally:
             building[0] += time.perf_counter() - started
 
