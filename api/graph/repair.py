@@ -371,7 +371,7 @@ class RepairingCompute(ArrayVertexCompute):
             at, offered, senders = at[better], offered[better], senders[better]
             if not len(at):
                 return _NONE
-        at, best, senders = smallest(at, offered, senders)
+        at, best, senders = smallest(at, offered, senders, len(values))
         part.changing(at)
         values["value"][at] = best
         values["parent"][at] = senders
@@ -436,7 +436,7 @@ class _Messages:
             columns = np.concatenate([o[0] for o in self.offered])
             values = np.concatenate([o[1] for o in self.offered])
             senders = np.concatenate([o[2] for o in self.offered])
-            columns, values, senders = smallest(columns, values, senders)
+            columns, values, senders = smallest(columns, values, senders, len(part.columns))
             messages = np.zeros(len(columns), dtype=self.dtype)
             messages["kind"] = OFFER
             messages["value"] = values
