@@ -12,7 +12,7 @@ from gyreflow.api.graph.array_algorithms import NO_LIMIT
 from gyreflow.api.graph.arrays import ids_equal
 from gyreflow.api.graph.repair import RepairingCompute
 from gyreflow.api.graph.residual_pagerank import ResidualPageRank
-from gyreflow.api.graph.weights import out_edge_weights
+from gyreflow.api.graph.weights import out_edge_weights, raw_weights
 
 
 class ArrayIncrementalShortestPaths(RepairingCompute):
@@ -50,6 +50,12 @@ class ArrayIncrementalShortestPaths(RepairingCompute):
         if read is None:
             read = self._read = {}
         return out_edge_weights(part, where, self.weight, self.algorithm, read)
+
+    def added(self, part) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The window's new out-edges with their weights, read from their values as ``edges``
+        reads them (not from the edges of their sources)."""
+        rows, columns, raw = part.added_edges(self.direction, values=True)
+        return rows, columns, raw_weights(part, rows, columns, raw, self.weight, self.algorithm)
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)

@@ -284,26 +284,36 @@ class RepairingCompute(ArrayVertexCompute):
             links[restarted] = NO_PARENT
             seeds = np.union1d(np.flatnonzero(part.touched), restarted)
         else:  # along the new edges (a started-again vertex offers along all its edges next)
-            rows, columns = part.added_edges(self.direction)
+            rows, columns, weights = self.added(part)
             keep = links[rows] != RESTARTED
             links[restarted] = NO_PARENT
-            seeds = np.union1d(restarted, self._offer_along(part, values, rows[keep],
-                                                            columns[keep], out))
+            seeds = np.union1d(restarted, self._offer_along(
+                part, values, rows[keep], columns[keep], out,
+                None if weights is None else weights[keep]))
         if removal and len(restarted):  # not new vertices only: the other ends offer anyway
             seeds = np.union1d(seeds, self._ask(part, values, restarted, out))
         return seeds
 
+    def added(self, part) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """``(rows, columns, weights)`` of the ``direction`` edges the window added (``weights``
+        None: looked up among the edges of the rows when ``weighted``)."""
+        rows, columns = part.added_edges(self.direction)
+        return rows, columns, None
+
     def _offer_along(self, part, values, senders: np.ndarray, targets: np.ndarray,
-                     out) -> np.ndarray:
+                     out, weights: np.ndarray | None = None) -> np.ndarray:
         """The vertices at ``senders`` that know their value offer it along their edges to the
-        columns ``targets`` (pairwise): other tasks' vertices get an offer, the task's own take
-        it at once; returns the positions that took one."""
+        columns ``targets`` (pairwise; ``weights``: those edges' weights, else looked up): other
+        tasks' vertices get an offer, the task's own take it at once; returns the positions that
+        took one."""
         plain = values["value"]
         known = np.asarray(self.known(plain[senders]), dtype=bool)
         senders, targets = senders[known], targets[known]
         if not len(senders):
             return _NONE
-        if self.weighted:
+        if weights is not None:
+            offered = self.offer(plain, senders, weights[known])
+        elif self.weighted:
             targets, offered, senders = self._along(part, plain, senders, targets)
         else:
             offered = self.offer(plain, senders, np.ones(len(senders)))

@@ -78,3 +78,24 @@ def out_edge_weights(part, where: np.ndarray, weight: str | None, algorithm: str
             read[id(matrix)] = (weakref.ref(matrix), known)
         known[at[odd]] = weights[odd]
     return rows, columns, weights
+
+
+def raw_weights(part, rows: np.ndarray, columns: np.ndarray, raw: np.ndarray | None,
+                weight: str | None, algorithm: str) -> np.ndarray:
+    """The weights of the edges ``rows`` -> ``columns`` whose raw values are ``raw`` (None: no
+    edge has one), read as ``out_edge_weights`` reads them from the partition: a number as it
+    is, 1.0 without a value, a property map's ``weight`` (``edge_weight``); 1.0 with ``weight``
+    None."""
+    from gyreflow.runtime.dataflow.graph.arrays import edge_weights
+
+    if weight is None:
+        return np.ones(len(rows))
+    weights = np.array(edge_weights(raw, len(rows)), dtype=float)
+    odd = np.flatnonzero(np.isnan(weights))
+    if len(odd):
+        weights[odd] = [edge_weight(value, weight, algorithm, src, dst)
+                        for value, src, dst in zip(raw[odd].tolist(),
+                                                   part.ids[rows[odd]].tolist(),
+                                                   part.columns[columns[odd]].tolist(),
+                                                   strict=True)]
+    return weights

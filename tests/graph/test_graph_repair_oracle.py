@@ -248,3 +248,34 @@ def test_a_static_superstep_over_most_vertices_reads_the_merged_matrices(monkeyp
     graph.remove_edge(0, 1)
     assert dict(out[3]) == nx.single_source_shortest_path_length(graph, SOURCE)
     assert asked and all(16 * rows < vertices for rows, vertices in asked)
+
+
+@pytest.mark.parametrize("parallelism", [1, 2])
+def test_added_property_edges_offer_their_weight_property(parallelism):
+    """The window's new edges offer distances with the weight their property map names (read
+    from the edges' values, as ``sssp`` reads its edges): networkx on each version, with an edge
+    added again with another weight and one of weight 0."""
+    windows = [[Edge(1, 2, {"label": "ROAD", "km": 5}), Edge(2, 3, ("ROAD", {"km": 1})),
+                Edge(1, 3, {"km": 9}), Edge(3, 4, {"km": 2})],
+               [RemoveEdge(1, 2), Edge(1, 2, {"km": 1}), Edge(4, 5, {"km": 0})],
+               [RemoveEdge(2, 3), Edge(2, 3, ("ROAD", {"km": 20})), Edge(1, 5, {"km": 3})]]
+    pipeline = Environment.local(progress=False).pipeline("property-weights")
+
+    @pipeline.task
+    def roads(ctx):
+        edges = ctx.source(windows, SizeTumblingWindow(1), parallelism=1).flat_map(list)
+        graph = GraphView(None, edges, directed=False, parallelism=parallelism)
+        graph.incremental_compute(ArrayIncrementalShortestPaths(1, weight="km"),
+                                  name="km").collect("km")
+
+    out = pipeline.execute().by_window("km")
+    graph = nx.Graph()
+    after = folded(out, len(windows))
+    for window, changes in enumerate(windows, start=1):
+        for change in changes:
+            if isinstance(change, Edge):
+                value = change.value
+                graph.add_edge(change.src, change.dst,
+                               **(value[1] if isinstance(value, tuple) else value))
+        want = nx.single_source_dijkstra_path_length(graph, 1, weight="km")
+        assert after[window - 1] == {v: float(d) for v, d in want.items()}, window

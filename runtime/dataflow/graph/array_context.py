@@ -217,23 +217,33 @@ class ArrayContext:
         """``(columns, found)`` of vertex ids in the column space."""
         return self.part.column_positions(ids)
 
-    def added_edges(self, direction: str = "out") -> tuple[np.ndarray, np.ndarray]:
+    def added_edges(self, direction: str = "out", values: bool = False) -> tuple:
         """``(rows, columns)``: one entry per ``direction`` edge new to this window's supersteps
-        (incremental: those the window's input added; static: every edge)."""
+        (incremental: those the window's input added; static: every edge); with ``values``,
+        ``(rows, columns, values)``, the edges' raw values (None: no edge has one)."""
         part = self.part
         if self.added is None:
             rows, columns, _ = self.edges(None, direction)
-            return rows, columns
+            if not values:
+                return rows, columns
+            raw = part.out_values if direction == "out" or not part.directed else None
+            if raw is None and part.out_values is not None:
+                msg = "added_edges: the raw values of every edge are the out-edges' only"
+                raise ValueError(msg)
+            return rows, columns, raw
         if direction not in _DIRECTIONS:  # (the matrices are not read: merging them costs)
             msg = f"direction must be 'out', 'in' or 'both', got {direction!r}"
             raise ValueError(msg)
-        vids, others, sides, _ = self.added
+        vids, others, sides, raw = self.added
         if part.directed and direction != "both":
             keep = sides == (OUT if direction == "out" else IN)
             vids, others = vids[keep], others[keep]
+            raw = None if raw is None else raw[keep]
         rows, found = part.index.lookup(vids)
         columns, reached = part.column_positions(others)
         found &= reached
+        if values:
+            return rows[found], columns[found], None if raw is None else raw[found]
         return rows[found], columns[found]
 
     def removed_edges(self) -> tuple[np.ndarray, np.ndarray] | None:
