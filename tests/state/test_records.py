@@ -63,6 +63,43 @@ def test_a_record_prints_as_attrs_prints_it():
     assert ours[8] == "Box(items=[...])"
 
 
+def equalities(frozen, define) -> tuple:
+    """Which pairs of a set of instances compare equal (==, !=), which hash alike, and which
+    classes are hashable at all, for classes built with ``frozen`` and ``define``."""
+
+    @frozen
+    class Keyed:
+        name: str = attrs.field(eq=str.lower)
+        note: str = attrs.field(default="", eq=False)
+        value: float = 0.0
+
+    @frozen
+    class Sub(Keyed):
+        extra: int = 0
+
+    @define
+    class Mutable:
+        items: list = attrs.field(factory=list)
+
+    nan = float("nan")
+    things = [Keyed("A"), Keyed("a", "other note"), Keyed("b"), Keyed("a", value=nan),
+              Keyed("a", value=nan), Sub("a"), Sub("A", extra=0), Mutable([1]), Mutable([1]),
+              Mutable([2]), "a", None]
+    things[4] = Keyed("A", value=nan)
+    same = nan  # one NaN object: a field equal to itself only where == says so, as in attrs
+    things.append(Keyed("a", value=same))
+    things.append(Keyed("A", value=same))
+    pairs = [(i, j, a == b, a != b) for i, a in enumerate(things) for j, b in enumerate(things)]
+    hashable = [getattr(type(x), "__hash__", None) is not None for x in things]
+    hashes = [(i, j, hash(a) == hash(b)) for i, a in enumerate(things) for j, b in enumerate(things)
+              if hashable[i] and hashable[j] and a == b]
+    return pairs, hashable, hashes
+
+
+def test_a_record_compares_and_hashes_as_attrs_makes_it():
+    assert equalities(records.frozen, records.define) == equalities(attrs.frozen, attrs.define)
+
+
 def test_a_record_compares_hashes_and_is_frozen_as_attrs_makes_it():
     plain, hidden, child, _own, box = shapes(records.frozen, records.define)
     assert plain(1) == plain(1) and plain(1) != plain(2) and hash(plain(1)) == hash(plain(1))
