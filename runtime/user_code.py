@@ -7,10 +7,10 @@ PySpark's worker), are left out of what a user is shown about a mistake in their
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import sys
-import sysconfig
 import traceback
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -18,9 +18,17 @@ _INTERNAL_DIRS = tuple(os.path.join(_ROOT, part) + os.sep
                        for part in ("api", "plan", "scheduler", "runtime", "state", "gyreflow"))
 _INTERNAL_FILES = ("<frozen runpy>", "<fused chain>")
 _LIBRARY_PACKAGES = ("click", "pyspark", "py4j", "cloudpickle")
-_LIBRARY_DIRS = tuple({os.path.abspath(path) + os.sep for name in ("stdlib", "platstdlib",
-                                                                    "purelib", "platlib")
-                       if (path := sysconfig.get_paths().get(name))})
+
+
+@functools.cache
+def _library_dirs() -> tuple[str, ...]:
+    """The standard library's and site-packages' directories (asked of sysconfig, imported here:
+    only a traceback being shown needs them)."""
+    import sysconfig
+
+    return tuple({os.path.abspath(path) + os.sep for name in ("stdlib", "platstdlib", "purelib",
+                                                              "platlib")
+                  if (path := sysconfig.get_paths().get(name))})
 
 
 def machinery_frame(filename: str) -> bool:
@@ -28,7 +36,7 @@ def machinery_frame(filename: str) -> bool:
     PySpark's worker), neither gyreflow's nor the user's."""
     if filename in _INTERNAL_FILES or filename.startswith("<attrs generated"):
         return True
-    for base in _LIBRARY_DIRS:
+    for base in _library_dirs():
         if filename.startswith(base):
             top = filename[len(base):].split(os.sep, 1)[0]
             return top in _LIBRARY_PACKAGES or top == "runpy.py"
@@ -41,7 +49,7 @@ def internal_frame(filename: str) -> bool:
 
 
 def _library_frame(filename: str) -> bool:
-    return filename.startswith(_LIBRARY_DIRS) or filename.startswith("<frozen ")
+    return filename.startswith(_library_dirs()) or filename.startswith("<frozen ")
 
 
 def user_frames(tb) -> list[traceback.FrameSummary]:

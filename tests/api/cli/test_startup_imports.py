@@ -22,6 +22,7 @@ LAZY = (
     "prometheus_client",
     # the standard library's parts a run in one process without a config file never uses
     "tomllib", "subprocess", "multiprocessing.connection", "http.server",
+    "sysconfig",  # where the standard library lies: asked when a traceback is shown
     # imported by the first key of theirs (decimal, datetime) or the first load to weigh
     "decimal", "statistics",
     # gyreflow's own modules a word count does not use
