@@ -7,7 +7,6 @@ the task's memory (``KeyedStateStore``); the backend is where its per-window sna
 from __future__ import annotations
 
 import os
-import uuid
 
 import attrs
 
@@ -60,7 +59,7 @@ class MemoryStateBackend(StateBackend):
     Each environment gets its own namespace, so two environments in one process never share state.
     """
 
-    namespace: str = attrs.field(factory=lambda: uuid.uuid4().hex)
+    namespace: str = attrs.field(factory=lambda: os.urandom(16).hex())  # 128 random bits, no uuid
     name = "memory"
     durable = False
 
