@@ -7,6 +7,7 @@ package (the command line, say) does not import all of it.
 # No ``from __future__ import annotations`` and no plain imports: every name bound here would be one
 # more name of the package (``dir(gyreflow.api)``, ``from gyreflow.api import *``).
 import gc as _gc
+import sys as _sys
 import typing as _typing
 from importlib import import_module as _import_module
 
@@ -208,6 +209,8 @@ def _import_quietly(module: str) -> object:
     neither in the collections the run's own allocations trigger nor in the full one at exit
     (together about 25 ms of a small job's CPU). They are still freed by reference counting; only
     a reference cycle among them that becomes garbage stays in memory, as module-level objects do.
+    An interactive session (a REPL, IPython, Jupyter) is not frozen: what it holds before it first
+    uses gyreflow is its user's, and may become garbage in cycles later.
     """
     if not _gc.isenabled():
         return _import_module(module)
@@ -215,8 +218,13 @@ def _import_quietly(module: str) -> object:
     try:
         return _import_module(module)
     finally:
-        _gc.freeze()
+        if not _interactive():
+            _gc.freeze()
         _gc.enable()
+
+
+def _interactive() -> bool:
+    return hasattr(_sys, "ps1") or bool(_sys.flags.interactive) or "IPython" in _sys.modules
 
 
 def __dir__() -> list[str]:

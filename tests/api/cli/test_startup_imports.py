@@ -100,3 +100,14 @@ def test_what_the_import_leaves_alive_is_never_walked_again_and_later_garbage_st
                           check=False, timeout=120)
     assert (done.stdout.splitlines(), done.returncode) == (["finalized", "True True False False"], 0), \
         done.stderr
+
+
+def test_an_interactive_session_is_not_frozen():
+    # What a REPL or a notebook holds before it first uses gyreflow is its user's: not frozen.
+    code = ("import gc\n"
+            "from gyreflow.api import Environment\n"
+            "print('frozen', gc.get_freeze_count())\n")
+    done = subprocess.run([sys.executable, "-i", "-c", code], capture_output=True, text=True,
+                          input="", check=False, timeout=120)
+    assert "frozen 0" in done.stdout.splitlines(), (done.stdout, done.stderr)
+
