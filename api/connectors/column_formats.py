@@ -221,17 +221,19 @@ def _json_lines(block: bytes, first: int) -> tuple[list, list]:
 
 def _may_hold_long_integers(table) -> bool:
     """Whether a float column of ``table`` may hold an integer beyond 64 bits (pyarrow reads one
-    as a float): a float of 2**63 or more, or floats nested in lists and structs."""
+    as a float): a float of 2**63 or more in magnitude, or floats nested in lists and structs.
+    The floats are looked at in numpy (a null is NaN there, which no bound passes): importing
+    pyarrow.compute for a minimum and a maximum costs more than the check of a whole file."""
+    import numpy as np
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     for column in table.columns:
         kind = column.type
         if pa.types.is_floating(kind):
-            bounds = pc.min_max(column)
-            low, high = bounds["min"].as_py(), bounds["max"].as_py()
-            if high is not None and max(abs(low), abs(high)) >= 2.0**63:
-                return True
+            for chunk in column.chunks:
+                values = chunk.to_numpy(zero_copy_only=False)
+                if len(values) and np.fmax.reduce(np.abs(values)) >= 2.0**63:
+                    return True
         elif pa.types.is_nested(kind) and _holds(kind, pa.types.is_floating):
             return True
     return False

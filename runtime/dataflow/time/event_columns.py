@@ -36,19 +36,21 @@ def timestamp_seconds(batch: ColumnBatch, name: str):
     row (naive timestamps are local time there, text is an error there); a null is NaN."""
     import numpy as np
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     array = batch.column(name)
     kind = array.type
     if pa.types.is_integer(kind) or pa.types.is_floating(kind):
-        values = pc.cast(array, pa.float64())
-    elif pa.types.is_timestamp(kind) and kind.tz is not None:
+        # In numpy (an integer as float() rounds it, as the row path does): pyarrow.compute's
+        # import costs more than a file's worth of casts.
+        return np.asarray(array.to_numpy(zero_copy_only=False), dtype=np.float64)
+    if pa.types.is_timestamp(kind) and kind.tz is not None:
+        import pyarrow.compute as pc
+
         per_second = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}[kind.unit]
         values = pc.divide(pc.cast(pc.cast(array, pa.timestamp(kind.unit)), pa.int64())
                            .cast(pa.float64()), float(per_second))
-    else:
-        return None
-    return np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.float64)
+        return np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.float64)
+    return None
 
 
 def watermarks_before(ts, latest: float):
@@ -68,7 +70,6 @@ def watermarks_before(ts, latest: float):
 def stamp(batch: ColumnBatch, ts, watermarks, source: int, sources: int) -> ColumnBatch:
     """``batch`` with its times, watermarks and source task as columns of gyreflow's."""
     import numpy as np
-    import pyarrow as pa
 
     data = batch.data
     n = data.num_rows
@@ -78,8 +79,21 @@ def stamp(batch: ColumnBatch, ts, watermarks, source: int, sources: int) -> Colu
         index = data.schema.get_field_index(name)
         if index >= 0:
             data = data.remove_column(index)
-        data = data.append_column(name, pa.array(values))
+        data = data.append_column(name, arrow_of(values))
     return ColumnBatch(data)
+
+
+def arrow_of(values):
+    """A float64 or int32 numpy array as an Arrow array without nulls, over the same memory:
+    ``pyarrow.array`` would look for a masked array first, which imports numpy.ma."""
+    import numpy as np
+    import pyarrow as pa
+
+    values = np.ascontiguousarray(values)
+    kind = {"float64": pa.float64(), "int32": pa.int32()}.get(values.dtype.name)
+    if kind is None:
+        return pa.array(values)
+    return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(values)])
 
 
 def column_form(aggregation):
@@ -91,7 +105,7 @@ def column_form(aggregation):
 def single_source(batch: ColumnBatch):
     """``(source, sources)`` when every row of the stamped batch comes from one source task of one
     layout, else None (a batch joined from several: read row by row)."""
-    import pyarrow.compute as pc
+    import numpy as np
 
     data = batch.data
     found = []
@@ -99,11 +113,11 @@ def single_source(batch: ColumnBatch):
         index = data.schema.get_field_index(name)
         if index < 0:
             return None
-        bounds = pc.min_max(data.column(index))
-        low, high = bounds["min"].as_py(), bounds["max"].as_py()
-        if low is None or low != high:
+        values = data.column(index).to_numpy(zero_copy_only=False)  # a null is NaN
+        values = values[~np.isnan(values)] if values.dtype.kind == "f" else values
+        if not len(values) or values.min() != values.max():
             return None
-        found.append(low)
+        found.append(int(values[0]))
     return found[0], found[1]
 
 
