@@ -187,3 +187,28 @@ def test_a_window_of_few_changes_writes_bytes_in_proportion_to_them():
     # the changes weigh: far less than one whole graph each
     assert sum(sizes) / 100 < whole / 20
     assert sum(sizes) / (100 * 100) < 200  # bytes per change, folds amortised
+
+
+def test_key_groups_changing_at_the_same_pace_fold_in_different_windows():
+    # 128 key groups, each with a large base and one small change every window: none reaches its
+    # fold by size, so each folds when its slots are full; those must not all fill in one window
+    # (it would write every base at once).
+    groups = 128
+    table = logged.LoggedTable("t", groups, lambda value, change: value + [change], len)
+    keys = [chunk_key(g, groups) for g in range(groups)]
+    for key in keys:
+        table.data[key] = list(range(100_000))
+        table.changed.add(key)
+    table.take_changes()
+    folds: dict[int, int] = {}
+    windows = (logged.LEVEL + 1) ** 2 + 2
+    for window in range(1, windows):
+        for key in keys:
+            table.data[key].append(window)
+            table.record(key, window)
+        written, _ = table.take_changes()
+        bases = sum(1 for key in keys if key in written)
+        if bases:
+            folds[window] = bases
+    assert sum(folds.values()) >= groups  # every group folded at least once in that many windows
+    assert max(folds.values()) <= groups // 8, folds
