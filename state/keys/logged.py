@@ -8,7 +8,7 @@ snapshot writes the changes a window recorded (``record``), not the value:
 - level 0: one slot per snapshot, up to ``LEVEL`` of them;
 - level 1: when level 0 is full, its changes and the new ones go, together, into one level-1 slot,
   and the level-0 slots are removed (each change is written twice in all);
-- the base: when level 1 is full too (``LEVEL / 2`` to ``LEVEL`` slots, by key group), or the
+- the base: when level 1 is full too (``LEVEL / 2 + 1`` to ``LEVEL`` slots, by key group), or the
   changes weigh as much as the base (1x to 2x, by key group), the value is written whole as the
   new base and every slot is removed. Both spreads make groups that change at the same pace fold
   in different windows, not all in one.
@@ -175,7 +175,7 @@ class LoggedTable(KeyedTable):
 
     def _fold_due(self, key: object, log: list, size: int) -> bool:
         # By key group, so that groups changing at the same pace fold in different windows, not
-        # all in one: when level 1 holds LEVEL / 2 to LEVEL slots, or the changes weigh 1x to 2x
+        # all in one: when level 1 holds LEVEL / 2 + 1 to LEVEL slots, or the changes weigh 1x to 2x
         # the base.
         spread = self._spreads.get(key)
         if spread is None:  # hashing the key costs more than the rest of this
