@@ -8,10 +8,10 @@ snapshot writes the changes a window recorded (``record``), not the value:
 - level 0: one slot per snapshot, up to ``LEVEL`` of them;
 - level 1: when level 0 is full, its changes and the new ones go, together, into one level-1 slot,
   and the level-0 slots are removed (each change is written twice in all);
-- the base: when level 1 is full too (``LEVEL / 2 + 1`` to ``LEVEL`` slots, by key group), or the
-  changes weigh as much as the base (1x to 2x, by key group), the value is written whole as the
-  new base and every slot is removed. Both spreads make groups that change at the same pace fold
-  in different windows, not all in one.
+- the base: when level 1 is full too, or the changes weigh as much as the base (1x to 2x, by key
+  group), the value is written whole as the new base and every slot is removed. The first time a
+  group's level 1 fills it is full at ``LEVEL / 2 + 1`` to ``LEVEL`` slots, by key group: groups
+  that change at the same pace fold in different windows, not all in one.
 
 A restore reads the base and the slots of a version and applies them in order (``apply``): it
 costs at most ``2 * LEVEL`` changes per key on top of the base, and at most twice the base's size.
@@ -98,8 +98,8 @@ class LoggedTable(KeyedTable):
         self.base_sizes: dict[object, int] = {}
         self._logged: dict[object, int] = {}  # key -> bytes of its slots now (``logs``)
         self._slot_keys: dict[object, tuple[int, ...]] = {}  # key -> its group's slot keys
-        # key -> (its fold's share of the base: 1 to 2, the level-1 slots it folds at)
-        self._spreads: dict[object, tuple[float, int]] = {}
+        # key -> [its fold's share of the base: 1 to 2, the level-1 slots it folds at]
+        self._spreads: dict[object, list] = {}
 
     def record(self, key: object, change: object) -> None:
         """``key``'s value in ``data`` was changed by ``change`` (``apply`` repeats it)."""
@@ -175,14 +175,16 @@ class LoggedTable(KeyedTable):
 
     def _fold_due(self, key: object, log: list, size: int) -> bool:
         # By key group, so that groups changing at the same pace fold in different windows, not
-        # all in one: when level 1 holds LEVEL / 2 + 1 to LEVEL slots, or the changes weigh 1x to 2x
-        # the base.
+        # all in one: the changes weigh 1x to 2x the base, or level 1 is full; the first time a
+        # group's level 1 fills (in this process) it is full at LEVEL / 2 + 1 to LEVEL slots, so
+        # that the groups' folds by count keep different phases at the same period after it.
         spread = self._spreads.get(key)
         if spread is None:  # hashing the key costs more than the rest of this
             step = key_group_of(key, self.max_parallelism) * 7 % 16
-            spread = self._spreads[key] = (1 + step / 16, max(1, LEVEL - LEVEL * step // 32))
+            spread = self._spreads[key] = [1 + step / 16, max(1, LEVEL - LEVEL * step // 32)]
         level0, level1 = log
         if len(level0) == LEVEL and len(level1) >= spread[1]:
+            spread[1] = LEVEL
             return True
         logged = size + self._logged_bytes(key, log)
         return logged >= spread[0] * self.base_sizes.get(key, 0)
