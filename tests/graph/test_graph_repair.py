@@ -9,12 +9,12 @@ a removal starts again are counted where the program hands them to the runtime.
 
 from __future__ import annotations
 
-import math
 import random
 
 import networkx as nx
 import numpy as np
 import pytest
+from _graph_versions import fold_changes, networkx_results
 
 from gyreflow.api import Environment, SizeTumblingWindow
 from gyreflow.api import graph_algorithms as algorithms
@@ -25,7 +25,6 @@ from gyreflow.api.graph.array_algorithms import (
 )
 from gyreflow.api.graph.incremental_algorithms import ArrayIncrementalShortestPaths
 from gyreflow.api.graph.repair import NO_PARENT, PARENT, subtrees, value_dtype
-from gyreflow.api.graph_algorithms import UNREACHABLE
 
 
 def clustered_windows(seed: int, clusters: int, size: int, windows: int, directed: bool):
@@ -74,19 +73,6 @@ def clustered_windows(seed: int, clusters: int, size: int, windows: int, directe
     return batches, versions
 
 
-def expected(version, directed: bool, source) -> dict:
-    vertices, edges = version
-    graph = nx.DiGraph() if directed else nx.Graph()
-    graph.add_nodes_from(vertices)
-    graph.add_weighted_edges_from((a, b, w) for (a, b), w in edges.items())
-    parts = nx.weakly_connected_components(graph) if directed else nx.connected_components(graph)
-    hops = nx.single_source_shortest_path_length(graph, source) if source in graph else {}
-    distance = nx.single_source_dijkstra_path_length(graph, source) if source in graph else {}
-    return {"wcc": {v: min(part) for part in parts for v in part},
-            "bfs": {v: hops.get(v, UNREACHABLE) for v in graph},
-            "sssp": {v: float(distance.get(v, math.inf)) for v in graph}}
-
-
 def run(env, batches, directed: bool, source, parallelism: int, programs: dict) -> dict:
     pipeline = env.pipeline("repair")
 
@@ -101,23 +87,6 @@ def run(env, batches, directed: bool, source, parallelism: int, programs: dict) 
     return {name: result.by_window(name) for name in programs}
 
 
-def fold(by_window: dict, windows: int) -> list[dict]:
-    """The result after each window; a window emits a vertex once, and only when it changed."""
-    state: dict = {}
-    after = []
-    for window in range(1, windows + 1):
-        records = by_window.get(window, [])
-        assert len({v for v, _ in records}) == len(records), f"window {window}: twice"
-        assert not [v for v, x in records if v in state and state[v] == x], window
-        for vertex, value in records:
-            if value is None:
-                state.pop(vertex, None)
-            else:
-                state[vertex] = value
-        after.append(dict(state))
-    return after
-
-
 @pytest.mark.parametrize("parallelism", [1, 3])
 @pytest.mark.parametrize("directed", [False, True], ids=["undirected", "directed"])
 def test_repaired_results_equal_networkx_on_every_version(make_env, directed, parallelism):
@@ -128,9 +97,9 @@ def test_repaired_results_equal_networkx_on_every_version(make_env, directed, pa
                 "sssp": ArrayIncrementalShortestPaths(source)}
     outputs = run(make_env(), batches, directed, source, parallelism, programs)
     for name in programs:
-        folded = fold(outputs[name], len(batches))
+        folded = fold_changes(outputs[name], len(batches))
         for window, version in enumerate(versions, start=1):
-            want = expected(version, directed, source)[name]
+            want = networkx_results(version, directed, source)[name]
             assert folded[window - 1] == want, f"{name} after window {window}"
 
 
@@ -153,7 +122,7 @@ def test_components_split_by_removed_bridges_equal_networkx():
         versions.append(set(edges))
     env = Environment.local(progress=False)
     out = run(env, batches, False, 0, 2, {"wcc": ArrayIncrementalConnectedComponents(False)})
-    folded = fold(out["wcc"], len(batches))
+    folded = fold_changes(out["wcc"], len(batches))
     for window, pairs in enumerate(versions, start=2):
         graph = nx.Graph(list(pairs))
         want = {v: min(part) for part in nx.connected_components(graph) for v in part}
@@ -195,7 +164,7 @@ def test_a_non_tree_edge_restarts_nothing_and_a_tree_edge_only_its_subtree():
     assert RESTARTED == [[], [3, 4, 5], [3, 4]]
     assert out["wcc"].get(3, []) == [] and out["wcc"].get(4, []) == []
     assert sorted(out["wcc"][5]) == [(3, 3), (4, 3)]
-    assert fold(out["wcc"], len(batches))[4] == {0: 0, 1: 0, 2: 0, 5: 0, 3: 3, 4: 3}
+    assert fold_changes(out["wcc"], len(batches))[4] == {0: 0, 1: 0, 2: 0, 5: 0, 3: 3, 4: 3}
 
 
 def test_bfs_restarts_the_subtree_below_a_removed_tree_edge_only():
@@ -208,7 +177,7 @@ def test_bfs_restarts_the_subtree_below_a_removed_tree_edge_only():
     RESTARTED.clear()
     out = run(Environment.local(progress=False), batches, False, 0, 1, {"bfs": CountingHops(0)})
     assert RESTARTED == [[], [4], [4]]
-    hops = fold(out["bfs"], len(batches))
+    hops = fold_changes(out["bfs"], len(batches))
     assert hops[1] == {0: 0, 1: 1, 2: 2, 3: 3, 4: 2, 5: 1}
     assert hops[3] == hops[1] and out["bfs"].get(4, []) == []
     assert hops[4] == {0: 0, 1: 1, 2: 2, 3: 3, 4: 4, 5: 1}
@@ -276,6 +245,6 @@ def test_public_functions_repair_on_two_tasks(directed):
 
     result = pipeline.execute()
     for name in ("wcc", "bfs", "sssp"):
-        folded = fold(result.by_window(name), len(batches))
+        folded = fold_changes(result.by_window(name), len(batches))
         for window, version in enumerate(versions, start=1):
-            assert folded[window - 1] == expected(version, directed, 0)[name], (name, window)
+            assert folded[window - 1] == networkx_results(version, directed, 0)[name], (name, window)

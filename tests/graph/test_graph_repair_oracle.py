@@ -7,10 +7,9 @@ re-weighted edge restarts only the distances that rested on it."""
 
 from __future__ import annotations
 
-import math
-
 import networkx as nx
 import pytest
+from _graph_versions import fold_changes, networkx_results
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,7 +20,6 @@ from gyreflow.api.graph.array_algorithms import (
     ArrayIncrementalConnectedComponents,
 )
 from gyreflow.api.graph.incremental_algorithms import ArrayIncrementalShortestPaths
-from gyreflow.api.graph_algorithms import UNREACHABLE
 
 SOURCE = 0
 
@@ -68,19 +66,6 @@ def play(steps: list, directed: bool) -> tuple[list, list]:
     return batches, versions
 
 
-def expected(version, directed: bool) -> dict:
-    vertices, edges = version
-    graph = nx.DiGraph() if directed else nx.Graph()
-    graph.add_nodes_from(vertices)
-    graph.add_weighted_edges_from((a, b, w) for (a, b), w in edges.items())
-    parts = nx.weakly_connected_components(graph) if directed else nx.connected_components(graph)
-    hops = nx.single_source_shortest_path_length(graph, SOURCE) if SOURCE in graph else {}
-    distance = nx.single_source_dijkstra_path_length(graph, SOURCE) if SOURCE in graph else {}
-    return {"wcc": {v: min(part) for part in parts for v in part},
-            "bfs": {v: hops.get(v, UNREACHABLE) for v in graph},
-            "sssp": {v: float(distance.get(v, math.inf)) for v in graph}}
-
-
 def run(batches, directed: bool, parallelism: int, programs: dict, **config) -> dict:
     pipeline = Environment.local(progress=False, config=config).pipeline("repair-oracle")
 
@@ -93,21 +78,6 @@ def run(batches, directed: bool, parallelism: int, programs: dict, **config) -> 
 
     result = pipeline.execute()
     return {name: result.by_window(name) for name in programs}
-
-
-def folded(by_window: dict, windows: int) -> list[dict]:
-    """The results after each window; a window emits a vertex only when its result changed."""
-    state: dict = {}
-    after = []
-    for window in range(1, windows + 1):
-        for vertex, value in by_window.get(window, []):
-            assert state.get(vertex, object()) != value, (window, vertex, value)
-            if value is None:
-                state.pop(vertex, None)
-            else:
-                state[vertex] = value
-        after.append(dict(state))
-    return after
 
 
 VERTEX = st.integers(0, 6)
@@ -133,9 +103,9 @@ def test_repaired_results_equal_networkx_after_every_window(directed, parallelis
                 "sssp": ArrayIncrementalShortestPaths(SOURCE)}
     outputs = run(batches, directed, parallelism, programs)
     for name in programs:
-        after = folded(outputs[name], len(batches))
+        after = fold_changes(outputs[name], len(batches))
         for window, version in enumerate(versions, start=1):
-            assert after[window - 1] == expected(version, directed)[name], (name, window)
+            assert after[window - 1] == networkx_results(version, directed, SOURCE)[name], (name, window)
 
 
 SUPERSTEPS: dict = {}
@@ -157,7 +127,7 @@ def test_a_window_on_one_task_repairs_in_one_superstep():
                [RemoveEdge(0, 9)], [Edge(2, 7)]]
     SUPERSTEPS.clear()
     out = run(batches, False, 1, {"wcc": CountedComponents(False)})
-    after = folded(out["wcc"], len(batches))
+    after = fold_changes(out["wcc"], len(batches))
     assert after[2] == {**{v: 0 for v in range(5)}, **{v: 5 for v in range(5, 10)}}
     assert after[3] == {v: 0 for v in range(10)}
     assert SUPERSTEPS == {1: 1, 2: 1, 3: 1, 4: 1}
@@ -185,7 +155,7 @@ def test_a_reweighted_edge_restarts_only_the_distances_that_rested_on_it():
     RESTARTED.clear()
     out = run(batches, False, 1, {"sssp": CountedDistances(SOURCE)})
     assert RESTARTED == [[2, 3], [], [1, 2, 3]]
-    after = folded(out["sssp"], len(batches))
+    after = fold_changes(out["sssp"], len(batches))
     assert after[1] == {0: 0.0, 1: 1.0, 2: 5.0, 3: 6.0, 4: 5.0}
     assert out["sssp"].get(3, []) == []
     assert after[3] == {0: 0.0, 1: 0.0, 2: 4.0, 3: 5.0, 4: 5.0}
@@ -208,9 +178,9 @@ def test_iteration_snapshots_between_supersteps_keep_results_and_changes_exact()
         outputs = run(batches, directed, 2, programs,
                       **{"state.iteration_checkpoint_interval": 1})
         for name in programs:
-            after = folded(outputs[name], len(batches))
+            after = fold_changes(outputs[name], len(batches))
             for window, version in enumerate(versions, start=1):
-                assert after[window - 1] == expected(version, directed)[name], (name, window)
+                assert after[window - 1] == networkx_results(version, directed, SOURCE)[name], (name, window)
 
 
 def test_a_static_superstep_over_most_vertices_reads_the_merged_matrices(monkeypatch):
@@ -270,7 +240,7 @@ def test_added_property_edges_offer_their_weight_property(parallelism):
 
     out = pipeline.execute().by_window("km")
     graph = nx.Graph()
-    after = folded(out, len(windows))
+    after = fold_changes(out, len(windows))
     for window, changes in enumerate(windows, start=1):
         for change in changes:
             if isinstance(change, Edge):
