@@ -218,14 +218,20 @@ def scipy_time(present: dict, vertices: int, algorithm: str) -> float:
 
 
 def exact_pagerank(graph: nx.Graph, damping: float = 0.85) -> dict:
-    """The PageRank fixed point of ``graph`` (dangling ranks spread evenly), by power iteration
-    until a step moves the ranks by less than 1e-13 in total (L1)."""
+    """The PageRank fixed point of ``graph`` (``exact_ranks``), by vertex."""
     nodes = list(graph)
-    n = len(nodes)
     matrix = nx.to_scipy_sparse_array(graph, nodelist=nodes, weight=None, format="csr")
-    degree = np.asarray(matrix.sum(axis=1)).ravel()
+    return dict(zip(nodes, exact_ranks(matrix, damping).tolist(), strict=True))
+
+
+def exact_ranks(matrix, damping: float = 0.85) -> np.ndarray:
+    """PageRank's fixed point of the graph of a sparse adjacency matrix (dangling ranks spread
+    evenly), by power iteration until a step moves the ranks by less than 1e-13 in total (L1)."""
+    n = matrix.shape[0]
+    adjacency = (matrix > 0).astype(float)
+    degree = np.asarray(adjacency.sum(axis=1)).ravel()
     share = np.divide(1.0, degree, out=np.zeros(n), where=degree > 0)
-    step = matrix.T.tocsr()
+    step = adjacency.T.tocsr()
     rank = np.full(n, 1.0 / n)
     for _ in range(100_000):
         new = (1 - damping) / n + damping * (step @ (rank * share) + rank[degree == 0].sum() / n)
@@ -233,7 +239,7 @@ def exact_pagerank(graph: nx.Graph, damping: float = 0.85) -> dict:
         rank = new
         if done:
             break
-    return dict(zip(nodes, rank.tolist(), strict=True))
+    return rank
 
 
 def check_pagerank(folded: dict, graph: nx.Graph, damping: float = 0.85) -> bool:

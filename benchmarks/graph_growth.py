@@ -40,7 +40,7 @@ import time
 import numpy as np
 import scipy.sparse as sparse
 from _common import command_line, machine_line, markdown_table, print_table, update_docs_section
-from graph_changes import JOBS, TOLERANCE, Upkeep, change_windows, run
+from graph_changes import JOBS, TOLERANCE, Upkeep, change_windows, exact_ranks, run
 from rich.console import Console
 from scipy.sparse import csgraph
 
@@ -168,25 +168,7 @@ def expected(name: str, final: tuple, vertices: int) -> np.ndarray:
         if name == "sssp":
             return found
         return np.where(np.isinf(found), algorithms.UNREACHABLE, found).astype(np.int64)
-    return exact_pagerank(matrix)
-
-
-def exact_pagerank(matrix, damping: float = 0.85) -> np.ndarray:
-    """PageRank's fixed point (dangling ranks spread evenly), by power iteration until a step
-    moves the ranks by less than 1e-13 in total (L1)."""
-    n = matrix.shape[0]
-    adjacency = (matrix > 0).astype(float)
-    degree = np.asarray(adjacency.sum(axis=1)).ravel()
-    share = np.divide(1.0, degree, out=np.zeros(n), where=degree > 0)
-    step = adjacency.T.tocsr()
-    rank = np.full(n, 1.0 / n)
-    for _ in range(100_000):
-        new = (1 - damping) / n + damping * (step @ (rank * share) + rank[degree == 0].sum() / n)
-        done = np.abs(new - rank).sum() < 1e-13
-        rank = new
-        if done:
-            break
-    return rank
+    return exact_ranks(matrix)
 
 
 def check(name: str, folded: dict, final: tuple, vertices: int) -> None:
