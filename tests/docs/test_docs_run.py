@@ -28,7 +28,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 RUNNABLE = {"python", "bash", "sh", "toml"}
-KNOWN = RUNNABLE | {"text", "mermaid"}
+KNOWN = RUNNABLE | {"text", "mermaid", "sql"}  # sql: a script shown, with files of its own
 FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```\s*$", re.S | re.M)
 SKIPPED_LINES = (re.compile(r"\bpip install\b"), re.compile(r"scripts/test\.sh"))
 
