@@ -16,6 +16,7 @@ from collections import Counter
 
 import networkx as nx
 import pytest
+from _graph_versions import fold_changes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -133,26 +134,6 @@ def run_changes(env, batches, directed: bool, source, names, parallelism: int = 
     return {name: result.by_window(name) for name in names}
 
 
-def fold(by_window: dict, windows: int, exact: bool = True):
-    """The state after each window from an upsert stream: None deletes; with ``exact``, a window
-    must not emit a vertex twice or one whose value did not change."""
-    state: dict = {}
-    after = []
-    for window in range(1, windows + 1):
-        records = by_window.get(window, [])
-        if exact:
-            assert len({v for v, _ in records}) == len(records), f"window {window}: twice"
-            same = [v for v, x in records if v in state and state[v] == x]
-            assert not same, f"window {window} emitted unchanged vertices {same}"
-        for vertex, value in records:
-            if value is None:
-                state.pop(vertex, None)
-            else:
-                state[vertex] = value
-        after.append(dict(state))
-    return after
-
-
 @pytest.mark.parametrize("directed", [False, True], ids=["undirected", "directed"])
 def test_incremental_algorithms_equal_networkx_on_every_version(make_env, directed):
     batches, versions = change_windows(7 + directed, 30, 6, 24, 0.2, directed)
@@ -161,7 +142,7 @@ def test_incremental_algorithms_equal_networkx_on_every_version(make_env, direct
     names = ["wcc", "bfs", "sssp", "pagerank", "record_wcc"]
     outputs = run_changes(make_env(), batches, directed, source, names)
     for name in names:
-        folded = fold(outputs[name], len(batches), exact=name != "pagerank")
+        folded = fold_changes(outputs[name], len(batches), exact=name != "pagerank")
         for window, version in enumerate(versions, start=1):
             want = expected(version, directed, source)["wcc" if name == "record_wcc" else name]
             got = folded[window - 1]
@@ -181,7 +162,7 @@ def test_incremental_components_on_one_task_equal_networkx(make_env, directed):
     task's components at once (not class by class)."""
     batches, versions = change_windows(11 + directed, 40, 6, 30, 0.25, directed)
     outputs = run_changes(make_env(), batches, directed, None, ["wcc"], parallelism=1)
-    folded = fold(outputs["wcc"], len(batches))
+    folded = fold_changes(outputs["wcc"], len(batches))
     for window, version in enumerate(versions, start=1):
         assert folded[window - 1] == expected(version, directed, None)["wcc"], window
 
@@ -199,7 +180,7 @@ def test_detached_vertices_take_their_edges_on_every_version(make_env, directed)
         if name == "static_wcc":
             folded = [dict(outputs[name].get(window, [])) for window in range(1, len(batches) + 1)]
         else:
-            folded = fold(outputs[name], len(batches))
+            folded = fold_changes(outputs[name], len(batches))
         for window, version in enumerate(versions, start=1):
             want = expected(version, directed, source)[name if name in ("bfs", "sssp") else "wcc"]
             assert folded[window - 1] == want, f"{name} after window {window}"
@@ -232,7 +213,7 @@ def test_detaching_from_either_stream_with_string_ids(make_env):
     for name in ("wcc", "record_wcc", "static_wcc"):
         by_window = result.by_window(name)
         folded = ([dict(by_window.get(w, [])) for w in (1, 2, 3)] if name == "static_wcc"
-                  else fold(by_window, 3))
+                  else fold_changes(by_window, 3))
         for window, (names, pairs) in enumerate(versions, start=1):
             want = union_find_labels(names, pairs)
             assert folded[window - 1] == want, f"{name}, window {window}"
@@ -261,7 +242,7 @@ def test_a_detached_vertex_added_again_has_none_of_its_old_edges(make_env):
     outputs = run_changes(make_env(), batches, True, 1, ["static_wcc", "wcc", "record_wcc"])
     assert dict(outputs["static_wcc"][3]) == {1: 1, 2: 2, 3: 3, 4: 3, 5: 5, 6: 2}
     for name in ("wcc", "record_wcc"):
-        assert fold(outputs[name], 3)[2] == {1: 1, 2: 2, 3: 3, 4: 3, 5: 5, 6: 2}, name
+        assert fold_changes(outputs[name], 3)[2] == {1: 1, 2: 2, 3: 3, 4: 3, 5: 5, 6: 2}, name
 
 
 @pytest.mark.parametrize("environment_type", ["local"])
@@ -300,7 +281,7 @@ def test_a_removed_and_added_again_vertex_comes_back(make_env):
     batches = [[Edge(1, 2)], [RemoveEdge(1, 2), RemoveVertex(2)], [Edge(3, 2)]]
     outputs = run_changes(make_env(), batches, False, 1, ["wcc", "record_wcc"])
     for name in ("wcc", "record_wcc"):
-        assert fold(outputs[name], 3) == [{1: 1, 2: 1}, {1: 1}, {1: 1, 2: 2, 3: 2}], name
+        assert fold_changes(outputs[name], 3) == [{1: 1, 2: 1}, {1: 1}, {1: 1, 2: 2, 3: 2}], name
 
 
 # --- versions -----------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import random
 import networkx as nx
 import numpy as np
 import pytest
-from _graph_versions import fold_changes, networkx_results
+from _graph_versions import fold_changes, networkx_results, run_incremental
 
 from gyreflow.api import Environment, SizeTumblingWindow
 from gyreflow.api import graph_algorithms as algorithms
@@ -73,20 +73,6 @@ def clustered_windows(seed: int, clusters: int, size: int, windows: int, directe
     return batches, versions
 
 
-def run(env, batches, directed: bool, source, parallelism: int, programs: dict) -> dict:
-    pipeline = env.pipeline("repair")
-
-    @pipeline.task
-    def changing(ctx):
-        edges = ctx.source(batches, SizeTumblingWindow(1), parallelism=1).flat_map(list)
-        graph = GraphView(None, edges, directed=directed, parallelism=parallelism)
-        for name, program in programs.items():
-            graph.incremental_compute(program, name=name).collect(name)
-
-    result = pipeline.execute()
-    return {name: result.by_window(name) for name in programs}
-
-
 @pytest.mark.parametrize("parallelism", [1, 3])
 @pytest.mark.parametrize("directed", [False, True], ids=["undirected", "directed"])
 def test_repaired_results_equal_networkx_on_every_version(make_env, directed, parallelism):
@@ -95,7 +81,7 @@ def test_repaired_results_equal_networkx_on_every_version(make_env, directed, pa
     programs = {"wcc": ArrayIncrementalConnectedComponents(directed),
                 "bfs": ArrayIncrementalBreadthFirstSearch(source),
                 "sssp": ArrayIncrementalShortestPaths(source)}
-    outputs = run(make_env(), batches, directed, source, parallelism, programs)
+    outputs = run_incremental(make_env(), batches, directed, parallelism, programs)
     for name in programs:
         folded = fold_changes(outputs[name], len(batches))
         for window, version in enumerate(versions, start=1):
@@ -121,7 +107,7 @@ def test_components_split_by_removed_bridges_equal_networkx():
                 edges.add((record.src, record.dst))
         versions.append(set(edges))
     env = Environment.local(progress=False)
-    out = run(env, batches, False, 0, 2, {"wcc": ArrayIncrementalConnectedComponents(False)})
+    out = run_incremental(env, batches, False, 2, {"wcc": ArrayIncrementalConnectedComponents(False)})
     folded = fold_changes(out["wcc"], len(batches))
     for window, pairs in enumerate(versions, start=2):
         graph = nx.Graph(list(pairs))
@@ -159,7 +145,7 @@ def test_a_non_tree_edge_restarts_nothing_and_a_tree_edge_only_its_subtree():
     batches = [[Edge(a, a + 1) for a in range(5)], [Edge(1, 4), Edge(0, 5)], [RemoveEdge(1, 4)],
                [RemoveEdge(2, 3)], [RemoveEdge(4, 5)]]
     RESTARTED.clear()
-    out = run(Environment.local(progress=False), batches, False, 0, 1,
+    out = run_incremental(Environment.local(progress=False), batches, False, 1,
               {"wcc": CountingComponents(False)})
     assert RESTARTED == [[], [3, 4, 5], [3, 4]]
     assert out["wcc"].get(3, []) == [] and out["wcc"].get(4, []) == []
@@ -175,7 +161,7 @@ def test_bfs_restarts_the_subtree_below_a_removed_tree_edge_only():
     batches = [[Edge(a, a + 1) for a in range(5)], [Edge(1, 4), Edge(0, 5), Edge(2, 4)],
                [RemoveEdge(2, 4)], [RemoveEdge(1, 4)], [RemoveEdge(4, 5)]]
     RESTARTED.clear()
-    out = run(Environment.local(progress=False), batches, False, 0, 1, {"bfs": CountingHops(0)})
+    out = run_incremental(Environment.local(progress=False), batches, False, 1, {"bfs": CountingHops(0)})
     assert RESTARTED == [[], [4], [4]]
     hops = fold_changes(out["bfs"], len(batches))
     assert hops[1] == {0: 0, 1: 1, 2: 2, 3: 3, 4: 2, 5: 1}

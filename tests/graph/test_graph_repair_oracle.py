@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import networkx as nx
 import pytest
-from _graph_versions import fold_changes, networkx_results
+from _graph_versions import fold_changes, networkx_results, run_incremental
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -67,17 +67,8 @@ def play(steps: list, directed: bool) -> tuple[list, list]:
 
 
 def run(batches, directed: bool, parallelism: int, programs: dict, **config) -> dict:
-    pipeline = Environment.local(progress=False, config=config).pipeline("repair-oracle")
-
-    @pipeline.task
-    def changing(ctx):
-        edges = ctx.source(batches, SizeTumblingWindow(1), parallelism=1).flat_map(list)
-        graph = GraphView(None, edges, directed=directed, parallelism=parallelism)
-        for name, program in programs.items():
-            graph.incremental_compute(program, name=name).collect(name)
-
-    result = pipeline.execute()
-    return {name: result.by_window(name) for name in programs}
+    env = Environment.local(progress=False, config=config)
+    return run_incremental(env, batches, directed, parallelism, programs)
 
 
 VERTEX = st.integers(0, 6)
