@@ -407,16 +407,8 @@ class _TextFileReader(SourceReader):
         self._decoded, self._next = [], 0
         if not self._blocks or self._pos >= self._stop or wanted <= 0:
             return False
-        while self._ahead_lines < wanted and not self._at_end:
-            try:
-                block = self._file.read(self.BLOCK)
-            except (OSError, EOFError, zlib.error):
-                return False  # the block path names where
-            if block:
-                self._ahead += block
-                self._ahead_lines += block.count(b"\n")
-            else:
-                self._at_end = True
+        if not self._fill_ahead(wanted):
+            return False  # the block path names where
         ahead = self._ahead
         cut = ahead.rfind(b"\n") + 1
         if not cut or self._pos + cut > self._stop:
@@ -431,20 +423,27 @@ class _TextFileReader(SourceReader):
         self._ahead_lines = 0
         return True
 
-    def _read_block(self, max_records: int) -> list:
-        """Up to ``max_records`` lines of the bytes ahead, any text the encoding reads."""
-        if not self._blocks or self._pos >= self._stop or max_records <= 0:
-            return self._read_lines(max_records)
-        while self._ahead_lines < max_records and not self._at_end:
+    def _fill_ahead(self, lines: int) -> bool:
+        """Read blocks until ``lines`` line endings are ahead or the file ends; False when a read
+        fails (the caller falls back to the line path, which names where)."""
+        while self._ahead_lines < lines and not self._at_end:
             try:
                 block = self._file.read(self.BLOCK)
             except (OSError, EOFError, zlib.error):
-                return self._read_lines(max_records)  # names the line it fails in
+                return False
             if block:
                 self._ahead += block
                 self._ahead_lines += block.count(b"\n")
             else:
                 self._at_end = True
+        return True
+
+    def _read_block(self, max_records: int) -> list:
+        """Up to ``max_records`` lines of the bytes ahead, any text the encoding reads."""
+        if not self._blocks or self._pos >= self._stop or max_records <= 0:
+            return self._read_lines(max_records)
+        if not self._fill_ahead(max_records):
+            return self._read_lines(max_records)  # names the line it fails in
         ahead = self._ahead
         parts = ahead.split(b"\n", max_records)
         if len(parts) > max_records:  # max_records whole lines, then the rest
