@@ -12,8 +12,8 @@ import subprocess
 import sys
 from collections import Counter
 
-import duckdb
 import pytest
+from _duckdb_windows import duckdb_windows as duckdb_changes
 
 from gyreflow.api import Environment, JobListener
 from gyreflow.api.dsl import graphs
@@ -35,19 +35,10 @@ def script(tmp_path, rows, size: int, query: str) -> str:
 
 
 def duckdb_windows(rows, size: int, query: str) -> dict[int, Counter]:
-    """Per window: DuckDB's result over the rows so far, minus its result at the window before."""
-    db = duckdb.connect()
-    db.execute("CREATE TABLE a (id BIGINT, k INTEGER, s VARCHAR, x INTEGER)")
-    before: Counter = Counter()
-    changes = {}
-    for window in range(1, -(-len(rows) // size) + 1):
-        db.executemany("INSERT INTO a VALUES (?, ?, ?, ?)", rows[(window - 1) * size:window * size])
-        now = Counter(tuple(row) for row in db.execute(query).fetchall())
-        if added := now - before:
-            changes[window] = added
-        before = now
-    return changes
+    return duckdb_changes({"a": (A_COLUMNS, rows)}, size, query)
 
+
+A_COLUMNS = "id BIGINT, k INTEGER, s VARCHAR, x INTEGER"
 
 QUERIES = [
     # Top-N: each keeps the rows that can still be in it (ids break ties: one answer)

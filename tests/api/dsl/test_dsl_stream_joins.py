@@ -10,8 +10,8 @@ import subprocess
 import sys
 from collections import Counter
 
-import duckdb
 import pytest
+from _duckdb_windows import duckdb_windows as duckdb_changes
 
 from gyreflow.api import Environment
 
@@ -49,24 +49,8 @@ def script(tmp_path, a, b, size: int, query: str) -> str:
 
 
 def duckdb_windows(a, b, size: int, query: str) -> dict[int, Counter]:
-    """Per window: DuckDB's result over the rows so far, minus its result at the window before."""
-    db = duckdb.connect()
-    db.execute("CREATE TABLE a (id BIGINT, k INTEGER, s VARCHAR, x INTEGER)")
-    db.execute("CREATE TABLE b (id BIGINT, k INTEGER, v INTEGER)")
-    before: Counter = Counter()
-    changes = {}
-    windows = max(-(-len(a) // size), -(-len(b) // size))
-    for window in range(1, windows + 1):
-        lo, hi = (window - 1) * size, window * size
-        if a[lo:hi]:
-            db.executemany("INSERT INTO a VALUES (?, ?, ?, ?)", a[lo:hi])
-        if b[lo:hi]:
-            db.executemany("INSERT INTO b VALUES (?, ?, ?)", b[lo:hi])
-        now = Counter(tuple(row) for row in db.execute(query).fetchall())
-        if added := now - before:
-            changes[window] = added
-        before = now
-    return changes
+    return duckdb_changes({"a": ("id BIGINT, k INTEGER, s VARCHAR, x INTEGER", a),
+                           "b": ("id BIGINT, k INTEGER, v INTEGER", b)}, size, query)
 
 
 QUERIES = [
