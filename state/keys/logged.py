@@ -7,14 +7,22 @@ snapshot writes the changes a window recorded (``record``), not the value:
 
 - level 0: one slot per snapshot, up to ``LEVEL`` of them;
 - level 1: when level 0 is full, its changes and the new ones go, together, into one level-1 slot,
-  and the level-0 slots are removed (each change is written twice in all);
-- the base: when level 1 is full too, or the changes weigh as much as the base (1x to 2x, by key
+  and the level-0 slots are removed;
+- level 2: when level 1 is full too, its changes, level 0's and the new ones go into one level-2
+  slot, and the level-1 and level-0 slots are removed (each change is written three times in all);
+- the base: when level 2 is full too, or the changes weigh as much as the base (1x to 2x, by key
   group), the value is written whole as the new base and every slot is removed. The first time a
   group's level 1 fills it is full at ``LEVEL / 2 + 1`` to ``LEVEL`` slots, by key group: groups
-  that change at the same pace fold in different windows, not all in one.
+  that change at the same pace move their changes up and fold in different windows, not all in one.
 
-A restore reads the base and the slots of a version and applies them in order (``apply``): it
-costs at most ``2 * LEVEL`` changes per key on top of the base, and at most twice the base's size.
+A fold by count comes every ``(LEVEL2 + 1) * (LEVEL + 1) ** 2`` windows (9,801), so a large base
+is rewritten by size, after changes of about its own weight, and its rewrite costs each change
+about one more time its bytes, whatever the size of the base. A level-2 slot holds about
+``(LEVEL + 1) ** 2`` windows' changes.
+
+A restore reads the base and the slots of a version and applies their changes in order
+(``apply_many``, one pass, where the table has one; else ``apply`` each): at most twice the base's
+size on top of the base.
 A key changed without a recorded change (``mark_changed``, ``put``) is written whole, so code that
 knows nothing of the log stays correct. Retained versions read the same slots: a slot removed by a
 fold is a removal in the version that folded, and older versions still read it.
@@ -31,8 +39,10 @@ from functools import cache
 from gyreflow.state.keys.keyed import KeyedTable, StateKind
 from gyreflow.state.keys.keygroups import key_group_of
 
-LEVEL = 32  # slots per level
-SLOTS = 1 + 2 * LEVEL  # the base, level 0, level 1
+LEVEL = 32  # slots per level of levels 0 and 1
+LEVEL2 = 8  # level-2 slots, each about (LEVEL + 1) ** 2 windows' changes
+SLOTS = 1 + 2 * LEVEL + LEVEL2  # the base, level 0, level 1, level 2 (a group's first 65 slot
+# keys are what they were when there was no level 2)
 
 
 @cache
@@ -80,25 +90,29 @@ class LoggedTable(KeyedTable):
     """A keyed table of large values whose snapshots write the changes recorded for them.
 
     ``apply(value, change)`` returns the value after one recorded change (``value`` None: there is
-    no base yet); ``size(value)`` estimates the bytes of a value written whole. Keys must be the
-    first slot key of their key group (``slot_keys``).
+    no base yet); ``apply_many(value, changes)``, if given, the value after several in order (a
+    restore's one pass); ``size(value)`` estimates the bytes of a value written whole. Keys must be
+    the first slot key of their key group (``slot_keys``).
     """
 
-    __slots__ = ("_logged", "_slot_keys", "_spreads", "apply", "base_sizes", "logs",
+    __slots__ = ("_logged", "_slot_keys", "_spreads", "apply", "apply_many", "base_sizes", "logs",
                  "max_parallelism", "pending", "size")
 
-    def __init__(self, name: str, max_parallelism: int, apply: Callable, size: Callable) -> None:
+    def __init__(self, name: str, max_parallelism: int, apply: Callable, size: Callable,
+                 apply_many: Callable | None = None) -> None:
         super().__init__(name, StateKind.VALUE)
         self.max_parallelism = max_parallelism
         self.apply = apply
+        self.apply_many = apply_many
         self.size = size
         self.pending: dict[object, list] = {}  # key -> changes recorded since the last snapshot
-        # key -> [level-0 blobs, level-1 blobs] stored after its base (only for stored bases)
+        # key -> [level-0 blobs, level-1 merges, level-2 merges] stored after its base (only for
+        # stored bases)
         self.logs: dict[object, list[list]] = {}
         self.base_sizes: dict[object, int] = {}
         self._logged: dict[object, int] = {}  # key -> bytes of its slots now (``logs``)
         self._slot_keys: dict[object, tuple[int, ...]] = {}  # key -> its group's slot keys
-        # key -> [its fold's share of the base: 1 to 2, the level-1 slots it folds at]
+        # key -> [its fold's share of the base: 1 to 2, the level-1 slots it moves up at]
         self._spreads: dict[object, list] = {}
 
     def record(self, key: object, change: object) -> None:
@@ -151,22 +165,29 @@ class LoggedTable(KeyedTable):
             if blob is None or self._fold_due(key, log, len(blob)):
                 removed.update(self._live(key))
                 written[key] = value
-                self.logs[key] = [[], []]
+                self.logs[key] = [[], [], []]
                 self.base_sizes[key] = self.size(value)
                 self._logged[key] = 0
                 continue
             slots = self._slots(key)
-            level0, level1 = log
+            level0, level1, level2 = log
             self._logged[key] = self._logged_bytes(key, log) + len(blob)
             if len(level0) < LEVEL:
                 written[slots[1 + len(level0)]] = blob
                 level0.append(blob)
-            else:
+            elif len(level1) < self._spreads[key][1]:
                 merged = (*level0, blob)
                 written[slots[1 + LEVEL + len(level1)]] = merged
                 removed.update(slots[1:1 + len(level0)])
                 level1.append(merged)
                 log[0] = []
+            else:  # level 1 is full: it, level 0 and the new blob move up as one level-2 slot
+                self._spreads[key][1] = LEVEL
+                merged = (*level1, (*level0, blob))
+                written[slots[1 + 2 * LEVEL + len(level2)]] = merged
+                removed.update(self._live(key, levels=2))
+                level2.append(merged)
+                log[0], log[1] = [], []
         removed.difference_update(written)
         self.changed = set()
         self.removed = set()
@@ -175,15 +196,15 @@ class LoggedTable(KeyedTable):
 
     def _fold_due(self, key: object, log: list, size: int) -> bool:
         # By key group, so that groups changing at the same pace fold in different windows, not
-        # all in one: the changes weigh 1x to 2x the base, or level 1 is full; the first time a
+        # all in one: the changes weigh 1x to 2x the base, or level 2 is full; the first time a
         # group's level 1 fills (in this process) it is full at LEVEL / 2 + 1 to LEVEL slots, so
-        # that the groups' folds by count keep different phases at the same period after it.
+        # that the groups' moves to level 2 and folds by count keep different phases after it.
         spread = self._spreads.get(key)
         if spread is None:  # hashing the key costs more than the rest of this
             step = key_group_of(key, self.max_parallelism) * 7 % 16
             spread = self._spreads[key] = [1 + step / 16, max(1, LEVEL - LEVEL * step // 32)]
-        level0, level1 = log
-        if len(level0) == LEVEL and len(level1) >= spread[1]:
+        level0, level1, level2 = log
+        if len(level0) == LEVEL and len(level1) >= spread[1] and len(level2) >= LEVEL2:
             spread[1] = LEVEL
             return True
         logged = size + self._logged_bytes(key, log)
@@ -194,18 +215,19 @@ class LoggedTable(KeyedTable):
         cost as much as the rest of it)."""
         found = self._logged.get(key)
         if found is None:
-            level0, level1 = log
-            found = self._logged[key] = (sum(map(len, level0))
-                                         + sum(len(b) for blobs in level1 for b in blobs))
+            found = self._logged[key] = sum(map(len, _blobs(log)))
         return found
 
-    def _live(self, key: object) -> list:
-        """The slot keys holding ``key``'s changes now."""
+    def _live(self, key: object, levels: int = 3) -> list:
+        """The slot keys holding ``key``'s changes now (of its first ``levels`` levels)."""
         log = self.logs.get(key)
         if log is None:
             return []
         slots = self._slots(key)
-        return [*slots[1:1 + len(log[0])], *slots[1 + LEVEL:1 + LEVEL + len(log[1])]]
+        live = [*slots[1:1 + len(log[0])], *slots[1 + LEVEL:1 + LEVEL + len(log[1])]]
+        if levels > 2:
+            live.extend(slots[1 + 2 * LEVEL:1 + 2 * LEVEL + len(log[2])])
+        return live
 
     def after_restore(self, relaid: bool) -> None:
         """``data`` holds what a version stored (bases and slots): apply each key's changes to its
@@ -218,17 +240,17 @@ class LoggedTable(KeyedTable):
             slots = slot_table[key_group_of(key, self.max_parallelism)]
             value = stored[key]
             size = self.size(value)
-            level0 = _present(stored, slots[1:1 + LEVEL])
-            level1 = _present(stored, slots[1 + LEVEL:])
-            for merged in level1:
-                for blob in merged:
-                    for change in decode_changes(blob):
-                        value = self.apply(value, change)
-            for blob in level0:
-                for change in decode_changes(blob):
+            log = [_present(stored, slots[1:1 + LEVEL]),
+                   _present(stored, slots[1 + LEVEL:1 + 2 * LEVEL]),
+                   _present(stored, slots[1 + 2 * LEVEL:1 + 2 * LEVEL + LEVEL2])]
+            changes = [change for blob in _blobs(log) for change in decode_changes(blob)]
+            if self.apply_many is not None:
+                value = self.apply_many(value, changes) if changes else value
+            else:
+                for change in changes:
                     value = self.apply(value, change)
             self.data[key] = value
-            self.logs[key] = [level0, level1]
+            self.logs[key] = log
             self.base_sizes[key] = size
         self.changed = set(self.data) if relaid else set()
         self.removed = set()
@@ -249,14 +271,15 @@ class LoggedTable(KeyedTable):
             self.pending, self.logs, self.base_sizes = {}, {}, {}
 
 
-def logged_table(state, name: str, apply: Callable, size: Callable) -> LoggedTable:
+def logged_table(state, name: str, apply: Callable, size: Callable,
+                 apply_many: Callable | None = None) -> LoggedTable:
     """The table ``name`` of keyed state ``state`` (a ``KeyedStateStore``) as a ``LoggedTable``,
     made on first use (a plain table of that name, made by code that knew nothing of the log, is
     taken over)."""
     table = state.tables.get(name)
     if type(table) is LoggedTable:
         return table
-    logged = LoggedTable(name, state.max_parallelism, apply, size)
+    logged = LoggedTable(name, state.max_parallelism, apply, size, apply_many)
     if table is not None:
         logged.take_over(table.export())
     state.tables[name] = logged
@@ -266,6 +289,15 @@ def logged_table(state, name: str, apply: Callable, size: Callable) -> LoggedTab
 @cache
 def _base_keys(max_parallelism: int) -> frozenset:
     return frozenset(slots[0] for slots in slot_keys(max_parallelism))
+
+
+def _blobs(log: list) -> list:
+    """A key's logged blobs, oldest first: level 2's merges, level 1's, then level 0."""
+    level0, level1, level2 = log
+    found = [blob for merged in level2 for blobs in merged for blob in blobs]
+    found.extend(blob for blobs in level1 for blob in blobs)
+    found.extend(level0)
+    return found
 
 
 def _present(stored: dict, slots) -> list:

@@ -93,10 +93,11 @@ def window_records(changes: list) -> list:
 
 
 @settings(max_examples=60, deadline=None)
-@given(windows, st.integers(1, 4), st.data())
-def test_every_version_folds_back_to_the_chunks_the_task_held(changes, level, data):
+@given(windows, st.integers(1, 4), st.integers(1, 3), st.data())
+def test_every_version_folds_back_to_the_chunks_the_task_held(changes, level, level2, data):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(logged, "LEVEL", level)  # levels fill, merge and fold within a few windows
+        patch.setattr(logged, "LEVEL2", level2)
         check_versions(changes, data)
 
 
@@ -189,7 +190,7 @@ def test_a_window_of_few_changes_writes_bytes_in_proportion_to_them():
     assert sum(sizes) / (100 * 100) < 200  # bytes per change, folds amortised
 
 
-def test_key_groups_changing_at_the_same_pace_fold_in_different_windows():
+def test_key_groups_changing_at_the_same_pace_fold_in_different_windows(monkeypatch):
     # 128 key groups, each with a large base and one small change every window: none reaches its
     # fold by size, so each folds when its slots are full; those must not all fill in one window
     # (it would write every base at once).
@@ -201,7 +202,11 @@ def test_key_groups_changing_at_the_same_pace_fold_in_different_windows():
         table.changed.add(key)
     table.take_changes()
     folds: dict[int, int] = {}
-    windows = 2 * (logged.LEVEL + 1) ** 2 + 2  # two folds by count of each group
+    level, level2 = 16, 1
+    monkeypatch.setattr(logged, "LEVEL", level)  # a fold by count within ~600 windows
+    monkeypatch.setattr(logged, "LEVEL2", level2)
+    period = (level2 + 1) * (level + 1) ** 2
+    windows = 2 * period + 2  # two folds by count of each group
     for window in range(1, windows):
         for key in keys:
             table.data[key].append(window)
@@ -212,5 +217,40 @@ def test_key_groups_changing_at_the_same_pace_fold_in_different_windows():
             folds[window] = bases
     assert sum(folds.values()) >= 2 * groups  # every group folded twice in that many windows
     assert max(folds.values()) <= groups // 8, folds
-    # after its first, a group folds every (LEVEL + 1) ** 2 windows, as it always did
+    # after its first, a group folds every (LEVEL2 + 1) * (LEVEL + 1) ** 2 windows
     assert sum(folds.values()) < 3 * groups
+
+
+value_changes = st.lists(st.one_of(
+    st.tuples(st.just("set"), st.lists(st.integers(0, 40), max_size=4),
+              st.lists(st.integers(-5, 5), max_size=6), st.booleans()),
+    st.tuples(st.just("drop"), st.lists(st.integers(0, 40), max_size=3), st.just([]),
+              st.just(False))), max_size=30)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(-9, 9), max_size=8), value_changes)
+def test_a_run_of_value_changes_equals_them_applied_one_by_one(start, steps):
+    """Oracle: a plain list edited change by change (appends, sets at positions, drops)."""
+    plain = list(start)
+    stored = np.asarray(start, dtype=np.int64)
+    changes = []
+    for kind, positions, new, floats in steps:
+        if kind == "set":
+            appended = np.asarray(new, dtype=np.float64 if floats else np.int64)
+            plain.extend(appended.tolist())
+            at = np.unique([p % len(plain) for p in positions]) if plain else np.zeros(0, int)
+            values = np.asarray([7] * len(at), dtype=appended.dtype)
+            for p in at.tolist():
+                plain[p] = 7
+            changes.append(changelog.set_change(at.astype(np.int64), values, appended))
+        elif plain:
+            drop = np.unique([p % len(plain) for p in positions]).astype(np.int64)
+            plain = [v for i, v in enumerate(plain) if i not in set(drop.tolist())]
+            changes.append((changelog.DROP, changelog.pack(drop)))
+    one_by_one = stored
+    for change in changes:
+        one_by_one = changelog.apply_values_change(one_by_one, change)
+    run = changelog.apply_values_changes(stored, changes)
+    assert run.tolist() == one_by_one.tolist() == plain
+    assert run.dtype == one_by_one.dtype

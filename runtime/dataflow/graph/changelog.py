@@ -363,14 +363,7 @@ def _decode_set(change: bytes) -> tuple:
 
 def apply_values_change(stored: np.ndarray | None, change) -> np.ndarray:
     """A value chunk after one stored change."""
-    if type(change) is bytes:
-        _, positions, values, appended = _decode_set(change)
-        kind = SET
-    else:
-        kind = change[0]
-    if kind == SET and type(change) is not bytes:
-        positions = unpack(change[1])
-        values, appended = unpack(change[2], objects=True), unpack(change[3], objects=True)
+    kind, positions, values, appended = _value_change(change)
     if kind == SET:
         if stored is None:
             stored = appended.copy()
@@ -383,17 +376,52 @@ def apply_values_change(stored: np.ndarray | None, change) -> np.ndarray:
         if len(positions):
             stored[positions] = values
         return stored
+    return stored[_mask(len(stored), positions)]
+
+
+def apply_values_changes(stored: np.ndarray | None, changes: list) -> np.ndarray:
+    """A value chunk after stored changes in order, in one pass (a restore's): the array is
+    copied once and grows by doubling, so a run of appends costs what it appends, not the chunk
+    each time."""
+    buffer = None if stored is None else stored.copy()
+    length = 0 if stored is None else len(stored)
+    for change in changes:
+        kind, positions, values, appended = _value_change(change)
+        if kind == SET and buffer is not None and appended.dtype == buffer.dtype:
+            if length + len(appended) > len(buffer):
+                grown = np.empty(max(2 * len(buffer), length + len(appended)), buffer.dtype)
+                grown[:length] = buffer[:length]
+                buffer = grown
+            buffer[length:length + len(appended)] = appended
+            length += len(appended)
+            if len(positions):
+                buffer[positions] = values
+            continue
+        buffer = apply_values_change(None if buffer is None else buffer[:length], change)
+        length = len(buffer)
+    return buffer[:length].copy() if buffer is not None and length < len(buffer) else buffer
+
+
+def _value_change(change) -> tuple:
+    """``(kind, positions, values, appended)`` of a stored value-chunk change (a drop's values
+    and appended None)."""
+    if type(change) is bytes:
+        return _decode_set(change)
+    kind = change[0]
+    if kind == SET:
+        return (SET, unpack(change[1]), unpack(change[2], objects=True),
+                unpack(change[3], objects=True))
     if kind == DROP:
-        return stored[_mask(len(stored), unpack(change[1]))]
+        return (DROP, unpack(change[1]), None, None)
     msg = f"unknown value change {kind!r}"
     raise ValueError(msg)
 
 
 def chunk_table(state, name: str):
     """The task's logged table of graph chunks ``name``."""
-    return logged_table(state, name, apply_chunk_change, chunk_size)
+    return logged_table(state, name, apply_chunk_change, chunk_size, apply_chunk_changes)
 
 
 def values_table(state, name: str):
     """The task's logged table of value chunks ``name``."""
-    return logged_table(state, name, apply_values_change, array_bytes)
+    return logged_table(state, name, apply_values_change, array_bytes, apply_values_changes)

@@ -21,9 +21,9 @@ def apply_run(chunk: list, changes: list, apply_one) -> list:
     """``chunk`` after the decoded ``changes`` (``apply_one(chunk, change)`` applies one: runs
     that hold other kinds of change, or ids that are no ints, go one by one)."""
     kinds = {change[0] for change in changes}
-    ints = all(_ints(change) for change in changes) and chunk[2].dtype == np.int64 and (
-        chunk[3].dtype == np.int64)
-    if len(changes) < 2 or not kinds <= {ADD, DROP_MATCHING} or not ints:
+    if len(changes) < 2 or not kinds <= {ADD, DROP_MATCHING} or not (
+            chunk[2].dtype == np.int64 and chunk[3].dtype == np.int64
+            and all(_ints(change) for change in changes)):
         for change in changes:
             chunk = apply_one(chunk, change)
         return chunk
