@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-import logging
+import atexit
 import secrets
 import socket
+import subprocess
+import sys
+import time
 
 S3_SECRET = "an-object-store-test-secret"  # state.secret of every object-store run
 CREDENTIALS = {"key": "testing", "secret": "testing"}
@@ -17,16 +20,27 @@ def free_port() -> int:
 
 
 class ObjectStoreServer:
-    """A moto S3 server in this process; ``new_location()`` makes a bucket and returns config."""
+    """A moto S3 server in a process of its own (a test that reaches it is marked ``processes``:
+    see tests/conftest.py); ``new_location()`` makes a bucket and returns config."""
 
     def __init__(self) -> None:
-        from moto.server import ThreadedMotoServer
-
         self.port = free_port()
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
-        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
-        self.server.start()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        atexit.register(self.stop)
         self.endpoint = f"http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    msg = f"the moto S3 server did not start on port {self.port}"
+                    raise RuntimeError(msg) from None
+                time.sleep(0.05)
 
     def options(self) -> dict:
         """``state.checkpoint_options`` reaching this server."""
@@ -52,4 +66,10 @@ class ObjectStoreServer:
                 "state.checkpoint_options": self.options(), "state.secret": S3_SECRET}
 
     def stop(self) -> None:
-        self.server.stop()
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()

@@ -289,6 +289,26 @@ def _runs_workers(item) -> bool:
     return callspec is not None and callspec.params.get("environment_type") == "workers"
 
 
+# Parameters that reach the S3 server (``object_store``, a process of its own) through
+# ``request.getfixturevalue``, which the fixture closure does not show.
+OBJECT_STORE_PARAMS = frozenset({"checkpoint-s3", "s3"})
+
+
+def _reaches_object_store(item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params.values() if callspec is not None else ()
+    return ("object_store" in getattr(item, "fixturenames", ())
+            or any(type(value) is str and value in OBJECT_STORE_PARAMS for value in params)
+            or "object_store" in _test_source(item))
+
+
+def _test_source(item) -> str:
+    try:
+        return inspect.getsource(item.function)
+    except (AttributeError, OSError, TypeError):
+        return ""
+
+
 # Modules whose tests take longest (Spark jobs in processes of their own, groups that one worker
 # runs in a row): started first, so that parallel workers do not end waiting on one of them.
 LONGEST_FIRST = ("test_spark_recovery.py", "test_spark_graph_recovery.py", "test_spark_cluster.py",
@@ -303,7 +323,7 @@ def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if _runs_spark(item):
             item.add_marker(pytest.mark.spark)
-        if _starts_processes(item) or _runs_workers(item):
+        if _starts_processes(item) or _runs_workers(item) or _reaches_object_store(item):
             item.add_marker(pytest.mark.processes)
         marker = item.get_closest_marker("spark_subset")
         callspec = getattr(item, "callspec", None)
