@@ -22,6 +22,7 @@ import sys
 import graph_reference as ref
 import pytest
 from test_graph_recovery import KILLED, assert_visible_prefix, environ, fold, read_dir, run_job
+from test_graph_store import SLOTS_IN_USE
 
 pytestmark = pytest.mark.processes
 
@@ -134,25 +135,6 @@ def store_env(tmp_path, **more) -> dict[str, str]:
             **more}
 
 
-SLOTS = """
-import json, sys
-from gyreflow.api.config.loading import Config
-from gyreflow.state.backends import backend_from_config
-from gyreflow.state.keys.logged import slot_keys
-
-store = backend_from_config(Config.load(None)).open_store()
-slots = slot_keys(2)
-found = {}
-for window in range(1, int(sys.argv[1]) + 1):
-    data = {}
-    for table in ("incremental-wcc:chunks", "incremental-wcc:chunks:log"):
-        store.read_into("incremental-wcc/incremental_wcc", table, range(2), window, data)
-    found[window] = [sum(slot in data for slot in slots[group][1:]) for group in range(2)]
-print(json.dumps(found))
-store.close()
-"""
-
-
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
     """The input, the uninterrupted run's output (checked against the oracle) and the first
@@ -167,11 +149,13 @@ def uninterrupted(tmp_path_factory):
     assert done.returncode == 0, done.stderr
     output = read_dir(out)
     assert fold(output, WINDOWS) == oracle(lines)
-    slots = subprocess.run([sys.executable, "-c", SLOTS, str(WINDOWS)],
+    slots = subprocess.run([sys.executable, "-c", SLOTS_IN_USE, str(WINDOWS)],
                            env=environ(store_env(folder)), capture_output=True, text=True,
                            timeout=120, check=False)
     assert slots.returncode == 0, slots.stderr
-    by_window = {int(w): counts for w, counts in json.loads(slots.stdout).items()}
+    # slots in use per key group (the three levels together)
+    by_window = {int(w): [sum(levels) for levels in groups]
+                 for w, groups in json.loads(slots.stdout).items()}
     folds = [w for w in range(2, WINDOWS) for group in range(2)
              if by_window[w - 1][group] >= 2 and by_window[w][group] == 0]
     assert folds, by_window  # the input is made to fold within the run

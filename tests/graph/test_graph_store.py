@@ -148,12 +148,15 @@ for window in range(1, int(sys.argv[1]) + 1):
     data = {}
     for table in ("incremental-wcc:chunks", "incremental-wcc:chunks:log"):
         store.read_into("incremental-wcc/incremental_wcc", table, range(2), window, data)
-    found[window] = [sum(slot in data for group in slots for slot in group[first:last])
-                     for first, last in ((1, 1 + LEVEL), (1 + LEVEL, 1 + 2 * LEVEL),
-                                         (1 + 2 * LEVEL, 1 + 2 * LEVEL + LEVEL2))]
+    found[window] = [[sum(slot in data for slot in slots[group][first:last])
+                      for first, last in ((1, 1 + LEVEL), (1 + LEVEL, 1 + 2 * LEVEL),
+                                          (1 + 2 * LEVEL, 1 + 2 * LEVEL + LEVEL2))]
+                     for group in range(2)]
 print(json.dumps(found))
 store.close()
 """
+"""Prints, for windows 1 to argv[1], the logged slots of each of the job's 2 key groups by level
+(0, 1, 2) in the version of that window."""
 
 
 def small_levels_env(tmp_path, backend: str) -> dict[str, str]:
@@ -197,7 +200,8 @@ def test_level_two_and_its_fold_read_back_every_version_after_a_kill(small_windo
     used = subprocess.run([sys.executable, "-c", SLOTS_IN_USE, str(WINDOWS)], env=environ(env),
                           capture_output=True, text=True, timeout=120, check=False)
     assert used.returncode == 0, used.stderr
-    levels = {int(w): counts for w, counts in json.loads(used.stdout).items()}
+    levels = {int(w): [sum(level) for level in zip(*groups, strict=True)]
+              for w, groups in json.loads(used.stdout).items()}
     with_level_two = [w for w, counts in levels.items() if counts[2]]
     folds = [w for w in range(2, WINDOWS + 1) if levels[w][2] < levels[w - 1][2]]
     assert with_level_two, levels
