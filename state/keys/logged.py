@@ -15,10 +15,11 @@ snapshot writes the changes a window recorded (``record``), not the value:
   group's level 1 fills it is full at ``LEVEL / 2 + 1`` to ``LEVEL`` slots, by key group: groups
   that change at the same pace move their changes up and fold in different windows, not all in one.
 
-A fold by count comes every ``(LEVEL2 + 1) * (LEVEL + 1) ** 2`` windows (9,801), so a large base
-is rewritten by size, after changes of about its own weight, and its rewrite costs each change
-about one more time its bytes, whatever the size of the base. A level-2 slot holds about
-``(LEVEL + 1) ** 2`` windows' changes.
+A fold by count comes every ``(LEVEL2 + 1) * (LEVEL + 1) ** 2`` windows (9,801), so a base is
+rewritten by size, after changes of about its own weight (its rewrite then costs each change about
+its own bytes once more, whatever the size of the base), unless its key group changes by less than
+about a 9,801st of its weight a window. A level-2 slot holds about ``(LEVEL + 1) ** 2`` windows'
+changes.
 
 A restore reads the base and the slots of a version and applies their changes in order
 (``apply_many``, one pass, where the table has one; else ``apply`` each): at most twice the base's
