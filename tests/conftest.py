@@ -298,15 +298,7 @@ def _reaches_object_store(item) -> bool:
     callspec = getattr(item, "callspec", None)
     params = callspec.params.values() if callspec is not None else ()
     return ("object_store" in getattr(item, "fixturenames", ())
-            or any(type(value) is str and value in OBJECT_STORE_PARAMS for value in params)
-            or "object_store" in _test_source(item))
-
-
-def _test_source(item) -> str:
-    try:
-        return inspect.getsource(item.function)
-    except (AttributeError, OSError, TypeError):
-        return ""
+            or any(type(value) is str and value in OBJECT_STORE_PARAMS for value in params))
 
 
 # Modules whose tests take longest (Spark jobs in processes of their own, groups that one worker
