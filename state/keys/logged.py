@@ -15,6 +15,12 @@ snapshot writes the changes a window recorded (``record``), not the value:
   group's level 1 fills it is full at ``LEVEL / 2 + 1`` to ``LEVEL`` slots, by key group: groups
   that change at the same pace move their changes up and fold in different windows, not all in one.
 
+A snapshot's folds write at most a ``FOLD_SHARE``-th of the table's bases (at least one fold, and
+at least ``FOLD_FLOOR`` bytes): a fold past that budget waits for a later snapshot, its changes
+logged meanwhile (a full level 2 takes up to ``SPARE`` more slots; with those full it folds
+whatever the budget). Groups that reach their fold together (changing at the same pace) then
+write their bases over several windows, not in one.
+
 A fold by count comes every ``(LEVEL2 + 1) * (LEVEL + 1) ** 2`` windows (9,801), so a base is
 rewritten by size, after changes of about its own weight (its rewrite then costs each change about
 its own bytes once more, whatever the size of the base), unless its key group changes by less than
@@ -42,8 +48,11 @@ from gyreflow.state.keys.keygroups import key_group_of
 
 LEVEL = 32  # slots per level of levels 0 and 1
 LEVEL2 = 8  # level-2 slots, each about (LEVEL + 1) ** 2 windows' changes
-SLOTS = 1 + 2 * LEVEL + LEVEL2  # the base, level 0, level 1, level 2 (a group's first 65 slot
-# keys are what they were when there was no level 2)
+SPARE = 4  # level-2 slots beyond LEVEL2 for a group whose fold by count waits for the budget
+SLOTS = 1 + 2 * LEVEL + LEVEL2 + SPARE  # the base, level 0, level 1, level 2 (a group's first 65
+# slot keys are what they were when there was no level 2)
+FOLD_SHARE = 32  # a snapshot's folds write at most this share of the table's bases ...
+FOLD_FLOOR = 4 << 20  # ... or this many bytes, whichever is more
 
 
 @cache
@@ -150,25 +159,30 @@ class LoggedTable(KeyedTable):
         written: dict[object, object] = {}
         removed: set[object] = set()
         pending = self.pending
+        budget = max(FOLD_FLOOR, sum(self.base_sizes.values()) // FOLD_SHARE)
+        folded = 0  # bytes of the values written whole so far in this snapshot
         for key in self.removed:
             removed.update(self._live(key))
             removed.add(key)
             self.logs.pop(key, None)
             self.base_sizes.pop(key, None)
             self._logged.pop(key, None)
-        for key in self.changed:
+        for key in sorted(self.changed):  # in one order in every process: the same folds wait
             value = self.data.get(key)
             if value is None:
                 continue
             changes = pending.get(key)
             log = self.logs.get(key)
             blob = None if changes is None or log is None else encode_changes(changes)
-            if blob is None or self._fold_due(key, log, len(blob)):
+            if blob is None or (self._fold_due(key, log, len(blob)) and (
+                    not folded or folded + self.base_sizes.get(key, 0) <= budget
+                    or not self._has_room(key, log))):
                 removed.update(self._live(key))
                 written[key] = value
                 self.logs[key] = [[], [], []]
                 self.base_sizes[key] = self.size(value)
                 self._logged[key] = 0
+                folded += self.base_sizes[key]
                 continue
             slots = self._slots(key)
             level0, level1, level2 = log
@@ -211,6 +225,12 @@ class LoggedTable(KeyedTable):
         logged = size + self._logged_bytes(key, log)
         return logged >= spread[0] * self.base_sizes.get(key, 0)
 
+    def _has_room(self, key: object, log: list) -> bool:
+        """Whether ``key``'s next changes can be logged instead of folded (a slot is free)."""
+        level0, level1, level2 = log
+        return (len(level0) < LEVEL or len(level1) < self._spreads[key][1]
+                or len(level2) < LEVEL2 + SPARE)
+
     def _logged_bytes(self, key: object, log: list) -> int:
         """The bytes of ``key``'s slots (kept as they are written: summing them per snapshot
         cost as much as the rest of it)."""
@@ -243,7 +263,7 @@ class LoggedTable(KeyedTable):
             size = self.size(value)
             log = [_present(stored, slots[1:1 + LEVEL]),
                    _present(stored, slots[1 + LEVEL:1 + 2 * LEVEL]),
-                   _present(stored, slots[1 + 2 * LEVEL:1 + 2 * LEVEL + LEVEL2])]
+                   _present(stored, slots[1 + 2 * LEVEL:1 + 2 * LEVEL + LEVEL2 + SPARE])]
             changes = [change for blob in _blobs(log) for change in decode_changes(blob)]
             if self.apply_many is not None:
                 value = self.apply_many(value, changes) if changes else value

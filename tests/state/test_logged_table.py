@@ -93,11 +93,13 @@ def window_records(changes: list) -> list:
 
 
 @settings(max_examples=60, deadline=None)
-@given(windows, st.integers(1, 4), st.integers(1, 3), st.data())
-def test_every_version_folds_back_to_the_chunks_the_task_held(changes, level, level2, data):
+@given(windows, st.integers(1, 4), st.integers(1, 3), st.booleans(), st.data())
+def test_every_version_folds_back_to_the_chunks_the_task_held(changes, level, level2, tight, data):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(logged, "LEVEL", level)  # levels fill, merge and fold within a few windows
         patch.setattr(logged, "LEVEL2", level2)
+        if tight:  # one fold a window: the others wait, in spare level-2 slots, or fold when full
+            patch.setattr(logged, "FOLD_FLOOR", 1)
         check_versions(changes, data)
 
 
@@ -254,3 +256,85 @@ def test_a_run_of_value_changes_equals_them_applied_one_by_one(start, steps):
     run = changelog.apply_values_changes(stored, changes)
     assert run.tolist() == one_by_one.tolist() == plain
     assert run.dtype == one_by_one.dtype
+
+
+def test_folds_due_together_spread_over_windows_within_the_budget(monkeypatch):
+    """64 key groups whose changes all come to twice their base's size in one window: a window's
+    folds write at most the budget (one base past it at the most), every group folds within a few
+    windows, and every version restores to the values the table held (oracle: lists kept by
+    hand)."""
+    monkeypatch.setattr(logged, "FOLD_FLOOR", 1)  # the budget is the bases' share alone
+    groups = 64
+    table = logged.LoggedTable("t", groups, lambda value, change: value + [change],
+                               lambda value: 100 * len(value))
+    keys = [chunk_key(g, groups) for g in range(groups)]
+    store = VersionedDict()
+    held = {}
+    for key in keys:
+        table.data[key] = list(range(1000))  # a base of 100,000 "bytes"
+        table.changed.add(key)
+    store.write(1, *table.take_changes())
+    budget = groups * 100_000 // logged.FOLD_SHARE  # two bases a window
+    bases_by_window, folded = {}, set()
+    for window in range(2, 100):
+        for key in keys:
+            change = bytes(250_000) if window == 2 else window.to_bytes(4, "little")
+            table.data[key] = table.data[key] + [change]
+            table.record(key, change)
+        written, removed = table.take_changes()
+        store.write(window, written, removed)
+        held[window] = {key: list(value) for key, value in table.data.items()}
+        bases_by_window[window] = [key for key in keys if key in written]
+        folded.update(bases_by_window[window])
+    # from window 2 every group's changes weigh more than twice its base: all are due at once
+    assert max(map(len, bases_by_window.values())) * 100_000 <= budget + 100_000
+    assert folded == set(keys)  # each folded, a few a window
+    assert sum(1 for found in bases_by_window.values() if found) >= groups // 2
+    for window in (2, 10, 40, 99):
+        restored = logged.LoggedTable("t", groups, lambda value, change: value + [change],
+                                      lambda value: 100 * len(value))
+        restored.data = store.read(window)
+        restored.after_restore(relaid=False)
+        assert restored.data == held[window], window
+
+
+def test_a_fold_past_the_budget_waits_in_spare_slots_then_folds_when_they_are_full(monkeypatch):
+    """Every window a large value is written whole first, so the budget is spent before the
+    logged groups' folds by count: they wait, their changes moving up into the spare level-2
+    slots, and fold once those are full. Every version restores to the values held."""
+    monkeypatch.setattr(logged, "LEVEL", 1)
+    monkeypatch.setattr(logged, "LEVEL2", 1)
+    monkeypatch.setattr(logged, "FOLD_FLOOR", 1)
+    mp = 8
+
+    def make():
+        return logged.LoggedTable("t", mp, lambda value, change: value + [change], len)
+
+    table = make()
+    big, *small = sorted(chunk_key(g, mp) for g in range(3))  # ``big`` is taken first
+    store, held = VersionedDict(), {}
+    most_slots, folds = 0, 0
+    for window in range(1, 200):
+        table.data[big] = list(range(10_000 + window))
+        table.changed.add(big)  # written whole, unlogged: it spends the window's budget
+        for key in small:
+            if window == 1:
+                table.data[key] = []
+                table.changed.add(key)
+            else:
+                table.data[key] = table.data[key] + [window]
+                table.record(key, window)
+        before = {key: len(table.logs.get(key, [[], [], []])[2]) for key in small}
+        written, removed = table.take_changes()
+        store.write(window, written, removed)
+        held[window] = {key: list(value) for key, value in table.data.items()}
+        for key in small:
+            most_slots = max(most_slots, len(table.logs[key][2]))
+            folds += key in written and window > 1 and before[key] > 0
+    assert most_slots == logged.LEVEL2 + logged.SPARE  # the spare slots filled ...
+    assert folds  # ... and the groups folded when they were full
+    for window in (1, 50, 120, 199):
+        restored = make()
+        restored.data = store.read(window)
+        restored.after_restore(relaid=False)
+        assert restored.data == held[window], window
