@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from _browser import AVAILABLE, MISSING, chromium
-from test_plan import DotGraph
+from test_explain import DotGraph
 
 SCRIPT = '''
 from gyreflow.api import Environment, SizeTumblingWindow
