@@ -14,7 +14,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gyreflow.runtime.dataflow.graph.arrays import csr
+from gyreflow.runtime.dataflow.graph.arrays import copied, csr
 from gyreflow.runtime.dataflow.graph.change_batches import add_changes, match_changes
 from gyreflow.runtime.dataflow.graph.changelog import (
     PendingChunk,
@@ -118,6 +118,32 @@ def test_ids_are_found_at_their_positions_after_insertions_and_new_indexes():
         assert found.tolist() == [True] * 20 + [False] * 3
         assert positions[:20].tolist() == [ids.index(v) for v in query[:20].tolist()]
 
+
+
+_REPAIR_VALUE = np.dtype([("value", np.float64), ("id", np.int64), ("parent", np.int64),
+                          ("link", np.int8)])  # unaligned, as a repairing program's values are
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(st.tuples(st.floats(allow_nan=False), st.integers(-2**63, 2**63 - 1),
+                               st.integers(-5, 5), st.integers(-128, 127)), max_size=12),
+       inserts=st.lists(st.tuples(st.integers(0, 12), st.floats(allow_nan=False),
+                                  st.integers(-9, 9)), max_size=8))
+def test_structured_values_take_insertions_and_copies_as_a_list_does(rows, inserts):
+    array = np.array(rows, dtype=_REPAIR_VALUE)
+    inserts = sorted((min(at, len(rows)), value, i) for at, value, i in inserts)
+    points = np.array([at for at, _, _ in inserts], dtype=np.int64)
+    items = np.array([(value, i, i, 1) for _, value, i in inserts], dtype=_REPAIR_VALUE)
+    expected = list(rows)
+    for offset, (at, value, i) in enumerate(inserts):  # each before the item at ``at`` was
+        expected.insert(at + offset, (value, i, i, 1))
+    out = inserted(array, points, items)
+    assert out.dtype == _REPAIR_VALUE and out.tolist() == expected
+    copy = copied(out)
+    assert copy.dtype == _REPAIR_VALUE and copy.tolist() == expected
+    if len(copy):
+        copy["parent"][0] += 1  # a copy: the original keeps its values
+        assert out.tolist() == expected
 
 def _halves(a, b, value, removal):
     side = -1 if removal else 1

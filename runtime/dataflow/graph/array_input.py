@@ -9,7 +9,7 @@ import numpy as np
 from gyreflow.plan.graph_changes import VertexStillConnectedError
 from gyreflow.plan.operators import GraphMode
 from gyreflow.plan.words import plural
-from gyreflow.runtime.dataflow.graph.arrays import concat_ids, id_array
+from gyreflow.runtime.dataflow.graph.arrays import concat_ids, copied, id_array
 from gyreflow.runtime.dataflow.graph.changelog import DROP, pack
 from gyreflow.runtime.dataflow.graph.chunks import add_window_input, chunk_key
 from gyreflow.runtime.dataflow.graph.lazy_changes import can_log, log_window
@@ -72,7 +72,7 @@ class ArrayWindowInput:
                 fresh = np.zeros(0, np.int64)
             # a program that says what it changes keeps those values only (``_journal``)
             self.before = (None if getattr(self.program, "reports_changes", False)
-                           else self.values.copy())
+                           else copied(self.values))
             self.fresh = fresh
             if self.removals:
                 self.local_scope = self._removal_scope()
@@ -188,7 +188,7 @@ class ArrayWindowInput:
                 raise RecordError(self.name, ("restarts", n, "vertices"), ValueError(msg))
         if mask.any():
             positions = np.flatnonzero(mask)
-            values = self.values.copy()
+            values = copied(self.values)
             values[positions] = self._init(positions)
             self.values = values
             self.touched = self.touched | mask

@@ -13,6 +13,7 @@ from gyreflow.plan.operators import GraphMode
 from gyreflow.plan.words import plural
 from gyreflow.runtime.dataflow.graph.array_context import ArrayContext, receive, split_outgoing
 from gyreflow.runtime.dataflow.graph.array_input import NO_EDGES, concat_values, differs
+from gyreflow.runtime.dataflow.graph.arrays import copied
 from gyreflow.runtime.dataflow.graph.changelog import set_change
 from gyreflow.runtime.dataflow.graph.chunks import chunk_key
 from gyreflow.runtime.dataflow.graph.supersteps import REMOVAL_SCOPE, REMOVALS, VERTEX_COUNT
@@ -145,7 +146,7 @@ class ArraySupersteps:
         if self.reported is None or self.before is not None:
             self.reported = None
             return
-        before = self.values.copy()
+        before = copied(self.values)
         for positions, old in reversed(self.reported):  # the first value kept wins
             before[positions] = old
         self.before, self.reported = before, None
@@ -205,7 +206,7 @@ class ArraySupersteps:
                 old[here] = values[here]
                 table.record(key, set_change(here, values[here], values[:0]))
                 continue
-            new = values.copy()
+            new = copied(values)
             stored[key] = new
             if old is None or len(old) > len(new) or old.dtype != new.dtype:
                 table.changed.add(key)  # written whole

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gyreflow.runtime.dataflow.graph.arrays import IdIndex, concat_ids, id_array
+from gyreflow.runtime.dataflow.graph.arrays import IdIndex, concat_ids, id_array, raw_items
 
 _NONE = np.zeros(0, np.int64)
 
@@ -40,6 +40,10 @@ def inserted(array: np.ndarray, points: np.ndarray, items: np.ndarray,
         if items.dtype != dtype:
             dtype = (np.dtype(object) if object in (array.dtype, items.dtype)
                      else np.result_type(array.dtype, items.dtype))
+    raw = raw_items(dtype)
+    if raw is not None and array.dtype == dtype and items.dtype == dtype:
+        # A structured array (a repairing program's values) moved as bytes (``raw_items``).
+        return inserted(array.view(raw), points, items.view(raw)).view(dtype)
     out = np.empty(len(array) + len(items), dtype=dtype)
     cuts, first = np.unique(points, return_index=True)
     ends = [*first.tolist()[1:], len(points)]
