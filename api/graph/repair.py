@@ -224,7 +224,7 @@ class RepairingCompute(ArrayVertexCompute):
                 reset = self._reset_children(part, values, inbox, kinds == RESET)
             if len(reset):
                 part.changing(reset)
-                values[reset] = self.init(part.ids[reset], part.given[reset])
+                values[reset] = self.init(part.ids[reset], part.given_at(reset))
                 values["link"][reset] = RESTARTED
             if not first or len(part.columns) > part.num_local:
                 part.aggregate("resets", self._tell(RESET, part, reset, self.direction, out))

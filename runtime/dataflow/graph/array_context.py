@@ -124,6 +124,20 @@ class ArrayContext:
     """The ``ArrayPartition`` of ``gyreflow.api.graph.arrays``: what an array program sees."""
 
     @property
+    def given(self):
+        """What the vertex stream gave each vertex (None for those only edges named)."""
+        return self.part.given
+
+    def given_at(self, positions):
+        """``given[positions]``, without making ``given`` when no vertex was given a value."""
+        return self.part.given_at(positions)
+
+    @property
+    def columns(self):
+        """The vertex id of every column (the task's vertices first)."""
+        return self.part.columns_ids
+
+    @property
     def out_values(self):
         """The out-edges' raw values in CSR order (None when no edge has a value), read from the
         partition when asked: most programs never do."""
@@ -147,8 +161,6 @@ class ArrayContext:
     def __init__(self, part: Partition, combine, aggregators: dict) -> None:
         self.part = part
         self.ids = part.ids
-        self.given = part.given
-        self.columns = part.columns_ids
         self.num_local = part.n
         self.directed = part.directed  # undirected: the in-edges are the out-edges
         self.values = None

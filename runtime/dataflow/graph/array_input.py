@@ -277,7 +277,7 @@ class ArrayWindowInput:
 
     def _init(self, positions: np.ndarray) -> np.ndarray:
         part = self.part
-        ids, given = part.ids[positions], part.given[positions]
+        ids, given = part.ids[positions], part.given_at(positions)
         try:
             values = np.asarray(self.program.init(ids, given))
             if values.shape != (len(ids),):

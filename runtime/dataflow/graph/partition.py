@@ -22,7 +22,11 @@ from gyreflow.runtime.dataflow.graph.arrays import (
 )
 from gyreflow.runtime.dataflow.graph.chunks import OUT
 from gyreflow.runtime.dataflow.graph.delta_csr import DeltaCsr, csr_matrix
-from gyreflow.runtime.dataflow.graph.partition_changes import PartitionChanges, plain_values
+from gyreflow.runtime.dataflow.graph.partition_changes import (
+    PartitionChanges,
+    any_given,
+    plain_values,
+)
 from gyreflow.runtime.dataflow.graph.positions import ShiftedIndex
 
 _DIRECTIONS = ("out", "in", "both")
@@ -39,8 +43,9 @@ class Partition(PartitionChanges):
         sizes = [len(chunk[0]) for _, chunk in chunks]
         self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self.ids = ids = concat_ids([chunk[0] for _, chunk in chunks])
-        self.given = (np.concatenate([chunk[1] for _, chunk in chunks]) if chunks
-                      else np.empty(0, object))
+        given = (np.concatenate([chunk[1] for _, chunk in chunks]) if chunks
+                 else np.empty(0, object))
+        self._given = given if any_given(given) else None  # None: no vertex was given a value
         self.n = n = len(ids)
         self.index = ShiftedIndex(ids)
         vids = concat_ids([chunk[2] for _, chunk in chunks])
@@ -126,8 +131,24 @@ class Partition(PartitionChanges):
     def columns_ids(self) -> np.ndarray:
         """The id of every column: the task's vertices, then the other tasks' it reaches."""
         if self._columns_ids is None:
-            self._columns_ids = concat_ids([self.ids, self.remote_ids])
+            self._columns_ids = (concat_ids([self.ids, self.remote_ids]) if len(self.remote_ids)
+                                 else self.ids)
         return self._columns_ids
+
+    @property
+    def given(self) -> np.ndarray:
+        """What the vertex stream gave each vertex (None for the vertices only edges named). While
+        no vertex was given a value it is not kept: made at the first read, so that a window's new
+        vertices need not move an array of Nones (``given_at`` reads without making it)."""
+        if self._given is None:
+            self._given = np.full(self.n, None, dtype=object)
+        return self._given
+
+    def given_at(self, positions: np.ndarray) -> np.ndarray:
+        """``given[positions]``."""
+        if self._given is None:
+            return np.full(len(positions), None, dtype=object)
+        return self._given[positions]
 
     @property
     def out_edges(self):

@@ -5,6 +5,9 @@ indexes as insertions (``positions``)."""
 
 from __future__ import annotations
 
+from itertools import repeat
+from operator import is_not
+
 import numpy as np
 
 from gyreflow.runtime.dataflow.graph.arrays import (
@@ -16,6 +19,15 @@ from gyreflow.runtime.dataflow.graph.arrays import (
 )
 from gyreflow.runtime.dataflow.graph.chunks import OUT, chunk_key
 from gyreflow.runtime.dataflow.graph.positions import inserted
+
+
+def any_given(given: np.ndarray) -> bool:
+    """Whether any vertex of ``given`` (vertex-stream values, objects) was given a value.
+
+    >>> any_given(np.array([None, None], dtype=object)), any_given(np.array([None, 0], dtype=object))
+    (False, True)
+    """
+    return any(map(is_not, given, repeat(None)))
 
 
 class PartitionChanges:
@@ -98,7 +110,8 @@ class PartitionChanges:
         n = self.n + len(points)
         self.inserted = points  # where the vertices went in: values follow (``positions.moved``)
         self.ids = inserted(self.ids, points, new_ids)
-        self.given = inserted(self.given, points, new_given)
+        if self._given is not None or any_given(new_given):
+            self._given = inserted(self.given, points, new_given)
         self.index.insert(points, new_ids, self.ids)
         for store in {id(self._out): self._out, id(self._in): self._in}.values():
             store.insert_rows(points)
