@@ -55,8 +55,8 @@ def balanced(loads: list[float], owners: list[int], parallelism: int) -> list[in
 def task_loads(loads: list[float], owners: list[int], parallelism: int) -> list[float]:
     """The load of each task when key groups belong to ``owners``."""
     totals = [0.0] * parallelism
-    for group, load in enumerate(loads):
-        totals[owners[group]] += load
+    for owner, load in zip(owners, loads, strict=True):
+        totals[owner] += load
     return totals
 
 
@@ -103,9 +103,7 @@ class LoadTracker:
                 for group, n in counted:
                     counts[group] += n
         for name, counts in window.items():
-            loads = self.loads[name]
-            for group in range(self.max_parallelism):
-                loads[group] = loads[group] * DECAY + counts[group]
+            self.loads[name] = [load * DECAY + n for load, n in zip(self.loads[name], counts, strict=True)]
             self.windows[name] += 1
             tasks = task_loads(counts, self.owners[name], self.vertices[name].parallelism)
             total = sum(tasks)

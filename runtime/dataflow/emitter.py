@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import itemgetter
 
 from gyreflow.plan.graph import Partitioning
 from gyreflow.plan.operators import identity
@@ -13,6 +14,7 @@ from gyreflow.runtime.errors import RecordError
 from gyreflow.state.keys.keygroups import key_group_of, owner_table
 
 Deliver = Callable[[object], None]
+_SECOND = itemgetter(1)
 
 
 def _forward(deliver: Deliver):
@@ -60,9 +62,13 @@ class KeyGroupLoad:
 
     def take(self) -> tuple[tuple[int, int], ...]:
         """``((key group, records), ...)`` since the last call, and start again from zero."""
-        scale = self.total / self.counted if self.counted else 0.0
-        taken = tuple((g, round(n * scale)) for g, n in enumerate(self.groups) if n)
-        self.groups[:] = [0] * len(self.groups)
+        groups = self.groups
+        if self.counted == self.total:  # every record counted (a map-side count's keys): as is
+            taken = tuple(filter(_SECOND, enumerate(groups)))
+        else:
+            scale = self.total / self.counted if self.counted else 0.0
+            taken = tuple((g, round(n * scale)) for g, n in enumerate(groups) if n)
+        groups[:] = [0] * len(groups)
         self.counted = self.total = self.batches = 0
         return taken
 
