@@ -69,10 +69,16 @@ err = Console(stderr=True)
 
 
 class Upkeep(ArrayVertexCompute):
-    """Keeps the changing graph and computes nothing: what every job of the table pays a window."""
+    """Keeps the changing graph and computes nothing: what every job of the table pays a window.
+
+    It says it reports the values it changes (``reports_changes``), as the incremental algorithms
+    measured beside it do: it changes none, so a window compares and stores no vertex's value,
+    where a program that says nothing has every vertex's value copied and compared each window.
+    """
 
     combine = "min"
     max_iterations = 1
+    reports_changes = True
 
     def init(self, ids: np.ndarray, given: np.ndarray) -> np.ndarray:
         """A zero per vertex."""
