@@ -284,3 +284,27 @@ def test_changes_encoded_for_all_key_groups_at_once_are_the_bytes_of_each_group_
                      sides[bounds[g]:bounds[g + 1]]) for g in present]
     assert add_changes(present, new, new_bounds, vids + 2**40, others, sides, None,
                        bounds) is None  # ids beyond 4 bytes: encoded group by group
+
+
+def test_given_values_are_kept_only_once_a_vertex_has_one_and_read_as_a_dict_says():
+    chunks: dict = {}
+    add_window_input(chunks, [("edge", [h for a in range(12) for h in _halves(a, (a + 5) % 12, 1,
+                                                                             False)])], MP, False)
+    part = Partition([(g, chunks[chunk_key(g, MP)]) for g in range(MP)
+                      if chunk_key(g, MP) in chunks], False, 1, MP)
+    assert part._given is None  # edges only: no array of Nones is kept
+    expected = dict.fromkeys(range(12))
+    part.place({0: (np.array([40, 41]), np.array([None, None], dtype=object))})
+    expected.update({40: None, 41: None})
+    assert part._given is None
+    assert part.given_at(np.arange(part.n)).tolist() == [None] * part.n
+    part.set_given(np.array([3, 41]), np.array(["three", 41.5], dtype=object))
+    expected.update({3: "three", 41: 41.5})
+    part.place({1: (np.array([50]), np.array([{"name": "x"}], dtype=object)),
+                2: (np.array([51]), np.array([None], dtype=object))})
+    expected.update({50: {"name": "x"}, 51: None})
+    positions, found = part.index.lookup(np.array(sorted(expected)))
+    assert found.all()
+    assert part.given[positions].tolist() == [expected[v] for v in sorted(expected)]
+    assert part.given_at(positions).tolist() == part.given[positions].tolist()
+    assert part.columns_ids is part.ids  # one task: the column ids are its vertex ids
