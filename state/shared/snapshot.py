@@ -196,7 +196,9 @@ def chunks_by_key_group(table: str, changed: dict, removed, max_parallelism: int
             entry = by_group[group] = ({}, [])
         entry[0][key] = value
     for key in removed:
-        group = key_group_of(key, max_parallelism)
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = key_group_of(key, max_parallelism)
         entry = by_group.get(group)
         if entry is None:
             entry = by_group[group] = ({}, [])

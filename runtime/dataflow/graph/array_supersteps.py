@@ -191,15 +191,16 @@ class ArraySupersteps:
         mp = self.max_parallelism
         table = self.value_chunks
         groups = np.searchsorted(part.offsets, positions, side="right") - 1
-        bounds = np.searchsorted(groups, np.arange(len(part.groups) + 1))
+        bounds = np.searchsorted(groups, np.arange(len(part.groups) + 1)).tolist()
+        offsets = part.offsets.tolist()
         stored = table.data
         for i, group in enumerate(part.groups):
             key = chunk_key(group, mp)
-            start, end = int(part.offsets[i]), int(part.offsets[i + 1])
+            start, end = offsets[i], offsets[i + 1]
             old = stored.get(key)
+            if bounds[i] == bounds[i + 1] and old is not None and len(old) == end - start:
+                continue  # nothing changed in the group: a lookup, no arrays
             here = positions[bounds[i]:bounds[i + 1]] - start
-            if old is not None and len(old) == end - start and not len(here):
-                continue
             values = self.values[start:end]
             if (old is not None and len(old) == len(values) and old.dtype == values.dtype
                     and old.flags.writeable):  # the chunk is this task's own: set in place
