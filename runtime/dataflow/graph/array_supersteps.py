@@ -204,8 +204,9 @@ class ArraySupersteps:
             values = self.values[start:end]
             if (old is not None and len(old) == len(values) and old.dtype == values.dtype
                     and old.flags.writeable):  # the chunk is this task's own: set in place
-                old[here] = values[here]
-                table.record(key, set_change(here, values[here], values[:0]))
+                changed = values[here]
+                old[here] = changed
+                table.record(key, set_change(here, changed, values[:0]))
                 continue
             new = copied(values)
             stored[key] = new
