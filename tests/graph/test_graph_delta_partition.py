@@ -308,3 +308,33 @@ def test_given_values_are_kept_only_once_a_vertex_has_one_and_read_as_a_dict_say
     assert part.given[positions].tolist() == [expected[v] for v in sorted(expected)]
     assert part.given_at(positions).tolist() == part.given[positions].tolist()
     assert part.columns_ids is part.ids  # one task: the column ids are its vertex ids
+
+
+@settings(max_examples=60, deadline=None)
+@given(base=st.integers(0, 300), batches=st.lists(st.lists(st.integers(0, 10**6), max_size=12),
+                                                  max_size=6), seed=st.integers(0, 2**16))
+def test_stable_ids_and_current_positions_after_insertions_are_a_lists(base, batches, seed):
+    """``Insertions`` against a list of stable ids in position order: ``current`` and ``stable``
+    give the same answers for small queries (a search per item) and large ones (dense tables,
+    made once per batch of insertions and read again)."""
+    from gyreflow.runtime.dataflow.graph.positions import Insertions
+
+    rng = random.Random(seed)
+    order = list(range(base))  # stable id at each current position
+    insertions = Insertions(base)
+    serial = 0
+    for batch in batches:
+        points = sorted(p % (len(order) + 1) for p in batch)
+        for shift, point in enumerate(points):
+            order.insert(point + shift, base + serial)
+            serial += 1
+        insertions.insert(np.array(points, dtype=np.int64))
+        where = {stable: at for at, stable in enumerate(order)}
+        for size in (1, 3, len(order) + 5):  # the last one reads the dense tables
+            if not order:
+                break
+            positions = np.array([rng.randrange(len(order)) for _ in range(size)], dtype=np.int64)
+            assert insertions.stable(positions).tolist() == [order[p] for p in positions]
+            stable = np.array([order[p] for p in positions], dtype=np.int64)
+            assert insertions.current(stable).tolist() == [where[s] for s in stable.tolist()]
+        assert insertions.base_positions().tolist() == [where[b] for b in range(base)]
