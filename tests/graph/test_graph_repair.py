@@ -153,20 +153,47 @@ def test_a_non_tree_edge_restarts_nothing_and_a_tree_edge_only_its_subtree():
     assert fold_changes(out["wcc"], len(batches))[4] == {0: 0, 1: 0, 2: 0, 5: 0, 3: 3, 4: 3}
 
 
-def test_bfs_restarts_the_subtree_below_a_removed_tree_edge_only():
+class CountingHopsWithoutTrimming(CountingHops):
+    reanchors = False
+
+
+@pytest.mark.parametrize(("program", "restarted"), [
+    (CountingHopsWithoutTrimming, [[], [4], [4]]),
+    (CountingHops, [[], [], [4]]),
+])
+def test_bfs_restarts_the_subtree_below_a_removed_tree_edge_only(program, restarted):
     """BFS from 0 on the path 0-1-2-3-4-5 with 1-4, 0-5 and 2-4 added: 4 is 2 hops away
     through 1, 5 one hop, 3 three hops through 2. Removing 2-4 (off the tree) starts nothing
-    again; removing 1-4 starts 4 again (2 hops again, through 5); removing 4-5 then starts 4
-    again (4 hops, through 3), not 3, whose count comes from 2."""
+    again; removing 1-4 leaves 4 without its parent, but 5, one hop away, offers it its 2 hops:
+    trimming by value keeps it (without it, 4 starts again and comes back to 2 through 5);
+    removing 4-5 then starts 4 again (4 hops, through 3), not 3, whose count comes from 2."""
     batches = [[Edge(a, a + 1) for a in range(5)], [Edge(1, 4), Edge(0, 5), Edge(2, 4)],
                [RemoveEdge(2, 4)], [RemoveEdge(1, 4)], [RemoveEdge(4, 5)]]
     RESTARTED.clear()
-    out = run_incremental(Environment.local(progress=False), batches, False, 1, {"bfs": CountingHops(0)})
-    assert RESTARTED == [[], [4], [4]]
+    out = run_incremental(Environment.local(progress=False), batches, False, 1, {"bfs": program(0)})
+    assert RESTARTED == restarted
     hops = fold_changes(out["bfs"], len(batches))
     assert hops[1] == {0: 0, 1: 1, 2: 2, 3: 3, 4: 2, 5: 1}
     assert hops[3] == hops[1] and out["bfs"].get(4, []) == []
     assert hops[4] == {0: 0, 1: 1, 2: 2, 3: 3, 4: 4, 5: 1}
+
+
+def test_a_vertex_kept_by_another_neighbour_keeps_its_subtree_and_anchors_others():
+    """BFS from 0: 1 and 2 one hop away; 3 two hops through 1 (the smaller id; 2 beside it), 20
+    below 3; 4 two hops through 1, 5 below it, and 30 four hops through 5 (20 beside it).
+    Removing 0-1 cuts 1 and everything below it. 1 has no neighbour left one hop closer and
+    starts again; 3 is offered its 2 hops by 2 and keeps them, and 20 with it; then 30 is
+    offered its 4 hops by 20 and keeps them too. 4 and 5 find no such neighbour and start
+    again."""
+    edges = [(0, 1), (0, 2), (1, 3), (2, 3), (3, 20), (1, 4), (4, 5), (5, 30), (20, 30)]
+    batches = [[Edge(a, b) for a, b in edges], [RemoveEdge(0, 1)]]
+    RESTARTED.clear()
+    out = run_incremental(Environment.local(progress=False), batches, False, 1,
+                          {"bfs": CountingHops(0)})
+    assert RESTARTED == [[1, 4, 5]]
+    graph = nx.Graph([pair for pair in edges if pair != (0, 1)])
+    assert fold_changes(out["bfs"], len(batches))[1] == nx.single_source_shortest_path_length(
+        graph, 0)
 
 
 def test_subtrees_are_the_vertices_a_plain_walk_of_the_parents_finds():
