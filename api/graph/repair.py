@@ -10,9 +10,9 @@ vertices whose parent chain used a removed edge or vertex: in the window's first
 left to their parent (with ``weighted``: none whose offer still gives their value), and their
 subtrees among the task's own vertices; those start again from ``init``. The subtrees are
 trimmed on the way down, smallest values first (``reanchors``): a vertex that a neighbour left
-standing offers its very value, from a strictly smaller one, takes it as its parent and keeps its
-value, and its subtree is not walked (a distance often has another neighbour one step closer; a
-component label never does, since all its vertices share it).
+standing offers its very value takes it as its parent and keeps its value, and its subtree is not
+walked (a distance often has another neighbour one step closer; a component label nearly always
+has another neighbour in the component).
 The window then trims first: a started-again vertex sends a ``RESET`` to its neighbours on other
 tasks, and a neighbour whose parent it is starts again too, with its subtree, until no task sent
 one (an aggregator counts them). Only then does it repair: the started-again vertices ask their
@@ -190,12 +190,15 @@ class RepairingCompute(ArrayVertexCompute):
 
     def _trim(self, part, values, roots: np.ndarray) -> np.ndarray:
         """KickStarter's trimming of the subtrees of ``roots``, smallest values first: a vertex
-        that a neighbour of the task offers its very value, from a strictly smaller one, takes
-        that neighbour (the smallest id) as its parent and keeps its value, and its subtree
-        stands with it, unwalked; the others start again, and their children join the vertices
-        still to decide. An anchor counts only when its parent chain meets no vertex started
-        again or undecided (``_chain_clear``), so a kept value rests on no removed edge and is
-        what the graph left gives (a later reset of the anchor reaches it as a child). Taking
+        that a neighbour of the task offers its very value, from one no larger, takes that
+        neighbour (the smallest id) as its parent and keeps its value, and its subtree stands
+        with it, unwalked; the others start again, and their children join the vertices still
+        to decide. An anchor counts only when its parent chain meets no vertex started again or
+        undecided (``_chain_clear``), so a kept value rests on no removed edge and is what the
+        graph left gives (a later reset of the anchor reaches it as a child); an anchor whose
+        value is not smaller (a component label) counts only when its chain stays on the task
+        up to its root as well, since only a smaller value says it is not below the vertex
+        where the chain leaves the task. Taking
         the smallest values first decides every vertex an anchor's chain can meet before it is
         asked, so no vertex starts again that an anchor could have kept (values that are not
         numbers, or too many distinct ones, go by larger bands: as exact, a little less
@@ -209,6 +212,7 @@ class RepairingCompute(ArrayVertexCompute):
         read = None
         marked = np.zeros(part.num_local, dtype=bool)  # to start again, or undecided
         known = np.zeros(part.num_local, dtype=bool)  # parent chains found clear
+        rooted = np.zeros(part.num_local, dtype=bool)  # ... and ending at a root of the task
         pending = np.unique(roots)
         marked[pending] = True
         found = []
@@ -229,7 +233,11 @@ class RepairingCompute(ArrayVertexCompute):
                 read = rows[local], columns[local], weights[local]
             targets, senders = self._anchors(part, values, level, marked, read)
             if len(targets):
+                equal = np.asarray(plain[senders] == plain[targets], dtype=bool)
                 clear = self._chain_clear(part, values, senders, marked, known)
+                if equal.any():  # no smaller value to say the anchor is not below the vertex
+                    clear[equal] = self._chain_clear(part, values, senders[equal], marked,
+                                                     rooted, local=True)
                 targets, senders = targets[clear], senders[clear]
             if len(targets):
                 marked[self._adopt(part, values, targets, senders)] = False
@@ -252,12 +260,14 @@ class RepairingCompute(ArrayVertexCompute):
 
     @staticmethod
     def _chain_clear(part, values, at: np.ndarray, blocked: np.ndarray,
-                     known: np.ndarray) -> np.ndarray:
+                     known: np.ndarray, local: bool = False) -> np.ndarray:
         """A mask of the vertices at ``at`` whose parent chain among the task's vertices meets
-        no vertex ``blocked`` and none started again (one array step per level). ``known``
-        marks the vertices found clear so far, where a walk stops; it gains the ones found
-        here (within one trimming a clear chain stays clear: vertices are blocked later only
-        below blocked ones, and a vertex re-anchors only on a clear chain)."""
+        no vertex ``blocked`` and none started again (one array step per level); with
+        ``local``, only chains that stay on the task up to their root (a chain that leaves it
+        could come back below a blocked vertex). ``known`` marks the vertices found so far,
+        where a walk stops; it gains the ones found here (within one trimming a clear chain
+        stays clear: vertices are blocked later only below blocked ones, and a vertex
+        re-anchors only on a clear chain)."""
         n = part.num_local
         parents, links = values["parent"], values["link"]
         clear = ~blocked[at] & (links[at] != RESTARTED)
@@ -273,8 +283,10 @@ class RepairingCompute(ArrayVertexCompute):
             passed.append(current)
             above, found = part.column_positions(parents[current])
             clear[where[~found]] = False  # a parent that is not known: nothing is promised
-            local = found & (above < n)  # another task's: its reset would reach these anyway
-            above, where = above[local], where[local]
+            here = found & (above < n)  # another task's: its reset would reach these anyway
+            if local:
+                clear[where[~here]] = False
+            above, where = above[here], where[here]
             stop = blocked[above] | (links[above] == RESTARTED)
             clear[where[stop]] = False
             current, where = above[~stop], where[~stop]
@@ -306,8 +318,8 @@ class RepairingCompute(ArrayVertexCompute):
                  read: tuple | None = None) -> tuple:
         """``(targets, senders)``: the pairs of a vertex at ``asked`` and a neighbour of the task,
         neither started again nor about to be (``mask``), that offers it exactly its value
-        from a strictly smaller one (``read``: the edges of ``asked`` to the task's vertices
-        along which their neighbours offer, when the caller has them)."""
+        from one no larger (``read``: the edges of ``asked`` to the task's vertices along
+        which their neighbours offer, when the caller has them)."""
         n = part.num_local
         plain, links = values["value"], values["link"]
         symmetric = self._symmetric(part)
@@ -333,7 +345,7 @@ class RepairingCompute(ArrayVertexCompute):
         else:  # the senders' own edges say the weights
             rows, offered, columns = self._along(part, plain, columns, rows)
         good = (np.asarray(offered == plain[rows], dtype=bool)
-                & np.asarray(plain[columns] < plain[rows], dtype=bool))
+                & np.asarray(plain[columns] <= plain[rows], dtype=bool))
         return rows[good], columns[good]
 
     def _parent_kept(self, part, values, candidates) -> np.ndarray:

@@ -136,18 +136,27 @@ class CountingHops(ArrayIncrementalBreadthFirstSearch):
         return mask
 
 
-def test_a_non_tree_edge_restarts_nothing_and_a_tree_edge_only_its_subtree():
+class CountingComponentsWithoutTrimming(CountingComponents):
+    reanchors = False
+
+
+@pytest.mark.parametrize(("program", "restarted"), [
+    (CountingComponentsWithoutTrimming, [[], [3, 4, 5], [3, 4]]),
+    (CountingComponents, [[], [3, 4], [3, 4]]),
+])
+def test_a_non_tree_edge_restarts_nothing_and_a_tree_edge_only_its_subtree(program, restarted):
     """Path 0-1-2-3-4-5: each vertex takes label 0 from the one before it. Edges 1-4 and 0-5,
     added later, join vertices that have label 0 already: off the tree. Removing 1-4 starts no
-    vertex again; removing 2-3 starts 3, 4 and 5 again (the subtree below it), which take label 0
-    again through 0-5 (nothing changed: nothing emitted); removing 4-5 then starts 4 and 3
-    again, a component of their own."""
+    vertex again; removing 2-3 cuts 3, 4 and 5 (the subtree below it): without trimming all
+    three start again and take label 0 again through 0-5; trimmed, 5 keeps its label from 0,
+    whose parent chain is whole (nothing changed: nothing emitted either way); removing 4-5
+    then starts 4 and 3 again, a component of their own."""
     batches = [[Edge(a, a + 1) for a in range(5)], [Edge(1, 4), Edge(0, 5)], [RemoveEdge(1, 4)],
                [RemoveEdge(2, 3)], [RemoveEdge(4, 5)]]
     RESTARTED.clear()
     out = run_incremental(Environment.local(progress=False), batches, False, 1,
-              {"wcc": CountingComponents(False)})
-    assert RESTARTED == [[], [3, 4, 5], [3, 4]]
+              {"wcc": program(False)})
+    assert RESTARTED == restarted
     assert out["wcc"].get(3, []) == [] and out["wcc"].get(4, []) == []
     assert sorted(out["wcc"][5]) == [(3, 3), (4, 3)]
     assert fold_changes(out["wcc"], len(batches))[4] == {0: 0, 1: 0, 2: 0, 5: 0, 3: 3, 4: 3}
