@@ -1,0 +1,179 @@
+"""KickStarter's trimming of the subtrees a window cut (ASPLOS 2017), for ``RepairingCompute``:
+a vertex about to start again keeps its value when a neighbour left standing still offers it,
+smallest values first, so that a window restarts only the vertices whose value the graph no
+longer gives."""
+
+from __future__ import annotations
+
+import numpy as np
+
+NO_PARENT, PARENT, RESTARTED = 0, 1, 2  # ``link`` codes: a root or unreached, a parent, started again
+_REVERSE = {"out": "in", "in": "out", "both": "both"}
+_NONE = np.zeros(0, np.int64)
+_BANDS = 16  # a trimming step takes at least a 16th of the undecided vertices
+_DEEPEST = 256  # parent chains longer than this are not followed to their end (nothing anchors)
+
+
+class SubtreeTrimming:
+    """The trimming steps of ``RepairingCompute`` (which defines ``edges``, ``offer``,
+    ``known``, ``weighted``, ``_symmetric``, ``_local_edges`` and ``_along``)."""
+
+    def _trim(self, part, values, roots: np.ndarray) -> np.ndarray:
+        """KickStarter's trimming of the subtrees of ``roots``, smallest values first: a vertex
+        that a neighbour of the task offers its very value, from one no larger, takes that
+        neighbour (the smallest id) as its parent and keeps its value, and its subtree stands
+        with it, unwalked; the others start again, and their children join the vertices still
+        to decide. An anchor counts only when its parent chain meets no vertex started again or
+        undecided (``_chain_clear``), so a kept value rests on no removed edge and is what the
+        graph left gives (a later reset of the anchor reaches it as a child); an anchor whose
+        value is not smaller (a component label) counts only when its chain stays on the task
+        up to its root as well, since only a smaller value says it is not below the vertex
+        where the chain leaves the task. Taking
+        the smallest values first decides every vertex an anchor's chain can meet before it is
+        asked, so no vertex starts again that an anchor could have kept (values that are not
+        numbers, or too many distinct ones, go by larger bands: as exact, a little less
+        thrifty). Returns the positions to start again."""
+        ids, parents, links = values["id"], values["parent"], values["link"]
+        plain = values["value"]
+        numbers = plain.dtype.kind in "iuf"
+        # symmetric: the edges a vertex is offered along are the ones its children hang from,
+        # read once a step (``edges`` gives every ``direction`` edge, with its weight)
+        shared = self._symmetric(part)
+        read = None
+        marked = np.zeros(part.num_local, dtype=bool)  # to start again, or undecided
+        known = np.zeros(part.num_local, dtype=bool)  # parent chains found clear
+        rooted = np.zeros(part.num_local, dtype=bool)  # ... and ending at a root of the task
+        pending = np.unique(roots)
+        marked[pending] = True
+        found = []
+        while len(pending):
+            if numbers:
+                here = plain[pending]
+                low = here.min()
+                band = here == low
+                if int(band.sum()) * _BANDS < len(pending):  # many distinct values: a wider band
+                    k = len(pending) // _BANDS
+                    band = here <= np.partition(here, k)[k]
+                level, pending = pending[band], pending[~band]
+            else:
+                level, pending = pending, _NONE
+            if shared:
+                rows, columns, weights = self.edges(part, level)
+                local = columns < part.num_local
+                read = rows[local], columns[local], weights[local]
+            targets, senders = self._anchors(part, values, level, marked, read)
+            if len(targets):
+                equal = np.asarray(plain[senders] == plain[targets], dtype=bool)
+                clear = self._chain_clear(part, values, senders, marked, known)
+                if equal.any():  # no smaller value to say the anchor is not below the vertex
+                    clear[equal] = self._chain_clear(part, values, senders[equal], marked,
+                                                     rooted, local=True)
+                targets, senders = targets[clear], senders[clear]
+            if len(targets):
+                marked[self._adopt(part, values, targets, senders)] = False
+                level = level[marked[level]]
+            found.append(level)
+            if not len(level):
+                continue
+            if shared:
+                rows, columns, _ = read
+                failed = marked[rows]
+                rows, columns = rows[failed], columns[failed]
+            else:
+                rows, columns = self._local_edges(part, level)
+            hit = ~marked[columns] & (links[columns] == PARENT)
+            rows, columns = rows[hit], columns[hit]
+            children = np.unique(columns[np.asarray(parents[columns] == ids[rows], dtype=bool)])
+            marked[children] = True
+            pending = np.concatenate([pending, children]) if len(pending) else children
+        return np.concatenate(found) if len(found) > 1 else found[0]
+
+    @staticmethod
+    def _chain_clear(part, values, at: np.ndarray, blocked: np.ndarray,
+                     known: np.ndarray, local: bool = False) -> np.ndarray:
+        """A mask of the vertices at ``at`` whose parent chain among the task's vertices meets
+        no vertex ``blocked`` and none started again (one array step per level); with
+        ``local``, only chains that stay on the task up to their root (a chain that leaves it
+        could come back below a blocked vertex). ``known`` marks the vertices found so far,
+        where a walk stops; it gains the ones found here (within one trimming a clear chain
+        stays clear: vertices are blocked later only below blocked ones, and a vertex
+        re-anchors only on a clear chain)."""
+        n = part.num_local
+        parents, links = values["parent"], values["link"]
+        clear = ~blocked[at] & (links[at] != RESTARTED)
+        where = np.flatnonzero(clear)
+        current = at[where]
+        walked, passed = [], []
+        for _ in range(_DEEPEST):
+            going = ~known[current] & (links[current] == PARENT)  # else a clear end or a root
+            current, where = current[going], where[going]
+            if not len(current):
+                break
+            walked.append(where)
+            passed.append(current)
+            above, found = part.column_positions(parents[current])
+            clear[where[~found]] = False  # a parent that is not known: nothing is promised
+            here = found & (above < n)  # another task's: its reset would reach these anyway
+            if local:
+                clear[where[~here]] = False
+            above, where = above[here], where[here]
+            stop = blocked[above] | (links[above] == RESTARTED)
+            clear[where[stop]] = False
+            current, where = above[~stop], where[~stop]
+        else:
+            clear[where] = False
+        if walked:
+            walked, passed = np.concatenate(walked), np.concatenate(passed)
+            known[passed[clear[walked]]] = True
+        return clear
+
+    @staticmethod
+    def _adopt(part, values, targets: np.ndarray, senders: np.ndarray) -> np.ndarray:
+        """Each vertex at ``targets`` takes, of its ``senders`` (pairwise), the one of the
+        smallest id as its parent; returns the distinct targets."""
+        ids = values["id"]
+        order = np.lexsort((ids[senders], targets)) if ids.dtype != object else np.array(
+            sorted(range(len(targets)), key=lambda i: (targets[i], ids[senders[i]])),
+            dtype=np.int64)
+        targets, senders = targets[order], senders[order]
+        first = np.ones(len(targets), dtype=bool)
+        first[1:] = targets[1:] != targets[:-1]
+        targets, senders = targets[first], senders[first]
+        part.changing(targets)
+        values["parent"][targets] = ids[senders]
+        values["link"][targets] = PARENT
+        return targets
+
+    def _anchors(self, part, values, asked: np.ndarray, mask: np.ndarray,
+                 read: tuple | None = None) -> tuple:
+        """``(targets, senders)``: the pairs of a vertex at ``asked`` and a neighbour of the task,
+        neither started again nor about to be (``mask``), that offers it exactly its value
+        from one no larger (``read``: the edges of ``asked`` to the task's vertices along
+        which their neighbours offer, when the caller has them)."""
+        n = part.num_local
+        plain, links = values["value"], values["link"]
+        symmetric = self._symmetric(part)
+        if read is not None:
+            rows, columns, weights = read
+        else:
+            if self.weighted and symmetric:  # the asked vertices' own edges carry the weights
+                rows, columns, weights = self.edges(part, asked)
+            else:
+                rows, columns, weights = part.edges(asked, _REVERSE[self.direction])
+            local = columns < n
+            rows, columns, weights = rows[local], columns[local], weights[local]
+        usable = ~mask[columns] & (links[columns] != RESTARTED)
+        rows, columns, weights = rows[usable], columns[usable], weights[usable]
+        known = np.asarray(self.known(plain[columns]), dtype=bool)
+        rows, columns, weights = rows[known], columns[known], weights[known]
+        if not len(rows):
+            return _NONE, _NONE
+        if not self.weighted:
+            offered = self.offer(plain, columns, np.ones(len(columns)))
+        elif symmetric:
+            offered = self.offer(plain, columns, weights)
+        else:  # the senders' own edges say the weights
+            rows, offered, columns = self._along(part, plain, columns, rows)
+        good = (np.asarray(offered == plain[rows], dtype=bool)
+                & np.asarray(plain[columns] <= plain[rows], dtype=bool))
+        return rows[good], columns[good]
