@@ -7,6 +7,8 @@ re-weighted edge restarts only the distances that rested on it."""
 
 from __future__ import annotations
 
+import random
+
 import networkx as nx
 import pytest
 from _graph_versions import fold_changes, networkx_results, run_incremental
@@ -240,3 +242,40 @@ def test_added_property_edges_offer_their_weight_property(parallelism):
                                **(value[1] if isinstance(value, tuple) else value))
         want = nx.single_source_dijkstra_path_length(graph, 1, weight="km")
         assert after[window - 1] == {v: float(d) for v, d in want.items()}, window
+
+
+@pytest.mark.parametrize("parallelism", [1, 2])
+@pytest.mark.parametrize("directed", [False, True], ids=["undirected", "directed"])
+def test_trimmed_repairs_of_a_larger_social_graph_equal_networkx(directed, parallelism):
+    """A preferential-attachment graph of 150 vertices (weights 0 to 3), then windows that cut
+    edges of the source and of random vertices, re-weigh some and add others: the cut subtrees
+    are deep and most of their vertices have another neighbour offering their value, so trimming
+    keeps many of them. ``incremental_wcc``, ``incremental_bfs`` and ``incremental_sssp`` equal
+    networkx after every window, on one task and on two."""
+    rng = random.Random(29)
+    graph = nx.barabasi_albert_graph(150, 3, seed=29)
+    windows = [[("edge", a, b, rng.choice([0, 1, 1, 2, 3])) for a, b in graph.edges]]
+    pairs = list(graph.edges)
+    for _ in range(6):
+        steps = [("cut", SOURCE, neighbour) for neighbour in rng.sample(sorted(graph[SOURCE]), 2)]
+        for _ in range(14):
+            a, b = rng.choice(pairs)
+            kind = rng.random()
+            if kind < 0.45:
+                steps.append(("cut", a, b))
+            elif kind < 0.55:
+                steps.append(("reweigh", a, b, rng.randint(0, 3)))
+            else:
+                a, b = rng.randrange(160), rng.randrange(160)
+                pairs.append((a, b))
+                steps.append(("edge", a, b, rng.randint(1, 3)))
+        windows.append(steps)
+    batches, versions = play(windows, directed)
+    programs = {"wcc": ArrayIncrementalConnectedComponents(directed),
+                "bfs": ArrayIncrementalBreadthFirstSearch(SOURCE),
+                "sssp": ArrayIncrementalShortestPaths(SOURCE)}
+    outputs = run(batches, directed, parallelism, programs)
+    for name in programs:
+        after = fold_changes(outputs[name], len(batches))
+        for window, version in enumerate(versions, start=1):
+            assert after[window - 1] == networkx_results(version, directed, SOURCE)[name], (name, window)
