@@ -58,12 +58,14 @@ thousand random changes touch nearly all 128): the chunk table's snapshot, the s
 and the value chunks; and the vertex ids and values copied once per window that brings new
 vertices. The task's CSR matrices are a base and the changes since, merged only when a program
 reads them whole (a recomputation, every window) or once the changes weigh a sixteenth of the
-base. On top of it, incremental WCC, BFS and SSSP repair
-what depended on a removed edge (the cut subtrees, walked along their edges, and repaired among
-the task's own vertices within the window's one superstep), and PageRank pushes the window's
-residuals until each is below the bound that puts every rank within the tolerance: at 1e-10
-they first reach nearly every vertex, as a recomputation's do (docs/graphs.md, Performance).
-Runs on this shared machine move each ratio by 0.1-0.3."""
+base. On top of it, incremental WCC, BFS and SSSP repair what depended on a removed edge: the
+cut subtrees are trimmed on the way down, smallest values first, a vertex keeping its value
+when a neighbour left standing still offers it (WCC then starts again almost no vertex; a
+removed edge near the BFS or SSSP source changes the distances of thousands, which are
+repaired among the task's own vertices within the window's one superstep). PageRank pushes the
+window's residuals until each is below the bound that puts every rank within the tolerance:
+at 1e-10 they first reach nearly every vertex, as a recomputation's do (docs/graphs.md,
+Performance). Runs on this shared machine move each ratio by 0.1-0.3."""
 TOLERANCE = 1e-10
 err = Console(stderr=True)
 
