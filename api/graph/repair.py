@@ -66,6 +66,7 @@ from gyreflow.api.graph.trimming import (
     SubtreeTrimming,
 )
 from gyreflow.api.graph.views import Aggregator
+from gyreflow.runtime.dataflow.graph.arrays import distinct, union
 
 OFFER, RESET, REQUEST, HOLD = 0, 1, 2, 3  # message kinds
 
@@ -169,14 +170,14 @@ class RepairingCompute(SubtreeTrimming, ArrayVertexCompute):
             rows, others = removed
             hit = links[rows] == PARENT
             rows, others = rows[hit], others[hit]
-            candidates = np.unique(rows[np.asarray(parents[rows] == others, dtype=bool)])
+            candidates = distinct(rows[np.asarray(parents[rows] == others, dtype=bool)])
         else:
             scope = np.array(list(part.removal_scope), dtype=values["id"].dtype)
             at, found = part.column_positions(scope)
             at = at[found]
             at = at[at < part.num_local]
             at = at[(links[at] == PARENT) & part.touched[at]]
-            candidates = np.unique(at[np.isin(parents[at], scope)])
+            candidates = distinct(at[np.isin(parents[at], scope)])
         if not len(candidates):
             return mask
         roots = candidates[~self._parent_kept(part, values, candidates)]
@@ -300,16 +301,16 @@ class RepairingCompute(SubtreeTrimming, ArrayVertexCompute):
         part.changing(restarted)
         if getattr(part, "added", None) is None:  # every edge is new: the touched offer along all
             links[restarted] = NO_PARENT
-            seeds = np.union1d(np.flatnonzero(part.touched), restarted)
+            seeds = union(np.flatnonzero(part.touched), restarted)
         else:  # along the new edges (a started-again vertex offers along all its edges next)
             rows, columns, weights = self.added(part)
             keep = links[rows] != RESTARTED
             links[restarted] = NO_PARENT
-            seeds = np.union1d(restarted, self._offer_along(
+            seeds = union(restarted, self._offer_along(
                 part, values, rows[keep], columns[keep], out,
                 None if weights is None else weights[keep]))
         if removal and len(restarted):  # not new vertices only: the other ends offer anyway
-            seeds = np.union1d(seeds, self._ask(part, values, restarted, out))
+            seeds = union(seeds, self._ask(part, values, restarted, out))
         return seeds
 
     def added(self, part) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -370,8 +371,8 @@ class RepairingCompute(SubtreeTrimming, ArrayVertexCompute):
         """``(targets, offers, senders)``: what the vertices at ``senders`` offer along their
         ``direction`` edges to the columns ``targets`` (pairwise; one entry per such edge)."""
         m = len(part.columns)
-        wanted = np.unique(senders.astype(np.int64) * m + targets)
-        rows, columns, weights = self.edges(part, np.unique(senders))
+        wanted = distinct(senders.astype(np.int64) * m + targets)
+        rows, columns, weights = self.edges(part, distinct(senders))
         hit = np.isin(rows.astype(np.int64) * m + columns, wanted)
         rows, columns, weights = rows[hit], columns[hit], weights[hit]
         return columns, self.offer(plain, rows, weights), rows
@@ -384,7 +385,7 @@ class RepairingCompute(SubtreeTrimming, ArrayVertexCompute):
         at, senders = inbox.positions[resets], inbox.values["sender"][resets]
         child = (values["link"][at] == PARENT) & np.asarray(values["parent"][at] == senders,
                                                             dtype=bool)
-        roots = np.unique(at[child])
+        roots = distinct(at[child])
         if not len(roots):
             return _NONE
         return self._cut(part, values, roots)
@@ -548,7 +549,7 @@ def _subtrees_at(values: np.ndarray, roots: np.ndarray, children) -> np.ndarray:
     ids, parents, links = values["id"], values["parent"], values["link"]
     seen = np.zeros(len(values), dtype=bool)  # a vertex is walked once, whatever the parents say
     found = []
-    frontier = np.unique(roots)
+    frontier = distinct(roots)
     while len(frontier):
         seen[frontier] = True
         found.append(frontier)
@@ -556,5 +557,5 @@ def _subtrees_at(values: np.ndarray, roots: np.ndarray, children) -> np.ndarray:
         hit = (links[columns] == PARENT) & ~seen[columns]
         rows, columns = rows[hit], columns[hit]
         hit = np.asarray(parents[columns] == ids[rows], dtype=bool)
-        frontier = np.unique(columns[hit])
+        frontier = distinct(columns[hit])
     return np.concatenate(found) if len(found) > 1 else (found[0] if found else _NONE)

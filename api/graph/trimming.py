@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from gyreflow.runtime.dataflow.graph.arrays import distinct
+
 NO_PARENT, PARENT, RESTARTED = 0, 1, 2  # ``link`` codes: a root or unreached, a parent, started again
 _REVERSE = {"out": "in", "in": "out", "both": "both"}
 _NONE = np.zeros(0, np.int64)
@@ -43,7 +45,7 @@ class SubtreeTrimming:
         marked = np.zeros(part.num_local, dtype=bool)  # to start again, or undecided
         known = np.zeros(part.num_local, dtype=bool)  # parent chains found clear
         rooted = np.zeros(part.num_local, dtype=bool)  # ... and ending at a root of the task
-        pending = np.unique(roots)
+        pending = distinct(roots)
         marked[pending] = True
         found = []
         while len(pending):
@@ -83,7 +85,7 @@ class SubtreeTrimming:
                 rows, columns = self._local_edges(part, level)
             hit = ~marked[columns] & (links[columns] == PARENT)
             rows, columns = rows[hit], columns[hit]
-            children = np.unique(columns[np.asarray(parents[columns] == ids[rows], dtype=bool)])
+            children = distinct(columns[np.asarray(parents[columns] == ids[rows], dtype=bool)])
             marked[children] = True
             pending = np.concatenate([pending, children]) if len(pending) else children
         return np.concatenate(found) if len(found) > 1 else found[0]
@@ -92,40 +94,44 @@ class SubtreeTrimming:
     def _chain_clear(part, values, at: np.ndarray, blocked: np.ndarray,
                      known: np.ndarray, local: bool = False) -> np.ndarray:
         """A mask of the vertices at ``at`` whose parent chain among the task's vertices meets
-        no vertex ``blocked`` and none started again (one array step per level); with
-        ``local``, only chains that stay on the task up to their root (a chain that leaves it
-        could come back below a blocked vertex). ``known`` marks the vertices found so far,
-        where a walk stops; it gains the ones found here (within one trimming a clear chain
-        stays clear: vertices are blocked later only below blocked ones, and a vertex
-        re-anchors only on a clear chain)."""
+        no vertex ``blocked`` and none started again; with ``local``, only chains that stay on
+        the task up to their root (a chain that leaves it could come back below a blocked
+        vertex). The chains are walked a level at a time over the distinct vertices not yet
+        decided (they meet soon: many vertices hang from few hubs), and each vertex takes its
+        parent's answer on the way back. ``known`` marks the vertices found clear so far, where
+        a walk stops; it gains the ones found here (within one trimming a clear chain stays
+        clear: vertices are blocked later only below blocked ones, and a vertex re-anchors only
+        on a clear chain)."""
         n = part.num_local
         parents, links = values["parent"], values["link"]
-        clear = ~blocked[at] & (links[at] != RESTARTED)
-        where = np.flatnonzero(clear)
-        current = at[where]
-        walked, passed = [], []
+        state = np.zeros(n, dtype=np.int8)  # 0 undecided, 1 clear, 2 not
+        touched = [at]
+        steps = []  # (vertices, their parents' positions): a vertex's answer is its parent's
+        current = distinct(at)
         for _ in range(_DEEPEST):
-            going = ~known[current] & (links[current] == PARENT)  # else a clear end or a root
-            current, where = current[going], where[going]
+            bad = blocked[current] | (links[current] == RESTARTED)
+            state[current[bad]] = 2
+            ends = ~bad & (known[current] | (links[current] != PARENT))  # clear, or a root
+            state[current[ends]] = 1
+            current = current[~bad & ~ends]
             if not len(current):
                 break
-            walked.append(where)
-            passed.append(current)
             above, found = part.column_positions(parents[current])
-            clear[where[~found]] = False  # a parent that is not known: nothing is promised
-            here = found & (above < n)  # another task's: its reset would reach these anyway
-            if local:
-                clear[where[~here]] = False
-            above, where = above[here], where[here]
-            stop = blocked[above] | (links[above] == RESTARTED)
-            clear[where[stop]] = False
-            current, where = above[~stop], where[~stop]
+            away = found & (above >= n)  # another task's parent: its reset would reach these
+            state[current[~found]] = 2  # a parent that is not known: nothing is promised
+            state[current[away]] = 2 if local else 1
+            here = found & ~away
+            current, above = current[here], above[here]
+            steps.append((current, above))
+            touched.append(current)
+            current = distinct(above[state[above] == 0])
         else:
-            clear[where] = False
-        if walked:
-            walked, passed = np.concatenate(walked), np.concatenate(passed)
-            known[passed[clear[walked]]] = True
-        return clear
+            state[current] = 2
+        for vertices, above in reversed(steps):
+            state[vertices] = state[above]
+        touched = np.concatenate(touched)
+        known[touched[state[touched] == 1]] = True
+        return state[at] == 1
 
     @staticmethod
     def _adopt(part, values, targets: np.ndarray, senders: np.ndarray) -> np.ndarray:

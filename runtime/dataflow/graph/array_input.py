@@ -9,7 +9,7 @@ import numpy as np
 from gyreflow.plan.graph_changes import VertexStillConnectedError
 from gyreflow.plan.operators import GraphMode
 from gyreflow.plan.words import plural
-from gyreflow.runtime.dataflow.graph.arrays import concat_ids, copied, id_array
+from gyreflow.runtime.dataflow.graph.arrays import concat_ids, copied, distinct, id_array
 from gyreflow.runtime.dataflow.graph.changelog import DROP, pack
 from gyreflow.runtime.dataflow.graph.chunks import add_window_input, chunk_key
 from gyreflow.runtime.dataflow.graph.lazy_changes import can_log, log_window
@@ -153,7 +153,7 @@ class ArrayWindowInput:
         positions, found = self.part.index.lookup(self.lost)
         # The removed vertices' last values count too: a vertex's value may rest on a removed
         # vertex (the source of a search) whose neighbours' values say nothing of it.
-        values = [self.values[np.unique(positions[found])], *self.gone_values]
+        values = [self.values[distinct(positions[found])], *self.gone_values]
         count = sum(len(v) for v in values)
         if not count:
             return frozenset()

@@ -13,7 +13,7 @@ from gyreflow.plan.operators import GraphMode
 from gyreflow.plan.words import plural
 from gyreflow.runtime.dataflow.graph.array_context import ArrayContext, receive, split_outgoing
 from gyreflow.runtime.dataflow.graph.array_input import NO_EDGES, concat_values, differs
-from gyreflow.runtime.dataflow.graph.arrays import copied
+from gyreflow.runtime.dataflow.graph.arrays import copied, union
 from gyreflow.runtime.dataflow.graph.changelog import set_change
 from gyreflow.runtime.dataflow.graph.chunks import chunk_key
 from gyreflow.runtime.dataflow.graph.supersteps import REMOVAL_SCOPE, REMOVALS, VERTEX_COUNT
@@ -163,7 +163,7 @@ class ArraySupersteps:
             old = concat_values([o for _, o in self.reported])[first] if said else values[:0]
             moved = differs(values[at], old)
             at, old = at[moved], old[moved]
-            positions = np.union1d(at, fresh)
+            positions = union(at, fresh)
             kept = ~np.isin(at, fresh)
             return positions, (np.searchsorted(positions, at[kept]), old[kept])
         if before is None or len(before) != len(values):

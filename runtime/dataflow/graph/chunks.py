@@ -13,6 +13,7 @@ import numpy as np
 from gyreflow.runtime.dataflow.graph.arrays import (
     IdIndex,
     concat_ids,
+    distinct,
     id_array,
     index_of,
     key_groups,
@@ -112,7 +113,7 @@ def add_window_input(chunks: dict, records: list, max_parallelism: int, directed
     vids, others, sides = vids[half_order], others[half_order], sides[half_order]
     if values is not None:
         values = values[half_order]
-    for group in np.union1d(np.union1d(vertex_groups, half_groups), ensured_groups).tolist():
+    for group in distinct(np.concatenate([vertex_groups, half_groups, ensured_groups])).tolist():
         key = chunk_key(group, max_parallelism)
         chunk = chunks.get(key)
         if chunk is None:
@@ -185,4 +186,4 @@ def _grouped(ids: np.ndarray, max_parallelism: int):
     groups = key_groups(ids, max_parallelism)
     order = np.argsort(groups, kind="stable")
     bounds = np.searchsorted(groups[order], np.arange(max_parallelism + 1))
-    return np.unique(groups), order, bounds
+    return distinct(groups), order, bounds

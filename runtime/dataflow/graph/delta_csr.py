@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gyreflow.runtime.dataflow.graph.arrays import appended, row_edges
+from gyreflow.runtime.dataflow.graph.arrays import appended, distinct, row_edges
 from gyreflow.runtime.dataflow.graph.positions import Insertions
 
 _NONE = np.zeros(0, np.int64)
@@ -131,7 +131,7 @@ class DeltaCsr:
         wanted = rows.astype(np.int64) * width + columns
         taken = []
         gone = 0
-        named = np.unique(rows[rows < self.rows.base])
+        named = distinct(rows[rows < self.rows.base])
         if len(named):
             base = self.base
             at = row_edges(base, named)

@@ -14,7 +14,7 @@ import attrs
 import numpy as np
 
 from gyreflow.plan.graph_changes import REMOVE_VERTEX, RemoveVertex
-from gyreflow.runtime.dataflow.graph.arrays import concat_ids, id_array, key_groups
+from gyreflow.runtime.dataflow.graph.arrays import concat_ids, distinct, id_array, key_groups
 from gyreflow.runtime.dataflow.graph.change_batches import add_changes, match_changes
 from gyreflow.runtime.dataflow.graph.changelog import add_change, later, match_change
 from gyreflow.runtime.dataflow.graph.chunks import chunk_key
@@ -78,7 +78,7 @@ def log_window(chunks: dict, records: list, part, max_parallelism: int, log) -> 
         groups = key_groups(vids, max_parallelism)
         order = np.argsort(groups, kind="stable")
         bounds = np.searchsorted(groups[order], np.arange(max_parallelism + 1))
-        present = np.unique(groups).tolist()
+        present = distinct(groups).tolist()
         encoded = match_changes(present, vids[order], others[order], sides[order], bounds)
         for i, group in enumerate(present):
             key = chunk_key(group, max_parallelism)
@@ -157,7 +157,7 @@ def _log_additions(chunks: dict, records: list, part, max_parallelism: int,
         return window
     block = {group: i for i, group in enumerate(part.groups)}
     n_vertices, n_halves = len(vertex_ids), len(vids)
-    for group in np.unique(groups).tolist():
+    for group in distinct(groups).tolist():
         lo, hi = bounds[group], bounds[group + 1]
         at = order[lo:hi]  # positions in touched: vertex records, halves, ensured
         new = ordered[lo:hi][is_new[lo:hi]]
@@ -202,7 +202,7 @@ def _log_batched(chunks: dict, window: LoggedWindow, groups: np.ndarray, order: 
     half_bounds = np.searchsorted(half_groups[half_order], steps)
     new = ordered[is_new]
     new_bounds = np.searchsorted(groups[order][is_new], steps)
-    present = np.unique(groups).tolist()
+    present = distinct(groups).tolist()
     encoded = add_changes(present, new, new_bounds, vids[half_order], others[half_order],
                           sides[half_order], None if values is None else values[half_order],
                           half_bounds)

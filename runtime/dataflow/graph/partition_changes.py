@@ -12,6 +12,7 @@ import numpy as np
 
 from gyreflow.runtime.dataflow.graph.arrays import (
     concat_ids,
+    distinct,
     edge_weights,
     id_array,
     key_groups,
@@ -76,7 +77,7 @@ class PartitionChanges:
         mp = self.max_parallelism
         block = {group: i for i, group in enumerate(self.groups)}
         added: dict[int, np.ndarray] = {}
-        for group in np.unique(key_groups(unique_ids(ids[~found]), mp)).tolist():
+        for group in distinct(key_groups(unique_ids(ids[~found]), mp)).tolist():
             chunk = chunks.get(chunk_key(group, mp))
             i = block.get(group)
             start, end = (0, 0) if i is None else (int(self.offsets[i]), int(self.offsets[i + 1]))
@@ -135,7 +136,7 @@ class PartitionChanges:
         in size."""
         mp = self.max_parallelism
         block = {group: i for i, group in enumerate(self.groups)}
-        for group in np.unique(key_groups(unique_ids(ids), mp)).tolist():
+        for group in distinct(key_groups(unique_ids(ids), mp)).tolist():
             i, chunk = block.get(group), chunks.get(chunk_key(group, mp))
             if i is None or chunk is None:
                 return False

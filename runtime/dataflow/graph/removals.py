@@ -9,7 +9,7 @@ import attrs
 import numpy as np
 
 from gyreflow.plan.graph_changes import REMOVE_VERTEX, RemoveVertex, VertexStillConnectedError
-from gyreflow.runtime.dataflow.graph.arrays import concat_ids, id_array, key_groups
+from gyreflow.runtime.dataflow.graph.arrays import concat_ids, distinct, id_array, key_groups
 from gyreflow.runtime.dataflow.graph.changelog import (
     DROP_HALVES,
     DROP_VERTICES,
@@ -168,7 +168,7 @@ def _by_chunk(ids: np.ndarray, max_parallelism: int) -> dict[int, np.ndarray]:
     """Positions of ``ids`` grouped by the key of their chunk."""
     groups = key_groups(ids, max_parallelism)
     found: dict[int, np.ndarray] = {}
-    for group in np.unique(groups).tolist():
+    for group in distinct(groups).tolist():
         found[chunk_key(group, max_parallelism)] = np.flatnonzero(groups == group)
     return found
 
