@@ -73,6 +73,20 @@ def run(batches, directed: bool, parallelism: int, programs: dict, **config) -> 
     return run_incremental(env, batches, directed, parallelism, programs)
 
 
+def assert_repairs_equal_networkx(steps: list, directed: bool, parallelism: int) -> None:
+    """``incremental_wcc``, ``incremental_bfs`` and ``incremental_sssp`` over the windows of
+    ``steps`` (see ``play``) equal networkx after every window."""
+    batches, versions = play(steps, directed)
+    programs = {"wcc": ArrayIncrementalConnectedComponents(directed),
+                "bfs": ArrayIncrementalBreadthFirstSearch(SOURCE),
+                "sssp": ArrayIncrementalShortestPaths(SOURCE)}
+    outputs = run(batches, directed, parallelism, programs)
+    for name in programs:
+        after = fold_changes(outputs[name], len(batches))
+        for window, version in enumerate(versions, start=1):
+            assert after[window - 1] == networkx_results(version, directed, SOURCE)[name], (name, window)
+
+
 VERTEX = st.integers(0, 6)
 WEIGHT = st.integers(0, 3)
 STEP = st.one_of(
@@ -90,15 +104,7 @@ STEP = st.one_of(
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(st.lists(STEP, max_size=8), min_size=1, max_size=6))
 def test_repaired_results_equal_networkx_after_every_window(directed, parallelism, steps):
-    batches, versions = play(steps, directed)
-    programs = {"wcc": ArrayIncrementalConnectedComponents(directed),
-                "bfs": ArrayIncrementalBreadthFirstSearch(SOURCE),
-                "sssp": ArrayIncrementalShortestPaths(SOURCE)}
-    outputs = run(batches, directed, parallelism, programs)
-    for name in programs:
-        after = fold_changes(outputs[name], len(batches))
-        for window, version in enumerate(versions, start=1):
-            assert after[window - 1] == networkx_results(version, directed, SOURCE)[name], (name, window)
+    assert_repairs_equal_networkx(steps, directed, parallelism)
 
 
 SUPERSTEPS: dict = {}
@@ -270,12 +276,4 @@ def test_trimmed_repairs_of_a_larger_social_graph_equal_networkx(directed, paral
                 pairs.append((a, b))
                 steps.append(("edge", a, b, rng.randint(1, 3)))
         windows.append(steps)
-    batches, versions = play(windows, directed)
-    programs = {"wcc": ArrayIncrementalConnectedComponents(directed),
-                "bfs": ArrayIncrementalBreadthFirstSearch(SOURCE),
-                "sssp": ArrayIncrementalShortestPaths(SOURCE)}
-    outputs = run(batches, directed, parallelism, programs)
-    for name in programs:
-        after = fold_changes(outputs[name], len(batches))
-        for window, version in enumerate(versions, start=1):
-            assert after[window - 1] == networkx_results(version, directed, SOURCE)[name], (name, window)
+    assert_repairs_equal_networkx(windows, directed, parallelism)
