@@ -65,11 +65,14 @@ class SubtreeTrimming:
                 read = rows[local], columns[local], weights[local]
             targets, senders = self._anchors(part, values, level, marked, read)
             if len(targets):
+                # an equal value does not say that the anchor is not below the vertex: its
+                # chain must stay on the task
                 equal = np.asarray(plain[senders] == plain[targets], dtype=bool)
-                clear = self._chain_clear(part, values, senders, marked, known)
-                if equal.any():  # no smaller value to say the anchor is not below the vertex
-                    clear[equal] = self._chain_clear(part, values, senders[equal], marked,
-                                                     rooted, local=True)
+                clear = np.zeros(len(senders), dtype=bool)
+                for among, memo in ((~equal, known), (equal, rooted)):
+                    if among.any():
+                        clear[among] = self._chain_clear(part, values, senders[among], marked,
+                                                         memo, local=memo is rooted)
                 targets, senders = targets[clear], senders[clear]
             if len(targets):
                 marked[self._adopt(part, values, targets, senders)] = False
