@@ -30,11 +30,10 @@ class SubtreeTrimming:
         graph left gives (a later reset of the anchor reaches it as a child); an anchor whose
         value is not smaller (a component label) counts only when its chain stays on the task
         up to its root as well, since only a smaller value says it is not below the vertex
-        where the chain leaves the task. Taking
-        the smallest values first decides every vertex an anchor's chain can meet before it is
-        asked, so no vertex starts again that an anchor could have kept (values that are not
-        numbers, or too many distinct ones, go by larger bands: as exact, a little less
-        thrifty). Returns the positions to start again."""
+        where the chain leaves the task. Taking the smallest values first decides every vertex
+        an anchor's chain can meet before it is asked, so no vertex starts again that an anchor
+        could have kept (values that are not numbers, or too many distinct ones, go by larger
+        bands: as exact, a little less thrifty). Returns the positions to start again."""
         ids, parents, links = values["id"], values["parent"], values["link"]
         plain = values["value"]
         numbers = plain.dtype.kind in "iuf"
