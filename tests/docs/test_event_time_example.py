@@ -146,7 +146,10 @@ def test_resumed_with_other_parallelism_and_back_the_example_fires_every_window_
                    crash_at=crash_at, settings=settings,
                    env_type=settings["GYREFLOW_ENVIRONMENT__TYPE"])
 
-    assert part(2, crash_at="after-commit:4").returncode == -signal.SIGKILL
+    # before-commit: nothing of window 4 or later is committed when the first run dies, so the
+    # second one has windows left to commit, whatever a commit covers (on Spark a round of
+    # windows can end in one commit)
+    assert part(2, crash_at="before-commit:4").returncode == -signal.SIGKILL
     done = part(3, "--resume", crash_at="after-commit:9")
     assert done.returncode == -signal.SIGKILL, done.stderr
     done = part(2, "--resume")
