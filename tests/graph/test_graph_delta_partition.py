@@ -261,6 +261,58 @@ def test_a_run_of_logged_changes_leaves_the_chunk_one_by_one_leaves(steps):
         np.asarray(a).tolist() for a in one_by_one if a is not None]
 
 
+_HALF = st.tuples(st.integers(0, 6), st.integers(0, 6), st.sampled_from([1, 3]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(base_halves=st.lists(_HALF, max_size=6), weighted=st.booleans(), wide=st.booleans(),
+       steps=st.lists(st.tuples(st.booleans(), st.lists(_HALF, min_size=0, max_size=5),
+                                st.lists(st.integers(7, 12), max_size=2, unique=True)),
+                      min_size=2, max_size=14))
+def test_a_run_of_stored_changes_leaves_the_chunk_a_plain_list_of_halves_would(
+        base_halves, weighted, wide, steps):
+    """Pending changes applied as one run (the compact path for 4-byte ids, the decoding path
+    for ids beyond them) against a list of (vertex, other end, side, value) with each change
+    applied in order: an add appends, a removal takes every equal half there when it came."""
+    shift = 2**40 if wide else 0  # 8-byte ids: the run goes the decoding way
+    value_of = (lambda a, b: a * 10 + b + 1) if weighted else (lambda a, b: None)
+    ids = sorted({v for v, _, _ in base_halves} | {0})
+    model_ids = list(ids)
+    model = [(v, o, s, value_of(v, o)) for v, o, s in base_halves]
+    chunk = [np.array([v + shift for v in ids], dtype=np.int64),
+             np.full(len(ids), None, dtype=object),
+             np.array([v + shift for v, _, _ in base_halves], dtype=np.int64),
+             np.array([o + shift for _, o, _ in base_halves], dtype=np.int64),
+             (np.array([value_of(v, o) for v, o, _ in base_halves], dtype=object)
+              if weighted else None),
+             np.array([s for _, _, s in base_halves], dtype=np.int8)]
+    changes = []
+    for removal, halves, fresh in steps:
+        vids = np.array([v + shift for v, _, _ in halves], dtype=np.int64)
+        others = np.array([o + shift for _, o, _ in halves], dtype=np.int64)
+        sides = np.array([s for _, _, s in halves], dtype=np.int8)
+        if removal:
+            changes.append(match_change(vids, others, sides))
+            gone = set(halves)
+            model = [h for h in model if h[:3] not in gone]
+        else:
+            new = [v for v in fresh if v not in model_ids]
+            model_ids.extend(new)
+            values = (np.array([value_of(v, o) for v, o, _ in halves], dtype=object)
+                      if weighted else None)
+            changes.append(add_change(np.array([v + shift for v in new], dtype=np.int64),
+                                      np.zeros(0, np.int64), None, vids, others, values, sides))
+            model.extend((v, o, s, value_of(v, o)) for v, o, s in halves)
+    if wide:  # what has ids is stored with 8-byte ones
+        assert all(change[1] == 8 for change in changes if len(change) > 10)
+    pending = PendingChunk(chunk, tuple(changes))
+    got_ids, _, got_v, got_o, got_values, got_s = pending.settled()
+    assert (got_ids - shift).tolist() == model_ids
+    values = [None] * len(got_v) if got_values is None else got_values.tolist()
+    assert list(zip((got_v - shift).tolist(), (got_o - shift).tolist(), got_s.tolist(), values,
+                    strict=True)) == model
+
+
 def test_changes_encoded_for_all_key_groups_at_once_are_the_bytes_of_each_group_alone():
     rng = np.random.default_rng(2)
     groups = np.sort(rng.integers(0, MP, 40))

@@ -22,6 +22,7 @@ others as they are.
 
 from __future__ import annotations
 
+import itertools
 import pickle
 import struct
 from functools import cache
@@ -29,7 +30,7 @@ from functools import cache
 import numpy as np
 
 from gyreflow.runtime.dataflow.graph.arrays import appended, id_array
-from gyreflow.runtime.dataflow.graph.chunk_runs import apply_run
+from gyreflow.runtime.dataflow.graph.chunk_runs import apply_compact_run, apply_run
 from gyreflow.state.keys.logged import logged_table
 
 ADD, DROP_HALVES, DROP_VERTICES = "add", "drop halves", "drop vertices"
@@ -240,8 +241,11 @@ def apply_chunk_change(chunk: list | None, change: tuple) -> list:
 def apply_chunk_changes(chunk: list | None, changes) -> list:
     """``chunk`` after the stored ``changes`` in order, a run of appends and matching drops in
     one pass (``chunk_runs``)."""
-    return apply_run(chunk if chunk is not None else empty_chunk(),
-                     [decoded(change) for change in changes], apply_decoded)
+    chunk = chunk if chunk is not None else empty_chunk()
+    applied = apply_compact_run(chunk, changes)
+    if applied is not None:
+        return applied
+    return apply_run(chunk, [decoded(change) for change in changes], apply_decoded)
 
 
 def drop_matching(chunk: list, vids: np.ndarray, others: np.ndarray, sides: np.ndarray) -> list:
@@ -261,15 +265,16 @@ def drop_matching(chunk: list, vids: np.ndarray, others: np.ndarray, sides: np.n
 
 class PendingChunk:
     """A graph chunk as the chunk before a few windows and the changes they logged since, applied
-    (``apply_chunk_change``, as a restore applies the same changes) when it is first read. It
-    reads as the chunk list it stands for (indexing, ``len``, iteration) and pickles as it: a
-    window records its changes without copying the chunk's arrays, and only a fold, a rebuild
-    or a version read pays for applying them."""
+    (``apply_chunk_change``, as a restore applies the same changes) when it is first read, or by
+    the change that finds ``limit`` of them waiting. It reads as the chunk list it stands for
+    (indexing, ``len``, iteration) and pickles as it: a window records its changes without copying
+    the chunk's arrays, and only a fold, a rebuild or a version read pays for applying them."""
 
-    __slots__ = ("_base", "_changes", "_settled")
+    __slots__ = ("_base", "_changes", "_limit", "_settled")
 
-    def __init__(self, base: list | None, changes: tuple) -> None:
+    def __init__(self, base: list | None, changes: tuple, limit: int = 0) -> None:
         self._base, self._changes, self._settled = base, changes, None
+        self._limit = limit or _next_limit()
 
     def settled(self) -> list:
         """The chunk with the changes applied."""
@@ -292,6 +297,15 @@ class PendingChunk:
 
 
 MAX_PENDING = 256  # changes a pending chunk holds before the next one applies them (in one run)
+_PENDING_SPREAD = MAX_PENDING // 2
+_STARTED = itertools.count()
+
+
+def _next_limit() -> int:
+    """How many changes a new pending chunk holds, between half of ``MAX_PENDING`` and all of it,
+    dealt out in turn (37 is prime to the spread): the chunks a window changes all wait from the
+    same window, and with one limit they would all be applied in the same few windows later."""
+    return MAX_PENDING - next(_STARTED) * 37 % _PENDING_SPREAD
 
 
 def later(chunk, change) -> PendingChunk:
@@ -299,9 +313,9 @@ def later(chunk, change) -> PendingChunk:
     if isinstance(chunk, PendingChunk):
         if chunk._settled is not None:
             return PendingChunk(chunk._settled, (change,))
-        if len(chunk._changes) >= MAX_PENDING:
+        if len(chunk._changes) >= chunk._limit:
             return PendingChunk(chunk.settled(), (change,))
-        return PendingChunk(chunk._base, (*chunk._changes, change))
+        return PendingChunk(chunk._base, (*chunk._changes, change), chunk._limit)
     return PendingChunk(chunk, (change,))
 
 
