@@ -30,6 +30,8 @@ from functools import cache
 import numpy as np
 
 from gyreflow.runtime.dataflow.graph.arrays import appended, id_array
+from gyreflow.runtime.dataflow.graph.chunk_runs import COMPACT_ADD as _COMPACT_ADD
+from gyreflow.runtime.dataflow.graph.chunk_runs import COMPACT_MATCH as _COMPACT_MATCH
 from gyreflow.runtime.dataflow.graph.chunk_runs import apply_compact_run, apply_run
 from gyreflow.state.keys.logged import logged_table
 
@@ -82,9 +84,7 @@ def _read_ints(data: bytes, at: int, width: int, count: int) -> tuple[np.ndarray
     return np.frombuffer(data[at:end], dtype=dtype).astype(np.int64), end
 
 
-_COMPACT_ADD = struct.Struct("<cBII")  # b"A", int width, new vertices, halves
 _COMPACT_DROP = struct.Struct("<cBI")  # b"D" (halves) or b"V" (vertices), int width, count
-_COMPACT_MATCH = struct.Struct("<cBI")  # b"M", int width, halves
 
 
 def add_change(new_ids, at, given_values, vids, others, values, sides):

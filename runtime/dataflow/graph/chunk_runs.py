@@ -121,8 +121,8 @@ def _kept(vids: np.ndarray, others: np.ndarray, sides: np.ndarray, births: np.nd
     return keep
 
 
-_ADD = struct.Struct("<cBII")  # as changelog's compact changes: b"A" or b"B", width, new, halves
-_MATCH = struct.Struct("<cBI")  # b"M", width, halves
+COMPACT_ADD = struct.Struct("<cBII")  # a compact add: b"A" or b"B", int width, new vertices, halves
+COMPACT_MATCH = struct.Struct("<cBI")  # a compact matching drop: b"M", int width, halves
 
 
 def apply_compact_run(chunk: list, changes) -> list | None:
@@ -140,16 +140,16 @@ def apply_compact_run(chunk: list, changes) -> list | None:
             return None
         kind = change[:1]
         if kind == b"M":
-            _, width, count = _MATCH.unpack_from(change)
-            at = _MATCH.size
+            _, width, count = COMPACT_MATCH.unpack_from(change)
+            at = COMPACT_MATCH.size
             removed.append(change[at:at + 4 * count])
             removed_others.append(change[at + 4 * count:at + 8 * count])
             removed_sides.append(change[at + 8 * count:at + 9 * count])
             halves_of.append(0)
             removals_of.append(count)
         elif kind == b"A" or kind == b"B":
-            _, width, new, count = _ADD.unpack_from(change)
-            at = _ADD.size
+            _, width, new, count = COMPACT_ADD.unpack_from(change)
+            at = COMPACT_ADD.size
             new_ids.append(change[at:at + 4 * new])
             at += 4 * new
             vids.append(change[at:at + 4 * count])
