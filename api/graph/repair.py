@@ -64,6 +64,8 @@ from gyreflow.api.graph.trimming import (
     PARENT,
     RESTARTED,
     SubtreeTrimming,
+    smallest,
+    subtrees_at,
 )
 from gyreflow.api.graph.views import Aggregator
 from gyreflow.runtime.dataflow.graph.arrays import distinct, union
@@ -189,7 +191,7 @@ class RepairingCompute(SubtreeTrimming, ArrayVertexCompute):
         """The positions to start again below the vertices at ``roots``, which lost their
         parent: their subtrees among the task's vertices, or, with ``reanchors``, trimmed."""
         if not self.reanchors:
-            return _subtrees_at(values, roots, lambda at: self._local_edges(part, at))
+            return subtrees_at(values, roots, lambda at: self._local_edges(part, at))
         return self._trim(part, values, roots)
 
     def _parent_kept(self, part, values, candidates) -> np.ndarray:
@@ -473,89 +475,3 @@ class _Messages:
             self.pieces.append((columns, messages))
         for columns, messages in self.pieces:
             part.send(columns, messages)
-
-
-def smallest(positions: np.ndarray, values: np.ndarray, senders: np.ndarray,
-             size: int | None = None):
-    """``(positions, values, senders)`` with each position once (sorted): its smallest value, and
-    of the senders of that value the smallest (``size``: positions are below it; numbers then
-    take two dense passes instead of a sort when there are many).
-
-    >>> p, v, s = smallest(np.array([2, 0, 2, 2]), np.array([5, 1, 3, 3]), np.array([7, 8, 9, 4]))
-    >>> p.tolist(), v.tolist(), s.tolist()
-    ([0, 2], [1, 3], [8, 4])
-    """
-    if (values.dtype.kind in "iuf" and senders.dtype.kind in "iu" and size is not None
-            and 16 * len(positions) >= size):  # few messages: a sort of them beats dense passes
-        best = np.full(size, np.inf if values.dtype.kind == "f" else np.iinfo(values.dtype).max,
-                       dtype=values.dtype)
-        np.minimum.at(best, positions, values)
-        tie = values == best[positions]
-        first = np.full(size, np.iinfo(senders.dtype).max, dtype=senders.dtype)
-        np.minimum.at(first, positions[tie], senders[tie])
-        present = np.zeros(size, dtype=bool)
-        present[positions] = True
-        at = np.flatnonzero(present)
-        return at, best[at], first[at]
-    if len(positions) < 2:
-        return positions, values, senders
-    if values.dtype == object or senders.dtype == object:
-        order = sorted(range(len(positions)),
-                       key=lambda i: (positions[i], values[i], senders[i]))
-        order = np.array(order, dtype=np.int64)
-    else:
-        order = np.lexsort((senders, values, positions))
-    positions = positions[order]
-    first = np.ones(len(positions), dtype=bool)
-    first[1:] = positions[1:] != positions[:-1]
-    return positions[first], values[order][first], senders[order][first]
-
-
-def subtrees(values: np.ndarray, roots: list, children=None) -> np.ndarray:
-    """A mask of the vertices (``values``: a repairing program's, by position) whose parent chain
-    among these vertices reaches one of ``roots`` (ids), the roots included: one array step per
-    level of the subtrees. With ``children`` (positions -> ``(rows, columns)``: the edges from
-    those positions along which values travel, to positions of these vertices) each step looks
-    at the edges of the level found, so the cost is the subtrees' edges; without, it follows one
-    sort of every vertex's parent."""
-    ids, parents = values["id"], values["parent"]
-    frontier = np.flatnonzero(np.isin(ids, np.array(roots, dtype=ids.dtype)))
-    mask = np.zeros(len(values), dtype=bool)
-    if children is not None:
-        mask[_subtrees_at(values, frontier, children)] = True
-        return mask
-    linked = np.flatnonzero(values["link"] == PARENT)
-    order = linked[np.argsort(parents[linked], kind="stable")]
-    by_parent = parents[order]
-    while len(frontier):
-        mask[frontier] = True
-        found = ids[frontier]
-        lo = np.searchsorted(by_parent, found, side="left")
-        hi = np.searchsorted(by_parent, found, side="right")
-        counts = hi - lo
-        if not counts.sum():
-            break
-        at = np.repeat(lo - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
-        found_children = order[at]
-        frontier = found_children[~mask[found_children]]
-    return mask
-
-
-def _subtrees_at(values: np.ndarray, roots: np.ndarray, children) -> np.ndarray:
-    """The positions of the vertices whose parent chain reaches the vertices at
-    ``roots``, the roots included, walked level by level along ``children`` (positions ->
-    ``(rows, columns)``: the edges from them to positions of these vertices): the cost is the
-    subtrees' edges."""
-    ids, parents, links = values["id"], values["parent"], values["link"]
-    seen = np.zeros(len(values), dtype=bool)  # a vertex is walked once, whatever the parents say
-    found = []
-    frontier = distinct(roots)
-    while len(frontier):
-        seen[frontier] = True
-        found.append(frontier)
-        rows, columns = children(frontier)
-        hit = (links[columns] == PARENT) & ~seen[columns]
-        rows, columns = rows[hit], columns[hit]
-        hit = np.asarray(parents[columns] == ids[rows], dtype=bool)
-        frontier = distinct(columns[hit])
-    return np.concatenate(found) if len(found) > 1 else (found[0] if found else _NONE)

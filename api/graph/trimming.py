@@ -1,7 +1,8 @@
 """KickStarter's trimming of the subtrees a window cut (ASPLOS 2017), for ``RepairingCompute``:
 a vertex about to start again keeps its value when a neighbour left standing still offers it,
 smallest values first, so that a window restarts only the vertices whose value the graph no
-longer gives."""
+longer gives; with the array steps it shares with the repair (the subtrees of given roots, the
+smallest offer per vertex)."""
 
 from __future__ import annotations
 
@@ -185,3 +186,89 @@ class SubtreeTrimming:
         good = (np.asarray(offered == plain[rows], dtype=bool)
                 & np.asarray(plain[columns] <= plain[rows], dtype=bool))
         return rows[good], columns[good]
+
+
+def subtrees(values: np.ndarray, roots: list, children=None) -> np.ndarray:
+    """A mask of the vertices (``values``: a repairing program's, by position) whose parent chain
+    among these vertices reaches one of ``roots`` (ids), the roots included: one array step per
+    level of the subtrees. With ``children`` (positions -> ``(rows, columns)``: the edges from
+    those positions along which values travel, to positions of these vertices) each step looks
+    at the edges of the level found, so the cost is the subtrees' edges; without, it follows one
+    sort of every vertex's parent."""
+    ids, parents = values["id"], values["parent"]
+    frontier = np.flatnonzero(np.isin(ids, np.array(roots, dtype=ids.dtype)))
+    mask = np.zeros(len(values), dtype=bool)
+    if children is not None:
+        mask[subtrees_at(values, frontier, children)] = True
+        return mask
+    linked = np.flatnonzero(values["link"] == PARENT)
+    order = linked[np.argsort(parents[linked], kind="stable")]
+    by_parent = parents[order]
+    while len(frontier):
+        mask[frontier] = True
+        found = ids[frontier]
+        lo = np.searchsorted(by_parent, found, side="left")
+        hi = np.searchsorted(by_parent, found, side="right")
+        counts = hi - lo
+        if not counts.sum():
+            break
+        at = np.repeat(lo - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
+        found_children = order[at]
+        frontier = found_children[~mask[found_children]]
+    return mask
+
+
+def subtrees_at(values: np.ndarray, roots: np.ndarray, children) -> np.ndarray:
+    """The positions of the vertices whose parent chain reaches the vertices at
+    ``roots``, the roots included, walked level by level along ``children`` (positions ->
+    ``(rows, columns)``: the edges from them to positions of these vertices): the cost is the
+    subtrees' edges."""
+    ids, parents, links = values["id"], values["parent"], values["link"]
+    seen = np.zeros(len(values), dtype=bool)  # a vertex is walked once, whatever the parents say
+    found = []
+    frontier = distinct(roots)
+    while len(frontier):
+        seen[frontier] = True
+        found.append(frontier)
+        rows, columns = children(frontier)
+        hit = (links[columns] == PARENT) & ~seen[columns]
+        rows, columns = rows[hit], columns[hit]
+        hit = np.asarray(parents[columns] == ids[rows], dtype=bool)
+        frontier = distinct(columns[hit])
+    return np.concatenate(found) if len(found) > 1 else (found[0] if found else _NONE)
+
+
+def smallest(positions: np.ndarray, values: np.ndarray, senders: np.ndarray,
+             size: int | None = None):
+    """``(positions, values, senders)`` with each position once (sorted): its smallest value, and
+    of the senders of that value the smallest (``size``: positions are below it; numbers then
+    take two dense passes instead of a sort when there are many).
+
+    >>> p, v, s = smallest(np.array([2, 0, 2, 2]), np.array([5, 1, 3, 3]), np.array([7, 8, 9, 4]))
+    >>> p.tolist(), v.tolist(), s.tolist()
+    ([0, 2], [1, 3], [8, 4])
+    """
+    if (values.dtype.kind in "iuf" and senders.dtype.kind in "iu" and size is not None
+            and 16 * len(positions) >= size):  # few messages: a sort of them beats dense passes
+        best = np.full(size, np.inf if values.dtype.kind == "f" else np.iinfo(values.dtype).max,
+                       dtype=values.dtype)
+        np.minimum.at(best, positions, values)
+        tie = values == best[positions]
+        first = np.full(size, np.iinfo(senders.dtype).max, dtype=senders.dtype)
+        np.minimum.at(first, positions[tie], senders[tie])
+        present = np.zeros(size, dtype=bool)
+        present[positions] = True
+        at = np.flatnonzero(present)
+        return at, best[at], first[at]
+    if len(positions) < 2:
+        return positions, values, senders
+    if values.dtype == object or senders.dtype == object:
+        order = sorted(range(len(positions)),
+                       key=lambda i: (positions[i], values[i], senders[i]))
+        order = np.array(order, dtype=np.int64)
+    else:
+        order = np.lexsort((senders, values, positions))
+    positions = positions[order]
+    first = np.ones(len(positions), dtype=bool)
+    first[1:] = positions[1:] != positions[:-1]
+    return positions[first], values[order][first], senders[order][first]

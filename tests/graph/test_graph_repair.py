@@ -24,7 +24,8 @@ from gyreflow.api.graph.array_algorithms import (
     ArrayIncrementalConnectedComponents,
 )
 from gyreflow.api.graph.incremental_algorithms import ArrayIncrementalShortestPaths
-from gyreflow.api.graph.repair import NO_PARENT, PARENT, subtrees, value_dtype
+from gyreflow.api.graph.repair import NO_PARENT, PARENT, value_dtype
+from gyreflow.api.graph.trimming import subtrees
 
 
 def clustered_windows(seed: int, clusters: int, size: int, windows: int, directed: bool):
