@@ -212,13 +212,13 @@ class ResidualPageRank(ArrayVertexCompute):
                     if self.threshold(mass, top) >= threshold:
                         break  # every residual checked against the final y's threshold
                     continue
-                if count > DENSE * n:  # nearly every vertex pushes: whole-array steps
-                    pushed = np.where(above, residual, 0.0)
-                    y += pushed
-                    residual -= pushed
-                    mass += float(pushed.sum())
-                    top += max(float(pushed.max()), 0.0)
-                    residual += ones @ (pushed * spread)
+                if count > DENSE * n:  # many vertices push: every residual goes, in whole-array
+                    # steps (pushing one below the threshold too only brings y nearer; what is
+                    # left is then exactly what the pushes send)
+                    y += residual
+                    mass += float(residual.sum())
+                    top += max(float(residual.max()), 0.0)
+                    residual = ones @ (residual * spread)
                     continue
                 pushing = np.flatnonzero(above)
             else:

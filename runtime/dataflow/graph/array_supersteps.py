@@ -204,6 +204,13 @@ class ArraySupersteps:
             values = self.values[start:end]
             if (old is not None and len(old) == len(values) and old.dtype == values.dtype
                     and old.flags.writeable):  # the chunk is this task's own: set in place
+                if 2 * len(here) >= len(values):
+                    # Most of the group changed (PageRank's every window): written whole, it
+                    # weighs less than its change (positions and values) and brings no fold.
+                    old[:] = values
+                    table.pending.pop(key, None)
+                    table.changed.add(key)
+                    continue
                 changed = values[here]
                 old[here] = changed
                 table.record(key, set_change(here, changed, values[:0]))
