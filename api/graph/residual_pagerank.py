@@ -23,9 +23,10 @@ A window, as supersteps:
    so pushing ``c * deg`` for ever adds exactly ``c * deg / (1 - d)`` to ``y``. What is left sums
    to zero and shrinks by about ``d * lambda_2`` per superstep instead of ``d``;
 3. and on: the vertices whose ``|res|`` is above ``eps`` move it into ``y`` and send
-   ``d * res / out-degree`` along their out-edges (all of them at once as one sparse product when
-   many push, otherwise the pushing rows' edges only); the others keep it. The window ends at the
-   first superstep where no vertex pushes, and there every vertex's rank is set to
+   ``d * res / out-degree`` along their out-edges (the pushing rows' edges only); the others keep
+   it. Once more than a tenth of a task's vertices are above, every vertex of the task pushes, as
+   one sparse product: a residual below ``eps`` pushed too only brings ``y`` nearer. The window
+   ends at the first superstep where no vertex is above, and there every vertex's rank is set to
    ``y / sum(y)``.
 
 A task that holds the whole graph (one task for the graph) does all of it in superstep 1, in
@@ -67,7 +68,8 @@ from gyreflow.api.graph.views import Aggregator
 
 NO_LIMIT = 2**31 - 1
 VALUE = np.dtype([("y", np.float64), ("residual", np.float64), ("rank", np.float64)])
-DENSE = 0.1  # above this share of a task's vertices pushing, one sparse product sends for all
+DENSE = 0.1  # above this share of a task's vertices over the threshold, every one pushes (one
+# sparse product sends for all; a residual below the threshold pushed too only brings y nearer)
 _MARGIN = 2.1  # 2 (1 + rho) / (1 - rho)**2 for rho <= 0.01 is below 2.061: see the module
 _MOST = 0.01  # the largest threshold: the bound above assumes rho <= 0.01
 _SAMPLE = 16  # every 16th vertex with edges estimates the part along the degrees left over
@@ -147,18 +149,19 @@ class ResidualPageRank(ArrayVertexCompute):
             mass, absorbed = self._absorb(part, values, mass, top)
         threshold = self.threshold(mass, top)
         pushing = np.flatnonzero(np.abs(residual) > threshold)
-        if len(pushing):
+        if len(pushing) > DENSE * len(y):  # many push: every residual goes, in one product
+            y += residual
+            part.send_along(_shares(d * residual, degree))
+            residual[:] = 0.0
+        elif len(pushing):
             pushed = residual[pushing]
             y[pushing] += pushed
             residual[pushing] = 0.0
             shares = np.zeros(len(y))
             shares[pushing] = _shares(d * pushed, degree[pushing])
-            if len(pushing) > DENSE * len(y):
-                part.send_along(shares)
-            else:
-                sending = pushing[degree[pushing] > 0]
-                if len(sending):
-                    part.send_along(shares, where=sending)
+            sending = pushing[degree[pushing] > 0]
+            if len(sending):
+                part.send_along(shares, where=sending)
         elif not absorbed:  # nothing moved here: perhaps the last superstep, so show the ranks
             values["rank"] = y / mass if mass > 0 else np.nan
         part.aggregate("mass", float(y.sum()))
