@@ -51,7 +51,7 @@ from gyreflow.state.shared.snapshot import (
 )
 from gyreflow.state.stores.checkpoint import CheckpointSnapshotStore
 from gyreflow.state.stores.jdbc import META, RECORDS, STATE
-from gyreflow.state.stores.memory import MemorySnapshotStore
+from gyreflow.state.stores.memory import Folded, MemorySnapshotStore, folded_context
 from gyreflow.state.stores.rocksdb import RocksDBSnapshotStore
 
 MP = 128  # key groups (the default state.max_parallelism)
@@ -295,10 +295,16 @@ def parse_chunk(value: bytes, key: bytes | None = None,
     return keys[:written], values, keys[written:]
 
 
-def parse_memory_chunk(blob: bytes, context: bytes) -> tuple[list, list, list]:
+def parse_memory_chunk(blob, context: bytes, table: str = "", key_group: int = 0,
+                       ) -> tuple[list, list, list]:
     """``(written keys, values, removed keys)`` of a chunk the memory store keeps: a CRC-32 of
     ``context`` and everything after it, written keys, key count and keys length (>I each), the
-    pickled keys, the pickled values."""
+    pickled keys, the pickled values; or a folded chunk of ``table`` and ``key_group``: per key,
+    a CRC-32 of the folded context and the pickled value, then the pickled value."""
+    if isinstance(blob, Folded):
+        start = folded_context(table, key_group)
+        assert all(zlib.crc32(p, start) == crc for crc, p in blob.values.values())
+        return list(blob.values), [pickle.loads(p) for _, p in blob.values.values()], []
     crc, written, count, length = struct.unpack_from(">IIII", blob)
     assert zlib.crc32(blob[4:], zlib.crc32(context)) == crc
     keys_blob = blob[16:16 + length]
@@ -339,7 +345,8 @@ def stored_cells(ctx: Ctx, job: str) -> dict[tuple[str, int, bytes], dict[int, b
         data = store._jobs.get(job)
         for (table, kg), versions in (data.chunks.items() if data else ()):
             for version, (_, blob, *_) in versions.items():
-                written, values, removed = parse_memory_chunk(blob, chunk_context(table, kg, version))
+                written, values, removed = parse_memory_chunk(
+                    blob, chunk_context(table, kg, version), table, kg)
                 for k, v in [*zip(written, values, strict=True), *((k, None) for k in removed)]:
                     cells.setdefault((table, kg, dumps(k)), {})[version] = encode_value(
                         None if v is None else dumps(v))
@@ -465,9 +472,16 @@ def corrupt_row(ctx: Ctx, job: str, victim: StateRow, version: int,
         # the chunk holding the key at that version: its whole stored value is damaged
         versions = store._jobs[job].chunks[(table, kg)]
         count, blob, *rest = versions[version]
-        written, _, removed = parse_memory_chunk(blob, chunk_context(table, kg, version))
+        written, _, removed = parse_memory_chunk(blob, chunk_context(table, kg, version), table, kg)
         assert key in [dumps(k) for k in [*written, *removed]]
-        versions[version] = (count, fn(blob), *rest)
+        if isinstance(blob, Folded):  # a folded chunk checks each value: the victim's is damaged
+            values = dict(blob.values)
+            stored = next(k for k in values if dumps(k) == key)
+            check, pickled = values[stored]
+            values[stored] = (check, fn(pickled))
+            versions[version] = (count, Folded(values), *rest)
+        else:
+            versions[version] = (count, fn(blob), *rest)
     elif isinstance(store, RocksDBSnapshotStore):
         def damage(_, value: bytes) -> bytes:
             written, _, removed = parse_chunk(value, rocksdb_key(store, job),

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import bisect
 import threading
+import zlib
 from collections.abc import Iterator, Sequence
 
 from gyreflow.state.shared.snapshot import (
     JobMeta,
+    SnapshotCorruptedError,
     SnapshotStore,
     StateChunk,
     TaskSnapshot,
@@ -19,10 +21,32 @@ from gyreflow.state.shared.snapshot import (
     dumps,
     encode_chunk,
     encode_value,
+    loads,
+    make_chunk,
     merge_chunks,
     unpickle_chunk,
     worth_folding,
 )
+
+
+class Folded:
+    """A key group's chunks at or before the horizon folded into one: each key's value pickled on
+    its own with a CRC-32 (over the key group's context and the value). A later fold adds what the
+    newer chunks wrote and drops what they removed without reading or writing the other values
+    again: a change log's large merged slots are copied once, not at every fold."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: dict) -> None:
+        self.values = values  # key -> (CRC-32, pickled value); never changed once stored
+
+    def size(self) -> int:
+        return sum(len(pickled) for _, pickled in self.values.values())
+
+
+def folded_context(table: str, key_group: int) -> int:
+    """The CRC-32 a folded value's check starts from: its table and key group."""
+    return zlib.crc32(f"folded\0{table}\0{key_group}\0".encode())
 
 
 class _JobData:
@@ -42,7 +66,9 @@ class MemorySnapshotStore(SnapshotStore):
 
     A snapshot stores one chunk per changed key group and table, as the task pickled it; pruning
     folds the chunks at or before the oldest retained version of the key groups a crossing version
-    changed (``state.snapshot.worth_folding``), so its work follows the change, not the state.
+    changed (``state.snapshot.worth_folding``) into a ``Folded`` chunk, each value pickled on its
+    own, so that its work follows the change, not the state: a later fold reads the newer chunks
+    only, and the values they left alone are kept as they are.
     """
 
     backend_name = "memory"
@@ -79,8 +105,7 @@ class MemorySnapshotStore(SnapshotStore):
                     versions = data.chunks[slot] = {}
                 earlier = versions.get(version)
                 if earlier is not None:  # a version written again: merged into what it wrote
-                    stored = decode_chunk(earlier[1], self._where(job, *slot, version), *slot,
-                                          context=chunk_context(*slot, version))
+                    stored = self._decoded(job, slot, version, earlier[1])
                     chunk = merge_chunks(*slot, [stored, chunk], keep_removed=True)
                 versions[version] = (chunk.count,
                                      encode_chunk(chunk, None, chunk_context(*slot, version)),
@@ -106,6 +131,9 @@ class MemorySnapshotStore(SnapshotStore):
     def read_into(self, job: str, table: str, key_groups: range, version: int, data: dict) -> None:
         # Key groups hold disjoint keys, so chunks are applied straight into ``data``.
         for group, v, blob in self._chunks(job, table, key_groups, version):
+            if type(blob) is Folded:
+                data.update(_unfolded(blob, self._where(job, table, group, v), table, group))
+                continue
             chunk = decode_chunk(blob, self._where(job, table, group, v), table, group,
                                  context=chunk_context(table, group, v))
             keys, values = unpickle_chunk(chunk.keys, chunk.values)
@@ -184,24 +212,45 @@ class MemorySnapshotStore(SnapshotStore):
             return
         last = old[-1]
         keys = versions[last][2]
-        if all(versions[v][2] == keys for v in old[:-1]):
+        if keys is not None and all(versions[v][2] == keys for v in old[:-1]):
             # The same keys rewritten (a key group whose every key changes each window): the last
             # chunk supersedes the others as it is, and what it holds is checked when it is read.
-            for v in old[:-1]:
-                del versions[v]
-                data.by_version.get(v, set()).discard(slot)
+            self._drop(data, slot, versions, old[:-1])
             return
-        chunks: list[StateChunk] = [
-            decode_chunk(versions[v][1], self._where(job, *slot, v), *slot,
-                         context=chunk_context(*slot, v)) for v in old]
-        if not covers(chunks[-1], chunks[:-1]):
-            # The oldest chunk of the key group is among them: a removal has nothing left to hide.
-            chunk = merge_chunks(*slot, chunks, keep_removed=False)
-            versions[last] = (chunk.count, encode_chunk(chunk, None, chunk_context(*slot, last)),
-                              chunk.keys)
-        for v in old[:-1]:
+        first = versions[old[0]][1]
+        if type(first) is Folded:
+            values = dict(first.values)
+            chunks = [self._decoded(job, slot, v, versions[v][1]) for v in old[1:]]
+        else:
+            values = {}
+            chunks = [self._decoded(job, slot, v, versions[v][1]) for v in old]
+            if covers(chunks[-1], chunks[:-1]):
+                self._drop(data, slot, versions, old[:-1])
+                return
+        # The oldest chunk of the key group is among them: a removal has nothing left to hide.
+        start = folded_context(*slot)
+        for chunk in chunks:
+            written, removed = _changes_of(chunk)
+            for key, value in written:
+                pickled = dumps(value)
+                values[key] = (zlib.crc32(pickled, start), pickled)
+            for key in removed:
+                values.pop(key, None)
+        versions[last] = (len(values), Folded(values), None)
+        self._drop(data, slot, versions, old[:-1])
+
+    @staticmethod
+    def _drop(data: _JobData, slot: tuple[str, int], versions: dict, dropped: list) -> None:
+        for v in dropped:
             del versions[v]
             data.by_version.get(v, set()).discard(slot)
+
+    def _decoded(self, job: str, slot: tuple[str, int], version: int, blob) -> StateChunk:
+        """The chunk stored at ``version`` (a folded one as a plain chunk)."""
+        where = self._where(job, *slot, version)
+        if type(blob) is Folded:
+            return make_chunk(*slot, dict(_unfolded(blob, where, *slot)), [])
+        return decode_chunk(blob, where, *slot, context=chunk_context(*slot, version))
 
     def delete_job(self, job: str) -> None:
         with self._lock:
@@ -218,7 +267,8 @@ class MemorySnapshotStore(SnapshotStore):
             if data is None:
                 return sizes
             for (table, _), versions in data.chunks.items():
-                sizes[table] = sizes.get(table, 0) + sum(len(b) for _, b, _ in versions.values())
+                sizes[table] = sizes.get(table, 0) + sum(
+                    b.size() if type(b) is Folded else len(b) for _, b, _ in versions.values())
             sizes["(records)"] = sum(len(b) for vs in data.records.values() for b in vs.values())
             return sizes
 
@@ -234,3 +284,19 @@ def memory_store(namespace: str) -> MemorySnapshotStore:
         if store is None:
             store = _REGISTRY[namespace] = MemorySnapshotStore(namespace)
         return store
+
+
+def _changes_of(chunk: StateChunk) -> tuple[zip, list]:
+    """``((key, value) written, keys removed)`` of a chunk."""
+    keys, values = unpickle_chunk(chunk.keys, chunk.values)
+    return zip(keys[:chunk.written], values, strict=True), keys[chunk.written:]
+
+
+def _unfolded(folded: Folded, where: str, table: str, key_group: int) -> Iterator[tuple]:
+    """The ``(key, value)`` pairs of a folded chunk, each value checked first."""
+    start = folded_context(table, key_group)
+    for key, (check, pickled) in folded.values.items():
+        if zlib.crc32(pickled, start) != check:
+            msg = f"snapshot chunk failed its checksum at {where}"
+            raise SnapshotCorruptedError(msg)
+        yield key, loads(pickled)

@@ -131,3 +131,37 @@ def test_the_per_key_layout_of_older_versions_is_refused_in_one_line(tmp_path):
         assert "older layout" in message and "--fresh" in message and "\n" not in message
     finally:
         store.close()
+
+
+def test_a_fold_keeps_large_values_it_did_not_change_and_checks_them_when_read():
+    """The memory store folds a key group's old chunks into one whose values are pickled one by
+    one (``memory.Folded``): a later fold adds the newer chunks' keys without copying the others'
+    bytes, every version still reads as a plain replay, and a damaged value is named."""
+    from gyreflow.state.stores.memory import Folded
+
+    store = MemorySnapshotStore("fold-large")
+    job = "large"
+    big = "b" * 100_000
+    keys = [k for k in (f"k{i}" for i in range(400)) if key_group_of(k, MP) == 5][:6]
+    model = {keys[0]: big}
+    write(store, job, 1, dict(model))
+    versions = store._jobs[job].chunks[("t", 5)]
+    kept = set()  # the stored bytes of the large value, by identity, at the end of each version
+    for version in range(2, 40):
+        changed = {keys[1 + version % 5]: version}
+        removed = [keys[1 + (version + 2) % 5]] if version % 3 == 0 else []
+        for key in removed:
+            model.pop(key, None)
+        model.update(changed)
+        write(store, job, version, changed, removed)
+        store.prune(job, [version - 1], version - 1)
+        assert read(store, job, version) == model
+        oldest = versions[min(versions)][1]
+        if type(oldest) is Folded:
+            kept.add(id(oldest.values[keys[0]][1]))
+    assert len(kept) == 1  # folded again and again, never copied
+    oldest = versions[min(versions)][1]
+    check, pickled = oldest.values[keys[0]]
+    oldest.values[keys[0]] = (check, pickled[:-2] + b"x.")
+    with pytest.raises(SnapshotCorruptedError, match=f"key group=5 version={min(versions)}"):
+        read(store, job, 39)
