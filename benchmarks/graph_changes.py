@@ -66,12 +66,14 @@ on the way down, smallest values first, a vertex keeping its value when a neighb
 still offers it (WCC then starts again almost no vertex; a removed edge near the BFS or SSSP source
 changes the distances of thousands, which are repaired among the task's own vertices within the
 window's one superstep). PageRank pushes the window's residuals until each is below the bound that
-puts every rank within the tolerance: at 1e-10 they first reach nearly every vertex, as a
-recomputation's do (docs/graphs.md, Performance). Over a long run the upkeep also pays the
-compactions that keep restores and memory bounded (the matrices' changes merged into a new base,
-pending chunks applied, the store's old versions folded): they come every few to every hundred
-windows, so a short run's median misses them, and the long run's mean is the line above. Runs on
-this shared machine move each ratio by 0.1-0.3."""
+puts every rank within the tolerance: the window's new vertices each bring a teleport share that
+moves every vertex's value by far more than that bound at 1e-10, so a window takes about as many
+whole-graph rounds as a recomputation (some 20 against 22), and it also stores every value it
+moved, which a recomputation keeps nowhere (docs/graphs.md, Performance). Over a long run the
+upkeep also pays the compactions that keep restores and memory bounded (the matrices' changes
+merged into a new base, pending chunks applied, the store's old versions folded): they come every
+few to every hundred windows, so a short run's median misses them, and the long run's mean is the
+line above. Runs on this shared machine move each ratio by 0.1-0.3."""
 TOLERANCE = 1e-10
 err = Console(stderr=True)
 
