@@ -210,6 +210,7 @@ class ArraySupersteps:
                     old[:] = values
                     table.pending.pop(key, None)
                     table.changed.add(key)
+                    table.removed.discard(key)
                     continue
                 changed = values[here]
                 old[here] = changed
