@@ -9,6 +9,8 @@ import random
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gyreflow.state.keys.keygroups import key_group_of
 from gyreflow.state.shared.snapshot import (
@@ -165,3 +167,38 @@ def test_a_fold_keeps_large_values_it_did_not_change_and_checks_them_when_read()
     oldest.values[keys[0]] = (check, pickled[:-2] + b"x.")
     with pytest.raises(SnapshotCorruptedError, match=f"key group=5 version={min(versions)}"):
         read(store, job, 39)
+
+
+KEYS = [f"k{i}" for i in range(40)]  # about 2.5 a key group: chunks that cover and that do not
+_OPS = st.lists(st.tuples(
+    st.dictionaries(st.sampled_from(KEYS),
+                    st.one_of(st.integers(), st.binary(max_size=64), st.text(max_size=8),
+                              st.tuples(st.integers(), st.none())), max_size=6),
+    st.sets(st.sampled_from(KEYS), max_size=3),
+    st.integers(1, 3)), min_size=1, max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops=_OPS)
+def test_memory_folds_read_back_as_a_replay_whatever_the_changes(ops):
+    """Any sequence of writes, removals (of keys there or not) and prunes keeping one to three
+    versions (the oldest retained never moves back, as the driver's): every retained version
+    reads as a plain dict replay, folded or not."""
+    store = MemorySnapshotStore("fold-property")
+    job = "property"
+    model: dict = {}
+    states: dict = {}
+    horizon = 0  # the oldest retained version; those above it up to the new one cross it
+    for version, (changed, removed, kept) in enumerate(ops, start=1):
+        removed = removed - set(changed)
+        write(store, job, version, changed, removed)
+        model.update(changed)
+        for key in removed:
+            model.pop(key, None)
+        states[version] = dict(model)
+        crossing = range(horizon + 1, max(horizon, version - kept + 1) + 1)
+        horizon = max(horizon, version - kept + 1)
+        if horizon:
+            store.prune(job, list(crossing), horizon)
+        for v in range(max(horizon, 1), version + 1):
+            assert read(store, job, v) == states[v]
