@@ -23,10 +23,9 @@ from _state_contract import (
     ctx_fixture,  # noqa: F401 - the ``ctx`` fixture
     record,
     row,
-    stored_cells,
-    total_size,
     with_pg_options,
 )
+from _stored_state import stored_cells, total_size
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -9,25 +9,27 @@ import attrs
 import pytest
 from _state_contract import (
     ALL,
+    MP,
+    ctx_fixture,  # noqa: F401 - the ``ctx`` fixture
+    record,
+    row,
+)
+from _stored_state import (
     DAMAGE,
     HEADER,
-    MP,
     check_corrupted,
     chunk_context,
     chunk_key,
     corrupt_meta,
     corrupt_record,
     corrupt_row,
-    ctx_fixture,  # noqa: F401 - the ``ctx`` fixture
     flip_last,
     outcome,
     parse_chunk,
-    record,
     rocksdb_databases,
     rocksdb_items,
     rocksdb_key,
     rocksdb_table_dir,
-    row,
 )
 from rocksdict import Options, Rdict
 

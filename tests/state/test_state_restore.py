@@ -23,11 +23,10 @@ from _state_contract import (
     Model,
     ctx_fixture,  # noqa: F401 - the ``ctx`` fixture
     restore,
-    rocksdb_table_dir,
     row,
     snapshot_of,
-    stored_cells,
 )
+from _stored_state import rocksdb_table_dir, stored_cells
 
 from gyreflow.api.config import Config
 from gyreflow.state.backends import (
