@@ -56,14 +56,17 @@ def attack(address, family: str, held: list) -> list[str]:
         seen.append("wrong key accepted")
     except (AuthenticationError, EOFError, OSError):
         seen.append("wrong key refused")
-    with socket.socket(kind) as garbage:
-        garbage.connect(target)
-        garbage.sendall(b"\x00\x00\x00\x10not a challenge!" * 4)
-    with socket.socket(kind) as closed:
-        closed.connect(target)
-    silent = socket.socket(kind)
-    silent.connect(target)
-    held.append(silent)
+    try:
+        with socket.socket(kind) as garbage:
+            garbage.connect(target)
+            garbage.sendall(b"\x00\x00\x00\x10not a challenge!" * 4)
+        with socket.socket(kind) as closed:
+            closed.connect(target)
+        silent = socket.socket(kind)
+        silent.connect(target)
+        held.append(silent)
+    except (FileNotFoundError, ConnectionRefusedError):
+        pass  # the job already ended and closed the listener (a loaded machine's timing)
     return seen
 
 
