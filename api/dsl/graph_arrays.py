@@ -13,7 +13,6 @@ GeaFlow's traversal merges them. Everything else runs on the row matcher of ``gr
 
 from __future__ import annotations
 
-import gc
 import itertools
 from types import SimpleNamespace
 
@@ -24,6 +23,7 @@ from sqlglot import exp
 from gyreflow.api.dsl.gql import GqlQuery
 from gyreflow.api.dsl.queries import Relation
 from gyreflow.api.graph.query.syntax import NodePattern, PathPattern, QueryAst, RelPattern, ReturnItem
+from gyreflow.runtime.dataflow.zipped import zipped_rows
 
 
 def _reads_only_itself(pattern) -> bool:
@@ -279,13 +279,7 @@ def array_relation(query: GqlQuery, graph, filters, order: list[str]) -> Relatio
     heads = [elements.get(var, nothing) for var in order]
     tails = [np.fromiter((e.get(key) for e in elements[var].tolist()), dtype=object, count=count)
              if var in elements else nothing for var in order for key in props[var]]
-    collecting = gc.isenabled()
-    gc.disable()  # a row is a tuple of objects: the cycle collector would visit them all, often
-    try:
-        out = list(zip(*(column.tolist() for column in heads + tails), strict=True)) if count else []
-    finally:
-        if collecting:
-            gc.enable()
+    out = zipped_rows(*(column.tolist() for column in heads + tails)) if count else []
     return Relation(columns, out)
 
 

@@ -11,7 +11,6 @@ property a binding reads as NULL, or of mixed types, makes ``array_return`` give
 
 from __future__ import annotations
 
-import gc
 import math
 
 import numpy as np
@@ -20,6 +19,7 @@ from sqlglot import exp
 import gyreflow.api.dsl.functions as fns
 from gyreflow.api.dsl.graphs import Vertex
 from gyreflow.api.dsl.queries import Relation, _property, function_args, function_name
+from gyreflow.runtime.dataflow.zipped import zipped_rows
 
 AGGREGATES = ("count", "sum", "min", "max", "avg")
 
@@ -311,13 +311,7 @@ def _evaluate(select: exp.Select, bindings: _Bindings) -> Relation:
     index = index[start:start + int(limit.expression.this)] if limit is not None else index[start:]
     picked = [[values[i] for i in index.tolist()] if len(index) < size or
               not np.array_equal(index, np.arange(size)) else values for values in outputs]
-    collecting = gc.isenabled()
-    gc.disable()  # a row is a tuple of objects: the cycle collector would visit them all, often
-    try:
-        out = list(zip(*picked, strict=True)) if picked and len(index) else []
-    finally:
-        if collecting:
-            gc.enable()
+    out = zipped_rows(*picked) if picked and len(index) else []
     return Relation([(None, n) for n in names], out)
 
 

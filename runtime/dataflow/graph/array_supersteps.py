@@ -17,6 +17,7 @@ from gyreflow.runtime.dataflow.graph.arrays import copied, union
 from gyreflow.runtime.dataflow.graph.changelog import set_change
 from gyreflow.runtime.dataflow.graph.chunks import chunk_key
 from gyreflow.runtime.dataflow.graph.supersteps import REMOVAL_SCOPE, REMOVALS, VERTEX_COUNT
+from gyreflow.runtime.dataflow.zipped import zipped_rows
 from gyreflow.runtime.errors import DataError, RecordError
 
 NO_HALVES = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int8))
@@ -120,7 +121,7 @@ class ArraySupersteps:
             except Exception as exc:
                 raise RecordError(self.name, ("result", len(ids), "vertices"), exc) from exc
         results = chosen.tolist() if isinstance(chosen, np.ndarray) else list(chosen)
-        records = list(zip(ids.tolist(), results, strict=True))
+        records = zipped_rows(ids.tolist(), results)
         if self.mode is GraphMode.INCREMENTAL and self.removed:
             records.extend((vid, None) for vid in self.removed)  # an upsert stream's delete
         self.removed = []
