@@ -23,7 +23,7 @@ from sqlglot import exp
 from gyreflow.api.dsl.gql import GqlQuery
 from gyreflow.api.dsl.queries import Relation
 from gyreflow.api.graph.query.syntax import NodePattern, PathPattern, QueryAst, RelPattern, ReturnItem
-from gyreflow.runtime.dataflow.zipped import zipped_rows
+from gyreflow.runtime.dataflow.columns.zipped import zipped_rows
 
 
 def _reads_only_itself(pattern) -> bool:

@@ -19,7 +19,7 @@ from sqlglot import exp
 import gyreflow.api.dsl.functions as fns
 from gyreflow.api.dsl.graphs import Vertex
 from gyreflow.api.dsl.queries import Relation, _property, function_args, function_name
-from gyreflow.runtime.dataflow.zipped import zipped_rows
+from gyreflow.runtime.dataflow.columns.zipped import zipped_rows
 
 AGGREGATES = ("count", "sum", "min", "max", "avg")
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gyreflow.runtime.dataflow.zipped import zipped_rows
+from gyreflow.runtime.dataflow.columns.zipped import zipped_rows
 
 values = st.one_of(st.integers(), st.floats(allow_nan=False), st.text(), st.none(),
                    st.lists(st.integers(), max_size=3))

@@ -11,13 +11,13 @@ import numpy as np
 
 from gyreflow.plan.operators import GraphMode
 from gyreflow.plan.words import plural
+from gyreflow.runtime.dataflow.columns.zipped import zipped_rows
 from gyreflow.runtime.dataflow.graph.array_context import ArrayContext, receive, split_outgoing
 from gyreflow.runtime.dataflow.graph.array_input import NO_EDGES, concat_values, differs
 from gyreflow.runtime.dataflow.graph.arrays import copied, union
 from gyreflow.runtime.dataflow.graph.changelog import set_change
 from gyreflow.runtime.dataflow.graph.chunks import chunk_key
 from gyreflow.runtime.dataflow.graph.supersteps import REMOVAL_SCOPE, REMOVALS, VERTEX_COUNT
-from gyreflow.runtime.dataflow.zipped import zipped_rows
 from gyreflow.runtime.errors import DataError, RecordError
 
 NO_HALVES = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int8))
