@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from gyreflow.plan.words import plural
-from gyreflow.runtime.dataflow.graph.arrays import reduce_messages, row_edges
+from gyreflow.runtime.dataflow.graph.arrays import reduce_messages, row_edges, rows_at
 from gyreflow.runtime.dataflow.graph.chunks import IN, OUT
 from gyreflow.runtime.dataflow.graph.context import add_to_aggregate
 from gyreflow.runtime.dataflow.graph.partition import Partition
@@ -183,7 +183,7 @@ class ArrayContext:
         values said as they were and compares and stores them only, not every vertex's."""
         if self.reported is not None:
             positions = np.asarray(positions, dtype=np.int64)
-            self.reported.append((positions, self.values[positions]))
+            self.reported.append((positions, rows_at(self.values, positions)))
 
     def send(self, columns, values) -> None:
         """Send ``values[i]`` (or one value to all) to column ``columns[i]``."""

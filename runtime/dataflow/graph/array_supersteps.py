@@ -14,7 +14,7 @@ from gyreflow.plan.words import plural
 from gyreflow.runtime.dataflow.columns.zipped import zipped_rows
 from gyreflow.runtime.dataflow.graph.array_context import ArrayContext, receive, split_outgoing
 from gyreflow.runtime.dataflow.graph.array_input import NO_EDGES, concat_values, differs
-from gyreflow.runtime.dataflow.graph.arrays import copied, union
+from gyreflow.runtime.dataflow.graph.arrays import assign, copied, rows_at, set_rows, union
 from gyreflow.runtime.dataflow.graph.changelog import set_change
 from gyreflow.runtime.dataflow.graph.chunks import chunk_key
 from gyreflow.runtime.dataflow.graph.supersteps import REMOVAL_SCOPE, REMOVALS, VERTEX_COUNT
@@ -112,7 +112,7 @@ class ArraySupersteps:
         else:
             positions = None
         ids = part.ids if positions is None else part.ids[positions]
-        chosen = values if positions is None else values[positions]
+        chosen = values if positions is None else rows_at(values, positions)
         if not self.plain_result:
             try:
                 chosen = self.program.result(ids, chosen)
@@ -149,7 +149,7 @@ class ArraySupersteps:
             return
         before = copied(self.values)
         for positions, old in reversed(self.reported):  # the first value kept wins
-            before[positions] = old
+            set_rows(before, positions, old)
         self.before, self.reported = before, None
 
     def _changed(self) -> tuple[np.ndarray, tuple | None]:
@@ -173,7 +173,7 @@ class ArraySupersteps:
         changed[fresh] = True
         positions = np.flatnonzero(changed)
         at = np.flatnonzero(~_marked(fresh, len(values))[positions])
-        return positions, (at, before[positions[at]])
+        return positions, (at, rows_at(before, positions[at]))
 
     def _shown(self, ids, results, at, before) -> tuple:
         """Of the vertices whose value changed, those whose result changed too (new ones always):
@@ -208,13 +208,13 @@ class ArraySupersteps:
                 if 2 * len(here) >= len(values):
                     # Most of the group changed (PageRank's every window): written whole, it
                     # weighs less than its change (positions and values) and brings no fold.
-                    old[:] = values
+                    assign(old, values)
                     table.pending.pop(key, None)
                     table.changed.add(key)
                     table.removed.discard(key)
                     continue
-                changed = values[here]
-                old[here] = changed
+                changed = rows_at(values, here)
+                set_rows(old, here, changed)
                 table.record(key, set_change(here, changed, values[:0]))
                 continue
             new = copied(values)
@@ -223,7 +223,7 @@ class ArraySupersteps:
                 table.changed.add(key)  # written whole
                 continue
             here = here[here < len(old)]
-            table.record(key, set_change(here, new[here], new[len(old):]))
+            table.record(key, set_change(here, rows_at(new, here), new[len(old):]))
 
     def progress(self, done: int, payload: tuple, inbox) -> bytes:
         """Where the window stands after superstep ``done`` (an iteration snapshot)."""

@@ -72,6 +72,37 @@ def copied(array: np.ndarray) -> np.ndarray:
     return array.view(raw).copy().view(array.dtype)
 
 
+def rows_at(array: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """``array[positions]`` for integer ``positions``: numpy's ``take``, which moves a
+    structured array's items whole where indexing goes field by field (200,000 of 24 bytes:
+    0.6 ms against 5.9 here).
+
+    >>> values = np.array([(1, 2.5), (3, 4.5)], dtype=[("a", np.int64), ("b", np.float64)])
+    >>> rows_at(values, np.array([1, 1, 0])).tolist()
+    [(3, 4.5), (3, 4.5), (1, 2.5)]
+    """
+    return np.take(array, positions)
+
+
+def set_rows(array: np.ndarray, positions: np.ndarray, values: np.ndarray) -> None:
+    """``array[positions] = values`` for integer ``positions`` and as many ``values``: numpy's
+    ``put`` (whole items, see ``rows_at``)."""
+    if len(positions) != len(values):
+        msg = f"{len(positions)} positions for {len(values)} values"
+        raise ValueError(msg)
+    np.put(array, positions, values)
+
+
+def assign(target: np.ndarray, source: np.ndarray) -> None:
+    """``target[:] = source`` for arrays of one dtype, a structured one moved as bytes
+    (``raw_items``)."""
+    raw = raw_items(target.dtype)
+    if raw is None or source.dtype != target.dtype:
+        target[:] = source
+    else:
+        target.view(raw)[:] = source.view(raw)
+
+
 def concat_ids(parts: list[np.ndarray]) -> np.ndarray:
     """Concatenate id arrays; int64 stays int64, a mix becomes objects."""
     if not parts:
