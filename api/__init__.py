@@ -19,6 +19,9 @@ if _typing.TYPE_CHECKING:
     from gyreflow.api.connectors.directory_source import (
         DirectorySource,
     )
+    from gyreflow.api.connectors.file_source import (
+        FileSource,
+    )
     from gyreflow.api.connectors.postgres import (
         PostgresSink,
         PostgresSource,
@@ -34,7 +37,6 @@ if _typing.TYPE_CHECKING:
     from gyreflow.api.connectors.sources import (
         ArrowSource,
         CollectionSource,
-        FileSource,
         GeneratorSource,
         Source,
         SourceReader,
@@ -106,7 +108,7 @@ _EXPORTS: dict[str, str] = {
     "EventTimeStream": "gyreflow.api.language.windowed",
     "EventWindow": "gyreflow.runtime.dataflow.time.event_time",
     "FileSink": "gyreflow.api.connectors.sinks",
-    "FileSource": "gyreflow.api.connectors.sources",
+    "FileSource": "gyreflow.api.connectors.file_source",
     "GeneratorSource": "gyreflow.api.connectors.sources",
     "JobListener": "gyreflow.api.service.listeners",
     "JsonLinesListener": "gyreflow.api.service.listeners",

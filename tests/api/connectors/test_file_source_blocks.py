@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gyreflow.api import FileSource
-from gyreflow.api.connectors import sources
+from gyreflow.api.connectors import file_source
 from gyreflow.runtime.errors import DataError
 
 
@@ -62,7 +62,7 @@ def test_ascii_blocks_decoded_at_once_equal_the_lines_of_each_split(
 def check_reads(tmp_path, monkeypatch, pieces, parallelism, block, steps, resume_after):
     """Every task's reads, in batches of ``steps`` and resumed once from its offset, against the
     oracle's lines of its split."""
-    monkeypatch.setattr(sources._TextFileReader, "BLOCK", block)
+    monkeypatch.setattr(file_source._TextFileReader, "BLOCK", block)
     data = "".join(pieces).encode("utf-8")
     path = tmp_path / "lines.txt"
     path.write_bytes(data)
@@ -90,7 +90,7 @@ def check_reads(tmp_path, monkeypatch, pieces, parallelism, block, steps, resume
 
 
 def test_a_compressed_file_is_read_in_blocks_too(tmp_path, monkeypatch):
-    monkeypatch.setattr(sources._TextFileReader, "BLOCK", 5)
+    monkeypatch.setattr(file_source._TextFileReader, "BLOCK", 5)
     data = "one\r\ntwo\n\nthree é\rfour\nlast\r".encode()
     path = tmp_path / "lines.txt.gz"
     path.write_bytes(gzip.compress(data))
@@ -103,7 +103,7 @@ def test_a_compressed_file_is_read_in_blocks_too(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("block", [4, 1 << 18])
 def test_a_line_that_is_not_utf8_is_named_by_its_offsets(tmp_path, monkeypatch, block):
-    monkeypatch.setattr(sources._TextFileReader, "BLOCK", block)
+    monkeypatch.setattr(file_source._TextFileReader, "BLOCK", block)
     path = tmp_path / "bad.txt"
     path.write_bytes(b"ok\nfine\nbad \xff line\nafter\n")
     reader = FileSource(path).create_reader(0, 1)
