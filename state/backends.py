@@ -88,7 +88,8 @@ class RocksDBStateBackend(StateBackend):
 
     def open_store(self) -> SnapshotStore:
         if self.checkpoint_url:
-            from gyreflow.state.stores.checkpoint import CheckpointSnapshotStore, is_local_url
+            from gyreflow.state.stores.checkpoint import CheckpointSnapshotStore
+            from gyreflow.state.stores.checkpoint_location import is_local_url
             from gyreflow.state.stores.local_copies import default_root
 
             wanted = self.local_copies == "on" or (

@@ -181,7 +181,11 @@ def probe_shared(spark_context, backend, locations: list[tuple[str, str]]) -> No
 
     from gyreflow.state.backends import _nested
     from gyreflow.state.shared.snapshot import BackendUnavailableError
-    from gyreflow.state.stores.checkpoint import check_endpoint, location_failure, shown_location
+    from gyreflow.state.stores.checkpoint_location import (
+        check_endpoint,
+        location_failure,
+        shown_location,
+    )
 
     options = _nested(getattr(backend, "storage_options", ()))
     tokens = []

@@ -30,16 +30,13 @@ snapshot is a few large values, so reopening replays little).
 
 from __future__ import annotations
 
-import contextlib
 import os
-import pickle
 import shutil
-import struct
 import threading
 import urllib.parse
 from collections.abc import Iterator, Sequence
 
-from rocksdict import AccessType, DBRecoveryMode, Options, Rdict, WriteBatch, WriteOptions
+from rocksdict import AccessType, Rdict, WriteBatch, WriteOptions
 
 from gyreflow.state.keys.keygroups import short_of
 from gyreflow.state.shared.private import (
@@ -48,7 +45,7 @@ from gyreflow.state.shared.private import (
     private_umask,
     release_private_umask,
 )
-from gyreflow.state.shared.sealing import TAG_SIZE, Seal, Seals
+from gyreflow.state.shared.sealing import Seals
 from gyreflow.state.shared.snapshot import (
     BackendUnavailableError,
     JobMeta,
@@ -60,102 +57,38 @@ from gyreflow.state.shared.snapshot import (
     decode_value,
     dumps,
     encode_value,
-    loads,
-    make_chunk,
     record_context,
     set_aside_name,
     stored_range,
     unpickle_chunk,
 )
+from gyreflow.state.stores.rocksdb_format import (
+    CHUNK,
+    COUNT,
+    META_KEY,
+    SLOT,
+    STATS,
+    VERSION,
+    WATERMARK,
+    DamagedChunkError,
+    chunk_of_stored,
+    covers_all,
+    damage_reported,
+    database_options,
+    framed_chunk,
+    mark_context,
+    mark_version,
+    merged_chunk,
+    note_chunk,
+    quoted_name,
+    scan,
+    stored_chunk_context,
+    unframed_chunk,
+)
 
-_VERSION = struct.Struct(">Q")
-_SLOT = struct.Struct(">HQ")  # key group, version
-_COUNT = struct.Struct(">I")
-# tag of everything after it, written keys, key count, length of the keys list, tag of the keys
-_FRAME = struct.Struct(f">{TAG_SIZE}sIII{TAG_SIZE}s")
-_FRAME_TAIL = struct.Struct(f">III{TAG_SIZE}s")
-_CHUNK, _STATS = b"c", b"n"
-_WATERMARK = b"w"  # the newest version written to a range database (sorts after every c and n key)
-_META_KEY = b"m"
 # Chunks at or before the horizon that get folded whatever their sizes: 32 to 63, by key group, so
 # that key groups changing at the same pace are not all rewritten by the same prune.
 _FOLD_LIMIT, _FOLD_SPREAD = 32, 32
-
-
-_WRITE_BUFFER = 4 << 20  # per database: a long run flushes (dropping tombstones) instead of growing
-
-
-def _options(create: bool) -> Options:
-    """Options of every database: small memtables, few info logs, a bounded manifest, and
-    compaction of files that are mostly deletions (pruning deletes what each window supersedes)."""
-    options = Options(raw_mode=True)
-    options.create_if_missing(create)
-    options.set_write_buffer_size(_WRITE_BUFFER)
-    options.set_max_write_buffer_number(2)
-    options.set_keep_log_file_num(2)
-    options.set_max_log_file_size(1 << 20)
-    options.set_max_manifest_file_size(1 << 20)
-    options.add_compact_on_deletion_collector_factory(128, 64, 0.5)
-    # A damaged write-ahead log fails the open instead of silently dropping what followed the
-    # damage. Only an incomplete last record is passed over: a process killed while writing it
-    # (RocksDB may write one record in several system calls) had not been told it was written.
-    options.set_wal_recovery_mode(DBRecoveryMode.tolerate_corrupted_tail_records())
-    return options
-
-
-def _quote(name: str) -> str:
-    return urllib.parse.quote(name, safe="")
-
-
-def _chunk_context(table: str, group: int, version: int) -> bytes:
-    return f"chunk\0{table}\0{group}\0{version}\0".encode()
-
-
-def _frame(chunk: StateChunk, seal: Seal, version: int) -> bytes:
-    keys, values = chunk.keys, chunk.values
-    context = _chunk_context(chunk.table, chunk.key_group, version)
-    tail = _FRAME_TAIL.pack(chunk.written, chunk.count, len(keys), seal.tag(context, keys))
-    return seal.tag(context, tail, keys, values) + tail + keys + values
-
-
-class _DamagedChunkError(ValueError):
-    """A stored chunk failed its tag or framing; ``keys`` are its keys when they are intact."""
-
-    def __init__(self, keys: list | None = None) -> None:
-        super().__init__()
-        self.keys = keys
-
-
-def _unframe(blob: bytes | None, seal: Seal, context: bytes) -> tuple[int, int, bytes, bytes]:
-    """``(written, count, keys, values)`` of a stored chunk; raises ``_DamagedChunkError``.
-
-    Nothing is unpickled before its tag matched: the keys of a damaged chunk are named only when
-    their own tag does."""
-    if blob is None or len(blob) < _FRAME.size:
-        raise _DamagedChunkError
-    tag, written, count, length, keys_tag = _FRAME.unpack_from(blob)
-    view = memoryview(blob)
-    if not seal.matches(tag, context, view[TAG_SIZE:]):
-        keys = None
-        if _FRAME.size + length <= len(blob):
-            keys_blob = view[_FRAME.size:_FRAME.size + length]
-            if seal.matches(keys_tag, context, keys_blob):
-                try:
-                    keys = pickle.loads(keys_blob)
-                except Exception:  # noqa: BLE001 - damaged beyond naming its keys
-                    keys = None
-        raise _DamagedChunkError(keys)
-    if written > count or _FRAME.size + length > len(blob):
-        raise _DamagedChunkError
-    return written, count, blob[_FRAME.size:_FRAME.size + length], blob[_FRAME.size + length:]
-
-
-def _scan(db: Rdict, prefix: bytes, start: bytes = b"",
-          stop: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
-    for key, value in db.items(from_key=prefix + start):
-        if not key.startswith(prefix) or (stop is not None and key[len(prefix):] >= stop):
-            return
-        yield key, value
 
 
 class RocksDBSnapshotStore(SnapshotStore):
@@ -186,7 +119,7 @@ class RocksDBSnapshotStore(SnapshotStore):
         self._sync = WriteOptions()
         self._sync.sync = True
         self._write_options = self._sync if sync else WriteOptions()
-        self._seals = Seals(secret, lambda job: os.path.join(self.path, _quote(job) + ".key"),
+        self._seals = Seals(secret, lambda job: os.path.join(self.path, quoted_name(job) + ".key"),
                             self.location())
         hold_private_umask()  # files RocksDB's threads create later are 0600 too
         self._holding = True
@@ -197,7 +130,7 @@ class RocksDBSnapshotStore(SnapshotStore):
     # Databases -----------------------------------------------------------------------------
 
     def _job_dir(self, job: str) -> str:
-        return os.path.join(self.path, _quote(job))
+        return os.path.join(self.path, quoted_name(job))
 
     def _open(self, path: str, write: bool = True) -> Rdict | None:
         """The database at ``path``: read-write (created if missing) or, for reading, read-only
@@ -212,16 +145,16 @@ class RocksDBSnapshotStore(SnapshotStore):
                 if db is None:
                     if not os.path.exists(os.path.join(path, "CURRENT")):
                         return None
-                    with _damage_reported(path):
-                        db = self._readers[path] = Rdict(path, options=_options(False),
+                    with damage_reported(path):
+                        db = self._readers[path] = Rdict(path, options=database_options(False),
                                                          access_type=AccessType.read_only())
                 return db
             reader = self._readers.pop(path, None)
             if reader is not None:
                 reader.close()
-            with private_umask(), _damage_reported(path):
+            with private_umask(), damage_reported(path):
                 os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-                db = self._dbs[path] = Rdict(path, options=_options(True))
+                db = self._dbs[path] = Rdict(path, options=database_options(True))
             return db
 
     def _forget(self, path: str) -> None:
@@ -237,7 +170,7 @@ class RocksDBSnapshotStore(SnapshotStore):
         return os.path.join(self._job_dir(job), "meta")
 
     def _table_dir(self, job: str, table: str) -> str:
-        return os.path.join(self._job_dir(job), "state", _quote(table))
+        return os.path.join(self._job_dir(job), "state", quoted_name(table))
 
     def _range_paths(self, job: str, table: str | None = None,
                      overlapping: range | None = None) -> list[tuple[str, range, str]]:
@@ -247,7 +180,7 @@ class RocksDBSnapshotStore(SnapshotStore):
         found = []
         if not os.path.isdir(base):
             return found
-        tables = [_quote(table)] if table is not None else sorted(os.listdir(base))
+        tables = [quoted_name(table)] if table is not None else sorted(os.listdir(base))
         for quoted in tables:
             table_dir = os.path.join(base, quoted)
             if not os.path.isdir(table_dir):
@@ -263,7 +196,7 @@ class RocksDBSnapshotStore(SnapshotStore):
         return found
 
     def _damaged(self, job: str, table: str, key_group: int, version: int,
-                 damage: _DamagedChunkError) -> SnapshotCorruptedError:
+                 damage: DamagedChunkError) -> SnapshotCorruptedError:
         keys = ""
         if damage.keys is not None:
             shown = ", ".join(repr(k) for k in damage.keys[:5])
@@ -290,25 +223,25 @@ class RocksDBSnapshotStore(SnapshotStore):
         seal = self._seals.of(job, create=True)
         for table, groups in by_table.items():
             db = self._open(os.path.join(self._table_dir(job, table), f"kg-{kgs.start}-{kgs.stop}"))
-            slots = [_SLOT.pack(group, version) for group in groups]
+            slots = [SLOT.pack(group, version) for group in groups]
             # The watermark only moves forward: a late write of an older version (a task that was
             # built again elsewhere, on Spark) must not pull it back.
-            context = _mark_context(table, kgs)
-            mark = db.get(_WATERMARK)
-            if (_mark_version(mark, seal, context) or 0) < version:
-                mark = _VERSION.pack(version) + seal.tag(context, _VERSION.pack(version))
+            context = mark_context(table, kgs)
+            mark = db.get(WATERMARK)
+            if (mark_version(mark, seal, context) or 0) < version:
+                mark = VERSION.pack(version) + seal.tag(context, VERSION.pack(version))
             if not slots:
                 # Nothing changed: the watermark alone says the version reached this database.
-                db.put(_WATERMARK, mark, self._write_options)
+                db.put(WATERMARK, mark, self._write_options)
                 continue
             # A version written again (a retried write) is merged into what it wrote before. Its
             # small count entries say whether there is one: looking up the chunks themselves would
             # read the blocks of the key groups' large older chunks next to them.
             earlier = [None] * len(slots)
-            again = [i for i, count in enumerate(db.get([_STATS + slot for slot in slots]))
+            again = [i for i, count in enumerate(db.get([STATS + slot for slot in slots]))
                      if count is not None]
             if again:
-                for i, stored in zip(again, db.get([_CHUNK + slots[i] for i in again]), strict=True):
+                for i, stored in zip(again, db.get([CHUNK + slots[i] for i in again]), strict=True):
                     earlier[i] = stored if stored is not None else b""
             batch = WriteBatch(raw_mode=True)
             path = os.path.join(self._table_dir(job, table), f"kg-{kgs.start}-{kgs.stop}")
@@ -316,23 +249,23 @@ class RocksDBSnapshotStore(SnapshotStore):
             for (group, chunks), slot, stored in zip(groups.items(), slots, earlier, strict=True):
                 if stored is not None:
                     try:
-                        chunks = [_chunk_of_stored(table, group, stored, seal, version), *chunks]
-                    except _DamagedChunkError as damage:
+                        chunks = [chunk_of_stored(table, group, stored, seal, version), *chunks]
+                    except DamagedChunkError as damage:
                         raise self._damaged(job, table, group, version, damage) from None
-                chunk = chunks[0] if len(chunks) == 1 else _merge(table, group, chunks, True)
-                batch.put(_CHUNK + slot, _frame(chunk, seal, version))
-                batch.put(_STATS + slot, _COUNT.pack(chunk.count))
-                _note(stats, group, version, chunk.count)
-            batch.put(_WATERMARK, mark)
+                chunk = chunks[0] if len(chunks) == 1 else merged_chunk(table, group, chunks, True)
+                batch.put(CHUNK + slot, framed_chunk(chunk, seal, version))
+                batch.put(STATS + slot, COUNT.pack(chunk.count))
+                note_chunk(stats, group, version, chunk.count)
+            batch.put(WATERMARK, mark)
             db.write(batch, self._write_options)
         for record in snapshot.records:
             db = self._open(self._record_path(job, record.kind, record.name, record.index))
             context = record_context(record.kind, record.name, record.index, version)
-            db.put(_VERSION.pack(version), encode_value(record.value, seal, context),
+            db.put(VERSION.pack(version), encode_value(record.value, seal, context),
                    self._write_options)
 
     def _record_path(self, job: str, kind: str, name: str, index: int) -> str:
-        return os.path.join(self._job_dir(job), "records", _quote(f"{kind}:{name}:{index}"))
+        return os.path.join(self._job_dir(job), "records", quoted_name(f"{kind}:{name}:{index}"))
 
     def _record_paths(self, job: str) -> list[str]:
         base = os.path.join(self._job_dir(job), "records")
@@ -347,11 +280,11 @@ class RocksDBSnapshotStore(SnapshotStore):
     def lock_job(self, job: str):
         from gyreflow.state.shared.job_lock import FileJobLock
 
-        return FileJobLock(os.path.join(self.path, _quote(job) + ".lock"), job, self.location())
+        return FileJobLock(os.path.join(self.path, quoted_name(job) + ".lock"), job, self.location())
 
     def commit(self, meta: JobMeta) -> None:
         blob = meta.to_bytes(self._seals.of(meta.job, create=True))
-        self._open(self._meta_path(meta.job)).put(_META_KEY, blob, self._sync)
+        self._open(self._meta_path(meta.job)).put(META_KEY, blob, self._sync)
 
     # Reading -------------------------------------------------------------------------------
 
@@ -359,15 +292,15 @@ class RocksDBSnapshotStore(SnapshotStore):
                 version: int) -> Iterator[tuple[int, int, bytes]]:
         """``(key group, version, stored chunk)`` of ``table`` in ``key_groups`` up to ``version``,
         by key group then version, merged over the ranges of every layout."""
-        start, stop = _SLOT.pack(key_groups.start, 0), _SLOT.pack(key_groups.stop, 0)
+        start, stop = SLOT.pack(key_groups.start, 0), SLOT.pack(key_groups.stop, 0)
         found = []
         paths = self._range_paths(job, table, key_groups)
         for _, _, path in paths:
             db = self._open(path, write=False)
             if db is None:
                 continue
-            for key, value in _scan(db, _CHUNK, start, stop):
-                group, v = _SLOT.unpack_from(key, 1)
+            for key, value in scan(db, CHUNK, start, stop):
+                group, v = SLOT.unpack_from(key, 1)
                 if v <= version:
                     found.append((group, v, value))
         if len(paths) > 1:
@@ -376,13 +309,13 @@ class RocksDBSnapshotStore(SnapshotStore):
 
     def read_into(self, job: str, table: str, key_groups: range, version: int, data: dict) -> None:
         # Key groups hold disjoint keys, so chunks are applied straight into ``data``.
-        with _damage_reported(self._table_dir(job, table)):
+        with damage_reported(self._table_dir(job, table)):
             chunks = self._chunks(job, table, key_groups, version)
         seal = self._seals.of(job) if chunks else None
         for group, v, blob in chunks:
             try:
-                written, _, keys, values = _unframe(blob, seal, _chunk_context(table, group, v))
-            except _DamagedChunkError as damage:
+                written, _, keys, values = unframed_chunk(blob, seal, stored_chunk_context(table, group, v))
+            except DamagedChunkError as damage:
                 raise self._damaged(job, table, group, v, damage) from None
             keys, values = unpickle_chunk(keys, values)
             data.update(zip(keys[:written] if len(keys) > written else keys, values, strict=True))
@@ -398,7 +331,7 @@ class RocksDBSnapshotStore(SnapshotStore):
         silently less state."""
         if version <= 0:
             return
-        with _damage_reported(self._table_dir(job, table)):
+        with damage_reported(self._table_dir(job, table)):
             self._verify_reached(job, table, key_groups, version)
 
     def _verify_reached(self, job: str, table: str, key_groups: range, version: int) -> None:
@@ -411,9 +344,9 @@ class RocksDBSnapshotStore(SnapshotStore):
         reached = []
         for _, kgs, path in paths:
             db = self._open(path, write=False)
-            mark = db.get(_WATERMARK) if db is not None else None
-            reached.append((kgs, _mark_version(mark, self._seals.of(job),
-                                               _mark_context(table, kgs)) or 0))
+            mark = db.get(WATERMARK) if db is not None else None
+            reached.append((kgs, mark_version(mark, self._seals.of(job),
+                                               mark_context(table, kgs)) or 0))
         short = short_of(key_groups, reached, version)
         if short is not None:
             groups, at = short
@@ -435,9 +368,9 @@ class RocksDBSnapshotStore(SnapshotStore):
         if db is None:
             return None
         found = None
-        with _damage_reported(self._record_path(job, kind, name, index)):
-            for key, value in db.items(from_key=_VERSION.pack(version), backwards=True):
-                found = (_VERSION.unpack(key)[0], value)  # the latest version at or before it
+        with damage_reported(self._record_path(job, kind, name, index)):
+            for key, value in db.items(from_key=VERSION.pack(version), backwards=True):
+                found = (VERSION.unpack(key)[0], value)  # the latest version at or before it
                 break
         if found is None:
             return None
@@ -449,8 +382,8 @@ class RocksDBSnapshotStore(SnapshotStore):
         db = self._open(self._meta_path(job), write=False)
         if db is None:
             return None
-        with _damage_reported(self._meta_path(job)):
-            blob = db.get(_META_KEY)
+        with damage_reported(self._meta_path(job)):
+            blob = db.get(META_KEY)
         if blob is None:
             return None
         return JobMeta.from_bytes(blob, f"{self.location()} job={job} meta", self._seals.of(job), job)
@@ -463,9 +396,9 @@ class RocksDBSnapshotStore(SnapshotStore):
         stats = self._stats_cache.get(path)
         if stats is None:
             stats = {}
-            for key, value in _scan(db, _STATS):
-                group, version = _SLOT.unpack_from(key, 1)
-                stats.setdefault(group, []).append((version, _COUNT.unpack(value)[0]))
+            for key, value in scan(db, STATS):
+                group, version = SLOT.unpack_from(key, 1)
+                stats.setdefault(group, []).append((version, COUNT.unpack(value)[0]))
             self._stats_cache[path] = stats
         return stats
 
@@ -476,23 +409,23 @@ class RocksDBSnapshotStore(SnapshotStore):
             dropped = False
             # The watermark comes back to ``version`` too: it says which windows the database
             # holds, and a layout that stops writing it must not seem to have gone further.
-            context = _mark_context(table, kgs)
-            if (_mark_version(db.get(_WATERMARK), self._seals.of(job), context) or 0) > version:
-                mark = _VERSION.pack(version)
-                batch.put(_WATERMARK, mark + self._seals.of(job).tag(context, mark))
+            context = mark_context(table, kgs)
+            if (mark_version(db.get(WATERMARK), self._seals.of(job), context) or 0) > version:
+                mark = VERSION.pack(version)
+                batch.put(WATERMARK, mark + self._seals.of(job).tag(context, mark))
                 dropped = True
             for group, versions in self._stats(path, db).items():
                 for v, _ in versions:
                     if v > version:
-                        slot = _SLOT.pack(group, v)
-                        batch.delete(_CHUNK + slot)
-                        batch.delete(_STATS + slot)
+                        slot = SLOT.pack(group, v)
+                        batch.delete(CHUNK + slot)
+                        batch.delete(STATS + slot)
                         dropped = True
                 versions[:] = [(v, count) for v, count in versions if v <= version]
             if dropped:
                 db.write(batch, self._sync)
         for path in self._record_paths(job):
-            self._open(path).delete_range(_VERSION.pack(version + 1), b"\xff" * (_VERSION.size + 1))
+            self._open(path).delete_range(VERSION.pack(version + 1), b"\xff" * (VERSION.size + 1))
 
     def prune(self, job: str, crossing: Sequence[int], horizon: int) -> None:
         # Every resume is to a retained version, all at or after the horizon: the chunks at or before
@@ -514,23 +447,23 @@ class RocksDBSnapshotStore(SnapshotStore):
                     continue  # folding would rewrite more than what was written since
                 # A deletion must stay while another layout may hold an older value of the key.
                 shadows = any(group in other for other in layouts[table] if other != kgs)
-                slots = [_SLOT.pack(group, v) for v, _ in old]
+                slots = [SLOT.pack(group, v) for v, _ in old]
                 chunks = []
                 seal = self._seals.of(job)
-                for (v, _), blob in zip(old, db.get([_CHUNK + s for s in slots]), strict=True):
+                for (v, _), blob in zip(old, db.get([CHUNK + s for s in slots]), strict=True):
                     try:
-                        chunks.append(_chunk_of_stored(table, group, blob, seal, v))
-                    except _DamagedChunkError as damage:
+                        chunks.append(chunk_of_stored(table, group, blob, seal, v))
+                    except DamagedChunkError as damage:
                         raise self._damaged(job, table, group, v, damage) from None
                 for slot in slots[:-1]:
-                    batch.delete(_CHUNK + slot)
-                    batch.delete(_STATS + slot)
+                    batch.delete(CHUNK + slot)
+                    batch.delete(STATS + slot)
                 folded = True
                 count = chunks[-1].count
-                if not _covers(chunks[-1], chunks[:-1]):
-                    chunk = _merge(table, group, chunks, shadows)
-                    batch.put(_CHUNK + slots[-1], _frame(chunk, seal, old[-1][0]))
-                    batch.put(_STATS + slots[-1], _COUNT.pack(chunk.count))
+                if not covers_all(chunks[-1], chunks[:-1]):
+                    chunk = merged_chunk(table, group, chunks, shadows)
+                    batch.put(CHUNK + slots[-1], framed_chunk(chunk, seal, old[-1][0]))
+                    batch.put(STATS + slots[-1], COUNT.pack(chunk.count))
                     count = chunk.count
                 versions[:] = [(old[-1][0], count), *versions[len(old):]]
             if folded:
@@ -540,13 +473,13 @@ class RocksDBSnapshotStore(SnapshotStore):
     def _prune_records(self, job: str, horizon: int) -> None:
         for path in self._record_paths(job):
             db = self._open(path)
-            keep = next(iter(db.keys(from_key=_VERSION.pack(horizon), backwards=True)), None)
+            keep = next(iter(db.keys(from_key=VERSION.pack(horizon), backwards=True)), None)
             if keep is None:
                 continue
             # Point deletes from the oldest version still held: a scan from the start would walk
             # over the deletions of every earlier prune.
             batch = WriteBatch(raw_mode=True)
-            for key in db.keys(from_key=self._record_floor.get(path, _VERSION.pack(0))):
+            for key in db.keys(from_key=self._record_floor.get(path, VERSION.pack(0))):
                 if key >= keep:
                     break
                 batch.delete(key)
@@ -561,7 +494,7 @@ class RocksDBSnapshotStore(SnapshotStore):
                     continue
                 seal = seal or self._seals.of(job)
                 db = self._open(path, write=False)
-                reached = (_mark_version(db.get(_WATERMARK), seal, _mark_context(table, kgs)) or 0
+                reached = (mark_version(db.get(WATERMARK), seal, mark_context(table, kgs)) or 0
                            if db is not None else 0)
                 if reached >= version:
                     continue
@@ -617,7 +550,7 @@ class RocksDBSnapshotStore(SnapshotStore):
         sizes: dict[str, int] = {}
         for table, kgs, path in self._range_paths(job):
             db = self._open(path, write=False)
-            total = sum(len(k) + len(v) for k, v in _scan(db, _CHUNK)) if db is not None else 0
+            total = sum(len(k) + len(v) for k, v in scan(db, CHUNK)) if db is not None else 0
             sizes[f"{table} [{kgs.start}-{kgs.stop - 1}]"] = total
         readers = [self._open(path, write=False) for path in self._record_paths(job)]
         sizes["(records)"] = sum(len(k) + len(v) for db in readers if db is not None
@@ -635,70 +568,3 @@ class RocksDBSnapshotStore(SnapshotStore):
             if self._holding:
                 self._holding = False
                 release_private_umask()
-
-
-_GONE = object()
-
-
-@contextlib.contextmanager
-def _damage_reported(path: str):
-    """RocksDB's own errors (a damaged SST, MANIFEST or CURRENT file, a broken log) as
-    ``SnapshotCorruptedError`` naming the database."""
-    try:
-        yield
-    except (SnapshotCorruptedError, BackendUnavailableError):
-        raise
-    except Exception as exc:  # noqa: BLE001 - rocksdict raises plain Exception for RocksDB status
-        text = " ".join(str(exc).split())
-        msg = f"RocksDB database {path} cannot be read ({text[:300]})"
-        raise SnapshotCorruptedError(msg) from None
-
-
-def _note(stats: dict[int, list[tuple[int, int]]], group: int, version: int, count: int) -> None:
-    """Record in ``stats`` that ``group`` holds a chunk of ``count`` keys at ``version``."""
-    versions = stats.setdefault(group, [])
-    if versions and versions[-1][0] == version:
-        versions[-1] = (version, count)
-    elif not versions or versions[-1][0] < version:
-        versions.append((version, count))
-    else:  # a version older than the newest (rare): keep the list in order
-        versions[:] = sorted({**dict(versions), version: count}.items())
-
-
-def _mark_context(table: str, kgs: range) -> bytes:
-    return f"mark\0{table}\0{kgs.start}\0{kgs.stop}".encode()
-
-
-def _mark_version(mark: bytes | None, seal: Seal, context: bytes) -> int | None:
-    """The version a database's watermark says it reached (None: no watermark, or a damaged one)."""
-    if mark is None or len(mark) != _VERSION.size + TAG_SIZE:
-        return None
-    version = mark[:_VERSION.size]
-    return _VERSION.unpack(version)[0] if seal.matches(mark[_VERSION.size:], context, version) else None
-
-
-def _chunk_of_stored(table: str, group: int, blob: bytes, seal: Seal, version: int) -> StateChunk:
-    written, count, keys, values = _unframe(blob, seal, _chunk_context(table, group, version))
-    return StateChunk(table, group, written, count, keys, values)
-
-
-def _covers(last: StateChunk, earlier: list[StateChunk]) -> bool:
-    """Whether ``last`` holds every key of ``earlier`` (which it then supersedes as it is: a key
-    group rewritten whole, as a small one often is, is folded without unpickling its values)."""
-    if last.count < max(chunk.count for chunk in earlier):
-        return False
-    keys = set(loads(last.keys))
-    return all(keys.issuperset(loads(chunk.keys)) for chunk in earlier)
-
-
-def _merge(table: str, group: int, chunks: list[StateChunk], keep_removed: bool) -> StateChunk:
-    """One chunk with the effect of ``chunks`` applied in order."""
-    state: dict = {}
-    for chunk in chunks:
-        keys, values = unpickle_chunk(chunk.keys, chunk.values)
-        state.update(zip(keys, values, strict=False))
-        for key in keys[chunk.written:]:
-            state[key] = _GONE
-    written = {k: v for k, v in state.items() if v is not _GONE}
-    removed = [k for k, v in state.items() if v is _GONE] if keep_removed else []
-    return make_chunk(table, group, written, removed)
