@@ -289,7 +289,7 @@ class _FileWriter(SinkWriter):
 
 def _unwritable(sink: FileSink, window: int, records: list, exc: BaseException):
     """One line naming the sink, the window and the record that its format cannot hold."""
-    from gyreflow.api.connectors.file_formats import UnwritableRecordError
+    from gyreflow.api.connectors.file_encoders import UnwritableRecordError
     from gyreflow.runtime.errors import DataError
 
     if isinstance(exc, UnwritableRecordError):
@@ -447,7 +447,7 @@ class FileSink(Sink):
 
     def encoder(self):
         """What turns a window's records into its file's bytes (one per window and task)."""
-        from gyreflow.api.connectors.file_formats import LineEncoder, json_lines
+        from gyreflow.api.connectors.file_encoders import LineEncoder, json_lines
 
         # The default format's lines come out of one JSON encoder per batch: the same text.
         return LineEncoder(self.format, json_lines if self.format is default_json_line else None)
@@ -502,7 +502,8 @@ class CsvSink(FileSink):
         check_delimiter("CsvSink", self.delimiter)
 
     def encoder(self):
-        from gyreflow.api.connectors.file_formats import CsvEncoder, CsvOptions
+        from gyreflow.api.connectors.file_encoders import CsvEncoder
+        from gyreflow.api.connectors.file_formats import CsvOptions
 
         return CsvEncoder(CsvOptions(self.delimiter, self.header, self.columns))
 
@@ -527,7 +528,7 @@ class ParquetSink(FileSink):
         require_pyarrow("ParquetSink")
 
     def encoder(self):
-        from gyreflow.api.connectors.file_formats import ParquetEncoder
+        from gyreflow.api.connectors.file_encoders import ParquetEncoder
 
         return ParquetEncoder(self.columns, self.compression)
 

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gyreflow.api import AllWindow, FileSink, SizeTumblingWindow
-from gyreflow.api.connectors.file_formats import LineEncoder, UnwritableRecordError, json_lines
+from gyreflow.api.connectors.file_encoders import LineEncoder, UnwritableRecordError, json_lines
 from gyreflow.api.connectors.sinks import default_json_line
 
 SPECIAL = ["\r", "\n", '"', "\\", "\x00", "\x1f", "\u2028", "\ud800", "é", "\U0001f600"]
