@@ -11,13 +11,21 @@ both go with the worker processes (a restarted job starts with none).
 
 from __future__ import annotations
 
-import numpy as np
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 MIN_IDS = 64  # smaller id arrays travel as they are (comparing them saves nothing)
 
 
 def _slotted(ids) -> bool:
-    return type(ids) is np.ndarray and ids.dtype == np.int64 and len(ids) >= MIN_IDS
+    """Whether ``ids`` is an id array that travels by slot. numpy is not imported here: a job
+    without arrays never loads it (63 ms of every worker job's start), and an array means it is."""
+    numpy = sys.modules.get("numpy")
+    return (numpy is not None and type(ids) is numpy.ndarray and ids.dtype == numpy.int64
+            and len(ids) >= MIN_IDS)
 
 
 class SentIds:
@@ -40,7 +48,7 @@ class SentIds:
             if slots is None:
                 slots = self.slots.setdefault(key, [])
             for slot, sent in enumerate(slots):
-                if sent is ids or (len(sent) == len(ids) and np.array_equal(sent, ids)):
+                if sent is ids or (len(sent) == len(ids) and _equal(sent, ids)):
                     packed.append((None, (slot, None), values, counts))
                     break
             else:
@@ -76,3 +84,8 @@ class TakenIds:
                 slots[slot] = sent
             unpacked.append((None, sent, piece[2], piece[3]))
         return unpacked
+
+
+def _equal(first, second) -> bool:
+    """``numpy.array_equal`` (both are arrays: numpy is loaded)."""
+    return sys.modules["numpy"].array_equal(first, second)

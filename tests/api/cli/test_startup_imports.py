@@ -80,6 +80,39 @@ def test_a_quiet_gyreflow_run_imports_no_ui_server_and_no_rich(tmp_path):
     assert (done.stdout.splitlines(), done.stderr) == ([counted(), "loaded: "], "")
 
 
+
+def test_a_word_count_on_worker_processes_imports_no_numpy(tmp_path):
+    # The worker host's messages of graph arrays need numpy only when there are arrays: a job
+    # of records loads it neither in the driver nor in the workers it forks (the split runs in
+    # the workers and says what it finds loaded there).
+    text = tmp_path / "words.txt"
+    text.write_text(WORDS, encoding="utf-8")
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import atexit, os, sys\n"
+        "from gyreflow.api import Environment, FileSource, SizeTumblingWindow\n"
+        "atexit.register(lambda: print('driver loaded:', 'numpy' in sys.modules))\n"
+        "def split(line):\n"
+        "    return [(word, os.getpid(), 'numpy' in sys.modules) for word in line.split()]\n"
+        "pipeline = Environment.from_config().pipeline('startup')\n"
+        "@pipeline.task(name='job')\n"
+        "def job(ctx):\n"
+        "    ctx.source(FileSource(sys.argv[1]), SizeTumblingWindow(1)).with_parallelism(2)"
+        ".flat_map(split).collect('rows')\n"
+        "rows = pipeline.execute()['job'].by_window('rows')\n"
+        "seen = [row for window in rows.values() for row in window]\n"
+        "print(sorted(word for word, _, _ in seen), len({pid for _, pid, _ in seen}),"
+        " any(loaded for _, _, loaded in seen), os.getpid() in {pid for _, pid, _ in seen})\n",
+        encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "gyreflow", "run", "--env", "local",
+                           "--workers", "2", "-q", str(script), "--", str(text)],
+                          capture_output=True, text=True, check=False, timeout=120, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    # every word, split in two worker processes (not this one), none with numpy loaded
+    assert done.stdout.splitlines() == [f"{sorted(WORDS.split())} 2 False False",
+                                        "driver loaded: False"], done.stdout
+
+
 def test_what_the_import_leaves_alive_is_never_walked_again_and_later_garbage_still_is():
     # The full collection at exit and those a run triggers skip gyreflow's classes and functions
     # (frozen once imported); garbage made afterwards is collected as before.
