@@ -40,7 +40,7 @@ def store_away(error: BaseException) -> bool:
     if not (isinstance(error, ConnectionError | TimeoutError)
             or type(error).__name__ in _STORE_FAILURES):
         return False
-    from gyreflow.state.stores.jdbc import transient_failure
+    from gyreflow.state.stores.jdbc_sql import transient_failure
 
     return transient_failure(error)
 

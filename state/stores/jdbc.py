@@ -16,7 +16,6 @@ and a restore compares what it read with it.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Iterator, Sequence
 
@@ -44,6 +43,19 @@ from gyreflow.state.shared.snapshot import (
     unpickle_chunk,
     worth_folding,
 )
+from gyreflow.state.stores.jdbc_sql import (
+    COUNTS,
+    META,
+    METADATA,
+    RECORDS,
+    STATE,
+    PostgresJobLock,
+    count_context,
+    in_parts,
+    quoted_name,
+    sqlite_pragmas,
+    upsert_statement,
+)
 from gyreflow.state.stores.sql_urls import (
     connect_args,
     connection_failure,
@@ -53,62 +65,7 @@ from gyreflow.state.stores.sql_urls import (
     what_to_check,
 )
 
-METADATA = sa.MetaData()
-META = sa.Table(
-    "gyreflow_meta", METADATA,
-    sa.Column("job", sa.String(512), primary_key=True),
-    sa.Column("body", sa.LargeBinary, nullable=False),
-)
-STATE = sa.Table(
-    "gyreflow_state", METADATA,
-    sa.Column("job", sa.String(512), primary_key=True),
-    sa.Column("tbl", sa.String(512), primary_key=True),
-    sa.Column("kg", sa.Integer, primary_key=True),
-    sa.Column("k", sa.LargeBinary, primary_key=True),
-    sa.Column("version", sa.BigInteger, primary_key=True),
-    sa.Column("v", sa.LargeBinary, nullable=False),
-    sa.Index("gyreflow_state_by_version", "job", "version"),
-)
-LOCKS = sa.Table(
-    "gyreflow_locks", METADATA,
-    sa.Column("job", sa.String(512), primary_key=True),
-    sa.Column("holder", sa.String(1024), nullable=False),
-)
-COUNTS = sa.Table(
-    "gyreflow_counts", METADATA,
-    sa.Column("job", sa.String(512), primary_key=True),
-    sa.Column("tbl", sa.String(512), primary_key=True),
-    sa.Column("kg", sa.Integer, primary_key=True),
-    sa.Column("version", sa.BigInteger, primary_key=True),
-    sa.Column("v", sa.LargeBinary, nullable=False),
-    sa.Index("gyreflow_counts_by_version", "job", "version"),
-)
-RECORDS = sa.Table(
-    "gyreflow_records", METADATA,
-    sa.Column("job", sa.String(512), primary_key=True),
-    sa.Column("kind", sa.String(64), primary_key=True),
-    sa.Column("name", sa.String(512), primary_key=True),
-    sa.Column("idx", sa.Integer, primary_key=True),
-    sa.Column("version", sa.BigInteger, primary_key=True),
-    sa.Column("v", sa.LargeBinary, nullable=False),
-)
-
-
 _VACUUM_EVERY = 256  # prunes between two explicit VACUUMs of the PostgreSQL tables
-
-
-def _upsert(engine: sa.Engine, table: sa.Table, keys: list[str]):
-    """An INSERT that replaces the row with the same primary key (SQLite and PostgreSQL)."""
-    if engine.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    elif engine.dialect.name == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert
-    else:
-        msg = f"jdbc backend supports sqlite and postgresql URLs, not {engine.dialect.name}"
-        raise BackendUnavailableError(msg)
-    statement = insert(table)
-    values = {c.name: statement.excluded[c.name] for c in table.columns if c.name not in keys}
-    return statement.on_conflict_do_update(index_elements=keys, set_=values)
 
 
 def default_sqlite_url(state_path: str) -> str:
@@ -139,7 +96,7 @@ class JdbcSnapshotStore(SnapshotStore):
                 kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
             self.engine = sa.create_engine(parsed, **kwargs)
             if parsed.get_backend_name() == "sqlite":
-                sa.event.listen(self.engine, "connect", _sqlite_pragmas)
+                sa.event.listen(self.engine, "connect", sqlite_pragmas)
             conn = self.engine.connect()
         except UnsafeLocationError:
             raise
@@ -165,10 +122,11 @@ class JdbcSnapshotStore(SnapshotStore):
         self._prunes = 0
         self._vacuum = self.engine.dialect.name == "postgresql"
         self._seals = self._make_seals(parsed, secret)
-        self._state_upsert = _upsert(self.engine, STATE, ["job", "tbl", "kg", "k", "version"])
-        self._record_upsert = _upsert(self.engine, RECORDS, ["job", "kind", "name", "idx", "version"])
-        self._meta_upsert = _upsert(self.engine, META, ["job"])
-        self._count_upsert = _upsert(self.engine, COUNTS, ["job", "tbl", "kg", "version"])
+        self._state_upsert = upsert_statement(self.engine, STATE, ["job", "tbl", "kg", "k", "version"])
+        self._record_upsert = upsert_statement(self.engine, RECORDS,
+                                               ["job", "kind", "name", "idx", "version"])
+        self._meta_upsert = upsert_statement(self.engine, META, ["job"])
+        self._count_upsert = upsert_statement(self.engine, COUNTS, ["job", "tbl", "kg", "version"])
 
     def location(self) -> str:
         return f"jdbc:{self._shown}"
@@ -186,7 +144,7 @@ class JdbcSnapshotStore(SnapshotStore):
 
             def key_path(job: str) -> str:
                 ensure_private_dir(keys)
-                return os.path.join(keys, _quote(job) + ".key")
+                return os.path.join(keys, quoted_name(job) + ".key")
 
             return Seals(secret, key_path, self.location())
         if not secret:
@@ -244,12 +202,12 @@ class JdbcSnapshotStore(SnapshotStore):
         """Upsert ``(table, key group, version, keys)`` counts; a count of 0 removes its row
         unless ``keep_empty`` (a stored chunk that holds no key)."""
         kept = [{"job": job, "tbl": t, "kg": g, "version": v,
-                 "v": encode_value(str(n).encode(), seal, _count_context(t, g, v))}
+                 "v": encode_value(str(n).encode(), seal, count_context(t, g, v))}
                 for t, g, v, n in counts if n or keep_empty]
         if kept:
             conn.execute(self._count_upsert, kept)
         gone = [(t, g, v) for t, g, v, n in counts if not n and not keep_empty]
-        for part in _parts(gone):
+        for part in in_parts(gone):
             conn.execute(sa.delete(COUNTS).where(
                 COUNTS.c.job == job,
                 sa.tuple_(COUNTS.c.tbl, COUNTS.c.kg, COUNTS.c.version).in_(part)))
@@ -292,7 +250,7 @@ class JdbcSnapshotStore(SnapshotStore):
         for kg, v, blob in conn.execute(query):
             where = (f"{self.location()} table gyreflow_counts job={job} tbl={table} kg={kg} "
                      f"version={v}")
-            payload = decode_value(bytes(blob), where, self._seals.of(job), _count_context(table, kg, v))
+            payload = decode_value(bytes(blob), where, self._seals.of(job), count_context(table, kg, v))
             stored[(kg, v)] = int(payload or b"0")
         if stored != seen:
             kg, v = min(slot for slot in stored.keys() | seen.keys()
@@ -347,11 +305,11 @@ class JdbcSnapshotStore(SnapshotStore):
         from gyreflow.state.shared.job_lock import FileJobLock
 
         if self.engine.dialect.name == "postgresql":
-            return _PostgresJobLock(self, job)
+            return PostgresJobLock(self, job)
         database = self.engine.url.database
         if not database or database == ":memory:":
             return super().lock_job(job)
-        path = os.path.join(os.path.abspath(database) + "-locks", _quote(job) + ".lock")
+        path = os.path.join(os.path.abspath(database) + "-locks", quoted_name(job) + ".lock")
         return FileJobLock(path, job, self.location())
 
     def commit(self, meta: JobMeta) -> None:
@@ -397,14 +355,14 @@ class JdbcSnapshotStore(SnapshotStore):
                        older.c.version <= horizon)):
             where = f"{self.location()} table gyreflow_counts job={job} tbl={tbl} kg={kg} version={v}"
             found.setdefault((tbl, kg), {})[v] = int(
-                decode_value(bytes(blob), where, seal, _count_context(tbl, kg, v)) or b"0")
+                decode_value(bytes(blob), where, seal, count_context(tbl, kg, v)) or b"0")
         folds = {slot: sorted(versions) for slot, versions in found.items()
                  if worth_folding(slot[1], [versions[v] for v in sorted(versions)])}
         if not folds:
             return
         wanted = [(t, g, v) for (t, g), versions in folds.items() for v in versions]
         stored = {}
-        for part in _parts(wanted):
+        for part in in_parts(wanted):
             stored.update(((t, g, v), (k, blob)) for t, g, v, k, blob in conn.execute(
                 sa.select(STATE.c.tbl, STATE.c.kg, STATE.c.version, STATE.c.k, STATE.c.v)
                 .where(STATE.c.job == job,
@@ -425,7 +383,7 @@ class JdbcSnapshotStore(SnapshotStore):
             conn.execute(self._state_upsert, rows)
             self._store_counts(conn, job, counts, seal, keep_empty=True)
         for table in (STATE, COUNTS):
-            for part in _parts(doomed):
+            for part in in_parts(doomed):
                 conn.execute(sa.delete(table).where(
                     table.c.job == job, sa.tuple_(table.c.tbl, table.c.kg, table.c.version).in_(part)))
 
@@ -466,103 +424,3 @@ class JdbcSnapshotStore(SnapshotStore):
 
     def close(self) -> None:
         self.engine.dispose()
-
-
-class _PostgresJobLock:
-    """A session advisory lock on a connection kept open for the run (released by the server if
-    the process dies), with the holder's description in ``gyreflow_locks``."""
-
-    def __init__(self, store: JdbcSnapshotStore, job: str) -> None:
-        from gyreflow.state.shared.job_lock import JobLockedError, advisory_key, holder_info, locked_message
-
-        self.key = advisory_key(job)
-        self.conn = store.engine.connect()
-        try:
-            taken = self.conn.execute(sa.text("select pg_try_advisory_lock(:k)"), {"k": self.key})
-            if not taken.scalar():
-                body = self.conn.execute(sa.select(LOCKS.c.holder).where(LOCKS.c.job == job)).scalar()
-                self.conn.rollback()
-                holder = json.loads(body) if body else None
-                raise JobLockedError(locked_message(job, store.location(), holder))
-            upsert = _upsert(store.engine, LOCKS, ["job"])
-            self.conn.execute(upsert, [{"job": job, "holder": json.dumps(holder_info())}])
-            self.conn.commit()
-        except BaseException:
-            self.conn.close()
-            raise
-
-    def release(self) -> None:
-        if self.conn is None:
-            return
-        try:
-            self.conn.execute(sa.text("select pg_advisory_unlock(:k)"), {"k": self.key})
-            self.conn.commit()
-        except sa.exc.SQLAlchemyError:
-            pass  # the connection is gone: so is the lock
-        finally:
-            self.conn.close()
-            self.conn = None
-
-
-def _quote(name: str) -> str:
-    import urllib.parse
-
-    return urllib.parse.quote(name, safe="")
-
-
-def _sqlite_pragmas(dbapi_connection, _record) -> None:
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.close()
-
-
-def _parts(items: list, size: int = 500) -> list[list]:
-    """``items`` in lists of at most ``size``: an IN list of tuples binds three values per item, and
-    SQLite binds at most 32,766 in one statement."""
-    return [items[i:i + size] for i in range(0, len(items), size)]
-
-
-def _count_context(table: str, key_group: int, version: int) -> bytes:
-    return f"count\0{table}\0{key_group}\0{version}".encode()
-
-
-# A database that is away for a while (restarting, its network down, busy) says so in these words;
-# one that refuses the job or holds damaged state in the second list, which wins.
-_AWAY = ("connection refused", "could not connect", "server closed the connection",
-         "terminating connection", "connection reset", "timed out", "timeout expired",
-         "the database system is starting up", "the database system is shutting down",
-         "the database system is in recovery mode", "database is locked", "connection is closed",
-         "connection was closed", "connection is lost", "broken pipe", "no route to host",
-         "network is unreachable", "consuming input failed", "adminshutdown",
-         "too many clients", "cannot connect now", "the connection to the server was lost",
-         # the driver's class for errors of the database's operation rather than of the request
-         "operationalerror")
-_REFUSED = ("authentication", "password", "pg_hba.conf", "does not exist", "permission denied",
-            "must be owner", "malformed", "not a database", "corrupt", "damaged", "checksum",
-            "tampered", "no such table", "no such column", "readonly database", "read-only")
-
-
-def transient_failure(error: BaseException) -> bool:
-    """Whether ``error`` (or what caused it) says the database is away for a while: connection
-    refused or dropped, a timeout, a server starting up or shutting down, SQLite's busy lock, any
-    other operational error of the driver; not a refusal (authentication, permissions, a missing
-    database or table, a read-only database) nor damage. Words, not types: a snapshot writer in
-    another process reports its store's error as text. A failure taken for transient that is not
-    costs the restart attempts, then stops the job as before.
-
-    >>> transient_failure(RuntimeError("write failed: OperationalError: (psycopg.errors."
-    ...                                "AdminShutdown) terminating connection due to administrator command"))
-    True
-    >>> transient_failure(RuntimeError('connection to server at "db" failed: FATAL: password '
-    ...                                'authentication failed for user "app"'))
-    False
-    """
-    texts = []
-    seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        texts.append(f"{type(error).__name__}: {error}".lower())
-        error = getattr(error, "cause", None) or error.__cause__ or error.__context__
-    text = " ".join(texts)
-    return any(word in text for word in _AWAY) and not any(word in text for word in _REFUSED)
