@@ -19,6 +19,11 @@ if _typing.TYPE_CHECKING:
     from gyreflow.api.connectors.directory_source import (
         DirectorySource,
     )
+    from gyreflow.api.connectors.file_sink import (
+        CsvSink,
+        FileSink,
+        ParquetSink,
+    )
     from gyreflow.api.connectors.file_source import (
         FileSource,
     )
@@ -27,9 +32,6 @@ if _typing.TYPE_CHECKING:
         PostgresSource,
     )
     from gyreflow.api.connectors.sinks import (
-        CsvSink,
-        FileSink,
-        ParquetSink,
         PrintSink,
         Sink,
         SinkWriter,
@@ -102,12 +104,12 @@ _EXPORTS: dict[str, str] = {
     "CollectionSource": "gyreflow.api.connectors.sources",
     "Config": "gyreflow.api.config.loading",
     "ConfigError": "gyreflow.api.config.loading",
-    "CsvSink": "gyreflow.api.connectors.sinks",
+    "CsvSink": "gyreflow.api.connectors.file_sink",
     "DirectorySource": "gyreflow.api.connectors.directory_source",
     "Environment": "gyreflow.api.language.environment",
     "EventTimeStream": "gyreflow.api.language.windowed",
     "EventWindow": "gyreflow.runtime.dataflow.time.event_time",
-    "FileSink": "gyreflow.api.connectors.sinks",
+    "FileSink": "gyreflow.api.connectors.file_sink",
     "FileSource": "gyreflow.api.connectors.file_source",
     "GeneratorSource": "gyreflow.api.connectors.sources",
     "JobListener": "gyreflow.api.service.listeners",
@@ -115,7 +117,7 @@ _EXPORTS: dict[str, str] = {
     "KeyedStream": "gyreflow.api.language.stream",
     "LateRecord": "gyreflow.runtime.dataflow.time.event_time",
     "LocalEnvironment": "gyreflow.api.language.environment",
-    "ParquetSink": "gyreflow.api.connectors.sinks",
+    "ParquetSink": "gyreflow.api.connectors.file_sink",
     "Pipeline": "gyreflow.api.language.pipeline",
     "PipelineResult": "gyreflow.api.language.pipeline",
     "PipelineTaskContext": "gyreflow.api.language.pipeline",

@@ -7,7 +7,7 @@ import os
 
 import attrs
 
-from gyreflow.api.connectors.sinks import FileSink
+from gyreflow.api.connectors.file_sink import FileSink
 from gyreflow.api.connectors.sources import Source, SourceReader, _IteratorReader
 from gyreflow.api.dsl.catalog import Catalog, Table
 from gyreflow.api.dsl.lowering import plan_shape, shape_of

@@ -194,7 +194,7 @@ def _first_using(statement: Statement, catalog: Catalog) -> bool:
 
 
 def _add_using(pipeline, statement, catalog, job: str) -> None:
-    from gyreflow.api.connectors.sinks import FileSink
+    from gyreflow.api.connectors.file_sink import FileSink
     from gyreflow.api.dsl.catalog import USING_PREFIX
     from gyreflow.api.dsl.planning import table_rows
     from gyreflow.api.dsl.rows import json_row

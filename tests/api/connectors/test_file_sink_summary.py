@@ -13,7 +13,7 @@ import zlib
 import pytest
 
 from gyreflow.api import FileSink
-from gyreflow.api.connectors import sinks
+from gyreflow.api.connectors import file_sink
 from gyreflow.state.shared.snapshot import SnapshotCorruptedError
 
 RECORDS = [{"word": "a", "count": 1}, {"word": "é", "count": 2}]
@@ -91,7 +91,7 @@ def test_the_summary_fits_in_the_inode_of_the_staged_file(tmp_path):
 def test_a_summary_in_a_sum_file_is_checked_on_resume(tmp_path, monkeypatch, damaged):
     """No attributes (the file system has none, or an earlier version staged the window): the
     summary is the ``.sum`` file, and a resume publishes the window only if it matches."""
-    monkeypatch.setattr(sinks, "_attach_summary", lambda fd, summary: False)
+    monkeypatch.setattr(file_sink, "_attach_summary", lambda fd, summary: False)
     _, staged = stage(tmp_path)
     assert not has_attributes(staged)
     summary = json.loads(staged.with_name(staged.name + ".sum").read_text(encoding="utf-8"))

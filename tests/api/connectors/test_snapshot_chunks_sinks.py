@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from gyreflow.api import AllWindow, FileSink, SizeTumblingWindow
 from gyreflow.api.connectors.file_encoders import LineEncoder, UnwritableRecordError, json_lines
-from gyreflow.api.connectors.sinks import default_json_line
+from gyreflow.api.connectors.file_sink import default_json_line
 
 SPECIAL = ["\r", "\n", '"', "\\", "\x00", "\x1f", "\u2028", "\ud800", "é", "\U0001f600"]
 TEXT = st.lists(st.one_of(st.sampled_from(SPECIAL), st.characters()), max_size=6).map("".join)
