@@ -47,13 +47,17 @@ from gyreflow.runtime.workers.wire import (
     tuned,
     worker_of,
 )
+from gyreflow.runtime.workers.worker_stand_ins import (
+    DRIVER,
+    DriverStore,
+    DriverWriter,
+    LoopExchange,
+    WorkerIterationTask,
+)
 from gyreflow.scheduler.events import EventKind, TaskFailed
 
-DRIVER = -1  # the source index of the driver's connection
 PEER_LOST_STATUS = 75  # a forked worker's exit status after another worker or the driver went away
 SWITCH_SECONDS = 0.0005
-_SUPERSTEPS = (EventKind.EXECUTE_FIRST_ITERATION, EventKind.EXECUTE_COMPUTE,
-               EventKind.RESTORE_ITERATION)
 
 
 @attrs.frozen(eq=False)
@@ -129,90 +133,6 @@ def _die_with_parent(parent: int) -> None:
         os._exit(0)
 
 
-class _WorkerIterationTask(IterationTask):
-    """An iteration task that tells its worker when it finished a superstep (or restored one), so
-    that the worker can seal the superstep's graph messages towards the other workers."""
-
-    superstep_done = None  # (vertex id, window, next superstep) -> None
-
-    def on_event(self, event) -> None:
-        super().on_event(event)
-        if event.kind in _SUPERSTEPS and (event.iteration > 0
-                                          or event.kind is EventKind.EXECUTE_FIRST_ITERATION):
-            self.superstep_done(self.vertex.id, event.window, max(event.iteration, 1) + 1)
-
-
-class _LoopExchange:
-    """The graph messages of one iteration vertex: kept here for this worker's tasks, sent to the
-    worker of every other target task (the interface of ``LocalLoopExchange``)."""
-
-    def __init__(self, worker: Worker, vertex_id: int) -> None:
-        self.worker = worker
-        self.vertex_id = vertex_id
-        self.boxes: dict[tuple[int, int], dict] = {}
-
-    def put(self, index: int, iteration: int, messages: dict, merge) -> None:
-        worker = self.worker
-        target = worker_of(index, worker.count)
-        if target != worker.index:
-            if type(messages) is list:  # array pieces: ids that went there before go as a slot
-                messages = worker.sent_ids.pack((target, self.vertex_id, index), messages,
-                                                worker.local_tasks[self.vertex_id])
-            worker.send(target, ("loop", self.vertex_id, index, iteration, messages))
-            return
-        key = (index, iteration)
-        box = self.boxes.get(key)
-        if box is None:
-            self.boxes[key] = messages
-        else:
-            merge(box, messages)
-
-    def take(self, index: int, iteration: int) -> dict:
-        return self.boxes.pop((index, iteration), {})
-
-    def discard(self, index: int) -> None:
-        for key in [k for k in self.boxes if k[0] == index]:
-            del self.boxes[key]
-
-
-class _Writer:
-    """The tasks' snapshot writer: each write goes to the driver's writer, in order; ``on_done``
-    runs here when the driver reports it durable."""
-
-    def __init__(self, worker: Worker) -> None:
-        self.worker = worker
-        self.callbacks: dict[int, object] = {}
-        self.tokens = itertools.count(1)
-
-    def write(self, snapshot, on_done) -> None:
-        token = next(self.tokens)
-        self.callbacks[token] = on_done
-        self.worker.send(DRIVER, ("write", token, snapshot))
-
-    def durable(self, token: int) -> None:
-        self.callbacks.pop(token)()
-
-
-class _Store:
-    """The snapshot store as tasks read it while they restore: each read is answered by the driver,
-    which holds the store (one process opens it)."""
-
-    def __init__(self, worker: Worker) -> None:
-        self.worker = worker
-
-    def read_into(self, job, table, key_groups, version, data) -> None:
-        data.update(self.worker.ask("read_into", (job, table, key_groups, version)))
-
-    def read_record(self, *args):
-        return self.worker.ask("read_record", args)
-
-    def verify_reached(self, *args) -> None:
-        self.worker.ask("verify_reached", args)
-
-    def location(self) -> str:
-        return self.worker.ask("location", ())
-
-
 class Worker:
     """The tasks of one worker process, their connections and their turn loop."""
 
@@ -237,7 +157,7 @@ class Worker:
         self.finished_steps: dict[tuple[int, int, int], int] = {}  # ... -> local tasks done
         self.hosts: dict[int, set[int]] = {}  # iteration vertex -> workers running its tasks
         self.local_tasks: dict[int, int] = {}  # iteration vertex -> tasks of it here
-        self.loops: dict[int, _LoopExchange] = {}
+        self.loops: dict[int, LoopExchange] = {}
         self.sent_ids = SentIds()  # the ids of array graph messages, sent once per peer
         self.taken_ids = TakenIds()
 
@@ -484,8 +404,8 @@ class Worker:
         """Build the runners of this worker's tasks; channels to other workers' tasks send there."""
         setup = self.setup
         graph = setup.graph
-        self.writer = _Writer(self)
-        checkpoints = TaskCheckpoints(setup.job, _Store(self), self.writer, False, setup.rescaled,
+        self.writer = DriverWriter(self)
+        checkpoints = TaskCheckpoints(setup.job, DriverStore(self), self.writer, False, setup.rescaled,
                                       cycle_ends=dict(setup.cycle_ends))
         tasks = graph.tasks()
         mine = [t for t in tasks if worker_of(t.index, self.count) == self.index]
@@ -499,12 +419,12 @@ class Worker:
             vertex = graph.vertex(t.vertex_id)
             cls = task_class_for(vertex)
             if cls is IterationTask:
-                cls = _WorkerIterationTask
+                cls = WorkerIterationTask
             task = cls(t, vertex, cycle_of[t.id], inputs[t.id], None, setup.backend, batch_size,
                        report, checkpoints=checkpoints)
-            if isinstance(task, _WorkerIterationTask):
+            if isinstance(task, WorkerIterationTask):
                 task.superstep_done = self._superstep_done
-                task.loop = self.loops.setdefault(t.vertex_id, _LoopExchange(self, t.vertex_id))
+                task.loop = self.loops.setdefault(t.vertex_id, LoopExchange(self, t.vertex_id))
                 self.by_vertex_index[(t.vertex_id, t.index)] = task
                 self.local_tasks[t.vertex_id] = self.local_tasks.get(t.vertex_id, 0) + 1
                 self.hosts[t.vertex_id] = {worker_of(i, self.count)

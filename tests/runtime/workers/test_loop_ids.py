@@ -9,7 +9,7 @@ import random
 import numpy as np
 
 from gyreflow.runtime.workers.loop_ids import MIN_IDS, SentIds, TakenIds
-from gyreflow.runtime.workers.worker import _LoopExchange
+from gyreflow.runtime.workers.worker_stand_ins import LoopExchange
 
 
 def piece(ids: list[int], seed: int) -> tuple:
@@ -44,7 +44,7 @@ def test_unpacked_pieces_equal_the_sent_ones_and_repeated_ids_travel_as_a_slot()
 
 
 class _Worker:
-    """What ``_LoopExchange`` uses of its worker: a peer runs task 1."""
+    """What ``LoopExchange`` uses of its worker: a peer runs task 1."""
 
     count, index = 2, 0
 
@@ -59,7 +59,7 @@ class _Worker:
 
 def test_a_task_sending_to_the_same_vertices_sends_their_ids_to_the_peer_once():
     worker = _Worker()
-    loop = _LoopExchange(worker, 7)
+    loop = LoopExchange(worker, 7)
     ids = list(range(100, 100 + 2 * MIN_IDS, 2))
     for step in range(2, 6):
         loop.put(1, step, [piece(ids, step)], None)
