@@ -19,7 +19,7 @@ from gyreflow.plan.execution import ExecutionGraph, build_execution_graph
 from gyreflow.plan.graph import PipelineGraph
 from gyreflow.plan.operators import SourceSpec
 from gyreflow.runtime.checkpoint import RecoveryOptions
-from gyreflow.runtime.driver import JobListener, Listeners
+from gyreflow.runtime.job_listener import JobListener, Listeners
 from gyreflow.runtime.metrics import TaskResult
 from gyreflow.state.records import frozen
 

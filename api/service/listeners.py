@@ -13,7 +13,7 @@ import os
 import runpy
 import threading
 
-from gyreflow.runtime.driver import CheckpointMetrics, JobListener, Listeners
+from gyreflow.runtime.job_listener import CheckpointMetrics, JobListener, Listeners
 from gyreflow.runtime.metrics import Restart, TaskResult, WindowMetrics, restart_kind
 
 __all__ = ["CheckpointMetrics", "JobListener", "JsonLinesListener", "Listeners", "TaskResult",
