@@ -3,6 +3,7 @@ window's records turned into the bytes of its file."""
 
 from __future__ import annotations
 
+import abc
 import csv
 import io
 import json
@@ -25,13 +26,14 @@ def _encoding_problem(exc: UnicodeEncodeError, what: str = "it") -> str:
     return f"{what} is not UTF-8 text ({exc.object[exc.start:exc.end]!r}: {exc.reason})"
 
 
-class WindowEncoder:
+class WindowEncoder(abc.ABC):
     """Turns one window's records into the bytes of its file: ``add`` as records come, ``end``
     once the window is complete (a Parquet file is written whole at the end). A record the format
     cannot hold raises :class:`UnwritableRecordError`."""
 
+    @abc.abstractmethod
     def add(self, window: int, records: list) -> bytes:
-        raise NotImplementedError
+        """The bytes of ``records`` in this format (what the file gets now)."""
 
     def end(self) -> bytes:
         return b""
