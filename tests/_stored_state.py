@@ -204,7 +204,9 @@ def checkpoint_object(store, job: str, *parts: str) -> str:
 def damage_checkpoint_frame(store, path: str, key_group: int, fn: Callable[[bytes], bytes]) -> None:
     """Replace the frame of ``key_group`` in a checkpoint state object with ``fn(frame)``, keeping
     the object's index (and so the other key groups) intact."""
-    from gyreflow.state.stores.checkpoint import _COUNT, _ENTRY, TAG_SIZE
+    from gyreflow.state.shared.sealing import TAG_SIZE
+    from gyreflow.state.stores.checkpoint_format import COUNT as _COUNT
+    from gyreflow.state.stores.checkpoint_format import ENTRY as _ENTRY
 
     blob = store.fs.cat_file(path)
     count = _COUNT.unpack_from(blob, TAG_SIZE)[0]

@@ -34,9 +34,7 @@ from __future__ import annotations
 import contextlib
 import os
 import posixpath
-import re
 import secrets
-import struct
 import urllib.parse
 from collections.abc import Iterator, Sequence
 
@@ -49,14 +47,22 @@ from gyreflow.state.shared.snapshot import (
     SnapshotStore,
     StateChunk,
     TaskSnapshot,
+    chunks_of_rows,
     decode_value,
     dumps,
     encode_value,
-    loads,
     make_chunk,
     set_aside_name,
     stored_range,
     unpickle_chunk,
+)
+from gyreflow.state.stores.checkpoint_format import (
+    VERSION_DIGITS,
+    chunks_of_object,
+    framed_object,
+    merged_chunks,
+    object_name,
+    ordered_objects,
 )
 from gyreflow.state.stores.checkpoint_location import (
     check_endpoint,
@@ -67,19 +73,8 @@ from gyreflow.state.stores.checkpoint_location import (
 from gyreflow.state.stores.local_copies import LocalCopies, stamp_of
 
 FOLD_AFTER = 8  # objects of a range at or before the horizon folded into one base
-_VERSION_DIGITS = 12
-_COUNT = struct.Struct(">I")
-_ENTRY = struct.Struct(">HI")  # key group, frame length
-_CHUNK_HEAD = struct.Struct(">III")  # written keys, key count, length of the keys list
-_OBJECT = re.compile(r"^(\d{12})\.([db])$")
-
-
 def _quote(name: str) -> str:
     return urllib.parse.quote(name, safe="")
-
-
-def _name(version: int, kind: str) -> str:
-    return f"{version:0{_VERSION_DIGITS}d}.{kind}"
 
 
 class CheckpointSnapshotStore(SnapshotStore):
@@ -129,17 +124,8 @@ class CheckpointSnapshotStore(SnapshotStore):
 
     def _put_chunks(self, path: str, chunks: list[StateChunk], seal, table: str,
                     version: int) -> None:
-        """A state object: an authenticated index of its key groups, then one authenticated frame
-        per key group, so that damage to one key group's bytes spares the others."""
-        frames = []
-        for chunk in chunks:
-            context = _chunk_context(table, chunk.key_group, version)
-            body = _CHUNK_HEAD.pack(chunk.written, chunk.count, len(chunk.keys)) + chunk.keys \
-                + chunk.values
-            frames.append((chunk.key_group, seal.tag(context, body) + body))
-        index = _COUNT.pack(len(frames)) + b"".join(_ENTRY.pack(g, len(f)) for g, f in frames)
-        head = seal.tag(self._context(path), index) + index
-        blob = head + b"".join(f for _, f in frames)
+        """A state object (``checkpoint_format.framed_object``), and this machine's copy of it."""
+        blob = framed_object(chunks, seal, self._context(path), table, version)
         reported = self._put(path, blob, None)
         if self.copies is not None:  # shipped first: a copy is made from what is stored
             with contextlib.suppress(Exception):
@@ -181,39 +167,9 @@ class CheckpointSnapshotStore(SnapshotStore):
 
     def _chunks_of(self, blob: bytes, path: str, table: str, version: int,
                    key_groups: range | None, job: str) -> list[StateChunk]:
-        seal = self._seals.of(job)
-        where = f"{self.location()} table={table} version={version}"
-        try:
-            count = _COUNT.unpack_from(blob, TAG_SIZE)[0]
-            index_end = TAG_SIZE + _COUNT.size + count * _ENTRY.size
-            intact = index_end <= len(blob) and seal.matches(
-                blob[:TAG_SIZE], self._context(path), blob[TAG_SIZE:index_end])
-        except struct.error:
-            intact = False
-        if not intact:
-            msg = (f"snapshot object failed its authentication at {where} "
-                   f"({posixpath.relpath(path, self.root)}): it was damaged, or written without "
-                   "the job's key")
-            raise SnapshotCorruptedError(msg)
-        chunks = []
-        offset = index_end
-        for group, length in _ENTRY.iter_unpack(blob[TAG_SIZE + _COUNT.size:index_end]):
-            frame = blob[offset:offset + length]
-            offset += length
-            if key_groups is not None and group not in key_groups:
-                continue
-            context = _chunk_context(table, group, version)
-            if len(frame) < TAG_SIZE + _CHUNK_HEAD.size or not seal.matches(
-                    frame[:TAG_SIZE], context, frame[TAG_SIZE:]):
-                msg = (f"snapshot chunk failed its authentication at {where} key_group={group}: "
-                       "it was damaged, or written without the job's key")
-                raise SnapshotCorruptedError(msg)
-            written, keys_count, keys_length = _CHUNK_HEAD.unpack_from(frame, TAG_SIZE)
-            start = TAG_SIZE + _CHUNK_HEAD.size
-            chunks.append(StateChunk(table, group, written, keys_count,
-                                     frame[start:start + keys_length],
-                                     frame[start + keys_length:]))
-        return chunks
+        return chunks_of_object(blob, self._seals.of(job), self._context(path), table, version,
+                                key_groups, f"{self.location()} table={table} version={version}",
+                                posixpath.relpath(path, self.root))
 
     def _put(self, path: str, body: bytes, seal) -> dict:
         """Store ``body`` at ``path`` whole, behind ``seal``'s tag of its place and bytes (None:
@@ -290,7 +246,7 @@ class CheckpointSnapshotStore(SnapshotStore):
 
     def _objects(self, path: str) -> list[tuple[int, str]]:
         """``(version, kind)`` of a range's objects, oldest first (a delta before a base)."""
-        return [(version, kind) for version, kind, _ in _ordered(self._list(path), {})]
+        return [(version, kind) for version, kind, _ in ordered_objects(self._list(path), {})]
 
     def _ranges(self, job: str, table: str) -> list[tuple[range, str]]:
         base = f"{self._job(job)}/state/{_quote(table)}"
@@ -307,18 +263,18 @@ class CheckpointSnapshotStore(SnapshotStore):
         job, version, kgs = snapshot.job, snapshot.version, snapshot.key_groups
         seal = self._seals.of(job, create=True)
         by_table: dict[str, list[StateChunk]] = {table: [] for table in snapshot.tables}
-        for chunk in [*snapshot.chunks, *_chunks_of_rows(snapshot.rows)]:
+        for chunk in [*snapshot.chunks, *chunks_of_rows(snapshot.rows)]:
             by_table.setdefault(chunk.table, []).append(chunk)
         for table, chunks in by_table.items():
             path = (f"{self._job(job)}/state/{_quote(table)}/kg-{kgs.start}-{kgs.stop}/"
-                    f"{_name(version, 'd')}")
+                    f"{object_name(version, 'd')}")
             self.fs.invalidate_cache(path)
             if self.fs.exists(path):  # a version written again: merged into what it wrote
-                chunks = _merged([*self._read_object(path, table, version, None, job), *chunks])
+                chunks = merged_chunks([*self._read_object(path, table, version, None, job), *chunks])
             self._put_chunks(path, chunks, seal, table, version)
         for record in snapshot.records:
             self._put(f"{self._record_dir(job, record.kind, record.name, record.index)}/"
-                      f"{version:0{_VERSION_DIGITS}d}", encode_value(record.value), seal)
+                      f"{version:0{VERSION_DIGITS}d}", encode_value(record.value), seal)
 
     def _record_dir(self, job: str, kind: str, name: str, index: int) -> str:
         return f"{self._job(job)}/records/{_quote(f'{kind}:{name}:{index}')}"
@@ -337,10 +293,10 @@ class CheckpointSnapshotStore(SnapshotStore):
             self.copies.keep_only(posixpath.relpath(path, self.root), set(stamps))
         else:
             stamps = dict.fromkeys(self._list(path))
-        objects = [item for item in _ordered(stamps, stamps) if item[0] <= version]
+        objects = [item for item in ordered_objects(stamps, stamps) if item[0] <= version]
         start = max((i for i, (_, kind, _) in enumerate(objects) if kind == "b"), default=0)
         for v, kind, stamp in objects[start:]:
-            for chunk in self._read_object(f"{path}/{_name(v, kind)}", table, v, key_groups, job,
+            for chunk in self._read_object(f"{path}/{object_name(v, kind)}", table, v, key_groups, job,
                                            stamp):
                 yield v, chunk
 
@@ -395,7 +351,7 @@ class CheckpointSnapshotStore(SnapshotStore):
             return None
         latest = max(older)
         seal = self._seals.of(job)  # only once there is something to check
-        path = f"{directory}/{latest:0{_VERSION_DIGITS}d}"
+        path = f"{directory}/{latest:0{VERSION_DIGITS}d}"
         value = decode_value(self._get(path, seal), self._where(path))
         return (latest, value) if value is not None else None
 
@@ -435,7 +391,7 @@ class CheckpointSnapshotStore(SnapshotStore):
             if "/records/" in unit:
                 versions = [int(n) for n in self._list(unit) if n.isdigit()]
                 keep = max((v for v in versions if v <= horizon), default=None)
-                old = [f"{unit}/{v:0{_VERSION_DIGITS}d}" for v in versions
+                old = [f"{unit}/{v:0{VERSION_DIGITS}d}" for v in versions
                        if keep is not None and v < keep]
             else:
                 old = self._fold(unit, horizon, job)
@@ -447,7 +403,7 @@ class CheckpointSnapshotStore(SnapshotStore):
         ``FOLD_AFTER`` of them; returns the objects the base replaced (to delete)."""
         objects = [(v, kind) for v, kind in self._objects(path) if v <= horizon]
         start = max((i for i, (_, kind) in enumerate(objects) if kind == "b"), default=0)
-        superseded = [f"{path}/{_name(v, kind)}" for v, kind in objects[:start]]
+        superseded = [f"{path}/{object_name(v, kind)}" for v, kind in objects[:start]]
         if len(objects) - start < FOLD_AFTER:
             return superseded
         newest = objects[-1][0]
@@ -461,8 +417,8 @@ class CheckpointSnapshotStore(SnapshotStore):
                 data.pop(key, None)
         chunks = [make_chunk(table, group, data, []) for group, data in sorted(groups.items())
                   if data]
-        self._put_chunks(f"{path}/{_name(newest, 'b')}", chunks, self._seals.of(job), table, newest)
-        return [f"{path}/{_name(v, kind)}" for v, kind in objects if (v, kind) != (newest, "b")]
+        self._put_chunks(f"{path}/{object_name(newest, 'b')}", chunks, self._seals.of(job), table, newest)
+        return [f"{path}/{object_name(v, kind)}" for v, kind in objects if (v, kind) != (newest, "b")]
 
     def retire_ranges(self, job: str, version: int, tables: dict[str, set[range]]) -> None:
         # An object's tag covers its place: what is set aside is stored again under its new
@@ -480,8 +436,8 @@ class CheckpointSnapshotStore(SnapshotStore):
                     posixpath.basename(path), reached, self._list(posixpath.dirname(path))))
                 seal = self._seals.of(job)
                 for v, kind in objects:
-                    chunks = self._read_object(f"{path}/{_name(v, kind)}", table, v, None, job)
-                    self._put_chunks(f"{aside}/{_name(v, kind)}", chunks, seal, table, v)
+                    chunks = self._read_object(f"{path}/{object_name(v, kind)}", table, v, None, job)
+                    self._put_chunks(f"{aside}/{object_name(v, kind)}", chunks, seal, table, v)
                 self.fs.rm(path, recursive=True)
 
     def drop_other_ranges(self, job: str, table: str, keep: set[range]) -> None:
@@ -491,7 +447,7 @@ class CheckpointSnapshotStore(SnapshotStore):
         for kgs, path in self._ranges(job, table):
             if kgs not in keep or stored_range(posixpath.basename(path))[1]:
                 for version, kind in self._objects(path):
-                    self.fs.rm(f"{path}/{_name(version, kind)}")
+                    self.fs.rm(f"{path}/{object_name(version, kind)}")
                 with contextlib.suppress(FileNotFoundError):
                     self.fs.rm(path, recursive=True)
 
@@ -529,48 +485,3 @@ class CheckpointSnapshotStore(SnapshotStore):
         if not self.local:  # an object store has no lock: the job's driver is its one writer
             return JobLock()
         return FileJobLock(os.path.join(self.root, _quote(job) + ".lock"), job, self.location())
-
-
-def _ordered(names, stamps: dict) -> list[tuple[int, str, str | None]]:
-    """``(version, kind, stamp)`` of the objects among ``names``, oldest first (a delta before a
-    base)."""
-    found = []
-    for name in names:
-        match = _OBJECT.match(name)
-        if match:
-            found.append((int(match.group(1)), match.group(2), stamps.get(name)))
-    return sorted(found, key=lambda item: (item[0], item[1] == "b"))
-
-
-def _chunk_context(table: str, group: int, version: int) -> bytes:
-    return f"chunk\0{table}\0{group}\0{version}\0".encode()
-
-
-def _merged(chunks: list[StateChunk]) -> list[StateChunk]:
-    """Chunks of one version written in several calls, as one chunk per table and key group (a
-    later call's keys win)."""
-    by_group: dict[tuple[str, int], tuple[dict, dict]] = {}
-    for chunk in chunks:
-        written, removed = by_group.setdefault((chunk.table, chunk.key_group), ({}, {}))
-        keys, values = unpickle_chunk(chunk.keys, chunk.values)
-        for key, value in zip(keys[:chunk.written], values, strict=True):
-            removed.pop(key, None)
-            written[key] = value
-        for key in keys[chunk.written:]:
-            written.pop(key, None)
-            removed[key] = None
-    return [make_chunk(table, group, written, list(removed))
-            for (table, group), (written, removed) in sorted(by_group.items())]
-
-
-def _chunks_of_rows(rows) -> list[StateChunk]:
-    """Per-key rows (pickled keys and values) as one chunk per table and key group."""
-    by_group: dict[tuple[str, int], tuple[dict, list]] = {}
-    for row in rows:
-        written, removed = by_group.setdefault((row.table, row.key_group), ({}, []))
-        if row.value is None:
-            removed.append(loads(row.key))
-        else:
-            written[loads(row.key)] = loads(row.value)
-    return [make_chunk(table, group, written, removed)
-            for (table, group), (written, removed) in sorted(by_group.items())]
