@@ -54,9 +54,11 @@ from gyreflow.state.shared.snapshot import (
     StateChunk,
     TaskSnapshot,
     chunks_of_rows,
+    covers,
     decode_value,
     dumps,
     encode_value,
+    merge_chunks,
     record_context,
     set_aside_name,
     stored_range,
@@ -72,13 +74,11 @@ from gyreflow.state.stores.rocksdb_format import (
     WATERMARK,
     DamagedChunkError,
     chunk_of_stored,
-    covers_all,
     damage_reported,
     database_options,
     framed_chunk,
     mark_context,
     mark_version,
-    merged_chunk,
     note_chunk,
     quoted_name,
     scan,
@@ -252,7 +252,7 @@ class RocksDBSnapshotStore(SnapshotStore):
                         chunks = [chunk_of_stored(table, group, stored, seal, version), *chunks]
                     except DamagedChunkError as damage:
                         raise self._damaged(job, table, group, version, damage) from None
-                chunk = chunks[0] if len(chunks) == 1 else merged_chunk(table, group, chunks, True)
+                chunk = chunks[0] if len(chunks) == 1 else merge_chunks(table, group, chunks, True)
                 batch.put(CHUNK + slot, framed_chunk(chunk, seal, version))
                 batch.put(STATS + slot, COUNT.pack(chunk.count))
                 note_chunk(stats, group, version, chunk.count)
@@ -460,8 +460,8 @@ class RocksDBSnapshotStore(SnapshotStore):
                     batch.delete(STATS + slot)
                 folded = True
                 count = chunks[-1].count
-                if not covers_all(chunks[-1], chunks[:-1]):
-                    chunk = merged_chunk(table, group, chunks, shadows)
+                if not covers(chunks[-1], chunks[:-1]):
+                    chunk = merge_chunks(table, group, chunks, shadows)
                     batch.put(CHUNK + slots[-1], framed_chunk(chunk, seal, old[-1][0]))
                     batch.put(STATS + slots[-1], COUNT.pack(chunk.count))
                     count = chunk.count

@@ -17,9 +17,6 @@ from gyreflow.state.shared.snapshot import (
     BackendUnavailableError,
     SnapshotCorruptedError,
     StateChunk,
-    loads,
-    make_chunk,
-    unpickle_chunk,
 )
 
 VERSION = struct.Struct(">Q")
@@ -109,9 +106,6 @@ def scan(db: Rdict, prefix: bytes, start: bytes = b"",
         yield key, value
 
 
-GONE = object()
-
-
 @contextlib.contextmanager
 def damage_reported(path: str):
     """RocksDB's own errors (a damaged SST, MANIFEST or CURRENT file, a broken log) as
@@ -152,25 +146,3 @@ def mark_version(mark: bytes | None, seal: Seal, context: bytes) -> int | None:
 def chunk_of_stored(table: str, group: int, blob: bytes, seal: Seal, version: int) -> StateChunk:
     written, count, keys, values = unframed_chunk(blob, seal, stored_chunk_context(table, group, version))
     return StateChunk(table, group, written, count, keys, values)
-
-
-def covers_all(last: StateChunk, earlier: list[StateChunk]) -> bool:
-    """Whether ``last`` holds every key of ``earlier`` (which it then supersedes as it is: a key
-    group rewritten whole, as a small one often is, is folded without unpickling its values)."""
-    if last.count < max(chunk.count for chunk in earlier):
-        return False
-    keys = set(loads(last.keys))
-    return all(keys.issuperset(loads(chunk.keys)) for chunk in earlier)
-
-
-def merged_chunk(table: str, group: int, chunks: list[StateChunk], keep_removed: bool) -> StateChunk:
-    """One chunk with the effect of ``chunks`` applied in order."""
-    state: dict = {}
-    for chunk in chunks:
-        keys, values = unpickle_chunk(chunk.keys, chunk.values)
-        state.update(zip(keys, values, strict=False))
-        for key in keys[chunk.written:]:
-            state[key] = GONE
-    written = {k: v for k, v in state.items() if v is not GONE}
-    removed = [k for k, v in state.items() if v is GONE] if keep_removed else []
-    return make_chunk(table, group, written, removed)
