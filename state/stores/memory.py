@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import pickle
 import threading
 import zlib
 from collections.abc import Iterator, Sequence
@@ -227,15 +228,20 @@ class MemorySnapshotStore(SnapshotStore):
             if covers(chunks[-1], chunks[:-1]):
                 self._drop(data, slot, versions, old[:-1])
                 return
-        # The oldest chunk of the key group is among them: a removal has nothing left to hide.
-        start = folded_context(*slot)
+        # The oldest chunk of the key group is among them: a removal has nothing left to hide. The
+        # chunks are merged first, so a key written by several of them is pickled once.
+        merged: dict = {}
         for chunk in chunks:
-            written, removed = _changes_of(chunk)
-            for key, value in written:
-                pickled = dumps(value)
-                values[key] = (zlib.crc32(pickled, start), pickled)
-            for key in removed:
+            keys, written = unpickle_chunk(chunk.keys, chunk.values)
+            merged.update(zip(keys, written, strict=False))  # stops at the written keys
+            merged.update(dict.fromkeys(keys[chunk.written:], _REMOVED))
+        start, crc32, pickle_dumps = folded_context(*slot), zlib.crc32, pickle.dumps
+        for key, value in merged.items():
+            if value is _REMOVED:
                 values.pop(key, None)
+            else:
+                pickled = pickle_dumps(value, 5)
+                values[key] = (crc32(pickled, start), pickled)
         versions[last] = (len(values), Folded(values), None)
         self._drop(data, slot, versions, old[:-1])
 
@@ -286,10 +292,7 @@ def memory_store(namespace: str) -> MemorySnapshotStore:
         return store
 
 
-def _changes_of(chunk: StateChunk) -> tuple[zip, list]:
-    """``((key, value) written, keys removed)`` of a chunk."""
-    keys, values = unpickle_chunk(chunk.keys, chunk.values)
-    return zip(keys[:chunk.written], values, strict=True), keys[chunk.written:]
+_REMOVED = object()  # a fold's mark of a key the merged chunks removed
 
 
 def _unfolded(folded: Folded, where: str, table: str, key_group: int) -> Iterator[tuple]:
