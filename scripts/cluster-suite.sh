@@ -19,5 +19,6 @@ echo "cluster suite on $GYREFLOW_TEST_SPARK_MASTER"
   tests/api/test_stream_operators.py tests/api/test_windows_and_parallelism.py tests/api/connectors/test_sources_sinks.py \
   tests/state/test_keygroups_state.py tests/api/test_emitted_values.py tests/runtime/test_fused_chains.py \
   tests/api/test_independent_cycles.py tests/runtime/test_event_time.py tests/graph/test_graph_algorithms.py \
+  tests/graph/test_graph_examples_and_docs.py \
   tests/spark/test_spark_dataframe_oracle.py tests/api/test_errors.py tests/api/test_notifications.py \
   tests/spark/test_spark_recovery.py tests/spark/test_spark_graph_recovery.py "$@"

@@ -271,3 +271,9 @@ def read_expected(path) -> dict:
             vertex, value = line.split()
             expected[int(vertex)] = float(value)
     return expected
+
+
+def close(got: float, expected: float, tolerance: float = 1e-9) -> bool:
+    if math.isinf(expected) or math.isinf(got):
+        return got == expected
+    return abs(got - expected) <= tolerance * max(1.0, abs(expected))

@@ -4,40 +4,25 @@ Static algorithms: every vertex's value against ``graph_reference`` (BFS, CDLP a
 exactly, PageRank, LCC and SSSP within 1e-9 relative). Incremental WCC and BFS: after every window,
 the per-window changed results folded together equal the reference over everything appended so far,
 and a window only emits vertices whose value changed. k-hop: one result per request, the start
-vertex missing from the graph included. Bad input files: ``gyreflow graph`` names file and line.
+vertex missing from the graph included.
 
 Spark rounds cost ~0.3-1 s each here, so the Spark cases are few and small.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import math
-import os
-import re
-import subprocess
-import sys
 from collections import Counter
-from pathlib import Path
 
 import graph_reference as ref
 import pytest
-from _environments import environment_variables
-from click.testing import CliRunner
+from graph_reference import close
 
 from gyreflow.api import SizeTumblingWindow
-from gyreflow.api.cli import main
 from gyreflow.api.graph import GraphView, VertexCentricCompute, algorithms
 
 STATIC = ("bfs", "pr", "wcc", "cdlp", "lcc", "sssp")
 DAMPING, PR_ITERATIONS, CDLP_ITERATIONS = 0.85, 6, 4
-
-
-def close(got: float, expected: float, tolerance: float = 1e-9) -> bool:
-    if math.isinf(expected) or math.isinf(got):
-        return got == expected
-    return abs(got - expected) <= tolerance * max(1.0, abs(expected))
 
 
 def references(vertices, edges, directed: bool, source) -> dict[str, dict]:
@@ -324,172 +309,6 @@ def test_khop_gives_one_result_per_request(make_env, case):
     expected = {key: ref.khop(vertices, edges, directed, start, k) for key, start in requests}
     assert got == expected
     assert got["missing"] == {} and got["alone"] == {isolated: 0}
-
-
-# --- bad input files --------------------------------------------------------------------------
-
-BAD_FILES = [
-    # (vertex file, edge file, algorithm, file named, line, words in the message)
-    ("1\n2\n3\n", "1 2\n2 3\n3\n", "wcc", "g.e", 3, "expected 'src dst [weight]'"),
-    ("1\n2\n3\n", "1 2 1.0 7\n", "bfs", "g.e", 1, "4 columns"),
-    ("1\n2\n3\n", "1 2\n2 99\n", "pr", "g.e", 2, "vertex 99 is not in the vertex file"),
-    ("1\n2\n3\n", "1 2 0.5\n2 3 heavy\n", "sssp", "g.e", 2, "weight 'heavy' is not a number"),
-    ("1\n2\n3\n", "1 2 0.5\n2 3\n", "sssp", "g.e", 2, "missing the weight column"),
-    ("1\ntwo\n3\n", "1 3\n", "lcc", "g.v", 2, "vertex id 'two' is not an integer"),
-    ("1\n2\n1\n", "1 2\n", "cdlp", "g.v", 3, "vertex 1 is listed twice (first on line 1)"),
-    ("1\n2 5\n", "1 2\n", "wcc", "g.v", 2, "expected one vertex id"),
-    ("1\n2\n", "1 x\n", "wcc", "g.e", 1, "vertex id 'x' is not an integer"),
-]
-
-
-@pytest.fixture
-def no_compute(monkeypatch):
-    """Fail the test if the command builds a pipeline: bad files must stop it before."""
-    from gyreflow.api.cli import graph as graph_cli
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("a pipeline was built for bad input")
-
-    monkeypatch.setattr(graph_cli, "build_pipeline", refuse)
-
-
-@pytest.mark.parametrize(("vertex_text", "edge_text", "algorithm", "named", "line", "words"),
-                         BAD_FILES)
-def test_bad_files_fail_with_file_and_line(tmp_path, no_compute, vertex_text, edge_text, algorithm,
-                                           named, line, words):
-    (tmp_path / "g.v").write_text(vertex_text)
-    (tmp_path / "g.e").write_text(edge_text)
-    args = ["graph", algorithm, "--vertices", str(tmp_path / "g.v"), "--edges",
-            str(tmp_path / "g.e"), "--output", str(tmp_path / "out.txt"), "--env", "local", "-q"]
-    if algorithm in ("bfs", "sssp"):
-        args += ["--source-vertex", "1"]
-    result = CliRunner().invoke(main, args, env={"COLUMNS": "400"})
-    assert result.exit_code == 2, result.output
-    assert f"{tmp_path / named}:{line}: " in result.stderr
-    assert words in result.stderr
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    assert not (tmp_path / "out.txt").exists()
-
-
-def test_missing_source_vertex_is_refused(tmp_path, no_compute):
-    (tmp_path / "g.v").write_text("1\n2\n")
-    (tmp_path / "g.e").write_text("1 2 1.0\n")
-    base = ["graph", "sssp", "--vertices", str(tmp_path / "g.v"), "--edges", str(tmp_path / "g.e"),
-            "--output", str(tmp_path / "out.txt"), "--env", "local", "-q"]
-    result = CliRunner().invoke(main, base, env={"COLUMNS": "400"})
-    assert result.exit_code == 2 and "sssp needs --source-vertex" in result.stderr
-    result = CliRunner().invoke(main, [*base, "--source-vertex", "7"], env={"COLUMNS": "400"})
-    assert result.exit_code == 2 and "--source-vertex 7 is not in" in result.stderr
-
-
-def test_bad_file_in_a_subprocess_has_no_traceback(tmp_path):
-    (tmp_path / "g.v").write_text("1\n2\n")
-    (tmp_path / "g.e").write_text("1 2\n2 3\n")
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("GYREFLOW_")}
-    environ["COLUMNS"] = "400"
-    done = subprocess.run(
-        [sys.executable, "-m", "gyreflow", "graph", "bfs", "--vertices", "g.v", "--edges", "g.e",
-         "--source-vertex", "1", "--output", "out.txt", "--env", "local"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120, env=environ, check=False)
-    assert done.returncode == 2
-    assert "g.e:2: vertex 3 is not in the vertex file" in done.stderr
-    assert "Traceback" not in done.stderr
-
-
-# --- examples and the snippets of docs/graphs.md ----------------------------------------------
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def load_example(name: str):
-    spec = importlib.util.spec_from_file_location(f"graph_example_{name}", ROOT / "examples" / name)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture
-def example_env(monkeypatch, tmp_path, environment_type):
-    """Examples build their environment from the configuration: select the test's environment and
-    keep their state and output away from the repository."""
-    for name in list(os.environ):
-        if name.startswith("GYREFLOW_"):
-            monkeypatch.delenv(name)
-    for name, value in environment_variables(environment_type).items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("GYREFLOW_SPARK__MASTER", "local[2]")
-    monkeypatch.setenv("GYREFLOW_PROGRESS__ENABLED", "false")
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
-def write_graph(folder: Path, vertices, edges) -> tuple[Path, Path]:
-    v_path, e_path = folder / "g.v", folder / "g.e"
-    v_path.write_text("".join(f"{v}\n" for v in vertices))
-    e_path.write_text("".join(f"{s} {d} 1.5\n" for s, d, *_ in edges))
-    return v_path, e_path
-
-
-def test_pagerank_example(example_env):
-    vertices, edges = ref.random_graph(51, 200, 900, isolated=5)
-    v_path, e_path = write_graph(example_env, vertices, edges)
-    out = example_env / "ranks"
-    load_example("pagerank.py").main(["--vertices", str(v_path), "--edges", str(e_path),
-                                      "--iterations", "8", "--output", str(out)])
-    assert sorted(p.name for p in out.iterdir()) == ["window-000001.txt"]
-    got = {}
-    for line in (out / "window-000001.txt").read_text().splitlines():
-        vertex, rank = line.split()
-        assert int(vertex) not in got
-        got[int(vertex)] = float(rank)
-    expected = ref.pagerank(vertices, edges, True, 0.85, 8)
-    assert got.keys() == expected.keys()
-    assert all(close(got[v], expected[v]) for v in expected)
-
-
-def test_khop_example(example_env):
-    vertices, edges = ref.random_graph(52, 100, 250, isolated=4)
-    v_path, e_path = write_graph(example_env, vertices, edges)
-    requests = [(f"r{i}", start) for i, start in enumerate([0, 5, 99, 500, 17, 0, 42])]
-    r_path = example_env / "g.requests"
-    r_path.write_text("".join(f"{key} {start}\n" for key, start in requests))
-    out = example_env / "hoods"
-    load_example("khop_traversal.py").main([
-        "--vertices", str(v_path), "--edges", str(e_path), "--requests", str(r_path), "--k", "2",
-        "--request-window", "3", "--output", str(out)])
-    assert sorted(p.name for p in out.iterdir()) == [f"window-{w:06d}.jsonl" for w in (1, 2, 3)]
-    answers = {}
-    for path in sorted(out.iterdir()):
-        window = int(path.name[7:13])
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            assert record["window"] == window and record["request"] not in answers
-            answers[record["request"]] = (window, {v: h for v, h in record["vertices"]})
-    expected = {key: (1 + i // 3, ref.khop(vertices, edges, True, start, 2))
-                for i, (key, start) in enumerate(requests)}
-    assert answers == expected
-
-
-def python_blocks(path: Path) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", path.read_text(encoding="utf-8"), re.DOTALL)
-
-
-def test_docs_snippets_run_and_print_what_they_say(capsys, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    namespace: dict = {}
-    for block in python_blocks(ROOT / "docs" / "graphs.md"):
-        exec(compile(block, "docs/graphs.md", "exec"), namespace)
-    printed = capsys.readouterr().out.splitlines()
-    expected_ranks = ref.pagerank([1, 2, 3], [(1, 2), (2, 3), (3, 1), (1, 3)], True, 0.85, 20)
-    assert namespace["ranks"].keys() == expected_ranks.keys()
-    assert all(close(namespace["ranks"][v], x) for v, x in expected_ranks.items())
-    for line in ("[(1, 9), (2, 9), (3, 7), (4, 7)]",
-                 "1 [(1, 1), (2, 1), (3, 3), (4, 3)]",
-                 "2 [(3, 1), (4, 1), (5, 5), (6, 5)]",
-                 "[('a', {1: 0, 2: 1, 3: 2}), ('b', {3: 0, 4: 1}), ('c', {})]"):
-        assert line in printed
-    edges = [(1, 2), (3, 4), (2, 3), (5, 6)]
-    assert namespace["labels"] == ref.wcc([1, 2, 3, 4, 5, 6], edges)
 
 
 def test_programs_must_define_compute_and_traversals_start():

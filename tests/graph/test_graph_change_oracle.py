@@ -11,10 +11,10 @@ import itertools
 import math
 
 import pytest
+from _graph_versions import expected, run_changes
 from _graph_versions import fold_changes as fold
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_graph_changes import expected, run_changes
 
 from gyreflow.api.graph import Edge, RemoveEdge, RemoveVertex
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import graph_reference as ref
 import pytest
-from test_recovery import read_dir as read_staged_dir
+from _staged_output import read_dir as read_staged_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "examples" / "incremental_wcc.py"
@@ -52,7 +52,7 @@ def oracle() -> dict[int, dict[int, int]]:
 
 
 def read_dir(directory: Path) -> dict[str, list[str]]:
-    """Every file of ``directory``, staged ones included (see ``test_recovery.read_dir``)."""
+    """Every file of ``directory``, staged ones included (see ``_staged_output.read_dir``)."""
     return read_staged_dir(directory)
 
 
