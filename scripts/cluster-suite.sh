@@ -16,7 +16,8 @@ unset GYREFLOW_SPARK__MASTER
 echo "cluster suite on $GYREFLOW_TEST_SPARK_MASTER"
 # One pytest worker: the cluster has two one-core workers, and each case's jobs need both.
 "$PYTHON" -m pytest -p no:cacheprovider -q -k "spark" \
-  tests/api/test_stream_operators.py tests/api/test_windows_and_parallelism.py tests/api/connectors/test_sources_sinks.py \
+  tests/api/test_stream_operators.py tests/api/test_keyed_operators.py tests/api/test_windows_and_parallelism.py \
+  tests/api/connectors/test_sources_sinks.py \
   tests/state/test_keygroups_state.py tests/api/test_emitted_values.py tests/runtime/test_fused_chains.py \
   tests/api/test_independent_cycles.py tests/runtime/test_event_time.py tests/graph/test_graph_algorithms.py \
   tests/graph/test_graph_examples_and_docs.py \

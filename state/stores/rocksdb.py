@@ -32,19 +32,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
 import urllib.parse
 from collections.abc import Iterator, Sequence
 
-from rocksdict import AccessType, Rdict, WriteBatch, WriteOptions
+from rocksdict import Rdict, WriteBatch, WriteOptions
 
 from gyreflow.state.keys.keygroups import short_of
-from gyreflow.state.shared.private import (
-    ensure_private_dir,
-    hold_private_umask,
-    private_umask,
-    release_private_umask,
-)
+from gyreflow.state.shared.private import ensure_private_dir
 from gyreflow.state.shared.sealing import Seals
 from gyreflow.state.shared.snapshot import (
     BackendUnavailableError,
@@ -64,6 +58,7 @@ from gyreflow.state.shared.snapshot import (
     stored_range,
     unpickle_chunk,
 )
+from gyreflow.state.stores.rocksdb_databases import RocksDBDatabases
 from gyreflow.state.stores.rocksdb_format import (
     CHUNK,
     COUNT,
@@ -75,7 +70,6 @@ from gyreflow.state.stores.rocksdb_format import (
     DamagedChunkError,
     chunk_of_stored,
     damage_reported,
-    database_options,
     framed_chunk,
     mark_context,
     mark_version,
@@ -108,92 +102,23 @@ class RocksDBSnapshotStore(SnapshotStore):
         except OSError as exc:
             msg = f"rocksdb backend: state.path {self.path!r} is not a writable directory ({exc})"
             raise BackendUnavailableError(msg) from exc
-        self._dbs: dict[str, Rdict] = {}  # opened read-write
-        self._readers: dict[str, Rdict] = {}  # opened read-only
-        # Per database opened read-write (only this store writes it): key group -> [(version, key
-        # count)] of its chunks, read once, then kept up to date, so that pruning never scans over
-        # the deletions of earlier prunes; and per record database, the oldest version it may hold.
-        self._stats_cache: dict[str, dict[int, list[tuple[int, int]]]] = {}
-        self._record_floor: dict[str, bytes] = {}
-        self._lock = threading.RLock()
         self._sync = WriteOptions()
         self._sync.sync = True
         self._write_options = self._sync if sync else WriteOptions()
         self._seals = Seals(secret, lambda job: os.path.join(self.path, quoted_name(job) + ".key"),
                             self.location())
-        hold_private_umask()  # files RocksDB's threads create later are 0600 too
-        self._holding = True
+        self._databases = RocksDBDatabases(self.path)
 
     def location(self) -> str:
         return f"rocksdb:{self.path}"
 
     # Databases -----------------------------------------------------------------------------
 
-    def _job_dir(self, job: str) -> str:
-        return os.path.join(self.path, quoted_name(job))
-
     def _open(self, path: str, write: bool = True) -> Rdict | None:
-        """The database at ``path``: read-write (created if missing) or, for reading, read-only
-        unless this store already has it open read-write (None: there is no database to read, as
-        when a writer was killed while creating it)."""
-        with self._lock:
-            db = self._dbs.get(path)
-            if db is not None:
-                return db
-            if not write:
-                db = self._readers.get(path)
-                if db is None:
-                    if not os.path.exists(os.path.join(path, "CURRENT")):
-                        return None
-                    with damage_reported(path):
-                        db = self._readers[path] = Rdict(path, options=database_options(False),
-                                                         access_type=AccessType.read_only())
-                return db
-            reader = self._readers.pop(path, None)
-            if reader is not None:
-                reader.close()
-            with private_umask(), damage_reported(path):
-                os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-                db = self._dbs[path] = Rdict(path, options=database_options(True))
-            return db
-
-    def _forget(self, path: str) -> None:
-        with self._lock:
-            self._stats_cache.pop(path, None)
-            self._record_floor.pop(path, None)
-            for handles in (self._dbs, self._readers):
-                db = handles.pop(path, None)
-                if db is not None:
-                    db.close()
-
-    def _meta_path(self, job: str) -> str:
-        return os.path.join(self._job_dir(job), "meta")
+        return self._databases.open(path, write)
 
     def _table_dir(self, job: str, table: str) -> str:
-        return os.path.join(self._job_dir(job), "state", quoted_name(table))
-
-    def _range_paths(self, job: str, table: str | None = None,
-                     overlapping: range | None = None) -> list[tuple[str, range, str]]:
-        """Every (table, key-group range, database path) of ``job`` on disk, or only those
-        overlapping ``overlapping``."""
-        base = os.path.join(self._job_dir(job), "state")
-        found = []
-        if not os.path.isdir(base):
-            return found
-        tables = [quoted_name(table)] if table is not None else sorted(os.listdir(base))
-        for quoted in tables:
-            table_dir = os.path.join(base, quoted)
-            if not os.path.isdir(table_dir):
-                continue
-            for name in sorted(os.listdir(table_dir)):
-                held = stored_range(name)
-                if held is not None:
-                    kgs = held[0]
-                    if overlapping is not None and not (
-                            kgs.start < overlapping.stop and overlapping.start < kgs.stop):
-                        continue
-                    found.append((urllib.parse.unquote(quoted), kgs, os.path.join(table_dir, name)))
-        return found
+        return self._databases.table_dir(job, table)
 
     def _damaged(self, job: str, table: str, key_group: int, version: int,
                  damage: DamagedChunkError) -> SnapshotCorruptedError:
@@ -245,7 +170,7 @@ class RocksDBSnapshotStore(SnapshotStore):
                     earlier[i] = stored if stored is not None else b""
             batch = WriteBatch(raw_mode=True)
             path = os.path.join(self._table_dir(job, table), f"kg-{kgs.start}-{kgs.stop}")
-            stats = self._stats(path, db)
+            stats = self._databases.stats(path, db)
             for (group, chunks), slot, stored in zip(groups.items(), slots, earlier, strict=True):
                 if stored is not None:
                     try:
@@ -259,23 +184,10 @@ class RocksDBSnapshotStore(SnapshotStore):
             batch.put(WATERMARK, mark)
             db.write(batch, self._write_options)
         for record in snapshot.records:
-            db = self._open(self._record_path(job, record.kind, record.name, record.index))
+            db = self._open(self._databases.record_path(job, record.kind, record.name, record.index))
             context = record_context(record.kind, record.name, record.index, version)
             db.put(VERSION.pack(version), encode_value(record.value, seal, context),
                    self._write_options)
-
-    def _record_path(self, job: str, kind: str, name: str, index: int) -> str:
-        return os.path.join(self._job_dir(job), "records", quoted_name(f"{kind}:{name}:{index}"))
-
-    def _record_paths(self, job: str) -> list[str]:
-        base = os.path.join(self._job_dir(job), "records")
-        if not os.path.isdir(base):
-            return []
-        # Only databases this store names (``<kind>:<name>:<index>``, quoted): a stray file or
-        # folder someone left there is no record of the job.
-        return [os.path.join(base, name) for name in sorted(os.listdir(base))
-                if urllib.parse.unquote(name).count(":") >= 2
-                and os.path.isdir(os.path.join(base, name))]
 
     def lock_job(self, job: str):
         from gyreflow.state.shared.job_lock import FileJobLock
@@ -284,7 +196,7 @@ class RocksDBSnapshotStore(SnapshotStore):
 
     def commit(self, meta: JobMeta) -> None:
         blob = meta.to_bytes(self._seals.of(meta.job, create=True))
-        self._open(self._meta_path(meta.job)).put(META_KEY, blob, self._sync)
+        self._open(self._databases.meta_path(meta.job)).put(META_KEY, blob, self._sync)
 
     # Reading -------------------------------------------------------------------------------
 
@@ -294,7 +206,7 @@ class RocksDBSnapshotStore(SnapshotStore):
         by key group then version, merged over the ranges of every layout."""
         start, stop = SLOT.pack(key_groups.start, 0), SLOT.pack(key_groups.stop, 0)
         found = []
-        paths = self._range_paths(job, table, key_groups)
+        paths = self._databases.range_paths(job, table, key_groups)
         for _, _, path in paths:
             db = self._open(path, write=False)
             if db is None:
@@ -335,7 +247,7 @@ class RocksDBSnapshotStore(SnapshotStore):
             self._verify_reached(job, table, key_groups, version)
 
     def _verify_reached(self, job: str, table: str, key_groups: range, version: int) -> None:
-        paths = self._range_paths(job, table, key_groups)
+        paths = self._databases.range_paths(job, table, key_groups)
         if not paths:
             msg = (f"the state of {self.location()} job={job} table={table} key groups "
                    f"{key_groups.start}-{key_groups.stop - 1} is missing (window {version} was "
@@ -364,11 +276,11 @@ class RocksDBSnapshotStore(SnapshotStore):
             yield dumps(key), dumps(value)
 
     def read_record(self, job, kind, name, index, version):
-        db = self._open(self._record_path(job, kind, name, index), write=False)
+        db = self._open(self._databases.record_path(job, kind, name, index), write=False)
         if db is None:
             return None
         found = None
-        with damage_reported(self._record_path(job, kind, name, index)):
+        with damage_reported(self._databases.record_path(job, kind, name, index)):
             for key, value in db.items(from_key=VERSION.pack(version), backwards=True):
                 found = (VERSION.unpack(key)[0], value)  # the latest version at or before it
                 break
@@ -379,10 +291,10 @@ class RocksDBSnapshotStore(SnapshotStore):
                                       record_context(kind, name, index, found[0]))
 
     def read_meta(self, job: str) -> JobMeta | None:
-        db = self._open(self._meta_path(job), write=False)
+        db = self._open(self._databases.meta_path(job), write=False)
         if db is None:
             return None
-        with damage_reported(self._meta_path(job)):
+        with damage_reported(self._databases.meta_path(job)):
             blob = db.get(META_KEY)
         if blob is None:
             return None
@@ -390,20 +302,8 @@ class RocksDBSnapshotStore(SnapshotStore):
 
     # Maintenance ---------------------------------------------------------------------------
 
-    def _stats(self, path: str, db: Rdict) -> dict[int, list[tuple[int, int]]]:
-        """Key group -> ``[(version, key count), ...]`` in version order, of a database this store
-        has open read-write (read from disk once, then kept up to date by this store's writes)."""
-        stats = self._stats_cache.get(path)
-        if stats is None:
-            stats = {}
-            for key, value in scan(db, STATS):
-                group, version = SLOT.unpack_from(key, 1)
-                stats.setdefault(group, []).append((version, COUNT.unpack(value)[0]))
-            self._stats_cache[path] = stats
-        return stats
-
     def discard_after(self, job: str, version: int) -> None:
-        for table, kgs, path in self._range_paths(job):
+        for table, kgs, path in self._databases.range_paths(job):
             db = self._open(path)
             batch = WriteBatch(raw_mode=True)
             dropped = False
@@ -414,7 +314,7 @@ class RocksDBSnapshotStore(SnapshotStore):
                 mark = VERSION.pack(version)
                 batch.put(WATERMARK, mark + self._seals.of(job).tag(context, mark))
                 dropped = True
-            for group, versions in self._stats(path, db).items():
+            for group, versions in self._databases.stats(path, db).items():
                 for v, _ in versions:
                     if v > version:
                         slot = SLOT.pack(group, v)
@@ -424,13 +324,13 @@ class RocksDBSnapshotStore(SnapshotStore):
                 versions[:] = [(v, count) for v, count in versions if v <= version]
             if dropped:
                 db.write(batch, self._sync)
-        for path in self._record_paths(job):
+        for path in self._databases.record_paths(job):
             self._open(path).delete_range(VERSION.pack(version + 1), b"\xff" * (VERSION.size + 1))
 
     def prune(self, job: str, crossing: Sequence[int], horizon: int) -> None:
         # Every resume is to a retained version, all at or after the horizon: the chunks at or before
         # it are only ever read together, so they can become one.
-        ranges = self._range_paths(job)
+        ranges = self._databases.range_paths(job)
         layouts: dict[str, list[range]] = {}
         for table, kgs, _ in ranges:
             layouts.setdefault(table, []).append(kgs)
@@ -438,7 +338,7 @@ class RocksDBSnapshotStore(SnapshotStore):
             db = self._open(path)
             batch = WriteBatch(raw_mode=True)
             folded = False
-            for group, versions in self._stats(path, db).items():
+            for group, versions in self._databases.stats(path, db).items():
                 old = [(v, count) for v, count in versions if v <= horizon]
                 if len(old) < 2:
                     continue
@@ -471,7 +371,7 @@ class RocksDBSnapshotStore(SnapshotStore):
         self._prune_records(job, horizon)
 
     def _prune_records(self, job: str, horizon: int) -> None:
-        for path in self._record_paths(job):
+        for path in self._databases.record_paths(job):
             db = self._open(path)
             keep = next(iter(db.keys(from_key=VERSION.pack(horizon), backwards=True)), None)
             if keep is None:
@@ -479,17 +379,17 @@ class RocksDBSnapshotStore(SnapshotStore):
             # Point deletes from the oldest version still held: a scan from the start would walk
             # over the deletions of every earlier prune.
             batch = WriteBatch(raw_mode=True)
-            for key in db.keys(from_key=self._record_floor.get(path, VERSION.pack(0))):
+            for key in db.keys(from_key=self._databases.record_floor.get(path, VERSION.pack(0))):
                 if key >= keep:
                     break
                 batch.delete(key)
             db.write(batch, self._write_options)
-            self._record_floor[path] = keep
+            self._databases.record_floor[path] = keep
 
     def retire_ranges(self, job: str, version: int, tables: dict[str, set[range]]) -> None:
         for table, ranges in tables.items():
             seal = None
-            for _, kgs, path in self._range_paths(job, table):
+            for _, kgs, path in self._databases.range_paths(job, table):
                 if kgs not in ranges or stored_range(os.path.basename(path))[1]:
                     continue
                 seal = seal or self._seals.of(job)
@@ -500,7 +400,7 @@ class RocksDBSnapshotStore(SnapshotStore):
                     continue
                 aside = os.path.join(os.path.dirname(path), set_aside_name(
                     os.path.basename(path), reached, os.listdir(os.path.dirname(path))))
-                self._forget(path)
+                self._databases.forget(path)
                 os.rename(path, aside)  # one step: the database is in one place or the other
 
     def drop_other_ranges(self, job: str, table: str, keep: set[range]) -> None:
@@ -508,10 +408,10 @@ class RocksDBSnapshotStore(SnapshotStore):
         resume with another parallelism, once the new layout holds a full copy), and the ones
         ``retire_ranges`` set aside."""
         table_dir = self._table_dir(job, table)
-        for _, kgs, path in self._range_paths(job, table):
+        for _, kgs, path in self._databases.range_paths(job, table):
             if kgs in keep and not stored_range(os.path.basename(path))[1]:
                 continue
-            self._forget(path)
+            self._databases.forget(path)
             # Out of the way in one step first: a kill in the middle of deleting files must not
             # leave a range database that is half there (read as state, or refused as damaged).
             doomed = f"{path}.dropped"
@@ -523,15 +423,12 @@ class RocksDBSnapshotStore(SnapshotStore):
                     shutil.rmtree(os.path.join(table_dir, name), ignore_errors=True)
 
     def delete_job(self, job: str) -> None:
-        job_dir = self._job_dir(job)
-        with self._lock:
-            for path in [p for p in [*self._dbs, *self._readers] if p.startswith(job_dir + os.sep)]:
-                self._forget(path)
+        self._databases.forget_job(job)
         # The meta goes first: a deletion cut short leaves a job without meta (a fresh start, which
         # clears the rest), never a meta whose state is half gone.
-        shutil.rmtree(self._meta_path(job), ignore_errors=True)
+        shutil.rmtree(self._databases.meta_path(job), ignore_errors=True)
         self._seals.drop(job)
-        shutil.rmtree(job_dir, ignore_errors=True)
+        shutil.rmtree(self._databases.job_dir(job), ignore_errors=True)
 
     def jobs(self) -> list[str]:
         if not os.path.isdir(self.path):
@@ -544,27 +441,18 @@ class RocksDBSnapshotStore(SnapshotStore):
         return names
 
     def tables(self, job: str) -> list[str]:
-        return sorted({table for table, _, _ in self._range_paths(job)})
+        return sorted({table for table, _, _ in self._databases.range_paths(job)})
 
     def sizes(self, job: str) -> dict[str, int]:
         sizes: dict[str, int] = {}
-        for table, kgs, path in self._range_paths(job):
+        for table, kgs, path in self._databases.range_paths(job):
             db = self._open(path, write=False)
             total = sum(len(k) + len(v) for k, v in scan(db, CHUNK)) if db is not None else 0
             sizes[f"{table} [{kgs.start}-{kgs.stop - 1}]"] = total
-        readers = [self._open(path, write=False) for path in self._record_paths(job)]
+        readers = [self._open(path, write=False) for path in self._databases.record_paths(job)]
         sizes["(records)"] = sum(len(k) + len(v) for db in readers if db is not None
                                  for k, v in db.items())
         return sizes
 
     def close(self) -> None:
-        with self._lock:
-            for db in [*self._dbs.values(), *self._readers.values()]:
-                db.close()
-            self._dbs.clear()
-            self._readers.clear()
-            self._stats_cache.clear()
-            self._record_floor.clear()
-            if self._holding:
-                self._holding = False
-                release_private_umask()
+        self._databases.close()

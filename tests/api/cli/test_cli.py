@@ -1,27 +1,20 @@
-"""The ``gyreflow`` command line, in process (click's CliRunner) and as ``python -m gyreflow``."""
+"""The ``gyreflow run`` command on the word count example, in process and as ``python -m gyreflow``."""
 
 from __future__ import annotations
 
 import json
 import os
 import pathlib
-import shutil
-import subprocess
-import sys
-import tomllib
 from collections import Counter
 
 import pytest
+from _cli_runs import EXAMPLE, WIDE, clean_environ, run_cli, run_module
 from _environments import environment_variables
 from click.testing import CliRunner
 
 from gyreflow.api.cli import main
 
-ROOT = pathlib.Path(__file__).resolve().parents[3]
-EXAMPLE = ROOT / "examples" / "word_count.py"
-SAMPLE = ROOT / "examples" / "data" / "sample.txt"
-GOLDEN = pathlib.Path(__file__).resolve().parents[2] / "golden"
-WIDE = {"COLUMNS": "400"}  # rich wraps stderr at the terminal width: keep messages on one line
+pytestmark = pytest.mark.usefixtures("every_environment")
 
 # Ten lines: window 2 (lines 4-6) holds only blank lines, a word repeats across windows, one word
 # is not ASCII, and the last window is short.
@@ -37,32 +30,6 @@ LINES = [
     "cat",
     "the café",
 ]
-
-
-@pytest.fixture(autouse=True)
-def no_gyreflow_variables(monkeypatch):
-    """GYREFLOW_* variables of the calling shell must not change what these tests expect."""
-    for name in list(os.environ):
-        if name.startswith("GYREFLOW_"):
-            monkeypatch.delenv(name)
-
-
-def clean_environ() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("GYREFLOW_")
-           or k in ("GYREFLOW_ENVIRONMENT__TYPE", "GYREFLOW_ENVIRONMENT__WORKERS",
-                    "GYREFLOW_ENVIRONMENT__PARALLELISM", "GYREFLOW_SPARK__MASTER")}
-    env.update(WIDE)
-    return env
-
-
-@pytest.fixture(autouse=True)
-def every_environment(environment_type, no_gyreflow_variables, monkeypatch):
-    """Every CLI test runs the example on each environment (in process and in subprocesses); after
-    the shell's GYREFLOW_* variables are gone, or the environment would fall back to the default."""
-    for name, value in environment_variables(environment_type).items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("GYREFLOW_SPARK__MASTER", "local[2]")
 
 
 def write_lines(path: pathlib.Path, lines: list[str]) -> pathlib.Path:
@@ -102,17 +69,6 @@ def assert_output(directory: pathlib.Path, lines: list[str], size: int) -> None:
     names = sorted(os.listdir(directory))  # listdir shows hidden files too
     assert names == [f"window-{w:06d}.jsonl" for w in range(1, len(expected) + 1)]
     assert read_output(directory) == expected
-
-
-def run_cli(args: list[str], **kwargs):
-    return CliRunner().invoke(main, args, env=WIDE, catch_exceptions=False, **kwargs)
-
-
-def run_module(args: list[str], cwd: pathlib.Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "gyreflow", *args],
-        cwd=cwd, env=clean_environ(), capture_output=True, text=True, timeout=120,
-    )
 
 
 # --- the oracle itself ----------------------------------------------------------------------------
@@ -379,136 +335,3 @@ def test_error_message_shows_records_with_square_brackets_verbatim(tmp_path, rec
     assert message.startswith("error: operator 'check' failed in window 1")
     assert f"record {record!r}" in message
 
-
-# --- gyreflow explain -----------------------------------------------------------------------------
-
-EXPLAIN_ARGS = ["--", "--input", str(SAMPLE), "--window", "3", "--output", "out/wc",
-                "--parallelism", "2"]
-
-
-def test_explain_text_matches_golden(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    # the plan at parallelism 1 (the auto default would be this machine's cores)
-    monkeypatch.setenv("GYREFLOW_ENVIRONMENT__PARALLELISM", "1")
-    result = run_cli(["explain", str(EXAMPLE), "--format", "text", *EXPLAIN_ARGS])
-    assert result.exit_code == 0
-    assert result.stdout == (GOLDEN / "word_count.txt").read_text(encoding="utf-8")
-    assert not (tmp_path / "out").exists()  # explained, not run
-    default = run_cli(["explain", str(EXAMPLE), *EXPLAIN_ARGS])
-    assert default.stdout == result.stdout
-
-
-def test_explain_dot(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("GYREFLOW_ENVIRONMENT__PARALLELISM", "1")  # not this machine's cores
-    result = run_cli(["explain", str(EXAMPLE), "--format", "dot", *EXPLAIN_ARGS])
-    assert result.exit_code == 0
-    lines = result.stdout.splitlines()
-    assert lines[0] == 'digraph "word-count/word_count" {'
-    assert lines[-1] == "}"
-    assert result.stdout.count("{") == result.stdout.count("}")
-    # lines(0) -> split(1) -key-> count(2) -rebalance-> files(3)
-    edges = [line.strip() for line in lines if "->" in line]
-    assert edges == [
-        'n0 -> n1 [label="forward"];',
-        'n1 -> n2 [label="key", style=bold];',
-        'n2 -> n3 [label="rebalance", style=bold];',
-    ]
-    assert [line.strip() for line in lines if line.strip().startswith("subgraph")] == [
-        "subgraph cluster_v0 {", "subgraph cluster_v1 {", "subgraph cluster_v2 {"
-    ]
-    assert not (tmp_path / "out").exists()
-    dot = shutil.which("dot")
-    if dot is not None:
-        svg = subprocess.run([dot, "-Tsvg"], input=result.stdout, capture_output=True, text=True,
-                             timeout=30)
-        assert svg.returncode == 0, svg.stderr
-
-
-def test_explain_mermaid_subprocess(tmp_path, monkeypatch):
-    monkeypatch.setenv("GYREFLOW_ENVIRONMENT__PARALLELISM", "1")  # not this machine's cores
-    result = run_module(["explain", str(EXAMPLE), "--format", "mermaid", *EXPLAIN_ARGS],
-                        cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
-    assert lines[:2] == ["flowchart LR", "  %% word-count/word_count"]
-    assert [line for line in lines if "-->" in line] == [
-        "  n0 -->|forward| n1",
-        "  n1 -->|key| n2",
-        "  n2 -->|rebalance| n3",
-    ]
-    opened = sum(1 for line in lines if line.startswith("  subgraph "))
-    assert opened == 3 == lines.count("  end")
-    assert not (tmp_path / "out").exists()
-
-
-def test_explain_rejects_unknown_format():
-    result = CliRunner().invoke(main, ["explain", str(EXAMPLE), "--format", "svg"], env=WIDE)
-    assert result.exit_code == 2
-    assert "svg" in result.stderr
-
-
-# --- gyreflow config ------------------------------------------------------------------------------
-
-
-def test_config_prints_the_defaults_as_toml(monkeypatch):
-    for name in ("GYREFLOW_ENVIRONMENT__TYPE", "GYREFLOW_ENVIRONMENT__WORKERS",
-                 "GYREFLOW_SPARK__MASTER"):
-        monkeypatch.delenv(name, raising=False)  # the defaults alone, not the environment under test
-    result = run_cli(["config"])
-    assert result.exit_code == 0
-    printed = tomllib.loads(result.stdout)
-    with open(ROOT / "conf" / "default.toml", "rb") as handle:
-        shipped = tomllib.load(handle)  # the hand-written, commented list of defaults
-    assert printed == shipped
-
-
-def test_config_round_trips(tmp_path):
-    custom = tmp_path / "custom.toml"
-    custom.write_text(
-        '[environment]\nparallelism = 3\n[state]\npath = "dir with \\"quotes\\" and \\\\"\n'
-        "[progress]\nenabled = false\n",
-        encoding="utf-8",
-    )
-    first = run_cli(["config", "--config", str(custom)])
-    assert first.exit_code == 0
-    values = tomllib.loads(first.stdout)
-    assert values["environment"]["parallelism"] == 3
-    assert values["state"]["path"] == 'dir with "quotes" and \\'
-    assert values["progress"]["enabled"] is False
-    assert values["runtime"]["batch_size"] == 1024
-    again = tmp_path / "again.toml"
-    again.write_text(first.stdout, encoding="utf-8")
-    second = run_cli(["config", "--config", str(again)])
-    assert second.stdout == first.stdout
-
-
-def test_config_reads_environment_variables():
-    result = CliRunner().invoke(main, ["config"], env={"GYREFLOW_RUNTIME__BATCH_SIZE": "64"})
-    assert result.exit_code == 0
-    assert tomllib.loads(result.stdout)["runtime"]["batch_size"] == 64
-
-
-def test_config_with_unknown_key_exits_2(tmp_path):
-    bad = tmp_path / "bad.toml"
-    bad.write_text("[progress]\nenable = true\n", encoding="utf-8")
-    result = CliRunner().invoke(main, ["config", "--config", str(bad)], env=WIDE)
-    assert result.exit_code == 2
-    assert "valid keys of [progress]: enabled" in " ".join(result.stderr.split())
-    assert result.stdout == ""
-
-
-def test_config_schema_lists_every_key():
-    result = run_cli(["config", "--schema"])
-    assert result.exit_code == 0
-    with open(ROOT / "conf" / "default.toml", "rb") as handle:
-        shipped = tomllib.load(handle)
-    for section, keys in shipped.items():
-        for name in keys:
-            assert f"`{section}.{name}`" in result.stdout
-
-
-def test_version():
-    result = run_module(["--version"])
-    assert result.returncode == 0
-    assert "0.1.0" in result.stdout
