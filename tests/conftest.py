@@ -22,7 +22,7 @@ from gyreflow.api import Environment
 
 # Test modules sit in folders by the part they guard (tests/api/cli, tests/state, ...), the shared
 # helpers (tests/_*.py, this file) here above them. Modules import each other's helpers by name
-# (``from test_recovery import word_count_oracle``): every test folder is on the import path, so
+# (``from _recovery_data import word_count_oracle``): every test folder is on the import path, so
 # that works whichever module pytest (or a parallel worker) collects first.
 TESTS = Path(__file__).resolve().parent
 for _folder, _subfolders, _files in os.walk(TESTS):
@@ -226,7 +226,7 @@ SPARK_FIXTURES = frozenset({"spark"})
 
 def _starts_processes(item) -> bool:
     """Whether the test's module starts processes (it uses subprocess, or runs jobs through
-    tests/recovery/test_recovery.py's helpers), read once per module, or one of its fixtures does."""
+    tests/recovery/_recovery_jobs.py's helpers), read once per module, or one of its fixtures does."""
     path = str(item.path)
     if path not in _STARTS_PROCESSES:
         text = item.path.read_text(encoding="utf-8")

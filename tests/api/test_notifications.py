@@ -16,7 +16,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
-from test_recovery import crash, run_job, write_lines
+from _recovery_data import write_lines
+from _recovery_jobs import crash, run_job
 
 from gyreflow.api import ProcessFunction, SizeTumblingWindow
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 from _postgres import POSTGRES_SECRET
+from _recovery_jobs import _create_database
 from event_time_oracle import expected
-from test_recovery import _create_database
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "event_time.py"

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 from _postgres import POSTGRES_SECRET
-from test_recovery import (
+from _recovery_data import parse_word_count, word_count_oracle, write_lines
+from _recovery_jobs import (
     POSTGRES_SCRIPT,
     TIMEOUT,
     assert_same_output,
@@ -27,13 +28,10 @@ from test_recovery import (
     base_environ,
     command,
     free_port,
-    parse_word_count,
-    read_dir,
     run_job,
     stored_meta,
-    word_count_oracle,
-    write_lines,
 )
+from _staged_output import read_dir
 
 from gyreflow.state.stores.jdbc import JdbcSnapshotStore
 

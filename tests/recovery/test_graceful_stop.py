@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
+from _recovery_data import word_count_oracle
 from test_job_lock import LINES, command, published, read_output
-from test_recovery import word_count_oracle
 
 STOPPED = re.compile(r"^stopped after window (\d+); run again with --resume to continue$")
 

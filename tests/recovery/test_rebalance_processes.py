@@ -84,7 +84,7 @@ def test_a_job_killed_after_a_rebalance_resumes_with_nothing_lost_or_repeated(
 @pytest.mark.parametrize("environment", ["local", "workers", "spark"])
 def test_a_rebalance_on_request_moves_the_hot_key_group_and_the_output_stays_exact(
         tmp_path, environment):
-    from test_control import WINDOWS, Job, job_args, quiet_oracle
+    from _control_jobs import WINDOWS, Job, job_args, quiet_oracle
     from test_notifications import QUIET, make_lines, read_alerts
     from test_rebalance import hot_word
 

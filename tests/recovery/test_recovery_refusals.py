@@ -1,10 +1,9 @@
 """Crash recovery, continued: ``--from-window`` after a complete run and after a crash, and the
 refusals that leave state and output untouched (a corrupted snapshot, existing state without
 ``--resume``/``--fresh``, a changed plan). Jobs, crashes, references and stores are those of
-tests/recovery/test_recovery.py: each reference is checked there against a plain-Python oracle."""
+tests/recovery/_recovery_jobs.py and tests/recovery/conftest.py: each reference is checked against a
+plain-Python oracle."""
 
-# The fixtures of tests/recovery/test_recovery.py are imported here, and test arguments name them:
-# ruff: noqa: F811
 from __future__ import annotations
 
 import re
@@ -13,25 +12,20 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-from _staged_output import read_dir
-from test_recovery import (  # noqa: F401 - data_dir, postgres_canary and the rest are fixtures
+from _recovery_data import WC_WINDOWS
+from _recovery_jobs import (
     WC_JOB,
-    WC_WINDOWS,
     WORD_COUNT,
     assert_same_output,
     assert_visible_prefix,
     crash,
-    data_dir,
     first_flags,
-    postgres_canary,
     resume,
     run_job,
-    state_env,
     stored_meta,
     word_args,
-    word_input,
-    word_reference,
 )
+from _staged_output import read_dir
 
 from gyreflow.state.shared.sealing import Seal, read_key_file
 from gyreflow.state.shared.snapshot import JobMeta

@@ -1,13 +1,11 @@
 """Cycle scheduler tests beyond one cycle's state machine: the JobScheduler routing events between
 cycles, the WindowContext's window bookkeeping, and a property test of completion order under random
-interleavings of task reports (helpers and the cycle shape come from test_scheduler)."""
+interleavings of task reports (helpers and the cycle shape come from _cycle_scheduling)."""
 
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from test_scheduler import (
+from _cycle_scheduling import (
     ack,
     checkpoint,
     cleans,
@@ -20,6 +18,8 @@ from test_scheduler import (
     source_done,
     to_execute,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gyreflow.scheduler.context import WindowContext
 from gyreflow.scheduler.cycle import CycleState, JobScheduler

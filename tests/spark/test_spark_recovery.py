@@ -15,8 +15,9 @@ Crashes:
 
 - crash points (``GYREFLOW_CRASH_AT=POINT:WINDOW``) that happen on the driver: ``window-finished``,
   ``after-commit``, ``mid-publish`` (``before-commit`` is the same driver code as on the local
-  environment, where tests/recovery/test_recovery.py takes it). (``snapshot-written`` is the asynchronous
-  writer's, which Spark tasks do not use; ``mid-window`` would kill a Python worker, not the driver.)
+  environment, where tests/recovery/test_word_count_recovery.py takes it). (``snapshot-written`` is
+  the asynchronous writer's, which Spark tasks do not use; ``mid-window`` would kill a Python worker,
+  not the driver.)
   The driver must die by its own SIGKILL at the armed point. If it runs on past the armed window
   instead, the test kills it itself (so the resume is still checked) and then fails on the crash point;
 - a SIGKILL sent from the test in a late window (the resume changes the counting parallelism).
@@ -45,10 +46,11 @@ from pathlib import Path
 
 import pytest
 from _postgres import POSTGRES_SECRET
+from _recovery_data import word_count_oracle
 from _spark_master import ON_CLUSTER, cluster_state_env
 from _spark_master import master as spark_master
-from test_recovery import is_staged_window, word_count_oracle
-from test_recovery import read_dir as read_staged_dir
+from _staged_output import is_staged_window
+from _staged_output import read_dir as read_staged_dir
 
 # The tests that need the uninterrupted reference run (a Spark job in a process of its own) share
 # one worker, so that it is made once; the crash-point tests compare with the oracle and spread over
@@ -106,7 +108,7 @@ def oracle_files(by_window: dict[int, dict[str, int]]) -> dict[str, list[str]]:
 
 
 def read_dir(directory: Path) -> dict[str, list[str]]:
-    """Every file of ``directory``, staged ones included (see ``test_recovery.read_dir``)."""
+    """Every file of ``directory``, staged ones included (see ``_staged_output.read_dir``)."""
     return read_staged_dir(directory)
 
 
@@ -403,7 +405,8 @@ def test_uninterrupted_spark_run_matches_the_oracle(uninterrupted, word_input):
 
 
 # point, window, backend, parallelism of the crashed run, of the resume (the driver-side points are
-# one code for both environments: tests/recovery/test_recovery.py takes every point on the local one)
+# one code for both environments: tests/recovery/test_word_count_recovery.py takes every point on
+# the local one)
 ARMED = [
     pytest.param("window-finished", 3, "rocksdb", 2, 2, id="window-finished-3-rocksdb"),
     pytest.param("after-commit", 4, "postgresql", 2, 2, id="after-commit-4-postgresql"),

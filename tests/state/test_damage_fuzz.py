@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from _postgres import POSTGRES_SECRET
-from test_recovery import _create_database, word_count_oracle
+from _recovery_data import word_count_oracle
+from _recovery_jobs import _create_database
 
 ROOT = Path(__file__).resolve().parents[2]
 WORD_COUNT = ROOT / "examples" / "word_count.py"

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 from _postgres import POSTGRES_SECRET
-from test_recovery import _create_database as create_database
-from test_recovery import word_count_oracle
+from _recovery_data import word_count_oracle
+from _recovery_jobs import _create_database as create_database
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = """

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_recovery import word_count_oracle
+from _recovery_data import word_count_oracle
 from test_state_verification import LINES, WINDOW, assert_refused, parse, published, run
 
 from gyreflow.api import FileSink

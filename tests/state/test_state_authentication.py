@@ -16,9 +16,9 @@ import struct
 import pytest
 import sqlalchemy as sa
 from _postgres import POSTGRES_SECRET
+from _recovery_data import word_count_oracle
 from _stored_state import chunk_key, rocksdb_databases, rocksdb_table_dir
 from rocksdict import Options, Rdict
-from test_recovery import word_count_oracle
 from test_state_verification import LINES, WINDOW, assert_refused, crashed, parse, published, run
 
 from gyreflow.state.backends import JdbcStateBackend, RocksDBStateBackend

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_recovery import word_count_oracle
+from _recovery_data import word_count_oracle
 
 ROOT = Path(__file__).resolve().parents[2]
 WORD_COUNT = ROOT / "examples" / "word_count.py"

@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 import pytest
+from _recovery_data import word_count_oracle
 from test_job_lock import LINES, command, published, read_output
-from test_recovery import word_count_oracle
 
 from gyreflow.runtime.errors import SnapshotWriteError
 from gyreflow.runtime.workers.restart import RestartStrategy, store_away

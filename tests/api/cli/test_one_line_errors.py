@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_control import Job, job_args
+from _control_jobs import Job, job_args
+from _recovery_data import write_lines
 from test_notifications import make_lines
-from test_recovery import write_lines
 
 LONG = "a-folder-name-long-enough-that-the-message-passes-eighty-columns-" * 2
 

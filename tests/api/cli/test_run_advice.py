@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 import pytest
+from _recovery_data import word_count_oracle
 from test_job_lock import LINES, REFUSE_SECONDS, command, published, read_output
-from test_recovery import word_count_oracle
 
 pytestmark = pytest.mark.processes
 

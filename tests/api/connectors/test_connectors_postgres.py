@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from test_recovery import _create_database, word_count_oracle
+from _recovery_data import word_count_oracle
+from _recovery_jobs import _create_database
 
 from gyreflow.api import (
     PostgresSink,

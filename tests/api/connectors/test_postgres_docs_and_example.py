@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from test_recovery import _create_database
+from _recovery_jobs import _create_database
 
 from gyreflow.state.stores.sql_urls import engine_url
 

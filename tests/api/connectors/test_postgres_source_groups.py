@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 import sqlalchemy as sa
-from test_recovery import _create_database
+from _recovery_jobs import _create_database
 
 from gyreflow.api import PostgresSource, SizeTumblingWindow
 from gyreflow.state.stores.sql_urls import engine_url
