@@ -30,8 +30,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-import scipy.sparse as sparse
 from _common import (
     DEFAULT_SEED,
     command_line,
@@ -42,26 +40,26 @@ from _common import (
     print_table,
     update_docs_section,
 )
+from _graph_clocks import DriverSpan, SuperstepClock, searched
+from _graph_engines import (
+    DAMPING,
+    SCIPY_PAGERANK_SCRIPT,
+    ResultMismatchError,
+    check_ranks,
+    gyreflow_pagerank,
+    gyreflow_run,
+    plain_pagerank,
+    random_edges,
+    scipy_pagerank,
+)
+from _graph_incremental import check_windows, run_incremental_wcc
 from _graph_loops import SEARCH, plain_bfs, plain_cdlp, plain_lcc, plain_sssp, plain_wcc
 from rich.console import Console
 
-from gyreflow.api import Environment, SizeTumblingWindow
-from gyreflow.api.graph import GraphView
-from gyreflow.api.graph_algorithms import (
-    bfs,
-    cdlp,
-    incremental_wcc,
-    lcc,
-    pagerank,
-    sssp,
-    wcc,
-)
-from gyreflow.runtime.dataflow.graph.array_operator import ArrayGraphOperator
-from gyreflow.runtime.driver import JobDriver
-from gyreflow.scheduler.events import EventKind
+from gyreflow.api import Environment
+from gyreflow.api.graph_algorithms import bfs, cdlp, lcc, sssp, wcc
 
 SPARK_MASTER = "local[2]"
-DAMPING = 0.85
 LOOP = "plain-Python loop"
 SCIPY = "scipy.sparse loop"
 LOCAL = "gyreflow local"
@@ -73,251 +71,6 @@ GROWTH_TARGET = 2.0  # per-window time grows less than 2x while the graph grows 
 SPARK_STEP_TARGET = 2.0  # a Spark superstep <= 2x the local one plus one Spark round
 
 err = Console(stderr=True)
-
-
-
-
-class ResultMismatchError(Exception):
-    """An engine's result differs from the reference."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Input
-
-
-def random_edges(n: int, m: int, seed: int) -> list[tuple[int, int]]:
-    """``m`` distinct directed edges ``src != dst`` between ``n`` vertices; destinations skewed towards
-    low ids (some vertices are popular), and the last 2% of the ids never a source (dangling)."""
-    rng = random.Random(seed)
-    sources = n - n // 50
-    seen: set[tuple[int, int]] = set()
-    edges = []
-    rand, randrange = rng.random, rng.randrange
-    while len(edges) < m:
-        edge = (randrange(sources), int(n * rand() ** 1.5))
-        if edge[0] != edge[1] and edge not in seen:
-            seen.add(edge)
-            edges.append(edge)
-    return edges
-
-
-# ---------------------------------------------------------------------------------------------
-# PageRank engines
-
-
-def plain_pagerank(vertices: list, edges: list, damping: float, iterations: int) -> dict:
-    """A hand-written PageRank over dicts: adjacency lists, then ``iterations`` synchronous updates
-    with the dangling rank spread evenly."""
-    out: dict = {v: [] for v in vertices}
-    for src, dst in edges:
-        out[src].append(dst)
-    n = len(vertices)
-    rank = dict.fromkeys(vertices, 1.0 / n)
-    started = time.perf_counter()
-    for _ in range(iterations):
-        incoming = dict.fromkeys(vertices, 0.0)
-        dangling = 0.0
-        for vertex, targets in out.items():
-            if targets:
-                share = rank[vertex] / len(targets)
-                for target in targets:
-                    incoming[target] += share
-            else:
-                dangling += rank[vertex]
-        base = (1.0 - damping) / n + damping * dangling / n
-        rank = {v: base + damping * incoming[v] for v in vertices}
-    SEARCH["seconds"] = time.perf_counter() - started
-    return rank
-
-
-def scipy_pagerank(vertices: list, edges: list, damping: float, iterations: int) -> dict:
-    """The same PageRank with ``scipy.sparse``: one matrix-vector product per iteration."""
-    n = len(vertices)
-    pairs = np.array(edges, dtype=np.int64).reshape(-1, 2)
-    ids = np.array(vertices, dtype=np.int64)
-    order = np.argsort(ids)
-    src = order[np.searchsorted(ids, pairs[:, 0], sorter=order)]
-    dst = order[np.searchsorted(ids, pairs[:, 1], sorter=order)]
-    matrix = sparse.csr_matrix((np.ones(len(src)), (dst, src)), shape=(n, n))
-    degree = np.bincount(src, minlength=n)
-    dangling = degree == 0
-    rank = np.full(n, 1.0 / n)
-    started = time.perf_counter()
-    for _ in range(iterations):
-        share = np.divide(rank, degree, out=np.zeros(n), where=~dangling)
-        rank = (1.0 - damping) / n + damping * (matrix @ share + rank[dangling].sum() / n)
-    SEARCH["seconds"] = time.perf_counter() - started
-    return dict(zip(vertices, rank.tolist(), strict=True))
-
-
-def gyreflow_run(env: Environment, vertices: list, edges: list, algorithm: Callable,
-                 parallelism: int, directed: bool = True) -> Callable[[], dict]:
-    """A pipeline: the graph from two in-memory sources, ``algorithm(graph)``, collected."""
-
-    def run() -> dict:
-        pipeline = env.pipeline("graph-benchmark")
-
-        @pipeline.task
-        def compute(ctx):
-            graph = GraphView(ctx.source(vertices), ctx.source(edges), directed=directed,
-                              parallelism=parallelism)
-            algorithm(graph).collect("values")
-
-        return dict(pipeline.execute(fresh=True).output("values"))
-
-    return run
-
-
-def gyreflow_pagerank(env: Environment, vertices: list, edges: list, iterations: int,
-                      parallelism: int) -> Callable[[], dict]:
-    """Library PageRank in a pipeline."""
-    return gyreflow_run(env, vertices, edges, lambda g: pagerank(g, DAMPING, iterations),
-                        parallelism)
-
-
-class SuperstepClock:
-    """The wall time of the supersteps of a local run: from the start of the first superstep to the
-    end of the last one (scheduling between them included), measured around the graph operator."""
-
-    def __init__(self) -> None:
-        self.first: float | None = None
-        self.last: float | None = None
-        original = ArrayGraphOperator.superstep
-        clock = self
-
-        def timed(operator, *args, **kwargs):
-            started = time.perf_counter()
-            if clock.first is None:
-                clock.first = started
-            try:
-                return original(operator, *args, **kwargs)
-            finally:
-                clock.last = time.perf_counter()
-
-        ArrayGraphOperator.superstep = timed
-
-    def take(self) -> float:
-        """The supersteps' time since the last call."""
-        seconds = (self.last - self.first) if self.first is not None else 0.0
-        self.first = self.last = None
-        return seconds
-
-
-class DriverSpan:
-    """The supersteps' span as the driver sees it: from its sending of a window's first superstep
-    (ExecuteFirstIteration) to its sending of FinishIteration, and how many supersteps ran."""
-
-    def __init__(self) -> None:
-        self.first: float | None = None
-        self.last: float | None = None
-        self.steps: set[tuple[int, int]] = set()
-        original = JobDriver._send
-        span = self
-
-        def send(driver, events) -> None:
-            now = time.perf_counter()
-            for event in events:
-                if event.kind is EventKind.EXECUTE_FIRST_ITERATION:
-                    span.steps.add((event.window, 1))
-                    if span.first is None:
-                        span.first = now
-                elif event.kind is EventKind.EXECUTE_COMPUTE and event.iteration:
-                    span.steps.add((event.window, event.iteration))
-                elif event.kind is EventKind.FINISH_ITERATION:
-                    span.last = now
-            return original(driver, events)
-
-        JobDriver._send = send
-
-    def take(self) -> tuple[float, int]:
-        """``(seconds, supersteps)`` since the last call."""
-        if self.first is None or self.last is None:
-            msg = "no superstep was seen"
-            raise RuntimeError(msg)
-        seconds, steps = self.last - self.first, len(self.steps)
-        self.first = self.last = None
-        self.steps = set()
-        return seconds, steps
-
-
-def searched(fn: Callable[[], object], seconds: Callable[[], float], into: dict, name: str):
-    """``fn`` that records the search time ``seconds()`` of its best run under ``into[name]``."""
-    def run():
-        result = fn()
-        into[name] = min(into.get(name, math.inf), seconds())
-        return result
-    return run
-
-
-def check_ranks(name: str, got: dict, expected: dict, tolerance: float = 1e-9) -> None:
-    """Raise ResultMismatchError unless every value is within ``tolerance`` (relative) of the
-    reference (infinite values equal)."""
-    if got.keys() != expected.keys():
-        msg = f"{name}: {len(got)} vertices, expected {len(expected)}"
-        raise ResultMismatchError(msg)
-    wrong = [v for v, r in expected.items()
-             if not (got[v] == r or abs(got[v] - r) <= tolerance * max(abs(r), 1e-12))]
-    if wrong:
-        examples = ", ".join(f"{v}: {got[v]!r} != {expected[v]!r}" for v in wrong[:3])
-        msg = f"{name}: {len(wrong)} values differ from the plain loop, e.g. {examples}"
-        raise ResultMismatchError(msg)
-
-
-# ---------------------------------------------------------------------------------------------
-# Incremental WCC
-
-
-def run_incremental_wcc(env: Environment, edges: list, window: int, parallelism: int):
-    """Incremental WCC over ``edges`` in windows of ``window``; returns the task result."""
-    pipeline = env.pipeline("incremental-wcc-benchmark")
-
-    @pipeline.task
-    def components(ctx):
-        stream = ctx.source(edges, SizeTumblingWindow(window), parallelism=1)
-        graph = GraphView(None, stream, directed=False, parallelism=parallelism)
-        incremental_wcc(graph).collect("labels")
-
-    return pipeline.execute(fresh=True)["components"]
-
-
-class UnionFind:
-    """Union-find with the smallest id as each root: the reference labelling after each window."""
-
-    def __init__(self) -> None:
-        self.parent: dict = {}
-
-    def find(self, v):
-        parent = self.parent
-        root = v
-        while parent[root] != root:
-            root = parent[root]
-        while parent[v] != root:
-            parent[v], v = root, parent[v]
-        return root
-
-    def add(self, a, b) -> None:
-        for v in (a, b):
-            self.parent.setdefault(v, v)
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[max(ra, rb)] = min(ra, rb)
-
-
-def check_windows(result, edges: list, window: int) -> None:
-    """Fold each window's changed labels and compare with union-find over the edges so far."""
-    by_window = result.by_window("labels")
-    windows = math.ceil(len(edges) / window)
-    union = UnionFind()
-    labels: dict = {}
-    for number in range(1, windows + 1):
-        for a, b in edges[(number - 1) * window:number * window]:
-            union.add(a, b)
-        labels.update(by_window.get(number, []))
-        expected = {v: union.find(v) for v in union.parent}
-        if labels != expected:
-            wrong = [v for v in expected if labels.get(v) != expected[v]][:3]
-            msg = f"incremental WCC after window {number}: labels differ, e.g. vertices {wrong}"
-            raise ResultMismatchError(msg)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -526,31 +279,6 @@ def algorithms_section(args, vertices, edges, local: Environment, clock: Superst
     return table, targets
 
 
-_SCIPY_SCRIPT = r"""
-import sys
-import numpy as np
-import scipy.sparse as sparse
-
-vertices_path, edges_path, out_path, iterations, damping = sys.argv[1:6]
-iterations, damping = int(iterations), float(damping)
-ids = np.loadtxt(vertices_path, dtype=np.int64, ndmin=1)
-pairs = np.loadtxt(edges_path, dtype=np.int64, ndmin=2)
-order = np.argsort(ids)
-src = order[np.searchsorted(ids, pairs[:, 0], sorter=order)]
-dst = order[np.searchsorted(ids, pairs[:, 1], sorter=order)]
-n = len(ids)
-matrix = sparse.csr_matrix((np.ones(len(src)), (dst, src)), shape=(n, n))
-degree = np.bincount(src, minlength=n)
-dangling = degree == 0
-rank = np.full(n, 1.0 / n)
-for _ in range(iterations):
-    share = np.divide(rank, degree, out=np.zeros(n), where=~dangling)
-    rank = (1.0 - damping) / n + damping * (matrix @ share + rank[dangling].sum() / n)
-with open(out_path, "w") as out:
-    out.writelines(f"{v} {r!r}\n" for v, r in zip(ids.tolist(), rank.tolist()))
-"""
-
-
 def command_section(args, vertices, edges, notes: list[str]):
     """``gyreflow graph pr`` on files against the numpy + scipy script, as fresh processes."""
     folder = Path(tempfile.mkdtemp(prefix="gyreflow-graph-bench-"))
@@ -558,7 +286,7 @@ def command_section(args, vertices, edges, notes: list[str]):
     vertex_file.write_text("".join(f"{v}\n" for v in vertices))
     edge_file.write_text("".join(f"{a} {b}\n" for a, b in edges))
     script = folder / "scipy_pagerank.py"
-    script.write_text(_SCIPY_SCRIPT)
+    script.write_text(SCIPY_PAGERANK_SCRIPT)
     env = dict(os.environ)
     env["GYREFLOW_STATE__PATH"] = str(folder / "state")
     commands = {

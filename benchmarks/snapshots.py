@@ -11,7 +11,6 @@ import datetime
 import math
 import os
 import shutil
-import signal
 import statistics
 import sys
 import tempfile
@@ -32,8 +31,6 @@ from _common import (
     word_lines,
 )
 from _snapshot_jobs import (
-    CHANGE_SHARE,
-    CHANGE_WINDOWS,
     DEFAULT_WORDS,
     DIRECT_WRITES,
     FIXED_CHANGE,
@@ -45,13 +42,8 @@ from _snapshot_jobs import (
     POSTGRES,
     QUICK_RECOVERY_KEYS,
     QUICK_STATE_SIZES,
-    RECOVERY_CRASH_WINDOW,
-    RECOVERY_JOB,
     RECOVERY_KEYS,
-    RECOVERY_LOAD_WINDOWS,
-    RECOVERY_SCRIPT,
     RECOVERY_TARGET,
-    RECOVERY_UPDATE_WINDOWS,
     ROCKSDB,
     ROCKSDB_FINAL,
     SIZE_GROWTH_TARGET,
@@ -64,32 +56,20 @@ from _snapshot_jobs import (
     WINDOW_WORDS,
     WORDS_PER_LINE,
     CheckError,
-    DirectWriter,
     Failed,
-    PipelineWindows,
-    SizeCase,
-    SizeResult,
-    Timeline,
     WordCountCase,
+    err,
     fresh_dir,
-    load_recovery_module,
     ms,
+    out,
     percent,
     postgres_server,
-    recovery_oracle,
-    restore,
-    run_job,
     short_error,
-    size_oracle,
-    size_run,
     with_options,
 )
-from rich.console import Console
+from _snapshot_recovery import run_recovery
+from _snapshot_sizes import SizeResult, run_sizes
 
-from gyreflow.state.stores.rocksdb import RocksDBSnapshotStore
-
-err = Console(stderr=True)
-out = Console(width=None if sys.stdout.isatty() else 150)
 
 def run_throughput(args, lines: list[str], expected: dict[str, int], work: Path,
                    postgres_url: str | None) -> tuple[str, list[str], dict[str, float]]:
@@ -230,246 +210,6 @@ def run_throughput(args, lines: list[str], expected: dict[str, int], work: Path,
     else:
         notes.append("PostgreSQL skipped (--no-postgres, or the server did not start).")
     return table, notes, costs
-
-
-
-
-def run_sizes(args, work: Path, sizes: tuple[int, ...],
-              backends: tuple[str, ...]) -> tuple[str, list[str], list[SizeResult]]:
-    results: list[SizeResult] = []
-    settle: dict[tuple[str, int], int] = {}
-    pipelines: list[tuple[DirectWriter, PipelineWindows, PipelineWindows]] = []
-    writers: list[DirectWriter] = []
-    try:
-        for keys in sizes:
-            case = SizeCase(keys, max(1, int(keys * CHANGE_SHARE)))
-            oracle = size_oracle(case)
-            err.print(f"[dim]state size {keys:,}: no-snapshot baseline...[/dim]")
-            base = size_run(case, {"state.backend": "memory", "state.snapshot_every": NEVER},
-                            f"size-{keys}-none", oracle)
-            for backend in backends:
-                if backend != ROCKSDB and keys > args.sqlite_max_keys:
-                    continue
-                err.print(f"[dim]state size {keys:,}: {backend} pipeline...[/dim]")
-                slug = backend.split()[0].lower()
-                path = fresh_dir(work, f"size-{slug}-")
-                config = {"state.backend": "rocksdb" if backend == ROCKSDB else "jdbc",
-                          "state.path": path}
-                run = size_run(case, config, f"size-{keys}-{slug}", oracle)
-                settle[(backend, keys)] = run.settle_windows
-                writer = DirectWriter(backend, path, run.job, run.table, case)
-                writers.append(writer)
-                pipelines.append((writer, run, base))
-            del oracle
-        # Direct writes round-robin over every prepared store, so that a burst of load on the
-        # shared machine hits every state size alike.
-        err.print(f"[dim]direct writes: {args.direct_writes} rounds over {len(writers)} "
-                  "stores...[/dim]")
-        for _ in range(args.direct_writes):
-            for writer in writers:
-                for phase, count in writer.case.phases:
-                    writer.write_once(phase, count)
-        for writer, run, base in pipelines:
-            for phase, changed in writer.case.phases:
-                results.append(SizeResult(writer.backend, writer.case, phase, changed,
-                                          run.interval[phase],
-                                          base.interval[phase], run.lag[phase],
-                                          *writer.medians(phase)))
-    finally:
-        for writer in writers:
-            writer.close()
-
-    rows = []
-    for r in sorted(results, key=lambda r: (r.phase != "1%", r.backend != ROCKSDB, r.case.keys)):
-        rows.append([r.backend, f"{r.case.keys:,}", f"{r.changed:,}" + (" (1%)" if r.phase == "1%"
-                                                                       else " (fixed)"),
-                     ms(r.interval), ms(r.baseline), ms(r.interval - r.baseline), ms(r.lag),
-                     ms(r.build), ms(r.write), f"{r.write / r.changed * 1e6:.1f}", ms(r.prune)])
-    table = print_table(
-        "Snapshot time vs state size (per window, ms)",
-        ["backend", "state keys", "changed keys", "window", "window, no snapshots", "extra",
-         "commit lag", "build chunks", "store.write", "write µs / changed key", "commit + prune"],
-        rows, console=out)
-    settle_text = ", ".join(f"{b} {k:,}: {n}" for (b, k), n in settle.items())
-    notes = [
-        "Pipeline: window 1 loads N keys (`(key, value)` records, keys `key-0000000`...), then "
-        f"{CHANGE_WINDOWS} windows each change a random 1% of the keys and {CHANGE_WINDOWS} "
-        f"windows each change a fixed {FIXED_CHANGE:,} keys; flat_map, key_by, keyed reduce "
-        "(last value wins), a sink that timestamps each window; local environment, "
-        "parallelism 1, snapshots every window. Every run's final state (the sink's latest "
-        "record per key) was checked against an oracle dict.",
-        "Empty windows (50 ms each) run after window 1 until its N-key snapshot is committed, "
-        "so the base write does not spill into the measured windows (settle windows: "
-        f"{settle_text}). The no-snapshot baseline (memory backend, state.snapshot_every="
-        f"{NEVER:,}) has none.",
-        "window: median wall time between the sink finishing consecutive windows, over the "
-        f"last {CHANGE_WINDOWS - 1} windows of each phase (the first of a phase carries the "
-        "previous phase's snapshot). extra = window - window, no snapshots: the snapshot cost "
-        "the pipeline sees (building chunks and handing them to the writer process, plus waiting "
-        "when the writer falls behind). commit lag: median time from a window finishing to "
-        "its snapshot being committed (written by the child process and the job meta "
-        "updated).",
-        "build chunks and store.write: timed directly after the pipeline runs, on their stores "
-        f"(which hold the N-key state), median of {args.direct_writes} snapshots per row, each "
-        "changing fresh random keys, taken round-robin over all the stores. build chunks = "
-        "`chunks_by_key_group` of the changed keys (one chunk per key group: its keys pickled in "
-        "one list, its values in another), exactly as runtime/dataflow/task.py `Task._snapshot` builds "
-        "them (done in the job process); "
-        "store.write = `store.write(TaskSnapshot(...))` in this process (what the writer "
-        "process does). "
-        "Each write is followed by the commit of the job meta and the prune of what the new "
-        "horizon version superseded, as the runtime does after every window (commit + prune, "
-        "timed separately and counted for the phase of the version it prunes by: the writer "
-        "process does this work too).",
-        "How to read the target: \"incremental\" means a snapshot costs what changed, not what "
-        "is stored. At 1% the change itself grows 100x from 10k to 1M keys (100 vs 10,000 "
-        "changed keys), so the target is read on the fixed-change rows "
-        f"({FIXED_CHANGE:,} changed keys per window at every state size): their store.write "
-        f"time must stay within {SIZE_GROWTH_TARGET:g}x. The 1% rows are shown as measured; "
-        "their µs per changed key is the comparable number.",
-    ]
-    sqlite_fixed = sorted((r.case.keys, r.prune) for r in results
-                          if r.backend == SQLITE and r.phase == "fixed")
-    if len(sqlite_fixed) > 1 and sqlite_fixed[-1][1] > 3 * sqlite_fixed[0][1]:
-        (small, small_prune), (large, large_prune) = sqlite_fixed[0], sqlite_fixed[-1]
-        notes.append(
-            f"SQLite's commit + prune grows with the state, not the change: {ms(small_prune)} ms "
-            f"at {small:,} keys, {ms(large_prune)} ms at {large:,} keys for the same "
-            f"{FIXED_CHANGE:,} changed keys.")
-    if any(k > args.sqlite_max_keys for k in sizes) and SQLITE in backends:
-        notes.append(f"SQLite runs only up to {args.sqlite_max_keys:,} keys, to keep the "
-                     "benchmark short (a 1M-key SQLite base snapshot alone took ~40 s here).")
-    return table, notes, results
-
-
-
-
-def run_recovery(args, work: Path, keys: int) -> tuple[str, list[str], float]:
-    script = work / "recovery_job.py"
-    script.write_text(RECOVERY_SCRIPT.format(load_windows=RECOVERY_LOAD_WINDOWS,
-                                             update_windows=RECOVERY_UPDATE_WINDOWS,
-                                             seed=DEFAULT_SEED), encoding="utf-8")
-    module = load_recovery_module(script)
-    windows = RECOVERY_LOAD_WINDOWS + RECOVERY_UPDATE_WINDOWS
-    crashed = fresh_dir(work, "recovery-crashed-")
-    crash = f"after-commit:{RECOVERY_CRASH_WINDOW}"
-    err.print(f"[dim]recovery: building {keys:,} keys with rocksdb, killed at {crash}...[/dim]")
-    build = run_job(script, crashed, keys, crash)
-    if build.returncode != -signal.SIGKILL:
-        msg = f"the job was not killed at {crash} (exit code {build.returncode})"
-        raise CheckError(msg)
-    # Everything below works on copies: each restore and each resumed job starts from the state
-    # exactly as the kill left it (the first open of a RocksDB database replays its write-ahead
-    # log and flushes it).
-    def copy_of_crashed(prefix: str) -> str:
-        path = fresh_dir(work, prefix)
-        shutil.copytree(crashed, path, dirs_exist_ok=True)
-        return path
-
-    inspected = copy_of_crashed("recovery-inspected-")
-    store = RocksDBSnapshotStore(inspected)
-    try:
-        meta = store.read_meta(RECOVERY_JOB)
-    finally:
-        store.close()
-        shutil.rmtree(inspected, ignore_errors=True)
-    # Commits the writer process had already been sent may land before it dies with the job,
-    # so the state can be committed past the crash window; the resume continues after it.
-    if meta is None or not RECOVERY_CRASH_WINDOW <= meta.last_completed < windows:
-        msg = (f"expected windows {RECOVERY_CRASH_WINDOW}..{windows - 1} committed before the "
-               f"kill, meta: {meta}")
-        raise CheckError(msg)
-    committed = meta.last_completed
-    table = build.table
-    at_crash = recovery_oracle(module, keys, committed)
-
-    opens, reads = [], []
-    for rep in range(args.repeat):
-        inspected = copy_of_crashed("recovery-inspected-")
-        opened, read, data = restore(inspected, table, committed)
-        shutil.rmtree(inspected, ignore_errors=True)
-        if data != at_crash:
-            msg = "restored state differs from the oracle at the crash window"
-            raise CheckError(msg)
-        del data
-        opens.append(opened)
-        reads.append(read)
-        err.print(f"[dim]recovery, repetition {rep + 1}/{args.repeat}: pure restore "
-                  f"{opened + read:.3f} s[/dim]")
-    totals = [sum(t) for t in zip(opens, reads, strict=True)]
-    best_restore = totals.index(min(totals))
-
-    resumed: list[Timeline] = []
-    final = recovery_oracle(module, keys, windows)
-    for rep in range(args.repeat):
-        state = copy_of_crashed("recovery-resumed-")
-        timeline = run_job(script, state, keys)
-        first = committed + 1
-        # A commit covers every window up to it: the first may be committed with the next.
-        if timeline.window("finished") != first or timeline.window("committed") < first:
-            msg = f"resumed job's first window was not {first}: {timeline.events}"
-            raise CheckError(msg)
-        if timeline.window("done") != windows:
-            msg = f"resumed job ended at window {timeline.window('done')}, expected {windows}"
-            raise CheckError(msg)
-        if rep == 0:
-            *_, data = restore(state, table, windows)
-            if data != final:
-                msg = "the resumed job's final state differs from the oracle"
-                raise CheckError(msg)
-            del data
-        resumed.append(timeline)
-        err.print(f"[dim]recovery, repetition {rep + 1}/{args.repeat}: first new window "
-                  f"completed after {timeline.at('committed'):.3f} s[/dim]")
-        shutil.rmtree(state, ignore_errors=True)
-    best = min(resumed, key=lambda t: t.at("committed"))
-    total = best.at("committed")
-
-    rows = [
-        ["start the Python process (to the script's first line)",
-         format_seconds(best.at("started"))],
-        ["import gyreflow", format_seconds(best.at("imported") - best.at("started"))],
-        ["open store, restore state, seek source (to the first record of the window)",
-         format_seconds(best.at("first-record") - best.at("imported"))],
-        [f"compute window {committed + 1} (the first after the resume point)",
-         format_seconds(best.at("finished") - best.at("first-record"))],
-        ["snapshot and commit it (starts the writer process)",
-         format_seconds(best.at("committed") - best.at("finished"))],
-        ["total: process start to first new window completed", format_seconds(total)],
-        ["pure restore: open the killed job's database (replays its write-ahead log)",
-         format_seconds(opens[best_restore])],
-        ["pure restore: store.read_into of every key group (read and unpickle into a dict)",
-         format_seconds(reads[best_restore])],
-        ["pure restore: total", format_seconds(totals[best_restore])],
-    ]
-    table_md = print_table(f"Recovery of {keys:,} keys from rocksdb",
-                           ["phase", "seconds"], rows, justify=["left", "right"], console=out)
-    notes = [
-        f"A job script (flat_map, key_by, keyed reduce, a sink printing timestamps) builds "
-        f"{keys:,} keys of rocksdb state in {RECOVERY_LOAD_WINDOWS} windows, then changes 1% of "
-        f"the keys per window for {RECOVERY_UPDATE_WINDOWS} more windows. It runs in a "
-        f"subprocess with GYREFLOW_CRASH_AT={crash}: it is killed (SIGKILL) as soon as window "
-        f"{RECOVERY_CRASH_WINDOW}'s commit is durable; later windows may have been computed, "
-        "and commits already sent to the writer process may still land before it dies with "
-        f"the job: this run's state was committed up to window {committed}, so the resumed "
-        f"job continues with window {committed + 1}.",
-        "The resumed process runs the same script with `execute(resume=True)`; times are "
-        "from just before starting it (subprocess) to events it prints with time.monotonic(). "
-        f"\"Completed\" = window {committed + 1}'s snapshot committed (its sink "
-        f"published). Best of {args.repeat} resumes, each on a fresh copy of the killed job's "
-        "state directory (warm page cache); the first resume's final state was checked "
-        "against an oracle. Its restore phase covers opening the store (replaying the killed "
-        "writer's write-ahead log), discarding the uncommitted windows and `Task.rollback` "
-        "reading and decoding every key.",
-        "Pure restore: in this process, on a fresh copy of the killed job's state: open its "
-        "range database (time to restore key group 0), then `RocksDBSnapshotStore.read_into` "
-        f"of all key groups at window {committed} into a dict, with the cyclic garbage "
-        f"collector paused, as `Task.rollback` does; best of {args.repeat}, checked against the "
-        f"oracle: {reads[best_restore] / keys * 1e6:.2f} µs per key. The state is stored as one "
-        "chunk per key group and version (keys pickled in one list, values in another), so a "
-        "key group is read with a few `loads` calls, not two per key.",
-    ]
-    return table_md, notes, total
 
 
 # ---------------------------------------------------------------------------------------------

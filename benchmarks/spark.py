@@ -17,13 +17,11 @@ import math
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from operator import add
 
 from _common import (
@@ -38,105 +36,47 @@ from _common import (
     update_docs_section,
     word_lines,
 )
+from _spark_engines import (
+    GF_BATCH,
+    GF_BATCH_ASSOCIATIVE,
+    GF_BATCH_LAMBDAS,
+    GF_FILE,
+    GF_LOCAL,
+    PARALLELISM,
+    RDD,
+    RDD_ALL_WORDS,
+    SPARK_MASTER,
+    TINY_LOCAL,
+    TINY_RDD,
+    TINY_SPARK,
+    TINY_SPARK_ONE,
+    Engine,
+    dataframe_engine,
+    gyreflow_engine,
+    rdd_engine,
+)
+from _spark_measures import (
+    check_counts,
+    gyreflow_import_seconds,
+    plan_size,
+    spark_environment,
+    time_spark_jobs,
+    timed,
+    why_lines,
+)
 from rich.console import Console
 from spark_modes import CountMismatchError, compare_modes
 
-from gyreflow.api import AllWindow, Environment, FileSource, SizeTumblingWindow, Window
+from gyreflow.api import AllWindow, Environment, FileSource, SizeTumblingWindow
 
 VOCABULARY_SIZE = 1000
 WORDS_PER_LINE = 10
-SPARK_MASTER = "local[2]"
-PARALLELISM = 2  # gyreflow's operators and the hand-written jobs' partitions
 WINDOW_WORDS = 500_000
 TINY_WINDOWS = 20
 TINY_WINDOW_LINES = 10  # lines per window over all source tasks
 TARGET_VS_RDD = 1.3  # gyreflow-on-Spark batch time / hand-written RDD time
 
-GF_BATCH = "gyreflow on Spark, batch, key_by().count()"
-GF_BATCH_LAMBDAS = "gyreflow on Spark, batch, map + reduce lambdas"
-GF_BATCH_ASSOCIATIVE = "gyreflow on Spark, batch, map + reduce lambdas, associative=True"
-RDD = f"PySpark RDD reduceByKey, {SPARK_MASTER}"
-DATAFRAME = f"PySpark DataFrame groupBy.count(), {SPARK_MASTER}"
-GF_LOCAL = "gyreflow local, batch, key_by().count()"
-GF_FILE = "gyreflow on Spark, batch, lines from a file (diagnostic)"
-RDD_ALL_WORDS = "PySpark RDD, every word shuffled (diagnostic)"
-
-TINY_SPARK = "gyreflow on Spark, {n} windows of {lines} lines"
-TINY_SPARK_ONE = "gyreflow on Spark, the same lines as 1 window"
-TINY_LOCAL = "gyreflow local, {n} windows of {lines} lines"
-TINY_RDD = "PySpark RDD reduceByKey over the same lines (one Spark job)"
-
 err = Console(stderr=True)
-RUN_NUMBERS = itertools.count(1)
-
-
-@dataclass
-class Engine:
-    """``run()`` is timed; ``counts(result)`` (untimed) extracts its word counts and may record
-    facts about the run in ``runs`` (one entry per run, aligned with the timings)."""
-
-    name: str
-    run: Callable[[], object]
-    counts: Callable[[object], dict[str, int]]
-    runs: list[dict] = field(default_factory=list)
-
-
-# ---------------------------------------------------------------------------------------------
-# The engines
-
-
-def gyreflow_engine(name: str, make_env: Callable[[], Environment], lines: object,
-                    window: Window, expected_windows: int, lambdas: bool = False,
-                    associative: bool = False) -> Engine:
-    """The idiomatic pipeline ``source -> flat_map(str.split) -> key_by().count() -> collect``, or
-    (``lambdas``) map to (word, 1), key by word and reduce with a lambda (``associative``: declared
-    so, which folds each task's words per key before the shuffle). ``make_env()`` gives the
-    environment of each run (a fresh local one: its memory state outlives a run)."""
-
-    def run():
-        # A job of its own per run: the one Spark environment keeps a stream's memory state (in
-        # workers mode, in the driver) after the run, and would ask the next run to resume it.
-        pipeline = make_env().pipeline(f"wordcount-{next(RUN_NUMBERS)}")
-
-        @pipeline.task
-        def wordcount(ctx):
-            words = ctx.source(lines, window).flat_map(str.split)
-            if lambdas:
-                counts = (words.map(lambda w: (w, 1))
-                          .key_by(lambda kv: kv[0])
-                          .reduce(lambda a, b: (a[0], a[1] + b[1]), associative=associative))
-            else:
-                counts = words.key_by().count()
-            counts.collect("counts")
-
-        return pipeline.execute()
-
-    engine = Engine(name, run, dict)
-
-    def counts(result) -> dict[str, int]:
-        task = result["wordcount"]
-        if task.window_count != expected_windows:
-            msg = f"{name}: ran {task.window_count} windows, expected {expected_windows}"
-            raise CountMismatchError(msg)
-        engine.runs.append({"window_seconds": [w.seconds for w in task.windows],
-                            "shuffled": sum(m.records_in for w in task.windows
-                                            for op, m in w.operators.items()
-                                            if op.startswith(("count", "reduce")))})
-        # Each window emits the new cumulative count of every word it updated: keep the last.
-        return dict(task.output("counts"))
-
-    engine.counts = counts
-    return engine
-
-
-def rdd_engine(name: str, sc, lines: list[str]) -> Engine:
-    """The hand-written RDD word count: flatMap, map to (w, 1), reduceByKey(add), collect."""
-
-    def run() -> list:
-        return (sc.parallelize(lines, PARALLELISM).flatMap(str.split).map(lambda w: (w, 1))
-                .reduceByKey(add).collect())
-
-    return Engine(name, run, dict)
 
 
 def _word_batches(lines_iter, batch_size: int):
@@ -180,136 +120,6 @@ def rdd_all_words_engine(sc, lines: list[str], batch_size: int) -> Engine:
                 .mapPartitions(lambda it: iter(_count_batches(it).items())).collect())
 
     return Engine(RDD_ALL_WORDS, run, dict)
-
-
-def dataframe_engine(spark, lines: list[str]) -> Engine:
-    """split/explode/groupBy.count().collect() over a one-column DataFrame of the lines (built from
-    the in-memory list in the timed region, like the RDD job's parallelize)."""
-    from pyspark.sql import functions as F  # noqa: N812 - the name PySpark documents
-
-    sc = spark.sparkContext
-
-    def run() -> list:
-        df = spark.createDataFrame(sc.parallelize([(line,) for line in lines], PARALLELISM),
-                                   "line string")
-        return (df.select(F.explode(F.split("line", " ")).alias("word"))
-                .groupBy("word").count().collect())
-
-    return Engine(DATAFRAME, run, lambda rows: {row["word"]: row["count"] for row in rows})
-
-
-# ---------------------------------------------------------------------------------------------
-# Checks, set-up and report
-
-
-def check_counts(engine: str, got: dict[str, int], expected: dict[str, int]) -> None:
-    """Raise CountMismatchError describing how ``got`` differs from ``expected``."""
-    if got == expected:
-        return
-    missing = sorted(expected.keys() - got.keys())
-    extra = sorted(got.keys() - expected.keys())
-    wrong = sorted(w for w in expected.keys() & got.keys() if got[w] != expected[w])
-    parts = [f"{engine}: word counts differ from the Counter oracle"]
-    if missing:
-        parts.append(f"{len(missing)} words missing, e.g. {missing[:5]}")
-    if extra:
-        parts.append(f"{len(extra)} unexpected words, e.g. {extra[:5]}")
-    if wrong:
-        examples = ", ".join(f"{w!r}: {got[w]} != {expected[w]}" for w in wrong[:5])
-        parts.append(f"{len(wrong)} wrong counts, e.g. {examples}")
-    raise CountMismatchError("; ".join(parts))
-
-
-def timed(fn: Callable[[], object]) -> tuple[float, object]:
-    start = time.perf_counter()
-    result = fn()
-    return time.perf_counter() - start, result
-
-
-def spark_environment() -> tuple[Environment, object, float]:
-    """gyreflow's Spark environment and its SparkSession (started here; returned with its start-up
-    seconds). Every Spark engine of this benchmark uses this one session."""
-    # Python workers must run the interpreter (and site-packages) this script runs in.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    env = Environment.spark(master=SPARK_MASTER, parallelism=PARALLELISM, progress=False,
-                            config={"spark.app_name": "gyreflow-spark-benchmark",
-                                    "spark.conf": {"spark.ui.enabled": "false"}})
-    seconds, spark = timed(env.session)  # the SparkSession the environment runs its jobs on
-    return env, spark, seconds
-
-
-def time_spark_jobs(fn: Callable[[], object]) -> tuple[float, float, object]:
-    """Run ``fn()`` once; return its seconds, the seconds spent in ``RDD.collect`` (the Spark jobs:
-    gyreflow runs one collect per window round) and its result."""
-    from pyspark import RDD
-
-    spent = [0.0]
-    original = RDD.collect
-
-    def collect(self):
-        start = time.perf_counter()
-        try:
-            return original(self)
-        finally:
-            spent[0] += time.perf_counter() - start
-
-    RDD.collect = collect
-    try:
-        seconds, result = timed(fn)
-    finally:
-        RDD.collect = original
-    return seconds, spent[0], result
-
-
-def gyreflow_import_seconds() -> float:
-    """Seconds a fresh interpreter takes to import the modules a gyreflow Spark task needs."""
-    code = ("import time; start = time.perf_counter(); "
-            "import gyreflow.api, gyreflow.runtime.spark.host, gyreflow.state.backends; "
-            "print(time.perf_counter() - start)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return float(out.stdout.strip())
-
-
-def plan_size(env: Environment, lines: list[str]) -> tuple[int, float, int]:
-    """Bytes and seconds of pickling the batch pipeline's execution graph (what each Spark stage of
-    each round carries in its closure: the in-memory source, i.e. the input, is part of it), and
-    its number of execution vertices (Spark stages per round)."""
-    from pyspark import cloudpickle
-
-    pipeline = env.pipeline("wordcount")
-
-    @pipeline.task
-    def wordcount(ctx):
-        ctx.source(lines, AllWindow()).flat_map(str.split).key_by().count().collect("counts")
-
-    (_, _, execution), = pipeline.plans()
-    seconds, data = timed(lambda: cloudpickle.dumps(execution))
-    return len(data), seconds, len(execution.vertices)
-
-
-def why_lines(gf_batch: float, rdd: float, all_words: float, from_file: float, round_cost: float,
-              rdd_round: float, *, plan_bytes: int, plan_pickle: float) -> list[str]:
-    """Split the gap between gyreflow's batch run and the RDD job into measured parts."""
-
-    def step(delta: float) -> str:
-        return f"{delta:+.2f} s" if delta > 0 else f"{delta:+.2f} s, no measurable cost in this run"
-
-    return [
-        f"gyreflow on Spark takes {gf_batch - rdd:.2f} s longer than the RDD job ({gf_batch:.2f} vs "
-        f"{rdd:.2f} s). The diagnostic rows are best runs on a noisy machine, so the parts add up "
-        "only roughly:",
-        f"A round's fixed cost ({step(round_cost - rdd_round)}): gyreflow's round over the tiny "
-        f"input takes {round_cost:.2f} s against {rdd_round:.2f} s for a one-shuffle RDD job over "
-        "the same lines (two stages, a Spark shuffle, a state store opened and closed per task, "
-        "the scheduler and the commit on the driver).",
-        f"The input inside the plan ({step(gf_batch - from_file)}: {from_file:.2f} s when the same "
-        f"pipeline reads the lines from a file): the in-memory source is part of the plan "
-        f"({plan_bytes / 1e6:.1f} MB, {plan_pickle * 1000:.0f} ms to pickle), broadcast once per "
-        "run; every Python worker unpickles it once.",
-        f"Without a map-side combine (the reduce row) every word crosses the shuffle: the same "
-        f"data movement without gyreflow takes {all_words:.2f} s.",
-    ]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
