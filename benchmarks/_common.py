@@ -274,3 +274,25 @@ def command_line() -> str:
     except ValueError:
         script_name = sys.argv[0]
     return " ".join(["python", script_name, *sys.argv[1:]])
+
+
+class CountMismatchError(Exception):
+    """An engine's word counts differ from the Counter oracle."""
+
+
+def check_counts(engine: str, got: dict[str, int], expected: dict[str, int]) -> None:
+    """Raise CountMismatchError describing how ``got`` differs from ``expected``."""
+    if got == expected:
+        return
+    missing = sorted(expected.keys() - got.keys())
+    extra = sorted(got.keys() - expected.keys())
+    wrong = sorted(w for w in expected.keys() & got.keys() if got[w] != expected[w])
+    parts = [f"{engine}: word counts differ from the Counter oracle"]
+    if missing:
+        parts.append(f"{len(missing)} words missing, e.g. {missing[:5]}")
+    if extra:
+        parts.append(f"{len(extra)} unexpected words, e.g. {extra[:5]}")
+    if wrong:
+        examples = ", ".join(f"{w!r}: {got[w]} != {expected[w]}" for w in wrong[:5])
+        parts.append(f"{len(wrong)} wrong counts, e.g. {examples}")
+    raise CountMismatchError("; ".join(parts))

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import add
 
-from spark_modes import CountMismatchError
+from _common import CountMismatchError
 
 from gyreflow.api import Environment, Window
 

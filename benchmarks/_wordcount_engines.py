@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from operator import add
 
+from _common import CountMismatchError
+
 from gyreflow.api import Environment, Window
 
 VOCABULARY_SIZE = 1000
@@ -26,9 +28,6 @@ STREAM_LAMBDAS = "gyreflow stream, map + reduce lambdas"
 SPARK = f"PySpark RDD {SPARK_MASTER}"
 BYTEWAX = "Bytewax"
 
-
-class CountMismatchError(Exception):
-    """An engine's word counts differ from the Counter oracle."""
 
 
 @dataclass
@@ -135,20 +134,3 @@ def bytewax_engine(lines: list[str], batch_size: int) -> Engine:
 
     return Engine(BYTEWAX, run, dict)
 
-
-def check_counts(engine: str, got: dict[str, int], expected: dict[str, int]) -> None:
-    """Raise CountMismatchError describing how ``got`` differs from ``expected``."""
-    if got == expected:
-        return
-    missing = sorted(expected.keys() - got.keys())
-    extra = sorted(got.keys() - expected.keys())
-    wrong = sorted(w for w in expected.keys() & got.keys() if got[w] != expected[w])
-    parts = [f"{engine}: word counts differ from the Counter oracle"]
-    if missing:
-        parts.append(f"{len(missing)} words missing, e.g. {missing[:5]}")
-    if extra:
-        parts.append(f"{len(extra)} unexpected words, e.g. {extra[:5]}")
-    if wrong:
-        examples = ", ".join(f"{w!r}: {got[w]} != {expected[w]}" for w in wrong[:5])
-        parts.append(f"{len(wrong)} wrong counts, e.g. {examples}")
-    raise CountMismatchError("; ".join(parts))

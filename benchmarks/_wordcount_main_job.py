@@ -16,6 +16,7 @@ from pathlib import Path
 
 from _common import (
     DEFAULT_SEED,
+    CountMismatchError,
     command_line,
     format_ratio,
     format_seconds,
@@ -25,7 +26,7 @@ from _common import (
     update_docs_section,
     word_lines,
 )
-from _wordcount_engines import WORDS_PER_LINE, CountMismatchError
+from _wordcount_engines import WORDS_PER_LINE
 from rich.console import Console
 
 from gyreflow.api import Environment, SizeTumblingWindow

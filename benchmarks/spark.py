@@ -26,6 +26,8 @@ from operator import add
 
 from _common import (
     DEFAULT_SEED,
+    CountMismatchError,
+    check_counts,
     command_line,
     format_rate,
     format_ratio,
@@ -56,7 +58,6 @@ from _spark_engines import (
     rdd_engine,
 )
 from _spark_measures import (
-    check_counts,
     gyreflow_import_seconds,
     plan_size,
     spark_environment,
@@ -65,7 +66,7 @@ from _spark_measures import (
     why_lines,
 )
 from rich.console import Console
-from spark_modes import CountMismatchError, compare_modes
+from spark_modes import compare_modes
 
 from gyreflow.api import AllWindow, Environment, FileSource, SizeTumblingWindow
 

@@ -14,7 +14,7 @@ import tempfile
 import time
 from collections import Counter
 
-from _common import format_ratio, print_table
+from _common import CountMismatchError, format_ratio, print_table
 from rich.console import Console
 
 from gyreflow.api import Environment, SizeTumblingWindow
@@ -29,9 +29,6 @@ MAIN_JOB = "examples/word_count.py"
 
 err = Console(stderr=True)
 
-
-class CountMismatchError(Exception):
-    """An engine's word counts differ from the Counter oracle."""
 
 
 def mode_environment(mode: str) -> Environment:

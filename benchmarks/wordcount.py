@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 from _common import (
     DEFAULT_SEED,
+    CountMismatchError,
+    check_counts,
     command_line,
     format_rate,
     format_ratio,
@@ -34,10 +36,8 @@ from _wordcount_engines import (
     STREAM_WINDOW_WORDS,
     VOCABULARY_SIZE,
     WORDS_PER_LINE,
-    CountMismatchError,
     Engine,
     bytewax_engine,
-    check_counts,
     counter_loop,
     gyreflow_engine,
     spark_engine,
