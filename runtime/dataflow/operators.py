@@ -155,10 +155,21 @@ class FlatMapOperator(Operator):
     def __init__(self, name: str, fn: Callable) -> None:
         super().__init__(name)
         self.fn = fn
+        # gyreflow's own record functions (a graph's edge halves) may give a whole batch's results
+        # in one call: ``fn.flat_map_batch(batch)`` equals the loop below.
+        self.batch_fn = getattr(fn, "flat_map_batch", None)
 
     def process(self, batch: list) -> None:
         self.records_in += len(batch)
         fn = self.fn
+        if self.batch_fn is not None and type(batch) is list:
+            try:
+                result = self.batch_fn(batch)
+            except Exception:  # noqa: BLE001 - the loop below raises it again, naming the record
+                result = None
+            if result is not None:
+                self._emit(result)
+                return
         if fn is str.split:
             # Words never span lines, so the batch's lines joined by a space split into the same
             # words in one C call instead of one call and one list per line. A record that is not
