@@ -15,6 +15,7 @@ from scipy.sparse import csgraph
 
 from gyreflow.api.graph.arrays import ArrayVertexCompute, ids_equal
 from gyreflow.api.graph.repair import RepairingCompute
+from gyreflow.api.graph.vertex_programs import pagerank_settings
 from gyreflow.api.graph.views import Aggregator
 from gyreflow.api.graph.weights import edge_weight as edge_weight  # importable from here too
 from gyreflow.api.graph.weights import out_edge_weights
@@ -51,14 +52,7 @@ class ArrayPageRank(ArrayVertexCompute):
     aggregators = {"dangling": Aggregator.sum(0.0)}
 
     def __init__(self, damping: float = 0.85, iterations: int = 20) -> None:
-        if not 0.0 <= damping <= 1.0:
-            msg = f"damping must be between 0 and 1, got {damping!r}"
-            raise ValueError(msg)
-        if not isinstance(iterations, int) or iterations < 0:
-            msg = f"iterations must be an int >= 0, got {iterations!r}"
-            raise ValueError(msg)
-        self.damping = float(damping)
-        self.iterations = iterations
+        self.damping, self.iterations = pagerank_settings(damping, iterations)
         self.max_iterations = iterations + 1
 
     def init(self, ids: np.ndarray, given: np.ndarray) -> np.ndarray:

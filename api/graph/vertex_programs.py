@@ -57,6 +57,17 @@ class BreadthFirstSearch(VertexCentricCompute):
         vertex.send_to_neighbours(hops + 1)
 
 
+def pagerank_settings(damping: float, iterations: int) -> tuple[float, int]:
+    """PageRank's damping and iteration count, checked: a ValueError names the one out of range."""
+    if not 0.0 <= damping <= 1.0:
+        msg = f"damping must be between 0 and 1, got {damping!r}"
+        raise ValueError(msg)
+    if not isinstance(iterations, int) or iterations < 0:
+        msg = f"iterations must be an int >= 0, got {iterations!r}"
+        raise ValueError(msg)
+    return float(damping), iterations
+
+
 class PageRank(VertexCentricCompute):
     """Graphalytics PageRank: ``iterations`` synchronous updates starting from ``1 / n``, the rank of
     dangling vertices (no out-edges) spread evenly over all vertices through an aggregator.
@@ -70,14 +81,7 @@ class PageRank(VertexCentricCompute):
     aggregators = {"dangling": Aggregator.sum(0.0)}
 
     def __init__(self, damping: float = 0.85, iterations: int = 20) -> None:
-        if not 0.0 <= damping <= 1.0:
-            msg = f"damping must be between 0 and 1, got {damping!r}"
-            raise ValueError(msg)
-        if not isinstance(iterations, int) or iterations < 0:
-            msg = f"iterations must be an int >= 0, got {iterations!r}"
-            raise ValueError(msg)
-        self.damping = float(damping)
-        self.iterations = iterations
+        self.damping, self.iterations = pagerank_settings(damping, iterations)
         self.max_iterations = iterations + 1
 
     def init(self, vertex_id: Any, value: Any) -> float:

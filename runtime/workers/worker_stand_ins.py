@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING
 
+from gyreflow.runtime.dataflow.graph.supersteps import LocalLoopExchange
 from gyreflow.runtime.dataflow.iteration import IterationTask
 from gyreflow.runtime.workers.wire import worker_of
 from gyreflow.scheduler.events import EventKind
@@ -32,14 +33,14 @@ class WorkerIterationTask(IterationTask):
             self.superstep_done(self.vertex.id, event.window, max(event.iteration, 1) + 1)
 
 
-class LoopExchange:
-    """The graph messages of one iteration vertex: kept here for this worker's tasks, sent to the
-    worker of every other target task (the interface of ``LocalLoopExchange``)."""
+class LoopExchange(LocalLoopExchange):
+    """The graph messages of one iteration vertex: kept here for this worker's tasks (as
+    ``LocalLoopExchange`` keeps them), sent to the worker of every other target task."""
 
     def __init__(self, worker: Worker, vertex_id: int) -> None:
+        super().__init__()
         self.worker = worker
         self.vertex_id = vertex_id
-        self.boxes: dict[tuple[int, int], dict] = {}
 
     def put(self, index: int, iteration: int, messages: dict, merge) -> None:
         worker = self.worker
@@ -50,19 +51,7 @@ class LoopExchange:
                                                 worker.local_tasks[self.vertex_id])
             worker.send(target, ("loop", self.vertex_id, index, iteration, messages))
             return
-        key = (index, iteration)
-        box = self.boxes.get(key)
-        if box is None:
-            self.boxes[key] = messages
-        else:
-            merge(box, messages)
-
-    def take(self, index: int, iteration: int) -> dict:
-        return self.boxes.pop((index, iteration), {})
-
-    def discard(self, index: int) -> None:
-        for key in [k for k in self.boxes if k[0] == index]:
-            del self.boxes[key]
+        super().put(index, iteration, messages, merge)
 
 
 class DriverWriter:
