@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-from collections import Counter
 
 import pytest
 from _cli_runs import EXAMPLE, WIDE, clean_environ, run_cli, run_module
 from _environments import environment_variables
+from _recovery_data import word_count_oracle as expected_windows
 from click.testing import CliRunner
 
 from gyreflow.api.cli import main
@@ -35,17 +35,6 @@ LINES = [
 def write_lines(path: pathlib.Path, lines: list[str]) -> pathlib.Path:
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return path
-
-
-def expected_windows(lines: list[str], size: int) -> dict[int, dict[str, int]]:
-    """Oracle: for each window, the words in its lines with their count over windows 1..w."""
-    totals: Counter = Counter()
-    windows = {}
-    for number, start in enumerate(range(0, len(lines), size), start=1):
-        words = [word for line in lines[start:start + size] for word in line.split()]
-        totals.update(words)
-        windows[number] = {word: totals[word] for word in set(words)}
-    return windows
 
 
 def read_output(directory: pathlib.Path) -> dict[int, dict[str, int]]:
