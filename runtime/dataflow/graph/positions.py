@@ -44,16 +44,19 @@ def inserted(array: np.ndarray, points: np.ndarray, items: np.ndarray,
     if raw is not None and array.dtype == dtype and items.dtype == dtype:
         # A structured array (a repairing program's values) moved as bytes (``raw_items``).
         return inserted(array.view(raw), points, items.view(raw)).view(dtype)
-    out = np.empty(len(array) + len(items), dtype=dtype)
-    cuts, first = np.unique(points, return_index=True)
-    ends = [*first.tolist()[1:], len(points)]
-    before = 0  # items placed so far
-    start = 0
-    for cut, lo, hi in zip(cuts.tolist(), first.tolist(), ends, strict=True):
+    count = len(points)
+    out = np.empty(len(array) + count, dtype=dtype)
+    out[points + np.arange(count)] = items  # item i lands i places after its point
+    # Each run of the array between two distinct points moves by the items before it: the index
+    # of the first item at the run's end point (a window's new vertices share few points, one
+    # per key group's block, so this loop is short).
+    start = int(points[0])
+    out[:start] = array[:start]
+    firsts = np.flatnonzero(points[1:] != points[:-1]) + 1
+    for cut, before in zip(points[firsts].tolist(), firsts.tolist(), strict=True):
         out[start + before:cut + before] = array[start:cut]
-        out[cut + before:cut + hi] = items[lo:hi]
-        before, start = hi, cut
-    out[start + before:] = array[start:]
+        start = cut
+    out[start + count:] = array[start:]
     return out
 
 
