@@ -87,3 +87,42 @@ def test_graph_example_prints_the_graphalytics_pagerank(tmp_path, monkeypatch):
                 for v in vertices}
     assert printed.keys() == rank.keys()
     assert all(abs(printed[v] - rank[v]) < 1e-12 for v in vertices)
+
+
+def test_the_command_summary_names_every_command_and_option_of_the_cli():
+    """Each command (and each ``control`` action) of ``gyreflow --help`` is in the README's command
+    summary, with every long option it takes: a flag added to the command line and not to the
+    summary fails here."""
+    import click
+
+    from gyreflow.api.cli import main
+
+    block = next(b for b in re.findall(r"```\w*\n(.*?)```", README.read_text(encoding="utf-8"),
+                                       flags=re.S) if "gyreflow run SCRIPT" in b)
+    summary: dict[str, str] = {}
+    command = None
+    for line in block.splitlines():
+        named = re.match(r"gyreflow (\w+)", line)
+        if named is not None:
+            command = named.group(1)
+        if command is not None and (named is not None or line.startswith(" ")):
+            summary[command] = summary.get(command, "") + line + "\n"
+
+    def long_options(cmd: click.Command) -> list[str]:
+        return [o for p in cmd.params for o in getattr(p, "opts", []) + getattr(p, "secondary_opts", [])
+                if o.startswith("--") and o != "--help"]
+
+    missing = {}
+    for name, cmd in main.commands.items():
+        text = summary.get(name)
+        if text is None:
+            missing[name] = "not in the summary"
+            continue
+        actions = cmd.commands.items() if isinstance(cmd, click.Group) else [(None, cmd)]
+        for action, sub in actions:
+            absent = [o for o in long_options(sub) if o not in text]
+            if action is not None and not re.search(rf"\b{action}\b", text):
+                absent.insert(0, "the action itself")
+            if absent:
+                missing[f"{name} {action or ''}".strip()] = absent
+    assert missing == {}
