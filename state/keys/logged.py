@@ -276,7 +276,11 @@ class LoggedTable(KeyedTable):
         self.changed = set(self.data) if relaid else set()
         self.removed = set()
         if relaid:
-            self.logs = {}  # the new layout stores bases only
+            # The new layout writes every base whole (its first snapshot needs nothing older), and
+            # the slots read with them are removed in the same snapshot: left in the store, they
+            # would be read again with the new base, and their changes applied a second time.
+            self.removed = {slot for key in self.logs for slot in self._live(key)}
+            self.logs = {}
 
     def export(self) -> tuple:
         """What another process needs to go on with this table (see ``take_over``)."""

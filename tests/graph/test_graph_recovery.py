@@ -253,6 +253,27 @@ def test_a_changing_graph_resumes_to_the_uninterrupted_output(changing_file, cha
     assert read_dir(out) == changing_reference
 
 
+@pytest.mark.parametrize(("backend", "first", "then"), [("rocksdb", 2, 1), ("sqlite", 1, 2)])
+def test_a_changing_graph_resumed_in_a_new_layout_then_crashed_again_resumes_exactly(
+        changing_file, changing_reference, tmp_path, backend, first, then):
+    """A resume with another parallelism writes each key group's graph whole in its first
+    snapshot; the changes logged under the old layout must go with it, or the next resume reads
+    them again on top of the new base (vertices removed before the rescale came back)."""
+    store = {"GYREFLOW_STATE__BACKEND": "rocksdb" if backend == "rocksdb" else "jdbc",
+             "GYREFLOW_STATE__PATH": str(tmp_path / "state")}
+    out = tmp_path / "out"
+    args = ["--edges", str(changing_file), "--window", str(CHANGING_WINDOW), "--output", str(out)]
+    crashed = run_job([*args, "--parallelism", str(first)],
+                      {**store, "GYREFLOW_CRASH_AT": "after-commit:3"})
+    assert crashed.returncode == KILLED, crashed.stderr
+    rescaled = run_job([*args, "--parallelism", str(then)],
+                       {**store, "GYREFLOW_CRASH_AT": "after-commit:6"}, ("--resume",))
+    assert rescaled.returncode == KILLED, rescaled.stderr
+    resumed = run_job([*args, "--parallelism", str(then)], store, ("--resume",))
+    assert resumed.returncode == 0, resumed.stderr
+    assert read_dir(out) == changing_reference
+
+
 # --- versions: the history of a snapshot survives a crash -----------------------------------------
 
 VERSIONS_SCRIPT = ROOT / "examples" / "graph_versions.py"
