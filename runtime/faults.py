@@ -30,6 +30,7 @@ Unset (the normal case), every check is a constant-time no-op.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 
@@ -37,7 +38,8 @@ POINTS = ("window-finished", "snapshot-written", "before-commit", "after-commit"
           "mid-window", "superstep")
 
 
-def _parse(spec: str) -> frozenset[tuple[str, int]]:
+def _parse(spec: str) -> tuple[frozenset[tuple[str, int]], str | None]:
+    """The points ``spec`` arms, and what is wrong with it (None when nothing is)."""
     points = set()
     for item in filter(None, (part.strip() for part in spec.split(","))):
         name, _, window = item.partition(":")
@@ -46,32 +48,51 @@ def _parse(spec: str) -> frozenset[tuple[str, int]]:
             points.add((name, (int(at), int(step))))
             continue
         if name not in POINTS or not window.isdigit():
-            msg = (f"GYREFLOW_CRASH_AT item {item!r}: expected POINT:WINDOW with POINT one of "
-                   f"{POINTS} (superstep:WINDOW.STEP)")
-            raise ValueError(msg)
+            return frozenset(), (f"GYREFLOW_CRASH_AT item {item!r}: expected POINT:WINDOW with "
+                                 f"POINT one of {', '.join(POINTS)} (superstep:WINDOW.STEP)")
         points.add((name, int(window)))
-    return frozenset(points)
+    return frozenset(points), None
 
 
-_ARMED = _parse(os.environ.get("GYREFLOW_CRASH_AT", ""))
-if _ARMED and "GYREFLOW_CRASH_RUN" not in os.environ:  # the job process: its workers inherit it
+_SPEC = os.environ.get("GYREFLOW_CRASH_AT", "").strip()
+if _SPEC and "GYREFLOW_CRASH_RUN" not in os.environ:  # the job process: its workers inherit it
     import secrets  # secrets and tempfile: only for a run a test armed
 
     os.environ["GYREFLOW_CRASH_RUN"] = f"{os.getpid()}-{secrets.token_hex(4)}"
 
-
+# Points the job's own process reaches (the driver): a misspelt variable is raised there (a job run
+# in code; the command line refuses it before the job starts). A task or a snapshot writer that
+# met it would turn it into a task failure, so there the variable arms nothing.
+_JOB_PROCESS_POINTS = frozenset({"window-finished", "before-commit", "after-commit", "mid-publish",
+                                 "superstep"})
 _FROM_WINDOW_ON = frozenset({"before-commit", "after-commit", "mid-publish"})
 
 
+@functools.cache
+def _reading() -> tuple[frozenset[tuple[str, int]], str | None]:
+    # Read on first use, not at import: importing this module never raises, so a typo cannot
+    # break every module that imports it (the command line's error handling among them).
+    return _parse(_SPEC)
+
+
+def spec_problem() -> str | None:
+    """What is wrong with ``GYREFLOW_CRASH_AT`` (None: unset or well formed): the command line
+    asks before a job starts, and refuses a misspelt variable in one line (exit 2)."""
+    return _reading()[1]
+
+
 def _armed(name: str, window: int) -> bool:
+    points, problem = _reading()
+    if problem is not None and name in _JOB_PROCESS_POINTS:
+        raise ValueError(problem)
     if name in _FROM_WINDOW_ON:
-        return any(point == name and window >= armed for point, armed in _ARMED)
-    return (name, window) in _ARMED
+        return any(point == name and window >= armed for point, armed in points)
+    return (name, window) in points
 
 
 def crash_point(name: str, window: int | tuple[int, int], pid: int | None = None) -> None:
     """Die (or kill ``pid``, the job process) here if a test armed ``name`` for ``window``."""
-    if _ARMED and _armed(name, window) and _first_time(name, window):
+    if _SPEC and _armed(name, window) and _first_time(name, window):
         os.kill(pid or os.getpid(), signal.SIGKILL)
         if pid is not None:
             os._exit(1)

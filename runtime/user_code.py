@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
+import itertools
 import os
 import sys
 import traceback
@@ -138,10 +139,39 @@ def raised_inside_gyreflow(error: BaseException) -> str | None:
 
 
 def exception_line(error: BaseException) -> str:
-    """``Type: message`` as Python prints it last when the exception ends a program, hints
-    included (``Did you mean: 'map'?``, which the traceback module of Python 3.11 leaves out)."""
+    """``Type: message`` as Python prints it when the exception ends a program, hints included
+    (``Did you mean: 'map'?``, which the traceback module of Python 3.11 leaves out), then its
+    notes.
+
+    A message of several lines keeps every line, the type and the first line first; blank lines
+    and surrounding spaces are dropped. A SyntaxError's location (file, source line, caret) is
+    left out: its caller shows that with the script's frames.
+
+    >>> exception_line(KeyError("x"))
+    "KeyError: 'x'"
+    >>> print(exception_line(RuntimeError("config missing:\\nset FOO in the environment")))
+    RuntimeError: config missing:
+    set FOO in the environment
+    """
+    own = traceback.format_exception_only(error)
+    lines = _with_hint(error, "".join(own).split("\n")[:-1])
+    if isinstance(error, SyntaxError):  # the location lines come first, each indented
+        lines = list(itertools.dropwhile(lambda line: line[:1].isspace(), lines))
+    kept = [part.strip() for part in "\n".join(lines).splitlines() if part.strip()]
+    return "\n".join(kept) or own[-1].strip()
+
+
+def _with_hint(error: BaseException, lines: list[str]) -> list[str]:
+    """``lines`` (the exception's own, as the traceback module writes them) with the hint Python's
+    own display adds to the message; ``lines`` unchanged if that display differs otherwise."""
     shown = io.StringIO()
     with contextlib.redirect_stderr(shown):
         sys.__excepthook__(type(error), error, None)
-    lines = [line for line in shown.getvalue().splitlines() if line.strip()]
-    return lines[-1].strip() if lines else traceback.format_exception_only(error)[-1].strip()
+    # The display ends with the exception's own lines; before them come the traceback and any
+    # chained exceptions.
+    printed = shown.getvalue().split("\n")[:-1]
+    tail = printed[len(printed) - len(lines):] if len(printed) >= len(lines) else []
+    if len(tail) == len(lines) and all(
+            seen.startswith(written) for seen, written in zip(tail, lines, strict=True)):
+        return tail
+    return lines

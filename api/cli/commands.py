@@ -9,7 +9,7 @@ import sys
 import click
 
 from gyreflow.api.cli.control import control
-from gyreflow.api.cli.errors import GyreflowGroup, fail_script, script_location
+from gyreflow.api.cli.errors import GyreflowGroup, fail_script, one_line, script_location
 from gyreflow.api.cli.errors import fail as _fail
 from gyreflow.api.cli.graph import graph
 from gyreflow.api.cli.query import query
@@ -71,6 +71,34 @@ def _load_listeners(console, specs: tuple[str, ...], events_path: str | None) ->
         except OSError as exc:
             _fail(console, f"--events {events_path}: cannot be written ({exc.strerror})", 2)
     return listeners
+
+
+def _check_metrics_json(console, path: str | None) -> None:
+    """``--metrics-json``'s folder must take the file: refused in one line (exit 2) before any data
+    moves, as ``--events`` is, rather than after the job's work is done."""
+    if path is None:
+        return
+    from gyreflow.api.service.progress import check_metrics_json
+
+    try:
+        check_metrics_json(path)
+    except OSError as exc:
+        _fail(console, f"--metrics-json {path}: cannot be written ({exc.strerror or exc})", 2)
+
+
+def _write_metrics_json(console, path: str, summaries: list) -> None:
+    """Write ``--metrics-json`` at the end of a run; a folder that went away or turned read-only
+    meanwhile is told in one ``error:`` line, and the run keeps the exit status of its job."""
+    from rich.markup import escape
+
+    from gyreflow.api.service.progress import write_metrics_json
+
+    try:
+        write_metrics_json(path, summaries)
+    except OSError as exc:
+        message = f"--metrics-json {path}: cannot be written ({exc.strerror or exc})"
+        console.print(f"[bold red]error:[/] {escape(one_line(message))}", markup=True,
+                      highlight=False, soft_wrap=True)
 
 
 class _StderrConsole:
@@ -214,7 +242,12 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
     if workers is not None and workers > 1 and environment == "spark":
         _fail(console, f"--workers {workers} runs worker processes of the local environment; with "
                        "--env spark, Spark's executors run the tasks: use --env local", 2)
-    listeners = _load_listeners(console, listener_specs, events_path)  # before any data moves
+    _check_metrics_json(console, metrics_json)  # before any data moves, and before --events
+    from gyreflow.runtime.faults import spec_problem
+
+    if (crash_problem := spec_problem()) is not None:  # a misspelt GYREFLOW_CRASH_AT
+        _fail(console, f"configuration: {crash_problem}", 2)
+    listeners = _load_listeners(console, listener_specs, events_path)  # creates its file
     if not quiet:
         listeners.insert(0, NoticeListener(console))
     stop = StopRequest(immediate=lambda signum, last: _stop_now(signum, last, stop.backend))
@@ -243,7 +276,7 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
             ui.monitor.finish()
     except (JobStopped, JobInterrupted) as exc:
         console.print(f"stopped after window {exc.last_completed}; {resume_advice(stop.backend)}",
-                      markup=False, highlight=False)
+                      markup=False, highlight=False, soft_wrap=True)
         sys.exit(exit_status(exc.signum))
     except ConfigError as exc:
         _fail(console, f"configuration: {exc}", 2)
@@ -275,9 +308,7 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
     finally:
         try:
             if metrics_json is not None:
-                from gyreflow.api.service.progress import write_metrics_json
-
-                write_metrics_json(metrics_json, settings.summaries)
+                _write_metrics_json(console, metrics_json, settings.summaries)
             if ui is not None:
                 ui.linger(stop)
         finally:
@@ -300,7 +331,8 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
                     if result.window_count == 0 and result.last_completed > 0}
             for task in idle:  # a resume after the input's end
                 console.print(f"nothing to do: {name}/{task} finished at window "
-                              f"{results[task].last_completed}", markup=False, highlight=False)
+                              f"{results[task].last_completed}", markup=False, highlight=False,
+                              soft_wrap=True)
             busy = {task: result for task, result in results.items() if task not in idle}
             for table in summary_tables(name, busy) if busy else ():
                 console.print(table)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import click
 
 from gyreflow.api.cli.errors import fail as _fail
+from gyreflow.api.connectors.folders import folder_problem
 from gyreflow.plan.words import plural
 
 ALGORITHMS = ("bfs", "pr", "wcc", "cdlp", "lcc", "sssp")
@@ -55,6 +57,14 @@ def build_pipeline(env, algorithm: str, vertex_ids, edges: tuple, directed: bool
         result.collect("result")
 
     return pipeline
+
+
+def _unwritable_output(path: str) -> str | None:
+    """Why the result file cannot be written at ``path`` (its folder, created if missing, must be
+    a folder the user can write), or None: asked before the graph is read and computed, which a
+    large graph takes minutes to do."""
+    problem = folder_problem(os.path.dirname(os.path.abspath(path)))
+    return None if problem is None else f"--output {path}: {problem}"
 
 
 @click.command(name="graph")
@@ -106,6 +116,9 @@ def graph(algorithm: str, vertices_path: str, edges_path: str, directed: bool,
         _fail(console, f"{algorithm} needs --source-vertex", 2)
     if iterations is None:
         iterations = DEFAULT_ITERATIONS.get(algorithm)
+    problem = _unwritable_output(output_path)
+    if problem is not None:
+        _fail(console, problem, 2)
     try:
         if config_path is not None:
             Config.load(config_path)  # bad configuration fails before the files are read
@@ -155,4 +168,4 @@ def graph(algorithm: str, vertices_path: str, edges_path: str, directed: bool,
         console.print(f"{algorithm}: {plural(count, 'vertex', 'vertices')}, "
                       f"{plural(len(edges[0]), 'edge')} ({kind}); read "
                       f"{read_seconds:.2f} s, computed on {env.type_name} in {compute_seconds:.2f} s; "
-                      f"wrote {output_path}", markup=False, highlight=False)
+                      f"wrote {output_path}", markup=False, highlight=False, soft_wrap=True)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import attrs
 
 from gyreflow.api.config.loading import ConfigError
+from gyreflow.api.connectors.folders import folder_problem
 from gyreflow.api.connectors.sinks import Sink, SinkWriter
 from gyreflow.state.shared.private import user_umask
 from gyreflow.state.shared.snapshot import SnapshotCorruptedError
@@ -341,15 +342,9 @@ class FileSink(Sink):
         if os.path.exists(self.directory) and not os.path.isdir(self.directory):
             msg = f"FileSink: output {self.directory!r} exists and is not a directory"
             raise ConfigError(msg)
-        existing = os.path.abspath(self.directory)
-        while not os.path.exists(existing):
-            existing = os.path.dirname(existing)
-        if not os.path.isdir(existing):
-            msg = f"FileSink: output {self.directory!r} cannot be created: {existing!r} is a file"
-            raise ConfigError(msg)
-        if not os.access(existing, os.W_OK | os.X_OK):
-            msg = (f"FileSink: output {self.directory!r} cannot be written: no write permission "
-                   f"on {existing!r}")
+        problem = folder_problem(self.directory)
+        if problem is not None:
+            msg = f"FileSink: output {self.directory!r} {problem}"
             raise ConfigError(msg)
 
     def create_writer(self, task_index: int, parallelism: int) -> SinkWriter:

@@ -2,9 +2,42 @@
 
 from __future__ import annotations
 
+import numbers
+
 import attrs
 
+from gyreflow.runtime.errors import PipelineDefinitionError
 from gyreflow.state.records import frozen
+
+
+class WindowSpecError(PipelineDefinitionError, ValueError):
+    """A window or window assigner built with a size, slide or gap it cannot cut windows with.
+
+    >>> try:
+    ...     SizeTumblingWindow(0)
+    ... except WindowSpecError as error:
+    ...     print(error)
+    SizeTumblingWindow(size=0): size must be a whole number of records, 1 or more
+    """
+
+
+def _whole_count(instance, attribute, value) -> None:
+    """Refuse a count below 1 or not a whole number, naming the window kind and the value (the
+    attrs validator's own message names neither the class nor the user's call)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1:
+        return
+    msg = (f"{type(instance).__name__}({attribute.name}={value!r}): {attribute.name} must be a "
+           f"whole number of records, 1 or more")
+    raise WindowSpecError(msg)
+
+
+def _positive_seconds(instance, attribute, value) -> None:
+    """Refuse a duration that is not a number above 0, naming the window kind and the value."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and value > 0:
+        return
+    msg = (f"{type(instance).__name__}({attribute.name}={value!r}): {attribute.name} must be a "
+           f"number of seconds above 0")
+    raise WindowSpecError(msg)
 
 
 @frozen
@@ -24,7 +57,7 @@ class SizeTumblingWindow(Window):
     3
     """
 
-    size: int = attrs.field(validator=attrs.validators.ge(1))
+    size: int = attrs.field(validator=_whole_count)
 
     def window_of(self, position: int) -> int:
         """The window id of the record at 0-based ``position`` in a source task's input."""
@@ -38,7 +71,7 @@ class SizeTumblingWindow(Window):
 class TimeTumblingWindow(Window):
     """Processing-time windows of ``seconds``: a window ends when its time is up (checked per batch)."""
 
-    seconds: float = attrs.field(validator=attrs.validators.gt(0))
+    seconds: float = attrs.field(validator=_positive_seconds)
 
     def describe(self) -> str:
         return f"TimeTumblingWindow({self.seconds}s)"
@@ -59,7 +92,7 @@ class AllWindow(Window):
 class Tumbling:
     """Event-time windows ``[k * size, (k + 1) * size)`` seconds, aligned to the epoch."""
 
-    size: float = attrs.field(validator=attrs.validators.gt(0))
+    size: float = attrs.field(validator=_positive_seconds)
 
     def spec(self) -> tuple:
         return ("tumbling", float(self.size))
@@ -70,13 +103,13 @@ class Sliding:
     """Event-time windows ``[k * slide, k * slide + size)``: each record is in ``size / slide``
     of them (``0 < slide <= size``)."""
 
-    size: float = attrs.field(validator=attrs.validators.gt(0))
-    slide: float = attrs.field(validator=attrs.validators.gt(0))
+    size: float = attrs.field(validator=_positive_seconds)
+    slide: float = attrs.field(validator=_positive_seconds)
 
     def __attrs_post_init__(self) -> None:
         if self.slide > self.size:
             msg = f"Sliding: slide ({self.slide}) must not exceed size ({self.size})"
-            raise ValueError(msg)
+            raise WindowSpecError(msg)
 
     def spec(self) -> tuple:
         return ("sliding", float(self.size), float(self.slide))
@@ -87,7 +120,7 @@ class Session:
     """Event-time sessions per key: an event at ``t`` opens ``[t, t + gap)``; sessions of a key that
     overlap or touch merge; a session ends at its last event's time plus ``gap``."""
 
-    gap: float = attrs.field(validator=attrs.validators.gt(0))
+    gap: float = attrs.field(validator=_positive_seconds)
 
     def spec(self) -> tuple:
         return ("session", float(self.gap))

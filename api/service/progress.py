@@ -7,6 +7,7 @@ times would count the same seconds twice.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -183,18 +184,36 @@ def metrics_document(summaries: list) -> dict:
     return {"pipelines": pipelines}
 
 
-def write_metrics_json(path: str, summaries: list) -> None:
-    """Write ``metrics_document`` to ``path`` (replaced whole)."""
+def check_metrics_json(path: str) -> None:
+    """Raise the OSError that ``write_metrics_json(path, ...)`` would meet in staging its file (a
+    missing folder, no write permission) by staging an empty one and removing it: checked before a
+    run starts, so that a job does not do its work only to fail at its end."""
+    import os
+
+    fd, staged = _staged_metrics(path)
+    os.close(fd)
+    os.unlink(staged)
+
+
+def _staged_metrics(path: str) -> tuple[int, str]:
+    """A new file beside ``path``, renamed over it once written: its open descriptor and its path."""
     import os
     import tempfile
 
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, staged = tempfile.mkstemp(prefix=".metrics-", dir=directory)
+    return tempfile.mkstemp(prefix=".metrics-", dir=os.path.dirname(os.path.abspath(path)))
+
+
+def write_metrics_json(path: str, summaries: list) -> None:
+    """Write ``metrics_document`` to ``path`` (replaced whole)."""
+    import os
+
+    fd, staged = _staged_metrics(path)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(metrics_document(summaries), handle, indent=2)
             handle.write("\n")
         os.replace(staged, path)
     except BaseException:
-        os.unlink(staged)
+        with contextlib.suppress(OSError):  # gone with its folder: the first error tells why
+            os.unlink(staged)
         raise
