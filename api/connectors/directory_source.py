@@ -21,6 +21,7 @@ from gyreflow.api.connectors.file_formats import (
     MalformedRecordError,
     check_delimiter,
 )
+from gyreflow.api.connectors.folders import folder_problem
 from gyreflow.api.connectors.requirements import PYARROW, Requirement
 from gyreflow.api.connectors.sources import GrowingInputReader, Source, SourceReader
 from gyreflow.runtime.dataflow.columns.batch import ColumnBatch, concat
@@ -67,7 +68,8 @@ class DirectorySource(Source):
 
     A record the format cannot read stops the job with an error naming the file and the line (or
     row group); with ``dead_letters=DIRECTORY`` it is written there instead, as a JSON line
-    ``{"file", "where", "error", "text"}`` in ``dead-letters-<task>.jsonl``, exactly once.
+    ``{"file", "where", "error", "text"}`` in ``dead-letters-<task>.jsonl``, exactly once; a
+    folder that cannot be created or written is refused when the source is built.
     """
 
     directory: str = attrs.field(converter=lambda path: os.path.abspath(os.fspath(path)))
@@ -111,6 +113,8 @@ class DirectorySource(Source):
             msg = (f"DirectorySource: columnar=True reads {', '.join(COLUMNAR_FORMATS)}, not "
                    f"format {self.format!r}")
             raise ConfigError(msg)
+        if self.dead_letters is not None:
+            check_dead_letters(self.dead_letters)
 
     def requires(self) -> tuple[Requirement, ...]:
         """pyarrow for Parquet and for columns (checked before any data moves)."""
@@ -142,6 +146,18 @@ class DirectorySource(Source):
     def describe(self) -> str:
         follow = ", follow" if self.follow else ""
         return f"DirectorySource({os.path.basename(self.directory)}/{self.pattern}, {self.format}{follow})"
+
+
+def check_dead_letters(directory: str) -> None:
+    """Refuse a dead-letter folder that cannot be created or written, as FileSink refuses its
+    output: it is first written at the first bad record, which may come hours into a run."""
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        msg = f"DirectorySource: dead_letters {directory!r} exists and is not a directory"
+        raise ConfigError(msg)
+    problem = folder_problem(directory)
+    if problem is not None:
+        msg = f"DirectorySource: dead_letters {directory!r} {problem}"
+        raise ConfigError(msg)
 
 
 def owner_task(name: str, parallelism: int) -> int:
