@@ -51,7 +51,10 @@ def sql(script: str, environment: str | None, config_path: str | None, settings:
     except OSError as exc:
         _fail(console, f"{script}: cannot read it: {exc.strerror}", 2)
     values = dict(_setting(s) for s in settings)
-    environment = environment or chosen_environment(config_path) or "local"
+    try:  # the configuration is read here first: its errors are one line too
+        environment = environment or chosen_environment(config_path) or "local"
+    except ConfigError as exc:
+        _fail(console, f"configuration: {exc}", 2)
     run_settings = RunSettings(config_path=config_path, environment=environment, quiet=True,
                                show_progress=False, summaries=[])
     name = os.path.splitext(os.path.basename(script))[0] or "sql"
@@ -113,7 +116,10 @@ def explain_sql(script: str, fmt: str, config_path: str | None, environment: str
     except OSError as exc:
         _fail(console, f"{script}: cannot read it: {exc.strerror}", 2)
     values = _explain_settings(args)
-    environment = environment or chosen_environment(config_path) or "local"
+    try:  # the configuration is read here first: its errors are one line too
+        environment = environment or chosen_environment(config_path) or "local"
+    except ConfigError as exc:
+        _fail(console, f"configuration: {exc}", 2)
     settings = RunSettings(config_path=config_path, environment=environment, quiet=True,
                            explain_format=fmt, explained=[])
     name = os.path.splitext(os.path.basename(script))[0] or "sql"

@@ -296,11 +296,35 @@ def _read_file(path: str | os.PathLike) -> dict[str, object]:
     return values
 
 
+def _meant_variable(variable: str) -> str | None:
+    """The config variable that ``variable`` spells with one underscore where two part the section
+    from the key, else None.
+
+    >>> _meant_variable("GYREFLOW_STATE_MAX_PARALLELISM"), _meant_variable("GYREFLOW_CRASH_AT")
+    ('GYREFLOW_STATE__MAX_PARALLELISM', None)
+    """
+    rest = variable[len(ENV_PREFIX):].lower()
+    for at, char in enumerate(rest):
+        if char == "_" and f"{rest[:at]}.{rest[at + 1:]}" in KEYS:
+            return f"{ENV_PREFIX}{rest[:at].upper()}__{rest[at + 1:].upper()}"
+    return None
+
+
 def _read_environ(environ: Mapping[str, str]) -> dict[str, object]:
     values: dict[str, object] = {}
     for variable in sorted(environ):
         rest = variable[len(ENV_PREFIX):]
-        if not variable.startswith(ENV_PREFIX) or "__" not in rest:
+        if not variable.startswith(ENV_PREFIX):
+            continue
+        if "__" not in rest:
+            # Not configuration (GYREFLOW_CRASH_AT, GYREFLOW_TEST_*, a script's own), unless it is
+            # a config variable with one underscore too few: ignoring that would run with a setting
+            # the user believes is changed.
+            meant = _meant_variable(variable)
+            if meant is not None:
+                msg = (f"environment variable {variable} sets nothing: the config variable is "
+                       f"{meant} (two underscores between section and key); rename or unset it")
+                raise ConfigError(msg)
             continue
         section, _, key = rest.lower().partition("__")
         spec = _lookup(section, key, f"from environment variable {variable}")

@@ -76,6 +76,14 @@ class Table:
         return chunks if lazy else [row for rows in chunks for row in rows]
 
 
+def _absolute(path: str) -> str:
+    return os.path.normpath(os.path.abspath(path))
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
 @attrs.define
 class View:
     """A named query and the names it gives its columns."""
@@ -103,6 +111,9 @@ class Catalog:
         self.current_graph: str | None = None
         self.subquery_compiler = None  # set while a MATCH is evaluated (graphs.py)
         self.window = None  # graph_windows.Window: a window of graphs the script's inserts stream in
+        # the paths the script's INSERTs into file tables write, shared by every copy: a later
+        # statement may read a table whose folder does not exist until such an INSERT runs
+        self.written: set[str] = set()
 
     def copy(self) -> Catalog:
         other = Catalog(self.settings, self.root)
@@ -112,6 +123,7 @@ class Catalog:
         other.extra, other.graph_cache = dict(self.extra), self.graph_cache
         other.current_graph = self.current_graph
         other.subquery_compiler, other.window = self.subquery_compiler, self.window
+        other.written = self.written
         return other
 
     def __getstate__(self):
@@ -182,6 +194,32 @@ class Catalog:
 
     def table(self, name: str) -> Table | None:
         return self.tables.get(name.lower())
+
+    # ---- files, checked while the script is planned
+    def will_write(self, table: Table) -> None:
+        """Note that an INSERT of the script writes the folder of file table ``table``."""
+        self.written.add(_absolute(table.path(self.settings, self.root)))
+
+    def check_readable(self, table: Table) -> None:
+        """Refuse a file table whose path names no file or folder before any data moves, unless an
+        INSERT of the script writes there (the folder appears when that statement runs).
+
+        >>> catalog = Catalog()
+        >>> catalog.check_readable(Table("t", [("a", "int")], {"geaflow.dsl.file.path": "nope.txt"}))
+        Traceback (most recent call last):
+        ...
+        gyreflow.api.dsl.errors.DslError: table t: no file or folder nope.txt
+        """
+        if table.kind != "file":
+            return
+        path = table.path(self.settings, self.root)
+        if os.path.exists(path):
+            return
+        wanted = _absolute(path)
+        if any(wanted == written or _inside(wanted, written) or _inside(written, wanted)
+               for written in self.written):
+            return
+        raise DslError(f"table {table.name}: no file or folder {path}")
 
     # ---- what queries read
     def relation(self, name: str):

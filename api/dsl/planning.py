@@ -301,6 +301,7 @@ def table_rows(ctx, catalog: Catalog, name: str):
 def _table_rows(ctx, catalog: Catalog, name: str, needed: frozenset | None = None,
                 millis: frozenset = frozenset()):
     table = catalog.tables[name]
+    catalog.check_readable(table)
     return ctx.source(TableSource(table, catalog.settings, catalog.root, needed, millis),
                       window_of(table, catalog.settings), name=f"table {table.name}").with_parallelism(1)
 
@@ -347,6 +348,7 @@ def sink_of(statement, catalog: Catalog, graph_target, job: str = ""):
         return sinks
     table = catalog.table(statement.name)
     if table.kind == "file":
+        catalog.will_write(table)
         return file_sink(table, catalog)
     from gyreflow.api.dsl.jdbc import jdbc_sink
 

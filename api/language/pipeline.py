@@ -215,6 +215,11 @@ class Pipeline:
             graphs = [(task.name, task.build(self.env.config)) for task in self.tasks]
             for _, graph in graphs:
                 check_requirements(requirements_of(graph))
+            if self.env.config["control.parameters"]:
+                from gyreflow.api.service.control import warn_unknown_operators
+
+                warn_unknown_operators(self.env.config, self.name,
+                                       {v.name for _, graph in graphs for v in graph.vertices})
             for name, graph in graphs:
                 results[name] = self.env.run_task(f"{self.name}/{name}", graph, listener, recovery)
         except BaseException as exc:

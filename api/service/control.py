@@ -19,6 +19,7 @@ import socketserver
 import tempfile
 import threading
 import time
+import warnings
 
 from gyreflow.runtime.control import ControlInbox, parse_value
 
@@ -48,6 +49,29 @@ def initial_parameters(config) -> dict[str, dict]:
             raise ConfigError(msg)
         out.setdefault(operator, {})[name] = parse_value(text)
     return out
+
+
+class ControlParameterWarning(UserWarning):
+    """``control.parameters`` names an operator the pipeline about to run does not have (a typo,
+    or an operator of another pipeline of the same script): the setting does nothing in it."""
+
+
+_WARNED: dict = {}  # the warnings registry: once per message
+
+
+def warn_unknown_operators(config, pipeline: str, operators: set[str]) -> None:
+    """Warn, before ``pipeline`` moves any data, of each ``control.parameters`` operator that is
+    none of its ``operators``. A warning, not an error: the parameters apply to every pipeline
+    of a run, and a script's other pipelines may have the operator."""
+    named = sorted({dotted.rpartition(".")[0] for dotted, _ in config["control.parameters"]})
+    for operator in named:
+        if operator in operators:
+            continue
+        msg = (f"control.parameters names operator {operator!r}, which pipeline {pipeline!r} does "
+               f"not have (its operators: {', '.join(sorted(operators))}): its parameters do "
+               "nothing there")
+        warnings.warn_explicit(msg, ControlParameterWarning, "control.parameters", 0,
+                               module="gyreflow.control", registry=_WARNED)
 
 
 class _Handler(socketserver.StreamRequestHandler):

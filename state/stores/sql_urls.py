@@ -32,6 +32,10 @@ _DRIVERS = {
     "pg8000": ("pg8000", "pip install pg8000"),
 }
 
+# The databases gyreflow's SQL stores and connectors are written for, and a URL of each.
+DIALECTS = {"sqlite": "sqlite:///path/to/file.db",
+            "postgresql": "postgresql://user:password@host:5432/database"}
+
 CONNECT_TIMEOUT = 5  # seconds a PostgreSQL connection may take before it counts as unreachable
 
 _USERINFO_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@/\s]*@")
@@ -59,14 +63,38 @@ def shown_url(url: str | URL) -> str:
         return _USERINFO_PASSWORD.sub(r"\1***@", str(url))
 
 
+def unknown_dialect(url: str | URL) -> str | None:
+    """Why ``url`` names no database SQLAlchemy knows (a misspelt dialect), else None.
+
+    >>> unknown_dialect("sqlit:///x.db")
+    "unknown database dialect 'sqlit' in sqlit:///x.db: use sqlite or postgresql (sqlite:///path/to/file.db, postgresql://user:password@host:5432/database)"
+    >>> unknown_dialect("sqlite:///x.db") is None
+    True
+    """
+    from sqlalchemy.exc import NoSuchModuleError
+
+    parsed = make_url(url)
+    dialect = parsed.get_backend_name()
+    try:
+        parsed.set(drivername=dialect).get_dialect()
+    except NoSuchModuleError:
+        return (f"unknown database dialect {dialect!r} in {shown_url(url)}: use "
+                f"{' or '.join(DIALECTS)} ({', '.join(DIALECTS.values())})")
+    return None
+
+
 def missing_driver(url: str | URL, what: str) -> str | None:
-    """A one-line message when ``url`` cannot be opened as it is: it is not a database URL, or the
-    Python driver it needs is not installed (None when it can)."""
+    """A one-line message when ``url`` cannot be opened as it is: it is not a database URL, it
+    names a dialect SQLAlchemy does not know, or the Python driver it needs is not installed (None
+    when it can)."""
     try:
         parsed = engine_url(url)
     except Exception:  # noqa: BLE001 - ArgumentError, or ValueError for a port that is no number
         return (f"{what}: {shown_url(url)!r} is not a database URL (expected e.g. "
                 "postgresql://user:password@host:5432/database or sqlite:///path/to/file.db)")
+    unknown = unknown_dialect(parsed)
+    if unknown is not None:
+        return f"{what}: {unknown}"
     if parsed.get_backend_name() != "postgresql":
         return None
     driver = parsed.get_driver_name()
@@ -131,6 +159,9 @@ def what_to_check(url: str | URL, exc: BaseException) -> str:
         parsed = engine_url(url)
     except Exception:  # noqa: BLE001
         return "check the URL"
+    unknown = unknown_dialect(parsed)
+    if unknown is not None:  # no server was asked: advice about one would mislead
+        return unknown
     if parsed.get_backend_name() == "sqlite":
         if "not a database" in text or "malformed" in text:
             return "the file is damaged: restore it from a copy, or move it away to start over"
