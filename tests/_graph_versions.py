@@ -50,7 +50,7 @@ def run_incremental(env, batches: list, directed: bool, parallelism: int, progra
 def fold_changes(by_window: dict, windows: int, exact: bool = True) -> list[dict]:
     """The result after each window of a job that emits, per window, ``(vertex, value)`` for the
     vertices whose value changed (``None``: the vertex went); with ``exact``, each vertex at most
-    once a window, and only when its value changed."""
+    once a window, only when its value changed, and deleted only when it was there."""
     state: dict = {}
     after = []
     for window in range(1, windows + 1):
@@ -59,6 +59,8 @@ def fold_changes(by_window: dict, windows: int, exact: bool = True) -> list[dict
             assert len({v for v, _ in records}) == len(records), f"window {window}: a vertex twice"
             same = [v for v, x in records if v in state and state[v] == x]
             assert not same, f"window {window} emitted unchanged vertices {same}"
+            ghosts = [v for v, x in records if x is None and v not in state]
+            assert not ghosts, f"window {window} deleted vertices no version had {ghosts}"
         for vertex, value in records:
             if value is None:
                 state.pop(vertex, None)

@@ -114,6 +114,9 @@ CASES = {
     "carrier removed": [[("edge", 0, 1, 1), ("edge", 1, 3, 1), ("edge", 0, 2, 2), ("edge", 2, 4, 2),
                          ("edge", 4, 3, 2)], [("drop", 1)], [("edge", 1, 3, 1)],
                         [("edge", 0, 1, 1)]],
+    # a vertex added and dropped in one window is in no version: nothing to delete
+    "added and dropped in one window": [[("edge", 0, 1, 1)], [("edge", 2, 3, 1), ("drop", 2)],
+                                        [("edge", 0, 2, 1)]],
     # the source is cut off and dropped in one window, then added again with other edges
     "source cut and dropped": [[("edge", 0, 1, 2), ("edge", 2, 0, 1)], [("cut", 0, 1), ("drop", 0)],
                                [("edge", 1, 0, 1), ("edge", 0, 2, 1)]],

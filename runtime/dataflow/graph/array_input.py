@@ -210,8 +210,16 @@ class ArrayWindowInput:
         self.gone_values = []
         if self.mode is GraphMode.INCREMENTAL:
             stored = self.value_chunks.data
+            # Reported deleted: the removed vertices that had a value. ``gone`` lists each chunk's
+            # removed ids in chunk order, chunk after chunk as ``kept`` holds them; a chunk's
+            # vertices added in this window come after its stored values.
+            self.removed, at = [], 0
             for key, mask in applied.kept.items():
+                dropped = np.flatnonzero(~mask)
+                ids, at = applied.gone[at:at + len(dropped)], at + len(dropped)
                 values = stored.get(key)
+                had = 0 if values is None else len(values)
+                self.removed.extend(v for v, p in zip(ids, dropped.tolist(), strict=True) if p < had)
                 if values is not None:
                     kept = mask[:len(values)]
                     self.gone_values.append(values[~kept])

@@ -116,10 +116,10 @@ class WindowInput:
             updated |= ends
         if detached:
             removals += self._detach(detached, touched, updated)
-        self.removed = self._remove_vertices(removed_vertices, touched, updated)
-        self.removals = removals + len(self.removed)
+        gone, self.removed = self._remove_vertices(removed_vertices, touched, updated)
+        self.removals = removals + len(gone)
         self.before = None
-        if self.removed:
+        if gone:
             new_vertices = [vid for vid in new_vertices if vid in graph]
         self.graph.mark_changed(updated)
         slot = self.slots.slot  # the graph's own vertices first: neighbour slots then hit directly
@@ -185,8 +185,10 @@ class WindowInput:
         """Called with vertices whose graph entries the window is about to change beyond what its
         records name (a detached vertex's neighbours); a versioned operator records them."""
 
-    def _remove_vertices(self, removed: list, touched: set, updated: set) -> list:
-        """Apply the window's vertex removals, after its other changes; returns the removed ids."""
+    def _remove_vertices(self, removed: list, touched: set, updated: set) -> tuple[list, list]:
+        """Apply the window's vertex removals, after its other changes; returns the removed ids,
+        and those of them an incremental job reports deleted: the ones that had a value (a vertex
+        added and removed in one window was in neither version)."""
         table = self.graph
         graph = table.data
         gone = []
@@ -208,14 +210,16 @@ class WindowInput:
             touched.discard(vid)
             updated.discard(vid)
             gone.append(vid)
+        shown = gone
         if gone:
             self.slots.forget(gone)
             if self.mode is GraphMode.INCREMENTAL:
                 values = self.values_table()
+                shown = [vid for vid in gone if vid in values.data]
                 for vid in gone:
                     values.delete(vid)
                 self.changed.difference_update(gone)
-        return gone
+        return gone, shown
 
     def _deposit(self, box: dict, batch: list) -> None:
         if self.combine is None:
