@@ -189,8 +189,16 @@ class _TextFileReader(SourceReader):
         return self._pos
 
     def seek(self, offset: object) -> None:
-        self._file.seek(int(offset))
-        self._pos = int(offset)
+        offset = int(offset)
+        if not self._path.endswith(".gz"):
+            size = os.fstat(self._file.fileno()).st_size
+            if offset > size:  # resumed past the end: the lines read before were changed
+                msg = (f"input file {self._path}: the job read it up to byte {offset}, but it now "
+                       f"has {size} bytes: it was cut or replaced since; put the file back as it "
+                       "was to resume, or start over with --fresh")
+                raise DataError(msg)
+        self._file.seek(offset)
+        self._pos = offset
         self._ahead, self._ahead_lines, self._at_end = b"", 0, False
         self._decoded, self._next = [], 0
 
