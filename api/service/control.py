@@ -156,6 +156,8 @@ def running_jobs(directory: str) -> list[dict]:
             with open(path, encoding="utf-8") as handle:
                 record = json.load(handle)
             os.kill(int(record["pid"]), 0)
+            if _started_after(int(record["pid"]), float(record.get("started", 0))):
+                raise ProcessLookupError  # the job's pid was given to a process started later
         except ProcessLookupError:
             _remove(path)
             continue
@@ -166,6 +168,22 @@ def running_jobs(directory: str) -> list[dict]:
         record["file"] = path
         found.append(record)
     return found
+
+
+def _started_after(pid: int, started: float) -> bool:
+    """Whether process ``pid`` started after ``started`` (seconds since the epoch), so that it is
+    not the job that wrote its control file then: ``/proc`` says when it started (False where
+    there is no ``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()  # after the command's name
+        with open("/proc/stat", "rb") as handle:
+            boot = next(int(line.split()[1]) for line in handle if line.startswith(b"btime "))
+        ticks = int(fields[19])  # field 22, the start time in clock ticks after the boot
+    except (OSError, StopIteration, IndexError, ValueError):
+        return False
+    # the boot time is known to the second: a process younger by more than that is another one
+    return boot + ticks / os.sysconf("SC_CLK_TCK") > started + 2
 
 
 def _remove(path: str) -> None:
