@@ -218,6 +218,13 @@ class CheckpointCoordinator:
                        '(state.backend = "rocksdb" or "jdbc") to be able to resume; nothing was '
                        "changed")
                 raise StateExistsError(msg)
+            if later and not window:  # no completed window to recompute from: --fresh only
+                msg = (f"cannot resume job {self.job!r}: {later[0]} is published output, but "
+                       f"{self.store.location()} holds no completed window of it (another "
+                       "state.path, or the state was deleted): point the configuration at the "
+                       "job's state, or start over with --fresh, which replaces the output; "
+                       "nothing was changed")
+                raise StateExistsError(msg)
             if later:
                 msg = (f"cannot resume job {self.job!r}: {later[0]} is published output of a later "
                        f"window than the last completed one in {self.store.location()} "

@@ -51,16 +51,34 @@ def test_a_state_older_than_the_published_output_is_refused(backend, tmp_path):
     shutil.rmtree(tmp_path / "state")
     shutil.copytree(tmp_path / "copy", tmp_path / "state")
     done = run(tmp_path, backend, LINES, "--resume")
-    assert_refused(done, "published output of a later window")
     message = " ".join(done.stderr.split())
-    shown = message.split("than the last completed one in ")[1].split("(")[1].split(")")[0]
-    completed = 0 if shown == "none" else int(shown)
+    if "holds no completed window" in message:  # nothing was committed when the copy was taken
+        assert_refused(done, "is published output, but")
+        completed = 0
+    else:
+        assert_refused(done, "published output of a later window")
+        shown = message.split("than the last completed one in ")[1].split("(")[1].split(")")[0]
+        completed = int(shown)
     assert completed <= 3
     assert f"window-{completed + 1:06d}.jsonl is published" in message
     assert published(tmp_path) == before
     done = run(tmp_path, backend, LINES, "--fresh")  # recomputing on purpose is allowed
     assert done.returncode == 0, done.stderr
     assert parse(tmp_path) == word_count_oracle(LINES, WINDOW)
+
+
+def test_a_resume_that_finds_no_state_at_all_says_so_and_offers_only_fresh(tmp_path):
+    """The output of a finished run, and a state folder that holds nothing of it (deleted, or
+    another state.path): refused, with no advice to resume from a window nothing retains."""
+    done = run(tmp_path, "rocksdb", LINES)
+    assert done.returncode == 0, done.stderr
+    before = published(tmp_path)
+    shutil.rmtree(tmp_path / "state")
+    done = run(tmp_path, "rocksdb", LINES, "--resume")
+    assert_refused(done, "window-000001.jsonl is published output, but",
+                   "holds no completed window", "--fresh")
+    assert "--from-window" not in done.stderr
+    assert published(tmp_path) == before
 
 
 @pytest.mark.parametrize("damage", ["flipped", "truncated", "summary-lost", "deleted"])
