@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import decimal
 import functools
 import json
 import math
@@ -142,8 +143,35 @@ def _concat(*args):
 
 
 def _substring(text, start, length=None):
-    begin = start - 1 if start > 0 else max(len(text) + start, 0)
+    """GeaFlow's SUBSTR: ``start`` counts from 1, from the end when negative; 0 is the first
+    character, as 1 is."""
+    begin = start - 1 if start > 0 else max(len(text) + start, 0) if start < 0 else 0
     return text[begin:] if length is None else text[begin:begin + length]
+
+
+def _instr(text, target, start=1):
+    """INSTR(text, target) and POSITION(target IN text): where ``target`` first starts in ``text``,
+    from 1; 0 when it does not."""
+    return text.find(target, max(start - 1, 0)) + 1
+
+
+# enough digits for any double's exact decimal value at any scale ROUND is asked for
+_ROUNDING = decimal.Context(prec=1200, Emin=-9999, Emax=9999)
+
+
+def _round(value, scale=0):
+    """ROUND half away from zero, as Calcite's and DuckDB's: ROUND(2.5) is 3.0, ROUND(-2.25, 1) is
+    -2.3. A double is rounded as its shortest decimal text reads (ROUND(2.675, 2) is 2.68, not the
+    2.67 its binary value would give); an integer stays an integer."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    if isinstance(value, float) and not math.isfinite(value):
+        return value
+    exact = decimal.Decimal(repr(value)) if isinstance(value, float) else decimal.Decimal(value)
+    if exact.as_tuple().exponent >= -scale:
+        return value  # no digit beyond the scale: nothing to round
+    rounded = exact.quantize(decimal.Decimal(1).scaleb(-scale), decimal.ROUND_HALF_UP, _ROUNDING)
+    return float(rounded) if isinstance(value, float) else int(rounded)
 
 
 def _ends(vertex, edge, attribute: str):
@@ -257,7 +285,7 @@ SCALAR = {
     "degrees": _nulls(math.degrees), "radians": _nulls(math.radians),
     "power": _nulls(lambda x, y: float(x) ** y), "pow": _nulls(lambda x, y: float(x) ** y),
     "sqrt": _nulls(lambda x: math.sqrt(x)), "cbrt": _nulls(_cbrt), "trunc": _nulls(_trunc),
-    "round": _nulls(lambda x, n=0: round(x, n) if isinstance(x, float) else x),
+    "round": _nulls(_round), "atan2": _nulls(math.atan2), "pi": lambda: math.pi,
     "rand": lambda seed=None: random.Random(seed).random(),
     "rand_integer": lambda *a: random.Random(a[0] if len(a) > 1 else None).randrange(a[-1] or 1),
     "lower": _nulls(str.lower), "upper": _nulls(str.upper),
@@ -267,7 +295,8 @@ SCALAR = {
     "trim": _nulls(str.strip), "ltrim": _nulls(str.lstrip), "rtrim": _nulls(str.rstrip),
     "replace": _nulls(lambda s, a, b: s.replace(a, b)),
     "reverse": _nulls(lambda s: s[::-1]),
-    "instr": _nulls(lambda s, t: s.find(t) + 1),
+    # sqlglot reads INSTR(s, t), POSITION(t IN s) and LOCATE(t, s) as one node, STR_POSITION(s, t)
+    "instr": _nulls(_instr), "str_position": _nulls(_instr),
     "hash": _nulls(_java_hash),
     "_year": _nulls(lambda millis: to_timestamp(millis).year),
     "crc32": _nulls(lambda s: zlib.crc32(str(s).encode())),
@@ -320,6 +349,12 @@ def _stddev_pop(values):
     return statistics.pstdev(values) if values else None
 
 
+def _var_samp(values):
+    """The sample variance (divided by n - 1); NULL for fewer than two values, as SQL's."""
+    values = [float(v) for v in values if v is not None]
+    return statistics.variance(values) if len(values) > 1 else None
+
+
 def _percentile(values, percent):
     """GeaFlow's ``PERCENTILE(x, p)``: Commons Math's ``StatUtils.percentile``, ``p`` in (0, 100]
     (``0.9`` is the 0.9th percentile, not the 90th): position p * (n + 1) / 100 among the sorted
@@ -344,7 +379,8 @@ AGGREGATE = {
     # GeaFlow's STDDEV_SAMP divides by n (what its expected files hold), not by n - 1.
     "stddev_samp": _stddev_pop, "stddev": _stddev_pop,
     "stddev_pop": _stddev_pop,
-    "var_samp": lambda vs: statistics.variance([float(v) for v in vs if v is not None]),
+    # sqlglot reads VAR_SAMP(x) as VARIANCE(x)
+    "var_samp": _var_samp, "variance": _var_samp,
     "collect_list": lambda vs: [v for v in vs if v is not None],
 }
 # Aggregates with one constant argument after the values.

@@ -11,7 +11,7 @@ from gyreflow.api.connectors.file_sink import FileSink
 from gyreflow.api.connectors.sources import Source, SourceReader, _IteratorReader
 from gyreflow.api.dsl.catalog import Catalog, Table
 from gyreflow.api.dsl.lowering import plan_shape, shape_of
-from gyreflow.api.dsl.queries import QueryError
+from gyreflow.api.dsl.queries import QueryError, _over, own_nodes
 from gyreflow.api.dsl.query_state import (
     KeptGraphs,
     apply_change,
@@ -290,7 +290,8 @@ def _global_aggregate(query) -> bool:
     from sqlglot import exp
 
     return (isinstance(query, exp.Select) and query.args.get("group") is None
-            and any(isinstance(n, exp.AggFunc) for item in query.expressions for n in item.walk()))
+            and any(isinstance(n, exp.AggFunc) and not _over(n)
+                    for item in query.expressions for n in own_nodes(item)))
 
 
 def table_rows(ctx, catalog: Catalog, name: str):

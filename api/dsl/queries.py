@@ -160,8 +160,9 @@ class Scope:
         return False
 
     def has_aggregate(self, node: exp.Expression) -> bool:
-        """Whether ``node`` aggregates its group (an aggregate OVER a window does not)."""
-        return any(self.is_aggregate(n) and not _over(n) for n in node.walk()
+        """Whether ``node`` aggregates its group (an aggregate OVER a window does not, nor one in a
+        sub-query: ``(SELECT COUNT(*) FROM t)`` is one value of every row)."""
+        return any(self.is_aggregate(n) and not _over(n) for n in own_nodes(node)
                    if isinstance(n, exp.Func)) if node else False
 
     # ---- compiling: an expression becomes a function of ``(row, group)``
@@ -198,16 +199,11 @@ class Scope:
                 return _against_number(left, op, _ORDERING[type(node)], _number(node.expression.this))
             return lambda ctx: op(left(ctx), right(ctx))
         if isinstance(node, exp.Is):
-            inner, other = self.compile(node.this), node.expression
-            if isinstance(other, exp.Null):
-                return lambda ctx: inner(ctx) is None
-            want = bool(other.this) if isinstance(other, exp.Boolean) else None
-            return lambda ctx: inner(ctx) is want
+            return self._is(node)
         if isinstance(node, (exp.Like, exp.ILike)):
-            left, right = self.compile(node.this), self.compile(node.expression)
-            lower = isinstance(node, exp.ILike)
-            return lambda ctx: fns.SCALAR["like"](*(
-                (v.lower() if lower and isinstance(v, str) else v) for v in (left(ctx), right(ctx))))
+            return self._like(node)
+        if isinstance(node, exp.Escape) and isinstance(node.this, (exp.Like, exp.ILike)):
+            return self._like(node.this, node.expression)
         if isinstance(node, exp.Escape):
             return self.compile(node.this)
         if isinstance(node, exp.In):
@@ -260,15 +256,66 @@ class Scope:
         column = meta["col"] - len(node.name) + 1 if "col" in meta else None
         raise QueryError(f"no column {full} (columns: {known})", line=meta.get("line"), column=column)
 
+    def _is(self, node: exp.Is):
+        """``x IS [NOT] NULL/TRUE/FALSE``: never NULL. sqlglot may write ``IS NOT`` as the
+        ``negate`` flag rather than a ``Not`` around it."""
+        inner, other = self.compile(node.this), node.expression
+        want = bool(other.this) if isinstance(other, exp.Boolean) else None
+        if node.args.get("negate"):
+            return lambda ctx: inner(ctx) is not want
+        return lambda ctx: inner(ctx) is want
+
+    def _like(self, node: exp.Like | exp.ILike, escape: exp.Expression | None = None):
+        """``x [NOT] [I]LIKE pattern [ESCAPE c]``: NULL when ``x`` or the pattern is; sqlglot writes
+        ``NOT LIKE`` as the ``negate`` flag, not as a ``Not`` around the LIKE."""
+        left, right = self.compile(node.this), self.compile(node.expression)
+        marker = self.compile(escape) if escape is not None else (lambda ctx: "\\")
+        lower, negate = isinstance(node, exp.ILike), bool(node.args.get("negate"))
+
+        def like(ctx):
+            value, pattern, escape_char = left(ctx), right(ctx), marker(ctx)
+            if value is None or pattern is None or escape_char is None:
+                return None
+            if lower:
+                value = value.lower() if isinstance(value, str) else value
+                pattern = pattern.lower() if isinstance(pattern, str) else pattern
+            return fns.SCALAR["like"](value, pattern, escape_char) is not negate
+        return like
+
     def _in(self, node: exp.In):
+        """``x IN (...)`` with SQL's three values: TRUE when ``x`` equals a member, else NULL when ``x``
+        or a member is NULL, else FALSE; FALSE over a sub-query of no rows, whatever ``x`` is."""
         value = self.compile(node.this)
         query = node.args.get("query")
         if query is not None:
             inner = self.catalog.evaluate(query.this if isinstance(query, exp.Subquery) else query)
-            members = {row[0] for row in inner.rows}
-            return lambda ctx: None if (v := value(ctx)) is None else v in members
+            if not inner.rows:
+                return lambda ctx: False
+            members = {row[0] for row in inner.rows} - {None}
+            missing = None if any(row[0] is None for row in inner.rows) else False
+
+            def within(ctx):
+                v = value(ctx)
+                if v is None:
+                    return None
+                return True if v in members else missing
+            return within
         options = [self.compile(e) for e in node.expressions]
-        return lambda ctx: None if (v := value(ctx)) is None else any(v == o(ctx) for o in options)
+        equal = BINARY[exp.EQ]
+
+        def among(ctx):
+            v = value(ctx)
+            if v is None:
+                return None
+            answer = False
+            for option in options:
+                same = equal(v, option(ctx))
+                if same:
+                    return True
+                if same is None:
+                    answer = None  # unless a later member equals x
+            return answer
+        return among
 
     def _case(self, node: exp.Case):
         subject = self.compile(node.this) if node.this else None
@@ -341,6 +388,12 @@ class Scope:
                 found = list(dict.fromkeys(v for v in found if v is not None))
             return fn(found)
         return aggregate
+
+
+def own_nodes(node: exp.Expression):
+    """The nodes of ``node`` that belong to its own query: a sub-query's are left out (it aggregates
+    and numbers its own rows)."""
+    return node.walk(prune=lambda n: n is not node and isinstance(n, (exp.Subquery, exp.Select)))
 
 
 def _over(node: exp.Expression) -> bool:

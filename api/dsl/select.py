@@ -12,6 +12,7 @@ from gyreflow.api.dsl.queries import (
     _order,
     function_args,
     function_name,
+    own_nodes,
 )
 from gyreflow.api.dsl.windowing import WINDOW_COLUMNS, window_call, window_rows
 
@@ -160,7 +161,8 @@ def select(node: exp.Select, catalog) -> Relation:
     else:
         contexts = [(row, None) for row in relation.rows]
 
-    windows = [w for item in items for w in item.find_all(exp.Window)]
+    # a sub-query's window functions are its own: computed over its rows when it runs
+    windows = [w for item in items for w in own_nodes(item) if isinstance(w, exp.Window)]
     if windows:  # f(...) OVER (...): computed over every row first, read back by position
         contexts = [(c[0], c[1], i) for i, c in enumerate(contexts)]
         scope.window_values = {id(w): over_values(w, contexts, scope, grouped) for w in windows}
