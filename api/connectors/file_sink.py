@@ -37,7 +37,8 @@ class _FileWriter(SinkWriter):
 
     def __init__(self, sink: FileSink, task_index: int, parallelism: int) -> None:
         self.sink = sink
-        self.suffix = "" if parallelism == 1 else f"-part-{task_index + 1:04d}"
+        self.task_index, self.parallelism = task_index, parallelism
+        self.suffix = _part_suffix(task_index, parallelism)
         self.run = uuid.uuid4().hex[:16]
         self.open_files: dict[int, list] = {}  # window -> [handle, records, bytes, crc]
         self.published = 0
@@ -125,13 +126,25 @@ class _FileWriter(SinkWriter):
                 found.setdefault(int(match.group(1)), []).append(os.path.join(self.staging, name))
         return found
 
+    def _staged_by_other_layouts(self) -> dict[tuple[int, str], list[str]]:
+        """``(window, published name) -> staged files`` of parts no task of this layout writes:
+        staged before a resume when the sink ran with another number of tasks (a rescale)."""
+        found: dict[tuple[int, str], list[str]] = {}
+        if not os.path.isdir(self.staging):
+            return found
+        ours = {_part_suffix(i, self.parallelism) for i in range(self.parallelism)}
+        sink = self.sink
+        any_staged = re.compile(rf"^({re.escape(sink.prefix)}-(\d{{6,}})(-part-\d{{4}})?"
+                                rf"{re.escape(sink.extension)})\.[0-9a-f]+$")
+        for name in os.listdir(self.staging):
+            match = any_staged.match(name)
+            if match is not None and (match.group(3) or "") not in ours:
+                key = (int(match.group(2)), match.group(1))
+                found.setdefault(key, []).append(os.path.join(self.staging, name))
+        return found
+
     def _publish(self, window: int, staged: str) -> None:
-        final = self.final_path(window)
-        os.replace(staged, final)
-        with contextlib.suppress(OSError):  # published output carries no attribute of gyreflow's
-            os.removexattr(final, _SUMMARY_ATTRIBUTE)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(staged + ".sum")
+        _publish_as(staged, self.final_path(window))
 
     def publish(self, window: int) -> None:
         # Staged windows are looked up on disk: the writer that publishes (on the driver, with
@@ -158,9 +171,19 @@ class _FileWriter(SinkWriter):
                 if len(paths) > 1:  # copies of a task that ran again: keep one complete copy
                     staged[number] = paths = [_one_complete(paths, number)]
                 _verify_staged(paths[0], number)
+        # Parts another layout of the sink staged (it had another number of tasks before the
+        # resume) belong to no task of this one: the first task checks and publishes them under
+        # the names they were staged for; every task counts their windows as present.
+        foreign = self._staged_by_other_layouts()
+        if self.task_index == 0:
+            for (number, _), paths in foreign.items():
+                if number <= window:
+                    paths[:] = [_one_complete(paths, number)] if len(paths) > 1 else paths
+                    _verify_staged(paths[0], number)
         any_part = re.compile(rf"^{re.escape(self.sink.prefix)}-(\d{{6,}})(-part-\d{{4}})?"
                               rf"{re.escape(self.sink.extension)}$")
         present = {number for number in staged if number <= window}
+        present.update(number for number, _ in foreign if number <= window)
         later = []
         for name in os.listdir(self.sink.directory):
             match = self._final.match(name)
@@ -185,6 +208,15 @@ class _FileWriter(SinkWriter):
                     os.unlink(path)
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(path + ".sum")
+        if self.task_index == 0:
+            for (number, name), paths in sorted(foreign.items()):
+                for path in paths:
+                    if number <= window:
+                        _publish_as(path, os.path.join(self.sink.directory, name))
+                    else:
+                        for doomed in (path, path + ".sum"):
+                            with contextlib.suppress(FileNotFoundError):
+                                os.unlink(doomed)
         for name in os.listdir(self.staging) if os.path.isdir(self.staging) else ():
             # summaries left by a publish cut short
             if name.endswith(".sum") and not os.path.exists(os.path.join(self.staging, name[:-4])):
@@ -217,6 +249,20 @@ def _unwritable(sink: FileSink, window: int, records: list, exc: BaseException):
         msg = (f"{sink.describe()}: window {window} cannot be written as {sink.extension}: "
                f"{type(exc).__name__}: {reason}{shown}")
     return DataError(msg, window)
+
+
+def _part_suffix(task_index: int, parallelism: int) -> str:
+    """What a sink task adds to its files' names: nothing when it is the only one."""
+    return "" if parallelism == 1 else f"-part-{task_index + 1:04d}"
+
+
+def _publish_as(staged: str, final: str) -> None:
+    """Publish the staged file ``staged`` as ``final`` (a rename), with no summary left over."""
+    os.replace(staged, final)
+    with contextlib.suppress(OSError):  # published output carries no attribute of gyreflow's
+        os.removexattr(final, _SUMMARY_ATTRIBUTE)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(staged + ".sum")
 
 
 def _one_complete(paths: list[str], window: int) -> str:
