@@ -11,6 +11,7 @@ from sqlglot import exp
 from gyreflow.api.dsl.errors import QueryError
 from gyreflow.api.dsl.window_text import SESSION_NAME, UNITS, WATERMARK_COLUMN, WATERMARK_DELAY
 from gyreflow.runtime.dataflow.time.window_assignment import starts_of
+from gyreflow.runtime.dataflow.time.window_grid import end_of_start
 
 KINDS = ("tumble", "hop", "session")
 WINDOW_COLUMNS = ("window_start", "window_end")
@@ -138,8 +139,9 @@ def window_rows(call: WindowCall, relation, catalog) -> list[tuple]:
         ts = seconds_of(row[at])
         mark = highest - delay
         for start in starts_of(ts, size, slide):  # as the runtime's windows assign them
-            if start + size > mark:
-                out.append(row + (moment(start), moment(start + size)))
+            end = end_of_start(start, size, slide)  # the runtime's bound, not start + size
+            if end > mark:
+                out.append(row + (moment(start), moment(end)))
         highest = max(highest, ts)
     return out
 

@@ -45,7 +45,10 @@ class ProcessFunction:
     ask ``ctx.notify_at(window)`` (the current window or a later one). ``on_notify(window, ctx)``
     then runs once for that key when every record of ``window`` has arrived, before the window
     ends; it may emit, change the key's state and ask for a later window. A requested callback runs
-    exactly once, also when the job resumes after a crash. ``ctx.parameter(name, default)`` reads a
+    exactly once, also when the job resumes after a crash, provided its window comes: a callback
+    asked for a window after the input's last one never runs (unlike Flink's event-time timers,
+    which all fire at the end of input: these are processing windows, and none follows the last;
+    to act at the end, ask for the current window). ``ctx.parameter(name, default)`` reads a
     parameter set on the running job with ``gyreflow control set``.
 
     >>> class SumPerWindow(ProcessFunction):

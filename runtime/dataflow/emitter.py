@@ -29,19 +29,30 @@ def _broadcast(delivers: list[Deliver]):
     return route
 
 
-def _rebalance(delivers: list[Deliver], start: int):
-    state = [start]
-    count = len(delivers)
+class _Rebalance:
+    """Deals batches round-robin over the target tasks. The turn starts afresh at every window, at
+    ``task_index + window - 1``, so which task gets a batch depends only on the window and the
+    batches before it in that window: a resumed run deals them as the uninterrupted one did, and
+    consecutive windows start at different tasks."""
 
-    def route(batch: list) -> None:
+    __slots__ = ("count", "delivers", "position", "task_index")
+
+    def __init__(self, delivers: list[Deliver], task_index: int) -> None:
+        self.delivers = delivers
+        self.count = len(delivers)
+        self.task_index = task_index
+        self.position = task_index
+
+    def start_window(self, window: int) -> None:
+        self.position = self.task_index + window - 1
+
+    def __call__(self, batch: list) -> None:
         if len(batch) == 1 and type(batch[0]) is Watermark:  # time, not a record: to every task
-            for deliver in delivers:
+            for deliver in self.delivers:
                 deliver(batch)
             return
-        delivers[state[0] % count](batch)
-        state[0] += 1
-
-    return route
+        self.delivers[self.position % self.count](batch)
+        self.position += 1
 
 
 SAMPLE_EVERY = 8  # batches: a keyed route counts key groups in the first batch of each window and
@@ -207,6 +218,7 @@ class EmitterService:
         # Records sent to each key group of each keyed target since the last ``take_loads``.
         self.loads: dict[str, KeyGroupLoad] = {}
         routes = []
+        self.rebalanced: list[_Rebalance] = []
         for edge in edges:
             if len(edge.delivers) == 1 or edge.partitioning is Partitioning.FORWARD:
                 routes.append(_forward(edge.delivers[0]))
@@ -217,7 +229,8 @@ class EmitterService:
                 routes.append(_by_key(edge.delivers, edge.key_fn, max_parallelism, edge.target_name,
                                       edge.assignment, load))
             else:
-                routes.append(_rebalance(edge.delivers, edge.task_index))
+                self.rebalanced.append(_Rebalance(edge.delivers, edge.task_index))
+                routes.append(self.rebalanced[-1])
         self.routes = routes
         if len(routes) == 1:
             self.emit = routes[0]
@@ -255,6 +268,13 @@ class EmitterService:
         barrier = Barrier(window, checkpoint, last)
         for deliver in self.channels:
             deliver(barrier)
+        self.start_window(window + 1)
+
+    def start_window(self, window: int) -> None:
+        """The next batches belong to ``window``: rebalanced edges deal them from its first turn
+        (on a restore, the window after the restored one)."""
+        for route in self.rebalanced:
+            route.start_window(window)
 
     def end_of_input(self) -> None:
         """Tell every downstream task that nothing more comes from this task."""

@@ -6,7 +6,8 @@ timestamp can arrive any more. In gyreflow the timestamps are windows: ``ctx.not
 every record of window ``w`` has reached this task, before the window's barrier goes on. The pending
 requests are keyed state: they are snapshotted with the window, move with their key group when the
 job is rescaled, and a request fires exactly once, also after a resume (its window's output and the
-removal of the request are one atomic step).
+removal of the request are one atomic step). A request for a window after the input's last one never
+runs: the windows are processing windows, and no such window comes.
 """
 
 from __future__ import annotations
@@ -141,7 +142,8 @@ class ProcessOperator(Operator):
 
     def finish(self, window: int) -> None:
         """Every record of ``window`` is in: call back each key that asked for it, in the order
-        the requests were made (a callback may ask again, for a later window)."""
+        the requests were made (a callback may ask again, for a later window). Requests for
+        windows after the input's last one never run: no such window comes."""
         context, notify = self.context, self.function.on_notify
         context.window = window
         keys = self.due.pop(window, {})

@@ -114,8 +114,21 @@ def restore(task: Task, window: int, recover_sinks: bool = True, verify: bool = 
             task.exhausted = exhausted
             task.exhausted_at = version if exhausted else 0
             task.lookahead, task.lookahead_error = [], None
+    def read_whole(name: str) -> dict:
+        """Table ``name`` over every key group: small tables of one entry per task, which a
+        task of another layout merges (``restored_across``)."""
+        entries: dict = {}
+        store.read_into(cp.job, name, range(state.max_parallelism), window, entries)
+        return entries
+
     for op in task.operators:
         op.restored()
+        across = getattr(op, "restored_across", None)
+        if across is not None:
+            across(read_whole)
+    start_window = getattr(task.emitter, "start_window", None)
+    if start_window is not None:  # batches are dealt as the uninterrupted run dealt them
+        start_window(window + 1)
     if recover_sinks:
         for op in task.sinks:
             op.recover(reached)

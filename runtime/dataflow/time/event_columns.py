@@ -17,6 +17,7 @@ from gyreflow.runtime.dataflow.columns.batch import (
     encode_keys,
     value_of,
 )
+from gyreflow.runtime.dataflow.time.window_grid import LIMIT, end_of
 
 TS, WATERMARK, SOURCE, SOURCES = STAMP_COLUMNS
 _NOTHING = object()
@@ -124,29 +125,56 @@ def single_source(batch: ColumnBatch):
 def window_starts(ts, current, size: float, slide: float):
     """The windows each row joins: ``(rows, starts)`` (row indices and window starts, one pair per
     row and window not yet fired by the row's ``current`` watermark) and the rows that joined none
-    (late), as numpy arrays; the windows of a row are ``[k * slide, k * slide + size)`` holding it."""
+    (late), as numpy arrays; the windows of a row are those of ``window_grid`` holding it, their
+    bounds rounded once as the row path's (times within ``near_epoch``)."""
     import numpy as np
 
     last = np.floor(ts / slide)
-    last -= last * slide > ts  # a division rounded up across a boundary
-    last += (last + 1) * slide <= ts
+    while True:  # the division may round across a boundary: as window_grid.last_index
+        over = last * slide > ts
+        under = (last + 1) * slide <= ts
+        if not over.any() and not under.any():
+            break
+        last -= over
+        last += under
     rows, starts = [], []
     joined = np.zeros(len(ts), dtype=bool)
     every = np.arange(len(ts))
     step = 0
     while True:
-        start = (last - step) * slide
-        holds = start + size > ts
+        index = last - step
+        ends = _ends(index, size, slide)
+        holds = ends > ts
         if not holds.any():
             break
-        open_ = holds & (start + size > current)
+        open_ = holds & (ends > current)
         joined |= open_
         rows.append(every[open_])
-        starts.append(start[open_])
+        starts.append(index[open_] * slide)
         step += 1
     if not rows:
         return every[:0], ts[:0], every
     return np.concatenate(rows), np.concatenate(starts), every[~joined]
+
+
+def _ends(index, size: float, slide: float):
+    """The ends of windows ``index`` (a float array of whole numbers), each rounded once."""
+    import numpy as np
+
+    if size == slide:
+        return (index + 1) * slide
+    distinct, inverse = np.unique(index, return_inverse=True)
+    ends = np.array([end_of(int(k), size, slide) for k in distinct.tolist()], dtype=np.float64)
+    return ends[inverse.reshape(-1)]
+
+
+def near_epoch(ts, assigner: tuple) -> bool:
+    """Whether every time lies within ``window_grid.LIMIT`` slides of the epoch, where window
+    bounds in numpy are the row path's (the row path takes the others)."""
+    import numpy as np
+
+    slide = assigner[2] if len(assigner) > 2 else assigner[1]
+    return bool((np.abs(ts / slide) < LIMIT / 2).all()) if len(ts) else True
 
 
 def aggregate_windows(batch: ColumnBatch, key: Column, rows, starts, form: tuple) -> list:

@@ -165,9 +165,30 @@ class TimestampOperator(Operator):
                                        self.ctx.parallelism))
         return True
 
+    def restored_across(self, read_whole) -> None:
+        """After a restore, with ``read_whole(table)`` (a table over every key group): on the same
+        layout of timestamp tasks each keeps its own largest time; on another, every new task
+        starts from the smallest of the old tasks' (one that saw nothing counts as -inf), so
+        that the watermark the job had reached is where it goes on from: nothing that was on
+        time becomes late, and no window fires before the slowest old task would have let it."""
+        latest = {key[1]: value for key, value in read_whole(self.name).items()
+                  if type(key) is tuple and key[:1] == ("max-ts",)}
+        if not latest:
+            return
+        ctx = self.ctx
+        same_layout = set(latest) == set(range(ctx.parallelism))
+        data = self.table.data
+        for key in [k for k in data if k != self.key]:
+            self.table.delete(key)  # an old layout's entry: its time is merged below
+        data[self.key] = latest[ctx.task_index] if same_layout else min(latest.values())
+        self.table.mark_changed((self.key,))
+
     def finish(self, window: int) -> None:
         ctx = self.ctx
-        latest = self.table.data.get(self.key, -INF)
+        latest = self.table.data.get(self.key)
+        if latest is None:  # stored even so: a task that saw nothing holds the watermark back
+            latest = self.table.data[self.key] = -INF
+            self.table.mark_changed((self.key,))
         idle = False
         if self.idle_timeout is not None and not getattr(ctx, "input_ended", False):
             now = _now()
@@ -187,42 +208,67 @@ def _now() -> float:
 
 class Watermarks:
     """The watermark of each upstream timestamp task and their minimum (idle ones left out), kept
-    in a state table under a key of this task (read back lazily: tables are restored after open)."""
+    in a state table under a key of this task.
+
+    On a resume with another number of timestamp tasks (a new ``of``), the old tasks' watermarks
+    are forgotten and the one they had reached stays as ``base``: the watermark never moves back
+    (a fired window would open again) and rises again once every new task has passed it.
+    """
 
     def __init__(self, table, ctx) -> None:
         self.table = table
         self.key = own_key(ctx, "watermarks")
         self.sources: dict[int, tuple[float, bool]] = {}  # source -> (watermark, idle)
         self.of = 0
+        self.base = -INF  # what an earlier layout of timestamp tasks reached
         self.current = -INF
         self.loaded = False
 
-    def load(self) -> None:
-        """Read what was restored; entries of tasks of an earlier layout keep the furthest."""
+    def load(self, entries: dict | None = None) -> None:
+        """Go on from ``entries`` (every task's entry, read over all key groups on a restore; this
+        task's table when None). Entries of one snapshot agree (every task saw the same
+        end-of-window watermarks); the furthest is taken, so that one left by an earlier layout of
+        this operator, which lags, never counts. Entries this task holds under other keys go."""
         self.loaded = True
-        for entry in list(self.table.data.values()):
-            of, sources = entry
-            self.of = max(self.of, of)
-            for source, (value, idle) in sources.items():
-                before = self.sources.get(source)
-                self.sources[source] = (value if before is None else max(value, before[0]), idle)
+        entries = dict(self.table.data) if entries is None else entries
+        best = None
+        for entry in entries.values():
+            self.of, self.sources = entry[0], dict(entry[1])
+            self.base = entry[2] if len(entry) > 2 else -INF
+            reached = self._minimum()
+            if best is None or reached > best[0]:
+                best = (reached, entry)
+        if best is not None:
+            self.of, self.sources = best[1][0], dict(best[1][1])
+            self.base = best[1][2] if len(best[1]) > 2 else -INF
         self.current = self._minimum()
+        for key in [k for k in self.table.data if k != self.key]:
+            self.table.delete(key)
+        if best is not None:
+            self._store()
 
     def _minimum(self) -> float:
         if self.of == 0:
-            return -INF
+            return self.base
         values = []
         for source in range(self.of):
             value, idle = self.sources.get(source, (-INF, False))
             if not idle:
                 values.append(value)
-        return min(values) if values else max(v for v, _ in self.sources.values())
+        lowest = min(values) if values else max(v for v, _ in self.sources.values())
+        return max(lowest, self.base)
 
     def see(self, source: int, of: int, value: float, idle: bool = False) -> None:
+        if of != self.of:
+            if self.of:  # timestamp tasks of another layout (a resume with another parallelism)
+                self.base = max(self.base, self.current)
+            self.sources, self.of = {}, of
         before = self.sources.get(source)
-        if before is None or value > before[0] or idle != before[1] or of > self.of:
+        if before is None or value > before[0] or idle != before[1]:
             self.sources[source] = (value if before is None else max(value, before[0]), idle)
-            self.of = max(self.of, of)
             self.current = self._minimum()
-            self.table.data[self.key] = (self.of, dict(self.sources))
-            self.table.mark_changed((self.key,))
+            self._store()
+
+    def _store(self) -> None:
+        self.table.data[self.key] = (self.of, dict(self.sources), self.base)
+        self.table.mark_changed((self.key,))

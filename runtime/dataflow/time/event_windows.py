@@ -17,6 +17,7 @@ from gyreflow.runtime.dataflow.time.event_time import (
     WindowResult,
 )
 from gyreflow.runtime.dataflow.time.window_assignment import WindowAssignment
+from gyreflow.runtime.dataflow.time.window_grid import end_of_start
 from gyreflow.runtime.dataflow.time.windows import accumulated
 from gyreflow.runtime.errors import RecordError, locate_failure
 
@@ -46,6 +47,10 @@ class EventWindowOperator(WindowAssignment, Operator):
         self.marks = Watermarks(ctx.state.table(self.name + ":watermarks"), ctx)
         self.pending: list = []  # results of windows fired by a record, emitted at the window's end
 
+    def restored_across(self, read_whole) -> None:
+        """After a restore: the watermarks from every task's entry (``Watermarks.load``)."""
+        self.marks.load(read_whole(self.marks.table.name))
+
     def process(self, batch: list) -> None:
         if not self.marks.loaded:
             self.marks.load()
@@ -73,6 +78,8 @@ class EventWindowOperator(WindowAssignment, Operator):
         data = table.data
         session = self.assigner[0] == "session"
         size = self.assigner[1]
+        slide = self.assigner[2] if len(self.assigner) > 2 else size
+        ends: dict[float, float] = {}  # start -> end, computed once per window in this finish
         emptied = []
         for key, entry in data.items():
             if session:
@@ -81,10 +88,12 @@ class EventWindowOperator(WindowAssignment, Operator):
                 if len(entry) != before:
                     table.changed.add(key)
             else:
-                fired = [start for start in entry if start + size <= wm]
+                fired = [(start, end) for start in entry
+                         if (end := ends.get(start)) is not None and end <= wm
+                         or (end := ends.setdefault(start, end_of_start(start, size, slide))) <= wm]
                 if fired:
                     pop = entry.pop
-                    out.extend([(key, start, start + size, pop(start)) for start in fired])
+                    out.extend([(key, start, end, pop(start)) for start, end in fired])
                     table.changed.add(key)
             if not entry:
                 emptied.append(key)

@@ -4,12 +4,12 @@ the watermark before it; a record that joins no window goes out as a ``LateRecor
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 from gyreflow.runtime.dataflow.columns.batch import ColumnBatch
 from gyreflow.runtime.dataflow.time import event_columns
 from gyreflow.runtime.dataflow.time.event_time import INF, LateRecord
+from gyreflow.runtime.dataflow.time.window_grid import end_of, start_of, windows_of
 from gyreflow.runtime.errors import RecordError
 
 _NOTHING = object()
@@ -28,7 +28,7 @@ class WindowAssignment:
         try:
             for item in batch:
                 ts, before, source, of, record = item
-                if before > marks.sources.get(source, (-INF, False))[0] or of > marks.of:
+                if before > marks.sources.get(source, (-INF, False))[0] or of != marks.of:
                     marks.see(source, of, before)
                 if not place(ts, marks.current, key_fn(record), record):
                     late.append(LateRecord(record))
@@ -45,9 +45,10 @@ class WindowAssignment:
         def place(ts: float, wm: float, key, record) -> bool:
             entry = data.get(key)
             joined = False
-            for start in starts_of(ts, size, slide):
-                if start + size <= wm:
+            for k in windows_of(ts, size, slide):
+                if end_of(k, size, slide) <= wm:
                     continue  # fired
+                start = start_of(k, slide)
                 if entry is None:
                     entry = data[key] = {}
                 acc = entry.get(start, _NOTHING)
@@ -76,7 +77,7 @@ class WindowAssignment:
             return False  # an idle source that speaks again: the row path's rules, row by row
         data = batch.data
         ts = data.column(data.schema.get_field_index(event_columns.TS)).to_numpy()
-        if not event_columns.finite(ts):
+        if not event_columns.finite(ts) or not event_columns.near_epoch(ts, self.assigner):
             return False
         self.records_in += len(batch)
         befores = data.column(data.schema.get_field_index(event_columns.WATERMARK)).to_numpy()
@@ -84,7 +85,8 @@ class WindowAssignment:
         others = [marks.sources.get(s, (-INF, False)) for s in range(marks.of) if s != own]
         floor = min((value for value, idle in others if not idle), default=INF)
         seen = np.fmax.accumulate(np.fmax(befores, marks.sources[own][0]))
-        current = np.minimum(seen, floor)
+        # Never below what an earlier layout of timestamp tasks reached (``Watermarks.base``).
+        current = np.maximum(np.minimum(seen, floor), marks.base)
         marks.see(own, of, float(seen[-1]))
         size = self.assigner[1]
         slide = self.assigner[2] if len(self.assigner) > 2 else size
@@ -144,13 +146,6 @@ class WindowAssignment:
 
 
 def starts_of(ts: float, size: float, slide: float) -> list[float]:
-    """The starts of the windows ``[k * slide, k * slide + size)`` holding ``ts``, oldest first."""
-    last = math.floor(ts / slide)
-    while last * slide > ts:  # division rounded up across a boundary
-        last -= 1
-    while (last + 1) * slide <= ts:
-        last += 1
-    first = last
-    while (first - 1) * slide + size > ts:
-        first -= 1
-    return [k * slide for k in range(first, last + 1)]
+    """The starts of the windows ``[k * slide, k * slide + size)`` holding ``ts``, oldest first
+    (each bound rounded once: ``window_grid``)."""
+    return [start_of(k, slide) for k in windows_of(ts, size, slide)]
