@@ -372,6 +372,11 @@ class ControlDesk:
                                            "windows)"))
         elif parallelism_error(parallelism, self.max_parallelism) is not None:
             request.reply(ok=False, error=parallelism_error(parallelism, self.max_parallelism))
+        elif self.operators[operator].parallelism == parallelism:
+            # A restart would compute the windows since the last snapshot again for nothing.
+            request.reply(ok=True, message=(f"{operator} already runs with {parallelism} "
+                                            f"task{'s' if parallelism != 1 else ''}; nothing "
+                                            "changes"))
         elif self.rescale is not None:
             request.reply(ok=False, error="a rescale or rebalance is already under way")
         else:

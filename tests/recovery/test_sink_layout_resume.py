@@ -23,13 +23,13 @@ pipeline = Environment.from_config(None).pipeline("sink-layout")
 
 @pipeline.task(name="counts")
 def counts(ctx):
-    (ctx.source(FileSource(source), SizeTumblingWindow(%d), name="lines", parallelism=1)
+    (ctx.source(FileSource(source), SizeTumblingWindow(WINDOW), name="lines", parallelism=1)
      .flat_map(str.split).key_by().count().with_name("count").with_parallelism(tasks)
      .sink(FileSink(output, format=lambda w, r: json.dumps(list(r)))).with_name("files")
      .with_parallelism(tasks))
 
 pipeline.execute()
-''' % WINDOW
+'''.replace("WINDOW)", f"{WINDOW})")
 
 
 def oracle(lines: list[str]) -> dict[int, Counter]:
