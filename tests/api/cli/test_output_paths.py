@@ -9,8 +9,6 @@ output piped and no COLUMNS set (rich's width for a pipe is then 80 columns)."""
 from __future__ import annotations
 
 import os
-import re
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +16,7 @@ from pathlib import Path
 import pytest
 from _cli_runs import EXAMPLE, clean_environ
 from test_job_lock import LINES, SCRIPT
-from test_run_advice import MEMORY_ADVICE, started
+from test_run_advice import stopped_with_memory_advice
 
 pytestmark = pytest.mark.processes
 
@@ -189,21 +187,8 @@ def long_named_job(tmp_path: Path, out: Path, delay: float, *flags: str) -> list
 
 def test_a_stop_is_told_on_one_line(tmp_path):
     out = tmp_path / "out"
-    job = subprocess.Popen(long_named_job(tmp_path, out, 0.05, "--quiet"),
-                           env=log_environ(tmp_path), stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        started(job, out)
-        os.killpg(job.pid, signal.SIGINT)
-        stdout, stderr = job.communicate(timeout=120)
-    finally:
-        if job.poll() is None:
-            job.kill()
-            job.communicate()
-    assert job.returncode == 130, stderr
-    lines = (stdout + stderr).strip().splitlines()
-    assert len(lines) == 1, stdout + stderr
-    assert re.fullmatch(rf"stopped after window \d+; {re.escape(MEMORY_ADVICE)}", lines[0]), lines
+    stopped_with_memory_advice(long_named_job(tmp_path, out, 0.05, "--quiet"),
+                               log_environ(tmp_path), out)
 
 
 def test_nothing_to_do_is_told_on_one_line(tmp_path):

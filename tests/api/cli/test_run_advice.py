@@ -46,11 +46,11 @@ def started(job: subprocess.Popen, out: Path, windows: int = 2) -> None:
         time.sleep(0.02)
 
 
-def test_a_stop_with_the_memory_backend_advises_what_is_true_and_resume_says_the_same(tmp_path):
-    out = tmp_path / "out"
-    env = environ(tmp_path)
-    job = subprocess.Popen(command(tmp_path, out, 0.05), env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, start_new_session=True)
+def stopped_with_memory_advice(args: list[str], env: dict, out: Path) -> None:
+    """Run ``args``, Ctrl-C it once it published two windows: it exits 130 with one line, the
+    stop and the memory backend's advice."""
+    job = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, start_new_session=True)
     try:
         started(job, out)
         os.killpg(job.pid, signal.SIGINT)
@@ -63,6 +63,12 @@ def test_a_stop_with_the_memory_backend_advises_what_is_true_and_resume_says_the
     lines = (stdout + stderr).strip().splitlines()
     assert len(lines) == 1, stdout + stderr
     assert re.fullmatch(rf"stopped after window \d+; {re.escape(MEMORY_ADVICE)}", lines[0]), lines
+
+
+def test_a_stop_with_the_memory_backend_advises_what_is_true_and_resume_says_the_same(tmp_path):
+    out = tmp_path / "out"
+    env = environ(tmp_path)
+    stopped_with_memory_advice(command(tmp_path, out, 0.05), env, out)
 
     again = subprocess.run(command(tmp_path, out, 0.0, "--resume"), env=env, capture_output=True,
                            text=True, timeout=120, check=False)
