@@ -8,19 +8,18 @@ output piped and no COLUMNS set (rich's width for a pipe is then 80 columns)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from _cli_runs import EXAMPLE, clean_environ
+from _permissions import without_write_permission
 from test_job_lock import LINES, SCRIPT
 from test_run_advice import stopped_with_memory_advice
 
 pytestmark = pytest.mark.processes
 
-AS_ROOT = os.geteuid() == 0  # root writes any folder: a read-only one refuses nobody
 LONG_NAME = "a-pipeline-named-at-length-so-that-its-lines-pass-eighty-columns"
 
 
@@ -33,8 +32,8 @@ def log_environ(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def gyreflow(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gyreflow", *args], cwd=tmp_path,
+def gyreflow(tmp_path: Path, *args: str, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    return subprocess.run([*prefix, sys.executable, "-m", "gyreflow", *args], cwd=tmp_path,
                           env=log_environ(tmp_path), capture_output=True, text=True, timeout=300,
                           check=False)
 
@@ -48,13 +47,13 @@ def the_error(done: subprocess.CompletedProcess) -> str:
 
 
 def word_count(tmp_path: Path, *flags: str, data: Path | None = None,
-               output: Path | None = None) -> subprocess.CompletedProcess:
+               output: Path | None = None, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
     if data is None:
         data = tmp_path / "in.txt"
         data.write_text("".join(line + "\n" for line in LINES), encoding="utf-8")
     output = tmp_path / "out" if output is None else output
     return gyreflow(tmp_path, "run", "--quiet", *flags, str(EXAMPLE), "--", "--input", str(data),
-                    "--window", "5", "--output", str(output))
+                    "--window", "5", "--output", str(output), prefix=prefix)
 
 
 def unwritable_folder(tmp_path: Path, kind: str) -> tuple[Path, str]:
@@ -69,8 +68,7 @@ def unwritable_folder(tmp_path: Path, kind: str) -> tuple[Path, str]:
     return folder, "Permission denied"
 
 
-FOLDERS = ["missing", "under a file",
-           pytest.param("read-only", marks=pytest.mark.skipif(AS_ROOT, reason="root writes it"))]
+FOLDERS = ["missing", "under a file", "read-only"]
 
 
 @pytest.mark.parametrize("kind", FOLDERS)
@@ -79,7 +77,9 @@ def test_a_metrics_json_folder_that_cannot_take_the_file_is_refused_before_any_d
     folder, reason = unwritable_folder(tmp_path, kind)
     metrics = folder / "m.json"
     events = tmp_path / "events.jsonl"
-    done = word_count(tmp_path, "--metrics-json", str(metrics), "--events", str(events))
+    prefix = without_write_permission() if kind == "read-only" else ()
+    done = word_count(tmp_path, "--metrics-json", str(metrics), "--events", str(events),
+                      prefix=prefix)
     assert done.returncode == 2, done.stderr
     assert the_error(done) == f"error: --metrics-json {metrics}: cannot be written ({reason})"
     assert not (tmp_path / "out").exists()  # no window ran
@@ -124,14 +124,14 @@ def graph_files(tmp_path: Path) -> tuple[Path, Path]:
     return vertices, edges
 
 
-def run_graph(tmp_path: Path, output: Path) -> subprocess.CompletedProcess:
+def run_graph(tmp_path: Path, output: Path,
+              prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
     vertices, edges = graph_files(tmp_path)
     return gyreflow(tmp_path, "graph", "pr", "--vertices", str(vertices), "--edges", str(edges),
-                    "--output", str(output), "--env", "local")
+                    "--output", str(output), "--env", "local", prefix=prefix)
 
 
-@pytest.mark.parametrize("kind", ["under a file", "dangling link", pytest.param(
-    "read-only", marks=pytest.mark.skipif(AS_ROOT, reason="root writes it"))])
+@pytest.mark.parametrize("kind", ["under a file", "dangling link", "read-only"])
 def test_a_graph_output_that_cannot_be_written_is_refused_before_the_graph_is_computed(
         tmp_path, kind):
     if kind == "dangling link":
@@ -146,7 +146,8 @@ def test_a_graph_output_that_cannot_be_written_is_refused_before_the_graph_is_co
         folder, _ = unwritable_folder(tmp_path, kind)
         why = f"cannot be written: no write permission on '{folder}'"
     output = folder / "r.txt"
-    done = run_graph(tmp_path, output)
+    done = run_graph(tmp_path, output,
+                     prefix=without_write_permission() if kind == "read-only" else ())
     assert done.returncode == 2, done.stderr
     assert the_error(done) == f"error: --output {output}: {why}"
     assert "graph-pr" not in done.stderr and "computed" not in done.stderr  # nothing ran

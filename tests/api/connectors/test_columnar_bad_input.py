@@ -12,14 +12,13 @@ letters; a dead-letter folder that cannot be written is refused before any data 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from _cli_runs import clean_environ
+from _permissions import without_write_permission
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -202,16 +201,6 @@ def test_the_event_time_example_names_a_line_that_is_not_utf8(tmp_path):
     error = one_error(done)
     assert f"input file {data}, line 2: not valid UTF-8" in error, error
     assert "__gyreflow" not in done.stderr, done.stderr
-
-
-def without_write_permission() -> tuple[str, ...]:
-    """A command prefix under which a folder of mode 555 cannot be written: none for a user,
-    root without the capability to override file modes."""
-    if os.geteuid() != 0:
-        return ()
-    if shutil.which("setpriv") is None:
-        pytest.skip("root overrides file modes and setpriv is missing to drop that capability")
-    return ("setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner")
 
 
 @pytest.mark.parametrize("case", ["read-only parent", "parent is a file", "is a file"])
