@@ -61,13 +61,27 @@ def test_every_pytest_command_of_the_test_script_ends_on_a_dead_worker():
         assert re.search(r"--max-worker-restart 0\b", command), command
 
 
+def run_small_suite(folder: Path) -> subprocess.CompletedProcess:
+    """pytest on the small suite with the options of scripts/test.sh, in a process of its own.
+
+    pytest-xdist 3.8 itself sometimes ends such a run with an INTERNALERROR ("cannot send (already
+    closed?)": its scheduler sending work to the worker that has just died). That run still ends,
+    but not the way this test describes: it is run again, at most twice, when that is all it said.
+    """
+    for _attempt in range(3):
+        run = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark",
+             "-n", "1", "--dist", "loadgroup", "--max-worker-restart", "0", "test_small.py"],
+            cwd=folder, capture_output=True, text=True, timeout=120, check=False)
+        if not (run.returncode == 3 and "already closed" in run.stdout + run.stderr):
+            break
+    return run
+
+
 @pytest.mark.processes
 def test_a_dead_worker_fails_its_test_and_the_run_ends(tmp_path):
     (tmp_path / "test_small.py").write_text(SUITE, encoding="utf-8")
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark",
-         "-n", "1", "--dist", "loadgroup", "--max-worker-restart", "0", "test_small.py"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    run = run_small_suite(tmp_path)
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
     assert "crashed while running 'test_small.py::test_dies" in run.stdout, run.stdout[-3000:]
     assert "FAILED test_small.py::test_dies" in run.stdout, run.stdout[-3000:]
