@@ -24,7 +24,13 @@ from gyreflow.runtime.checkpoint import CheckpointCoordinator, RecoveryOptions
 from gyreflow.runtime.control import ControlDesk, ControlInbox, RescaleRequested
 from gyreflow.runtime.faults import crash_point
 from gyreflow.runtime.host import Host, HostLink
-from gyreflow.runtime.job_listener import CheckpointMetrics, JobListener, Listeners, tell_restart
+from gyreflow.runtime.job_listener import (
+    CheckpointMetrics,
+    JobListener,
+    Listeners,
+    tell_restart,
+    tell_resumed,
+)
 from gyreflow.runtime.metrics import TaskResult, WindowMetrics
 from gyreflow.runtime.stop import JobInterrupted, JobStopped, StopRequest
 from gyreflow.scheduler.checkpoints import AbortReason
@@ -142,6 +148,8 @@ class JobDriver:
                 run.announced = True
                 run.started = self.started
             self.listener.on_start(name, graph)
+            if resume_from > 0:
+                tell_resumed(self.listener, resume_from)
         while run is not None and run.untold:
             tell_restart(self.listener, name, graph, resume_from, run.untold.pop(0))
 

@@ -30,6 +30,10 @@ class JobListener:
     def on_start(self, name: str, graph: ExecutionGraph) -> None:
         """The job is about to start."""
 
+    def on_resumed(self, window: int) -> None:
+        """The run resumes after ``window``, the last completed window of an earlier run (told
+        after ``on_start``, before the first window, only when the run resumes)."""
+
     def on_window(self, metrics: WindowMetrics) -> None:
         """A window finished."""
 
@@ -59,6 +63,10 @@ class Listeners(JobListener):
     def on_start(self, name: str, graph: ExecutionGraph) -> None:
         for listener in self.listeners:
             listener.on_start(name, graph)
+
+    def on_resumed(self, window: int) -> None:
+        for listener in self.listeners:
+            tell_resumed(listener, window)
 
     def on_window(self, metrics: WindowMetrics) -> None:
         for listener in self.listeners:
@@ -93,3 +101,10 @@ def tell_restart(listener: JobListener, name: str, graph: ExecutionGraph, window
         method(name, graph, window)
     else:
         method(name, graph, window, restart)
+
+
+def tell_resumed(listener: JobListener, window: int) -> None:
+    """Call ``listener.on_resumed`` when it has one (a listener need not derive from JobListener)."""
+    method = getattr(listener, "on_resumed", None)
+    if method is not None:
+        method(window)

@@ -67,10 +67,21 @@ def _load_listeners(console, specs: tuple[str, ...], events_path: str | None) ->
         _fail(console, str(exc), 2)
     if events_path is not None:
         try:
-            listeners.append(JsonLinesListener(events_path))
+            listeners.append(JsonLinesListener(events_path, on_error=_error_line(console)))
         except OSError as exc:
             _fail(console, f"--events {events_path}: cannot be written ({exc.strerror})", 2)
     return listeners
+
+
+def _error_line(console):
+    """A function that prints its message as one ``error:`` line on ``console``."""
+    from rich.markup import escape
+
+    def tell(message: str) -> None:
+        console.print(f"[bold red]error:[/] {escape(one_line(message))}", markup=True,
+                      highlight=False, soft_wrap=True)
+
+    return tell
 
 
 def _check_metrics_json(console, path: str | None) -> None:
@@ -89,16 +100,12 @@ def _check_metrics_json(console, path: str | None) -> None:
 def _write_metrics_json(console, path: str, summaries: list) -> None:
     """Write ``--metrics-json`` at the end of a run; a folder that went away or turned read-only
     meanwhile is told in one ``error:`` line, and the run keeps the exit status of its job."""
-    from rich.markup import escape
-
     from gyreflow.api.service.progress import write_metrics_json
 
     try:
         write_metrics_json(path, summaries)
     except OSError as exc:
-        message = f"--metrics-json {path}: cannot be written ({exc.strerror or exc})"
-        console.print(f"[bold red]error:[/] {escape(one_line(message))}", markup=True,
-                      highlight=False, soft_wrap=True)
+        _error_line(console)(f"--metrics-json {path}: cannot be written ({exc.strerror or exc})")
 
 
 class _StderrConsole:

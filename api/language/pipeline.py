@@ -126,6 +126,10 @@ class Pipeline:
     """
 
     def __init__(self, env, name: str) -> None:
+        if "/" in name:
+            msg = (f"pipeline name {name!r}: a pipeline's name cannot contain '/' (it separates the "
+                   f"pipeline from its task in a job's name, 'pipeline/task')")
+            raise ValueError(msg)
         self.env = env
         self.name = name
         self.tasks: list[PipelineTask] = []

@@ -7,11 +7,14 @@ JSON line (``JsonLinesListener``).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
 import runpy
 import threading
+import warnings
+from collections.abc import Callable
 
 from gyreflow.runtime.job_listener import CheckpointMetrics, JobListener, Listeners
 from gyreflow.runtime.metrics import Restart, TaskResult, WindowMetrics, restart_kind
@@ -30,17 +33,35 @@ class JsonLinesListener(JobListener):
     restart says its ``kind``: ``rescale``, ``rebalance`` or ``restart`` (a failover, with its
     ``cause``, ``attempt`` and ``attempts``)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, on_error: Callable[[str], None] | None = None) -> None:
         self.path = os.path.abspath(path)
         self._task = None
         self._graph = None
         self._lock = threading.Lock()
         self._handle = open(self.path, "a", encoding="utf-8")
+        self._on_error = on_error
+        self._failed = False
 
     def _write(self, event: dict) -> None:
+        """Append ``event``. A file that can no longer be written (a full disk, a folder removed)
+        does not stop the job: it is told once, to ``on_error`` (else as a warning), and the
+        events after it are not written."""
         with self._lock:
-            self._handle.write(json.dumps(event, sort_keys=True) + "\n")
-            self._handle.flush()
+            if self._failed:
+                return
+            try:
+                self._handle.write(json.dumps(event, sort_keys=True) + "\n")
+                self._handle.flush()
+            except OSError as exc:
+                self._failed = True
+                with contextlib.suppress(OSError):  # the lines it still buffers fail the same way
+                    self._handle.close()
+                message = (f"events file {self.path}: cannot be written ({exc.strerror or exc}); "
+                           f"the job goes on without writing its events")
+                if self._on_error is None:
+                    warnings.warn(message, RuntimeWarning, stacklevel=2)
+                else:
+                    self._on_error(message)
 
     def on_start(self, name: str, graph) -> None:
         self._task = name
@@ -87,7 +108,7 @@ class JsonLinesListener(JobListener):
                      if result.seconds > 0 else 0.0})
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, contextlib.suppress(OSError):  # told by ``_write`` when it failed
             self._handle.close()
 
 

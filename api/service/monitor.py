@@ -60,8 +60,11 @@ class JobMonitor(JobListener):
         self.windows_completed = 0
         self.records = 0
         self.started = clock()
-        self.operators: dict[tuple[str, str], list[int]] = {}  # (task, operator) -> [in, out]
-        self.sent: dict[tuple[str, str], int] = {}  # (task, edge) -> bytes to other processes
+        self.ended: float | None = None  # when the run ended: its rate stops there
+        # (pipeline, task, operator) -> [records in, out]; (pipeline, task, edge) -> bytes sent to
+        # other processes. Two pipelines of a script may have tasks of the same name.
+        self.operators: dict[tuple[str, str, str], list[int]] = {}
+        self.sent: dict[tuple[str, str, str], int] = {}
         self.last_completed_window = 0
         self.checkpoint_bytes = 0
         self.watermark_lag: float | None = None
@@ -97,6 +100,7 @@ class JobMonitor(JobListener):
             self._graph = graph.pipeline
             self._state = "running"
             self.started = self.clock()
+            self.ended = None
             self.records = 0
             self._window_mark = self._checkpoint_mark = self.wall_clock()
 
@@ -135,15 +139,15 @@ class JobMonitor(JobListener):
         now = self.wall_clock()
         lag = None if metrics.watermark is None else max(0.0, now - metrics.watermark)
         with self._lock:
-            task, operators = self.task, self.operators
+            job, task, operators, sent = self.job, self.task, self.operators, self.sent
             for operator, m in metrics.operators.items():
-                pair = operators.get((task, operator))
+                pair = operators.get((job, task, operator))
                 if pair is None:
-                    pair = operators[(task, operator)] = [0, 0]
+                    pair = operators[(job, task, operator)] = [0, 0]
                 pair[0] += m.records_in
                 pair[1] += m.records_out
             for edge, size in metrics.sent.items():
-                self.sent[(task, edge)] = self.sent.get((task, edge), 0) + size
+                sent[(job, task, edge)] = sent.get((job, task, edge), 0) + size
             self.window_seconds.observe(metrics.seconds)
             if lag is not None:
                 self.watermark_lag = lag
@@ -168,11 +172,16 @@ class JobMonitor(JobListener):
                                       checkpoint.bytes)
             self._checkpoint_mark = now
 
+    def on_resumed(self, window: int) -> None:
+        """The run resumes after ``window``, the last completed window of an earlier run."""
+        with self._lock:
+            self.last_completed_window = window
+
     def on_finish(self, result: TaskResult) -> None:
         with self._lock:
             self.last_completed_window = result.last_completed
-            self.window_trend.flush()
-            self.checkpoint_trend.flush()
+            self.window_trend.flush(last=True)
+            self.checkpoint_trend.flush(last=True)
 
     # The run as a whole ---------------------------------------------------------------------
 
@@ -182,8 +191,9 @@ class JobMonitor(JobListener):
         from gyreflow.runtime.stop import JobInterrupted, JobStopped
 
         with self._lock:
-            self.window_trend.flush()
-            self.checkpoint_trend.flush()
+            self.window_trend.flush(last=True)
+            self.checkpoint_trend.flush(last=True)
+            self.ended = self.clock()
             if error is None or isinstance(error, JobStopped | JobInterrupted):
                 self._state = "finished"
             else:
@@ -203,7 +213,8 @@ class JobMonitor(JobListener):
         """The job as ``/api/job`` serves it."""
         state = self.state
         with self._lock:
-            elapsed = max(self.clock() - self.started, 1e-9)
+            ended = self.clock() if self.ended is None else self.ended
+            elapsed = max(ended - self.started, 1e-9)
             return {
                 "job": self.job,
                 "task": self.task,
@@ -214,11 +225,11 @@ class JobMonitor(JobListener):
                 "execution_graph": self.execution_graph,
                 "recent_windows": list(self.recent_windows),
                 "recent_checkpoints": list(self.recent_checkpoints),
-                "operators": [{"task": task, "operator": operator, "records_in": pair[0],
-                               "records_out": pair[1]}
-                              for (task, operator), pair in self.operators.items()],
-                "edges": [{"task": task, "edge": edge, "bytes_sent": size}
-                          for (task, edge), size in self.sent.items()],
+                "operators": [{"pipeline": job, "task": task, "operator": operator,
+                               "records_in": pair[0], "records_out": pair[1]}
+                              for (job, task, operator), pair in self.operators.items()],
+                "edges": [{"pipeline": job, "task": task, "edge": edge, "bytes_sent": size}
+                          for (job, task, edge), size in self.sent.items()],
                 "trends": {"windows": _window_columns(self.window_trend.stretches()),
                            "checkpoints": _checkpoint_columns(self.checkpoint_trend.stretches())},
                 "events": list(self.events),
@@ -341,11 +352,16 @@ class Trend:
         if end - pending.start >= self.seconds:
             self.flush()
 
-    def flush(self) -> None:
-        """Make the observations not yet a point one (the job ended: no more will come)."""
+    def flush(self, last: bool = False) -> None:
+        """Make the observations not yet a point one. ``last``: the job ended, no more will come;
+        observations spanning less than a point's time then join the point before them (a last
+        window finished a millisecond after the one before is no rate of its own)."""
         if self.pending is None:
             return
         point, self.pending = self.pending, None
+        if last and self.recent and point.end - point.start < self.seconds:
+            self.recent[-1].absorb(point)
+            return
         point.points = 1
         self.recent.append(point)
         if len(self.recent) > self.recent_limit:
@@ -446,18 +462,19 @@ class _Collector:
                                            "Restarts of the run's tasks with the same parallelism.",
                                            value=m.restarts)
             records_in = CounterMetricFamily("gyreflow_operator_records_in",
-                                             "Records into an operator.", labels=("task", "operator"))
+                                             "Records into an operator.",
+                                             labels=("pipeline", "task", "operator"))
             records_out = CounterMetricFamily("gyreflow_operator_records_out",
                                               "Records out of an operator.",
-                                              labels=("task", "operator"))
-            for (task, operator), (count_in, count_out) in m.operators.items():
-                records_in.add_metric((task, operator), count_in)
-                records_out.add_metric((task, operator), count_out)
+                                              labels=("pipeline", "task", "operator"))
+            for labels, (count_in, count_out) in m.operators.items():
+                records_in.add_metric(labels, count_in)
+                records_out.add_metric(labels, count_out)
             sent = CounterMetricFamily("gyreflow_edge_bytes_sent",
                                        "Bytes an edge sent to other processes (worker processes, "
-                                       "Spark workers mode).", labels=("task", "edge"))
-            for (task, edge), size in m.sent.items():
-                sent.add_metric((task, edge), size)
+                                       "Spark workers mode).", labels=("pipeline", "task", "edge"))
+            for labels, size in m.sent.items():
+                sent.add_metric(labels, size)
             families = [
                 windows, records_in, records_out, sent, rescales, rebalances, restarts,
                 GaugeMetricFamily("gyreflow_last_completed_window",

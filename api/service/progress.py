@@ -185,34 +185,68 @@ def metrics_document(summaries: list) -> dict:
 
 
 def check_metrics_json(path: str) -> None:
-    """Raise the OSError that ``write_metrics_json(path, ...)`` would meet in staging its file (a
-    missing folder, no write permission) by staging an empty one and removing it: checked before a
-    run starts, so that a job does not do its work only to fail at its end."""
+    """Raise the OSError that ``write_metrics_json(path, ...)`` would meet (a missing folder, no
+    write permission, a symbolic link to nothing): checked before a run starts, so that a job does
+    not do its work only to fail at its end. A file staged beside a regular target is made and
+    removed; a target that is not a regular file (a pipe, ``/dev/stdout``) must be writable."""
+    import errno
     import os
 
+    if _written_in_place(path):
+        if not os.access(path, os.W_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
+        return
+    if os.path.islink(path) and not os.path.exists(path):
+        raise FileNotFoundError(errno.ENOENT, "a symbolic link to nothing", path)
     fd, staged = _staged_metrics(path)
     os.close(fd)
     os.unlink(staged)
 
 
+def _written_in_place(path: str) -> bool:
+    """Whether ``path`` is written into as it is, not replaced: something other than a regular
+    file (a named pipe, a device), or a descriptor of the process (``/dev/stdout``, a process
+    substitution's ``/dev/fd/N``), whatever it leads to (``> log`` makes it the log file)."""
+    import os
+    import stat
+
+    here = os.path.abspath(path)
+    for _ in range(40):  # the links followed to what ``path`` names, as the kernel gives up too
+        if here.startswith(("/proc/", "/dev/fd/")):
+            return True
+        if not os.path.islink(here):
+            break
+        here = os.path.normpath(os.path.join(os.path.dirname(here), os.readlink(here)))
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
 def _staged_metrics(path: str) -> tuple[int, str]:
-    """A new file beside ``path``, renamed over it once written: its open descriptor and its path."""
+    """A new file beside the file ``path`` names (a symbolic link's target: the link stays), renamed
+    over it once written: its open descriptor and its path."""
     import os
     import tempfile
 
-    return tempfile.mkstemp(prefix=".metrics-", dir=os.path.dirname(os.path.abspath(path)))
+    return tempfile.mkstemp(prefix=".metrics-", dir=os.path.dirname(os.path.realpath(path)))
 
 
 def write_metrics_json(path: str, summaries: list) -> None:
-    """Write ``metrics_document`` to ``path`` (replaced whole)."""
+    """Write ``metrics_document`` to ``path``: a regular file (or a symbolic link's target) is
+    replaced whole; a pipe or a device is written into."""
     import os
 
+    text = json.dumps(metrics_document(summaries), indent=2) + "\n"
+    if _written_in_place(path):  # appended: a log file behind ``/dev/stdout`` keeps its lines
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(text)
+        return
     fd, staged = _staged_metrics(path)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(metrics_document(summaries), handle, indent=2)
-            handle.write("\n")
-        os.replace(staged, path)
+            handle.write(text)
+        os.replace(staged, os.path.realpath(path))
     except BaseException:
         with contextlib.suppress(OSError):  # gone with its folder: the first error tells why
             os.unlink(staged)

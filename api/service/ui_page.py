@@ -128,7 +128,7 @@ function el(name, attrs, parent) {
 
 function draw(job) {
   const graph = job.execution_graph;
-  const key = JSON.stringify([job.task, graph]);
+  const key = JSON.stringify([job.job, job.task, graph]);
   if (key === drawn) return;
   drawn = key;
   const svg = document.getElementById("graph");
@@ -223,7 +223,7 @@ function draw(job) {
 function count(job) {
   for (const o of job.operators) {
     const op = operatorRows.get(o.operator);
-    if (o.task !== job.task || !op) continue;
+    if (o.pipeline !== job.job || o.task !== job.task || !op) continue;
     op.setAttribute("data-records-in", o.records_in);
     op.setAttribute("data-records-out", o.records_out);
     const parts = [];

@@ -83,5 +83,6 @@ def test_the_listener_and_the_endpoint_see_the_bytes(tmp_path):
     assert sent == [window.sent for window in result.windows]
     exposed = generate_latest(monitor.registry).decode()
     total = float(result.summary.sent["pair->sum"])
-    assert f'gyreflow_edge_bytes_sent_total{{edge="pair->sum",task="totals"}} {total}' \
-        in exposed, exposed
+    line = (f'gyreflow_edge_bytes_sent_total{{edge="pair->sum",pipeline="edge-bytes",task="totals"}} '
+            f'{total}')
+    assert line in exposed, exposed

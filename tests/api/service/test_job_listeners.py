@@ -123,3 +123,132 @@ def _environ() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GYREFLOW_")}
     env.update({"COLUMNS": "400", "GYREFLOW_SPARK__MASTER": "local[2]"})
     return env
+
+
+RESUMED = '''
+import sys
+from gyreflow.api import JobListener
+
+class Resumed(JobListener):
+    def on_resumed(self, window):
+        sys.stderr.write(f"resumed after {window}\\n")
+'''
+
+
+def _word_count(tmp_path, *options: str, crash_at: str | None = None,
+                stdin=None) -> subprocess.CompletedProcess:
+    """``gyreflow run`` of the main job on 95 lines in windows of 10, RocksDB state in tmp_path."""
+    data = tmp_path / "in.txt"
+    if not data.exists():
+        data.write_text("\n".join(f"w{i % 13} w{i % 5}" for i in range(95)) + "\n", encoding="utf-8")
+    env = {**_environ(), "GYREFLOW_STATE__BACKEND": "rocksdb",
+           "GYREFLOW_STATE__PATH": str(tmp_path / "state")}
+    if crash_at is not None:
+        env["GYREFLOW_CRASH_AT"] = crash_at
+    return subprocess.run(
+        [sys.executable, "-m", "gyreflow", "run", "-q", "--env", "local", *options,
+         str(WORD_COUNT), "--", "--input", str(data), "--window", "10", "--output",
+         str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path, env=env,
+        stdin=stdin)
+
+
+def _published_counts(tmp_path) -> dict[str, int]:
+    """The last window file's counts, each word's latest."""
+    counts = {}
+    for path in sorted((tmp_path / "out").glob("window-*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            counts[row["word"]] = row["count"]
+    return counts
+
+
+def _oracle(tmp_path) -> dict[str, int]:
+    return dict(Counter((tmp_path / "in.txt").read_text(encoding="utf-8").split()))
+
+
+@pytest.mark.processes
+def test_a_resumed_run_tells_its_listeners_the_window_it_resumes_after(tmp_path):
+    (tmp_path / "resumed.py").write_text(RESUMED, encoding="utf-8")
+    listener = ("--listener", str(tmp_path / "resumed.py") + ":Resumed")
+    crashed = _word_count(tmp_path, *listener, crash_at="after-commit:4")
+    assert crashed.returncode == -9, crashed.stderr
+    assert "resumed after" not in crashed.stderr  # a fresh run resumes after nothing
+    events = tmp_path / "events.jsonl"
+    resumed = _word_count(tmp_path, *listener, "--resume", "--events", str(events))
+    assert resumed.returncode == 0, resumed.stderr
+    told = [int(line.split()[-1]) for line in resumed.stderr.splitlines()
+            if line.startswith("resumed after ")]
+    # commits written in the background may have completed later windows before the kill landed
+    windows = [json.loads(line)["window"] for line in events.read_text(encoding="utf-8").splitlines()
+               if json.loads(line)["event"] == "window"]
+    assert len(told) == 1 and 4 <= told[0] < 10, resumed.stderr
+    assert windows == list(range(told[0] + 1, 11))
+    assert _published_counts(tmp_path) == _oracle(tmp_path)
+
+
+@pytest.mark.processes
+def test_an_events_file_that_cannot_be_written_is_told_once_and_the_job_goes_on(tmp_path):
+    # /dev/full opens, and every write to it fails as a full disk does (ENOSPC)
+    done = _word_count(tmp_path, "--events", "/dev/full")
+    assert done.returncode == 0, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "No space left on device" in errors[0], done.stderr
+    assert "/dev/full" in errors[0] and "Traceback" not in done.stderr
+    assert _published_counts(tmp_path) == _oracle(tmp_path)
+
+
+def _metrics_windows(text: str) -> int:
+    document = json.loads(text)
+    (pipeline,) = document["pipelines"]
+    (task,) = pipeline["tasks"]
+    return task["windows"]
+
+
+@pytest.mark.processes
+def test_metrics_json_through_a_symbolic_link_replaces_the_target_and_keeps_the_link(tmp_path):
+    target = tmp_path / "kept" / "metrics.json"
+    target.parent.mkdir()
+    target.write_text("{}", encoding="utf-8")
+    link = tmp_path / "metrics.json"
+    link.symlink_to(target)
+    done = _word_count(tmp_path, "--metrics-json", str(link))
+    assert done.returncode == 0, done.stderr
+    assert link.is_symlink() and link.resolve() == target.resolve()
+    assert _metrics_windows(target.read_text(encoding="utf-8")) == 10
+
+
+@pytest.mark.processes
+def test_metrics_json_into_a_pipe_or_standard_output_is_written_into_not_replaced(tmp_path):
+    import os
+    import threading
+
+    fifo = tmp_path / "metrics.fifo"
+    os.mkfifo(fifo)
+    read: list[str] = []
+    reader = threading.Thread(target=lambda: read.append(fifo.read_text(encoding="utf-8")))
+    reader.start()
+    done = _word_count(tmp_path, "--metrics-json", str(fifo))
+    reader.join(timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert fifo.is_fifo(), "the named pipe is still one"
+    assert _metrics_windows(read[0]) == 10
+    shown = _word_count(tmp_path, "--fresh", "--metrics-json", "/dev/stdout")
+    assert shown.returncode == 0, shown.stderr
+    assert _metrics_windows(shown.stdout) == 10
+    # standard output sent to a log file: the metrics go after what the log holds, the file stays
+    log = tmp_path / "run.log"
+    log.write_text("earlier lines\n", encoding="utf-8")
+    inode = log.stat().st_ino
+    with log.open("a", encoding="utf-8") as into:
+        logged = subprocess.run(
+            [sys.executable, "-m", "gyreflow", "run", "-q", "--env", "local", "--metrics-json",
+             "/dev/stdout", str(WORD_COUNT), "--", "--input", "in.txt", "--window", "10",
+             "--output", "out2"],
+            stdout=into, stderr=subprocess.PIPE, cwd=tmp_path, env=_environ(), text=True,
+            timeout=120, check=False)
+    assert logged.returncode == 0, logged.stderr
+    assert log.stat().st_ino == inode
+    text = log.read_text(encoding="utf-8")
+    assert text.startswith("earlier lines\n")
+    assert _metrics_windows(text.removeprefix("earlier lines\n")) == 10

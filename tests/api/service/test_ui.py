@@ -61,12 +61,12 @@ def test_metrics_and_job_json_match_plain_counts(make_env):
     found = samples(text)
     assert found[("gyreflow_windows_completed_total", ())] == windows
     assert found[("gyreflow_last_completed_window", ())] == windows
-    task = (("operator", "source-0"), ("task", "count"))
+    task = (("operator", "source-0"), ("pipeline", "words"), ("task", "count"))
     assert found[("gyreflow_operator_records_out_total", task)] == len(LINES)
-    flat_map = (("operator", "flat_map-1"), ("task", "count"))
+    flat_map = (("operator", "flat_map-1"), ("pipeline", "words"), ("task", "count"))
     assert found[("gyreflow_operator_records_in_total", flat_map)] == len(LINES)
     assert found[("gyreflow_operator_records_out_total", flat_map)] == sum(words.values())
-    collect = (("operator", "collect-3"), ("task", "count"))
+    collect = (("operator", "collect-3"), ("pipeline", "words"), ("task", "count"))
     # every window emits one running count per key it saw: the oracle is a plain loop
     emitted = sum(len({w for line in LINES[i:i + WINDOW] for w in line.split()})
                   for i in range(0, len(LINES), WINDOW))

@@ -257,3 +257,72 @@ def test_the_charting_library_and_its_licence_are_served_from_the_package():
         assert 'src="/static/uPlot.iife.min.js"' in page and 'href="/static/uPlot.min.css"' in page
     finally:
         server.close()
+
+
+def test_two_pipelines_with_a_task_of_the_same_name_are_counted_apart():
+    monitor = JobMonitor(point_seconds=0)
+    reads = {"alpha": [3, 4], "beta": [5, 6, 7]}
+    for pipeline, windows in reads.items():
+        monitor.on_start(f"{pipeline}/count", words_graph())
+        for number, read in enumerate(windows, start=1):
+            monitor.on_window(window(number, 0.1, read))
+        monitor.on_finish(TaskResult(f"{pipeline}/count"))
+    found = samples(generate_latest(monitor.registry).decode())
+    for pipeline, windows in reads.items():
+        labels = (("operator", "map-1"), ("pipeline", pipeline), ("task", "count"))
+        assert found[("gyreflow_operator_records_in_total", labels)] == sum(windows)
+        assert found[("gyreflow_operator_records_out_total", labels)] == 2 * sum(windows)
+    job = monitor.snapshot()
+    assert {(o["pipeline"], o["operator"]): o["records_in"] for o in job["operators"]} == {
+        ("alpha", "source-0"): 0, ("alpha", "map-1"): 7, ("beta", "source-0"): 0,
+        ("beta", "map-1"): 18}
+
+
+def test_the_rate_stops_when_the_run_ends():
+    clock = Clock(100.0)
+    monitor = JobMonitor(clock=clock, wall_clock=clock)
+    monitor.on_start("words/count", words_graph())
+    for number in range(1, 5):
+        clock.now += 0.5
+        monitor.on_window(window(number, 0.4, 100))
+    monitor.on_finish(TaskResult("words/count"))
+    monitor.finish()
+    rates = []
+    for _ in range(3):  # the port lingers after the run: the rate stays the run's own
+        clock.now += 10
+        rates.append(monitor.snapshot()["records_per_second"])
+    assert rates == [200.0] * 3  # 400 records in 2 seconds
+
+
+def test_a_last_window_right_after_the_one_before_joins_the_point_before_it():
+    clock = Clock(0.0)
+    monitor = JobMonitor(wall_clock=clock, point_seconds=1.0)
+    monitor.on_start("words/count", words_graph())
+    for number in range(1, 11):  # 48 records a second, a window a second
+        clock.now += 1.0
+        monitor.on_window(window(number, 0.9, 48))
+    clock.now += 0.0003  # the last window, reported a fraction of a millisecond later
+    monitor.on_window(window(11, 0.9, 10))
+    monitor.on_finish(TaskResult("words/count"))
+    windows = monitor.snapshot()["trends"]["windows"]
+    assert sum(windows["records"]) == 10 * 48 + 10 and sum(windows["windows"]) == 11
+    assert windows["records"][-1] == 58 and windows["windows"][-1] == 2
+    assert windows["records_per_second"][-1] == pytest.approx(58 / 1.0003, abs=0.05)
+    assert max(windows["records_per_second"]) < 60
+
+
+def test_a_resumed_run_shows_the_window_it_resumed_after_until_its_first_checkpoint():
+    monitor = JobMonitor()
+    monitor.on_start("words/count", words_graph())
+    monitor.on_resumed(8)
+    monitor.on_window(window(9, 0.1, 5))
+    found = samples(generate_latest(monitor.registry).decode())
+    assert found[("gyreflow_last_completed_window", ())] == 8
+
+
+def test_a_pipeline_name_with_a_slash_is_refused():
+    from gyreflow.api import Environment
+
+    env = Environment.from_config(None, {"environment.type": "local", "progress.enabled": False})
+    with pytest.raises(ValueError, match=r"pipeline name 'etl/v2'.*cannot contain '/'"):
+        env.pipeline("etl/v2")
