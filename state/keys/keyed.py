@@ -53,6 +53,13 @@ class KeyedTable:
         data = self.data
         changed = {key: data[key] for key in self.changed if key in data}
         removed = self.removed
+        if removed:
+            # A key deleted, then written again in ``data`` directly (the hot path, and
+            # ``mark_changed``, do not undo its deletion as ``put`` does): it is live, written.
+            back = [key for key in removed if key in data]
+            for key in back:
+                changed[key] = data[key]
+            removed.difference_update(back)
         self.changed = set()
         self.removed = set()
         return changed, removed

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gyreflow.state.keys.keyed import (
@@ -249,6 +249,46 @@ def test_value_state_behaves_like_a_dict(ops):
             assert state.get(key, "missing") == oracle.data.get(key, "missing")
         else:
             oracle.check_take(table)
+    assert table.data == oracle.data
+    oracle.check_take(table)
+
+
+HOT_PATH_OPS = st.lists(st.one_of(
+    st.tuples(st.just("direct"), SMALL_KEYS, VALUES),  # data[key] = v; changed.add(key)
+    st.tuples(st.just("marked"), SMALL_KEYS, VALUES),  # data[key] = v; mark_changed([key])
+    st.tuples(st.just("put"), SMALL_KEYS, VALUES),
+    st.tuples(st.just("delete"), SMALL_KEYS, st.none()),
+    st.tuples(st.just("take"), st.none(), st.none()),
+), max_size=40)
+
+
+@given(ops=HOT_PATH_OPS)
+@example(ops=[("put", "a", 1), ("take", None, None), ("delete", "a", None), ("direct", "a", 2),
+              ("take", None, None)])
+def test_keys_written_directly_after_a_delete_are_written_not_removed(ops):
+    """Operators on the hot path write ``data`` and mark the key changed without ``put``: a key
+    they delete and write again before the next snapshot is live in it (what event-time windows
+    do when a key's windows all fired and it opens a new one, with ``snapshot_every`` > 1)."""
+    table = KeyedTable("hot", StateKind.VALUE)
+    oracle = ChangeOracle()
+    for op, key, value in ops:
+        if op == "take":
+            oracle.check_take(table)
+            continue
+        if op == "delete":
+            table.delete(key)
+            oracle.delete(key)
+            continue
+        if op == "put":
+            table.put(key, value)
+        else:
+            table.data[key] = value
+            if op == "direct":
+                table.changed.add(key)
+            else:
+                table.mark_changed([key])
+        oracle.data[key] = value
+        oracle.write(key)
     assert table.data == oracle.data
     oracle.check_take(table)
 
