@@ -430,6 +430,19 @@ class ControlDesk:
         self.rescale = None  # the run answers it once the tasks are down
         self.inbox.requeue(waiting)
 
+    def hand_back(self) -> None:
+        """The tasks failed, and the run may start them again (a failover): samples and a rescale
+        or rebalance not carried out yet go back to the inbox, for the restarted tasks to take;
+        if the run ends instead, its end answers them. An automatic rebalance is dropped: the
+        restarted tasks measure their load again."""
+        waiting = [request for request, _, _ in self.samples.values()]
+        if self.rescale is not None and not self.rescale.command.get("auto"):
+            waiting.append(self.rescale)
+        self.samples.clear()
+        self.held.clear()
+        self.rescale = None
+        self.inbox.requeue(waiting)
+
     def close(self, why: str) -> None:
         """The run ends: answer what can no longer be answered."""
         for request, _, _ in self.samples.values():

@@ -201,6 +201,10 @@ class JobDriver:
             if self.desk is not None:
                 self.desk.hand_over()
             raise
+        except Exception:
+            if self.desk is not None:
+                self.desk.hand_back()
+            raise
         finally:
             if self.desk is not None:
                 self.control.wake = None

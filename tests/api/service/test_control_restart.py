@@ -157,3 +157,75 @@ def control_environ(directory: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GYREFLOW_")}
     env["GYREFLOW_CONTROL__DIRECTORY"] = str(directory)
     return env
+
+
+def test_a_rescale_waiting_when_the_tasks_fail_is_carried_out_by_the_restarted_tasks(tmp_path):
+    """A rescale waits for the next window with a snapshot (``state.snapshot_every = 8``); a task
+    fails meanwhile and the run restarts the tasks (a failover): the restarted tasks carry the
+    rescale out, and its command is answered so, not as if the job had ended."""
+    from collections import Counter
+
+    from gyreflow.api import Environment, SizeTumblingWindow
+    from gyreflow.api.service.control import find_job, send
+
+    directory, fail = tmp_path / "control", tmp_path / "fail"
+    words = [f"w{i % 17}" for i in range(3_000)]
+
+    def paced(word: str) -> str:
+        time.sleep(0.005)
+        if fail.exists():  # once: the restarted tasks find it gone
+            fail.unlink()
+            raise ValueError("the failure the run restarts after")
+        return word
+
+    env = Environment.local(progress=False, config={
+        "environment.workers": 2, "environment.parallelism": 2, "state.snapshot_every": 8,
+        "state.backend": "rocksdb", "state.path": str(tmp_path / "state"),
+        "control.directory": str(directory), "restart.user_errors": True,
+        "restart.delay": 0.0})
+    pipeline = env.pipeline("failing")
+
+    @pipeline.task
+    def counts(ctx):
+        (ctx.source(words, SizeTumblingWindow(20), parallelism=1).map(paced).with_name("paced")
+         .key_by().count().with_name("count").collect("counts"))
+
+    restarts: list[tuple[str, int]] = []
+
+    class Restarts(JobListener):
+        def on_restart(self, name, graph, window, restart=None) -> None:
+            restarts.append((restart.kind, _tasks_of(graph, "count")))
+
+    ended: list = []
+    runner = threading.Thread(target=lambda: ended.append(
+        _outcome(lambda: pipeline.execute(listener=Restarts()))))
+    runner.start()
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while (job := find_job(str(directory), None) if directory.exists() else None) is None:
+            assert time.monotonic() < deadline and runner.is_alive(), ended
+            time.sleep(0.02)
+        while send(job, {"command": "status"}).get("last_completed", 0) < 9:
+            assert time.monotonic() < deadline and runner.is_alive(), ended
+            time.sleep(0.02)
+        answers: list[dict] = []
+        asking = threading.Thread(target=lambda: answers.append(
+            send(job, {"command": "rescale", "operator": "count", "parallelism": 3})))
+        asking.start()
+        while send(job, {"command": "status"}).get("state") != "rescaling":
+            assert time.monotonic() < deadline and asking.is_alive(), answers
+            time.sleep(0.005)
+        fail.touch()
+        asking.join(TIMEOUT)
+    finally:
+        fail.unlink(missing_ok=True)
+        runner.join(TIMEOUT)
+    result = ended[0]
+    assert not isinstance(result, BaseException), result
+    assert answers and answers[0]["ok"], answers
+    final = {}
+    by_window = result["counts"].by_window("counts")
+    for window in sorted(by_window):
+        final.update(dict(by_window[window]))
+    assert final == dict(Counter(words))
+    assert restarts == [("restart", 2), ("rescale", 3)], restarts
