@@ -36,6 +36,7 @@ from gyreflow.runtime.dataflow.combine import build_emitter, combine_kinds, take
 from gyreflow.runtime.dataflow.iteration import IterationTask, task_class_for
 from gyreflow.runtime.dataflow.task import TaskCheckpoints
 from gyreflow.runtime.dataflow.task_runner import TaskRunner
+from gyreflow.runtime.errors import RecordError
 from gyreflow.runtime.workers.loop_ids import SentIds, TakenIds
 from gyreflow.runtime.workers.wire import (
     Encoded,
@@ -441,7 +442,7 @@ class Worker:
             else:
                 label = edge_label(graph, edge)
                 counter = sent.setdefault(s.id, {}).setdefault(label, [0])
-                deliver = self._remote(target, t.id, channel, counter)
+                deliver = self._remote(target, t.id, channel, counter, label)
             delivers.setdefault((s.id, id(edge)), []).append(deliver)
         kinds = combine_kinds(graph)  # keyed counts, aggregates, associative reduces
         for t in mine:
@@ -454,7 +455,7 @@ class Worker:
             task.combined_input = takes_combined(graph, t.vertex_id, kinds)
         self.runner_list = list(self.runners.values())
 
-    def _remote(self, target: int, task: int, channel: int, counter: list[int]):
+    def _remote(self, target: int, task: int, channel: int, counter: list[int], label: str):
         """A deliver to a task of another worker: a batch is encoded here, alone (a list of
         records as one pickle, a column batch as one Arrow IPC stream), so that its bytes count
         for its edge; barriers and the end of input travel as they are."""
@@ -462,7 +463,10 @@ class Worker:
 
         def deliver(message) -> None:
             if type(message) is list or type(message) is ColumnBatch:
-                message = Encoded(encode(message))
+                try:
+                    message = Encoded(encode(message))
+                except Exception as exc:
+                    raise _not_picklable(label, message, exc) from exc
                 counter[0] += len(message.data)
             append(("data", task, channel, message))
 
@@ -472,3 +476,22 @@ class Worker:
         if isinstance(report, TaskFailed):
             report = attrs.evolve(report, error=portable(report.error))
         self.send(DRIVER, ("report", report))
+
+
+def _not_picklable(label: str, batch, exc: Exception) -> RecordError:
+    """The error of a batch for another worker process that does not pickle: it names the edge's
+    operator and the first record that does not (a whole batch of combined counts when the key
+    itself is the cause: the record is then the batch's first)."""
+    import pickle
+
+    records = batch if type(batch) is list else []
+    record = records[0] if records else batch
+    for item in records:
+        try:
+            pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # noqa: BLE001 - the one to name
+            record = item
+            break
+    cause = TypeError(f"a record going to another worker process (edge {label}) must pickle: "
+                      f"{type(exc).__name__}: {exc}")
+    return RecordError(label.split("->")[0], record, cause)

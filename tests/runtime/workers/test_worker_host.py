@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -122,6 +123,40 @@ def test_a_user_error_in_a_worker_is_reported_and_not_restarted():
     with pytest.raises(UserFunctionError, match="'w5'"):
         pipeline.execute(listener=Restarts())
     assert restarts == []
+
+
+UNPICKLABLE = """
+import threading
+from gyreflow.api import Environment, SizeTumblingWindow
+
+pipeline = Environment.from_config(None).pipeline("unpicklable")
+
+@pipeline.task
+def job(ctx):
+    words = ctx.source([f"w{i % 7}" for i in range(400)], SizeTumblingWindow(50), parallelism=1)
+    pairs = words.map(lambda w: (w, threading.Lock() if w == "w3" else None)).with_name("pairs")
+    pairs.key_by(lambda r: r[0]).map(lambda r: r[0]).with_name("after").key_by().count().collect()
+
+pipeline.execute()
+"""
+
+
+def test_a_record_that_cannot_cross_to_another_worker_is_named_as_a_user_error(tmp_path):
+    """A record with a lock in it cannot be pickled to another worker process: one line naming
+    the operator, the window, the task and the record (exit 1, as a user function that raised),
+    no traceback of gyreflow's."""
+    script = tmp_path / "unpicklable.py"
+    script.write_text(UNPICKLABLE, encoding="utf-8")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("GYREFLOW_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "gyreflow", "run", "-q", "--env", "local", "--workers", "2",
+         str(script)], capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path,
+        env={**environ, "COLUMNS": "400"})
+    assert done.returncode == 1, done.stderr
+    first = done.stderr.splitlines()[0]
+    assert re.match(r"error: operator 'pairs' failed in window \d+ on task 'pairs\[\d/2\]'", first), first
+    assert "('w3', <unlocked _thread.lock object" in first and "must pickle" in first, first
+    assert "Traceback" not in done.stderr and 'File "' not in done.stderr, done.stderr
 
 
 def test_user_errors_are_restarted_only_when_configured_then_the_last_one_stops_the_job():
