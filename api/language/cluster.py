@@ -10,20 +10,124 @@ driver writes a token there and a Spark job on the executors must read it back.
 
 from __future__ import annotations
 
+import contextlib
+import difflib
 import os
+import re
 import secrets
 import socket
+import sys
 import urllib.parse
 
 from gyreflow.api.config.loading import ConfigError
 
 _PROBE_NAME = ".gyreflow-cluster-probe-"
 MASTER_CONNECT_TIMEOUT = 5.0  # seconds the master's port may take to accept a connection
+MASTER_FORMS = ("local, local[N], local[*], local[N,F], spark://HOST:PORT (or HOST1:PORT1,"
+                "HOST2:PORT2), yarn or k8s://https://HOST:PORT")
+# Spark's own patterns (SparkContext.createTaskScheduler): N threads, F task failures allowed.
+_LOCAL_MASTER = re.compile(r"local|local\[(?P<threads>[0-9]+|\*)(?:\s*,\s*[0-9]+)?\]"
+                           r"|local-cluster\[\s*[0-9]+\s*,\s*[0-9]+\s*,\s*[0-9]+\s*\]")
+_PORT = re.compile(r"[0-9]{1,5}")
 
 
 def is_cluster_master(master: str) -> bool:
     """Whether ``master`` runs executors outside the driver's machine (anything but ``local``)."""
     return not master.strip().startswith("local")
+
+
+def master_problem(master: str) -> str | None:
+    """What makes ``master`` a URL Spark refuses, in one line naming it (None: Spark takes its form).
+
+    >>> master_problem("local[2]"), master_problem("spark://a:7077,b:7078"), master_problem("yarn")
+    (None, None, None)
+    >>> master_problem("spark://127.0.0.1:7077x").split(";")[0]
+    "spark.master spark://127.0.0.1:7077x: the port '7077x' is not a number"
+    """
+    problem = _what_is_wrong(master)
+    if problem is None:
+        return None
+    shown = master if master and master == master.strip() else repr(master)
+    return f"spark.master {shown}: {problem}; Spark takes {MASTER_FORMS}"
+
+
+def _what_is_wrong(master: str) -> str | None:
+    if not master.strip():
+        return "no URL at all"
+    if master != master.strip():
+        return "spaces around the URL, which Spark does not strip"
+    if master.startswith("local"):
+        match = _LOCAL_MASTER.fullmatch(master)
+        if match is None:
+            return "not a local master's form"
+        if match.group("threads") is not None and match.group("threads").strip("0") == "":
+            return "local[0] runs no task: the number of threads must be 1 or more"
+        return None
+    if master.startswith("spark://"):
+        return _standalone_problem(master[len("spark://"):])
+    if master == "yarn":
+        return None
+    if master.startswith("k8s://"):
+        rest = master[len("k8s://"):]
+        parsed = urllib.parse.urlsplit(rest if "://" in rest else f"https://{rest}")
+        try:
+            parsed.port  # noqa: B018 - raises ValueError for a port that is not one
+        except ValueError:
+            return f"the port of the API server {rest!r} is not a number from 1 to 65535"
+        return None if parsed.hostname else "it names no API server (k8s://https://HOST:PORT)"
+    if master.startswith("mesos://"):
+        return "Spark 4 runs on no Mesos cluster (Spark 4.0 removed it)"
+    if re.fullmatch(r"[\w.-]+:[0-9]+", master):
+        return f"a host and port without a scheme (did you mean spark://{master}?)"
+    scheme = master.partition("://")[0] if "://" in master else master
+    close = difflib.get_close_matches(scheme, ["spark", "local", "yarn", "k8s"], n=1)
+    guess = f" (did you mean {close[0]}{'://' if close[0] in ('spark', 'k8s') else ''}?)" \
+        if close else ""
+    return f"{scheme!r} is not a kind of master Spark knows{guess}"
+
+
+def _standalone_problem(masters: str) -> str | None:
+    """What is wrong with the ``HOST:PORT[,HOST:PORT]`` of a standalone cluster: Spark reads each
+    as ``spark://HOST:PORT`` and requires the port."""
+    for entry in masters.split(","):
+        host, colon, port = entry.rpartition(":")
+        if not entry:
+            return "it names no master (spark://HOST:PORT)"
+        if not colon or host.endswith(":") and not host.startswith("["):
+            return (f"{entry!r} has no port: write spark://{entry}:PORT (a standalone master "
+                    "listens on 7077 unless told otherwise; an IPv6 address goes in brackets)")
+        if not _PORT.fullmatch(port):
+            return f"the port {port!r} is not a number"
+        if not 0 < int(port) < 65536:
+            return f"the port {port} is not from 1 to 65535"
+        bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+        if not bare:
+            return f"{entry!r} names no host"
+        if ":" in bare and bare == host or any(c in bare for c in "/?#@[] "):
+            return f"{host!r} is not a host name or address"
+    return None
+
+
+@contextlib.contextmanager
+def refusals_in_one_line():
+    """Let a ``ConfigError`` through (``gyreflow run`` prints it in one line and exits 2; a program
+    may catch it), except in a program ``spark-submit`` started (outside ``gyreflow run``): nothing
+    would print it there but Python's traceback, with exit status 1. There the line ``gyreflow run``
+    prints goes to standard error and the program exits 2 (spark-submit exits with its status)."""
+    from gyreflow.api.config.session import current_settings
+
+    try:
+        yield
+    except ConfigError as exc:
+        settings = current_settings()
+        if "PYSPARK_GATEWAY_PORT" not in os.environ or settings.summaries is not None \
+                or settings.explained is not None:
+            raise
+        message = " ".join(part.strip() for part in str(exc).splitlines() if part.strip())
+        with contextlib.suppress(OSError):
+            sys.stderr.write(f"error: configuration: {message}\n")
+            sys.stderr.flush()
+        raise SystemExit(2) from exc
 
 
 def master_addresses(master: str) -> list[tuple[str, int]]:
@@ -61,11 +165,9 @@ def check_master_reachable(master: str, timeout: float = MASTER_CONNECT_TIMEOUT)
 
     Spark itself would try to register with it for a minute and then stop its context, which
     reaches the user as a Java stack; a connection attempt answers in milliseconds (refused, or an
-    unknown host) or ``timeout`` seconds (nothing answers). Under ``spark-submit`` its ``--master``
-    counts, and Spark has started already: nothing is checked.
+    unknown host) or ``timeout`` seconds (nothing answers). Only for a driver that has yet to
+    connect (``runtime.spark.session.session_master``).
     """
-    if "PYSPARK_GATEWAY_PORT" in os.environ:
-        return
     addresses = master_addresses(master)
     failures = []
     for host, port in addresses:
@@ -82,11 +184,13 @@ def check_master_reachable(master: str, timeout: float = MASTER_CONNECT_TIMEOUT)
         raise ConfigError(msg)
 
 
-def check_cluster_state(config, backend) -> None:
+def check_cluster_state(config, backend, *, check_address: bool = True) -> None:
     """Refuse, in one line, a cluster that cannot work: state that executors cannot reach (by
-    rule), then a master URL nobody answers at (``check_master_reachable``)."""
+    rule), then (``check_address``: a driver that has yet to connect) a master URL nobody answers at
+    (``check_master_reachable``). ``config["spark.master"]`` is the master the session runs with."""
     _check_state_location(config, backend)
-    check_master_reachable(config["spark.master"])
+    if check_address:
+        check_master_reachable(config["spark.master"])
 
 
 def _check_state_location(config, backend) -> None:

@@ -212,17 +212,31 @@ class SparkEnvironment(Environment):
     type_name = "spark"
 
     def __init__(self, config: Config) -> None:
+        from gyreflow.api.language.cluster import (
+            check_cluster_state,
+            is_cluster_master,
+            master_problem,
+            refusals_in_one_line,
+        )
+        from gyreflow.runtime.spark.host import spark_session
+        from gyreflow.runtime.spark.session import session_master
+
+        with refusals_in_one_line():  # before any data moves: spark-submit's --master counts
+            master, not_connected = session_master(config)
+            problem = master_problem(master)
+            if problem is not None:
+                raise ConfigError(problem)
+            if master != config["spark.master"]:
+                config = config.with_overrides({"spark.master": master})
         slots = dict(config["spark.conf"]).get("spark.default.parallelism", "")
-        slots = int(slots) if slots.strip().isdigit() else master_cores(config["spark.master"])
+        slots = int(slots) if slots.strip().isdigit() else master_cores(master)
         if slots is not None or config["environment.parallelism"] != AUTO:
             config = resolve(config, spark_parallelism=lambda: slots)
         super().__init__(config)
-        from gyreflow.api.language.cluster import check_cluster_state, is_cluster_master
-        from gyreflow.runtime.spark.host import spark_session
-
-        self.on_cluster = is_cluster_master(config["spark.master"])
+        self.on_cluster = is_cluster_master(master)
         if self.on_cluster:  # refused before any data moves
-            check_cluster_state(config, self.state_backend)
+            with refusals_in_one_line():
+                check_cluster_state(config, self.state_backend, check_address=not_connected)
         settings = current_settings()  # gyreflow run -q or progress.enabled = false: no start line
         self.session = spark_session(config, announce=not settings.quiet and config["progress.enabled"])
         self._probed: set = set()
@@ -246,12 +260,10 @@ class SparkEnvironment(Environment):
         if spark_mode(self.config["spark.mode"], graph) == "workers":
             # its refusals first; auto falls back to rounds where Spark runs no barrier stage
             make_host = self._worker_host_factory(chosen=self.config["spark.mode"] == "workers")
-        if make_host is not None:
-            if self.on_cluster:
-                self._probe(graph)
-            return self._drive(name, graph, listener, recovery, self.state_backend, make_host)
         if self.on_cluster:
             self._probe(graph)
+        if make_host is not None:
+            return self._drive(name, graph, listener, recovery, self.state_backend, make_host)
         state = SparkState(self.state_backend)  # one state location for the run, restarts included
         try:
             return self._drive(name, graph, listener, recovery, state.backend,
@@ -297,6 +309,7 @@ class SparkEnvironment(Environment):
             input_files,
             probe_inputs,
             probe_shared,
+            refusals_in_one_line,
             shared_locations,
         )
 
@@ -308,9 +321,10 @@ class SparkEnvironment(Environment):
                                        *dead_letter_locations(sources)]
                      if item[1] not in self._probed]
         files = [item for item in input_files(sources) if item[1] not in self._probed]
-        context = self.session().sparkContext
-        probe_shared(context, self.state_backend, locations)
-        probe_inputs(context, files)
+        with refusals_in_one_line():
+            context = self.session().sparkContext
+            probe_shared(context, self.state_backend, locations)
+            probe_inputs(context, files)
         self._probed.update(location for _, location in [*locations, *files])
 
 

@@ -22,6 +22,48 @@ def workers_import_the_driver_path() -> bool:
     return bool(_IMPORT_PATH_SHARED)
 
 
+def session_master(config) -> tuple[str, bool]:
+    """The master URL the session runs with, known before it starts (no data moves, no context
+    starts), and whether this driver has yet to connect to it itself (so that trying its address
+    tells whether anything answers). The first of:
+
+    - a SparkContext already running in this process (a notebook's, the application's): its
+      master, connected already. When it and ``[spark] master`` are both local, ``[spark] master``
+      is kept: the number in its brackets is the slot count gyreflow plans with;
+    - ``spark.master`` in ``[spark] conf``: it is set on the session last;
+    - under ``spark-submit`` (which sets PYSPARK_GATEWAY_PORT): the master of the configuration it
+      submitted, its ``--master`` (Spark's own ``local[*]`` without one) over ``[spark] master``.
+      With ``--deploy-mode cluster`` this driver runs inside the cluster, where the submitter's
+      address may not be the one it connects to: not to be tried;
+    - else ``[spark] master``.
+    """
+    configured = config["spark.master"]
+    if "pyspark" in sys.modules:
+        from pyspark import SparkContext
+
+        active = SparkContext._active_spark_context
+        if active is not None:
+            both_local = active.master.startswith("local") and configured.startswith("local")
+            return (configured if both_local else active.master), False
+    conf = dict(config["spark.conf"])
+    if "spark.master" in conf:
+        return conf["spark.master"], "PYSPARK_GATEWAY_PORT" not in os.environ \
+            or _submitted("spark.submit.deployMode") != "cluster"
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        return (_submitted("spark.master") or configured,
+                _submitted("spark.submit.deployMode") != "cluster")
+    return configured, True
+
+
+def _submitted(key: str) -> str | None:
+    """``key`` of the configuration spark-submit started this application with (its JVM's system
+    properties), read through the JVM it started: no SparkContext starts."""
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()
+    return SparkConf().get(key, None)
+
+
 def spark_session(config, announce: bool = False) -> Callable[[], object]:
     """A factory for the SparkSession that ``config``'s ``[spark]`` keys describe (created once);
     with ``announce``, a JVM it starts is announced on standard error first (``announce_start``)."""
