@@ -15,13 +15,15 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from gyreflow.api import ConfigError, Environment, FileSource, PostgresSink, SizeTumblingWindow
-from gyreflow.state.stores.sql_urls import engine_url, missing_driver
+from gyreflow.api.connectors.postgres import check_database
+from gyreflow.state.stores.sql_urls import driver_message, engine_url, shown_url
 
 DEFAULT_INPUT = Path(__file__).parent / "data" / "sample.txt"
 
 
 def create_tables(url: str, totals: str, by_window: str) -> None:
-    """The tables the job writes into (kept when they exist)."""
+    """The tables the job writes into (kept when they exist); a database that refuses to create
+    them stops the run in one line (exit status 2), its URL's password masked."""
     engine = sa.create_engine(engine_url(url))
     metadata = sa.MetaData()
     sa.Table(totals, metadata, sa.Column("word", sa.Text, primary_key=True),
@@ -29,9 +31,14 @@ def create_tables(url: str, totals: str, by_window: str) -> None:
     sa.Table(by_window, metadata, sa.Column("window_id", sa.BigInteger, nullable=False),
              sa.Column("word", sa.Text, nullable=False),
              sa.Column("count", sa.BigInteger, nullable=False))
-    with engine.begin() as conn:
-        metadata.create_all(conn)
-    engine.dispose()
+    try:
+        with engine.begin() as conn:
+            metadata.create_all(conn)
+    except sa.exc.SQLAlchemyError as exc:
+        msg = f"--url: cannot create the tables in {shown_url(url)}: {driver_message(url, exc)}"
+        raise ConfigError(msg) from exc
+    finally:
+        engine.dispose()
 
 
 def build(pipeline, input_path: str, window: int, url: str, totals: str, by_window: str):
@@ -66,9 +73,7 @@ def main(argv: list[str] | None = None):
     if not args.url:
         parser.error("--url is required (or set GYREFLOW_EXAMPLE_POSTGRES_URL)")
     env = Environment.from_config(args.config)
-    problem = missing_driver(args.url, "--url")
-    if problem is not None:
-        raise ConfigError(problem)
+    check_database(args.url, "--url")  # a missing driver or a server that refuses: one line
     create_tables(args.url, args.totals, args.by_window)
     pipeline = build(env.pipeline("postgres-sink"), args.input, args.window, args.url,
                      args.totals, args.by_window)

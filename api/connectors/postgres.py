@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import itertools
 import pickle
 import time
+from collections import Counter
 from collections.abc import Iterable
 
 import attrs
 
 from gyreflow.api.config.loading import ConfigError
 from gyreflow.api.connectors.directory_source import until_idle_default
+from gyreflow.api.connectors.postgres_checks import key_problem, missing_columns, record_problem
 from gyreflow.api.connectors.sinks import Sink, SinkWriter
 from gyreflow.api.connectors.sources import GrowingInputReader, Source, SourceReader
 from gyreflow.runtime.errors import DataError
@@ -31,10 +35,11 @@ def _tuple(value) -> tuple[str, ...] | None:
     return (value,) if isinstance(value, str) else tuple(value)
 
 
-def _check_database(url: str, what: str) -> None:
-    """Refuse before any data moves (``ConfigError``, one line): a URL that is not one, a driver
-    that is not installed, a database server that cannot be reached or refuses the connection (a
-    wrong password, a database that does not exist). An SQLite file has no server to ask."""
+def check_database(url: str, what: str) -> None:
+    """Refuse before any data moves (``ConfigError``, one line naming ``what``): a URL that is not
+    one, a driver that is not installed, a database server that cannot be reached or refuses the
+    connection (a wrong password, a database that does not exist), with the password masked. An
+    SQLite file has no server to ask."""
     problem = missing_driver(url, what)
     if problem is not None:
         raise ConfigError(problem)
@@ -50,20 +55,51 @@ def _check_database(url: str, what: str) -> None:
         engine.dispose()
 
 
+def _check_table(url: str, name: str, what: str, check) -> None:
+    """Refuse before any data moves (``ConfigError``) what ``check(engine, table)`` finds wrong
+    with the table ``name`` as it is now (a message, or None); a table that does not exist yet is
+    told once the job runs."""
+    import sqlalchemy as sa
+
+    engine = _engine(url)
+    try:
+        try:
+            table = _table(engine, name)
+        except _MissingTableError:
+            return
+        problem = check(engine, table)
+    except sa.exc.SQLAlchemyError as exc:
+        msg = f"{what}: {shown_url(url)}: {driver_message(url, exc)}"
+        raise ConfigError(msg) from exc
+    finally:
+        engine.dispose()
+    if problem is not None:
+        msg = f"{what}: {problem}"
+        raise ConfigError(msg)
+
+
+class _MissingTableError(DataError):
+    """The table a source or sink names does not exist (the message names the table and URL)."""
+
+
 @contextlib.contextmanager
 def _database_errors(what: str, url: str, window: int | None = None):
     """The database's errors while the job runs (a server that went away, a value the table
-    refuses) as one-line ``DataError``s naming ``what``, the URL (password masked) and the window;
-    completed windows stay completed."""
+    refuses, a missing table) as one-line ``DataError``s naming ``what``, the window (when there
+    is one) and the URL (password masked); completed windows stay completed."""
     import sqlalchemy as sa
 
+    where = f"{what}: window {window}" if window is not None else what
     try:
         yield
+    except _MissingTableError as exc:
+        msg = f"{where}: {exc}"
+        raise DataError(msg, window) from exc
     except sa.exc.OperationalError as exc:
-        msg = f"{what}: {shown_url(url)}: {driver_message(url, exc)}; {what_to_check(url, exc)}"
+        msg = f"{where}: {shown_url(url)}: {driver_message(url, exc)}; {what_to_check(url, exc)}"
         raise DataError(msg, window) from exc
     except sa.exc.SQLAlchemyError as exc:
-        msg = f"{what}: {shown_url(url)}: {driver_message(url, exc)}"
+        msg = f"{where}: {shown_url(url)}: {driver_message(url, exc)}"
         raise DataError(msg, window) from exc
 
 
@@ -82,7 +118,7 @@ def _table(engine, name: str):
         return sa.Table(table, sa.MetaData(), autoload_with=engine, schema=schema or None)
     except sa.exc.NoSuchTableError:
         msg = f"table {name!r} does not exist in {engine.url.render_as_string(hide_password=True)}"
-        raise DataError(msg) from None
+        raise _MissingTableError(msg) from None
 
 
 # Source ---------------------------------------------------------------------------------------------
@@ -96,14 +132,17 @@ class PostgresSource(Source):
     The offset is the last value of ``column`` read, stored with every snapshot: a resumed job
     goes on after it, so each row is read once. Rows with equal values of ``column`` (a timestamp
     shared by several rows) are read as a group, in a fixed order, so that no window boundary
-    splits them apart and loses some; rows whose ``column`` is NULL are not read. With
-    ``follow=True`` the table is polled every ``poll_interval`` seconds for rows added since, until
-    the job is stopped or no row came for ``until_idle`` seconds (``gyreflow run --until-idle``).
-    Rows must become visible in ``column`` order: a transaction that commits a value smaller than
-    or equal to one already read is missed. One source task reads the table (parallelism 1). Any
-    SQLAlchemy URL works; ``postgresql://`` uses psycopg (``pip install 'gyreflow[postgres]'``).
-    The database is connected to when the source is made: an unreachable server, a wrong password
-    or a missing database stops the run there, before any data moves.
+    splits them apart and loses some; inside a group the offset notes which rows were read, so a
+    resume reads the others (and rows added to the group since), never one twice. Rows whose
+    ``column`` is NULL are not read. With ``follow=True`` the table is polled every
+    ``poll_interval`` seconds for rows added since, until the job is stopped or no row came for
+    ``until_idle`` seconds (``gyreflow run --until-idle``). Rows must become visible in ``column``
+    order: a transaction that commits a value smaller than one already read is missed. One source
+    task reads the table: with a parallelism above 1, task 0 reads it and the others read nothing.
+    Any SQLAlchemy URL works; ``postgresql://`` uses psycopg (``pip install 'gyreflow[postgres]'``).
+    The database is connected to when the source is made: an unreachable server, a wrong password,
+    a missing database, or a ``column`` or ``columns`` the table lacks stops the run there, before
+    any data moves.
     """
 
     url: str
@@ -116,19 +155,41 @@ class PostgresSource(Source):
     default_parallelism = 1
 
     def __attrs_post_init__(self) -> None:
-        _check_database(self.url, f"PostgresSource({self.table})")
+        what = f"PostgresSource({self.table})"
+        check_database(self.url, what)
+        _check_table(self.url, self.table, what, lambda engine, table: missing_columns(
+            table, [self.column, *(self.columns or ())]))
 
     def create_reader(self, task_index: int, parallelism: int) -> SourceReader:
-        if parallelism != 1:
-            msg = f"PostgresSource({self.table}) reads with parallelism 1, not {parallelism}"
-            raise ValueError(msg)
-        return _TableReader(self)
+        return _TableReader(self) if task_index == 0 else _NoRows()
 
     def describe(self) -> str:
         return f"PostgresSource({self.table} by {self.column})"
 
 
 _ORDER = "__gyreflow_order"  # the order column, selected under this name when not among columns
+
+
+class _NoRows(SourceReader):
+    """The reader of a source task other than the first: the first reads the whole table."""
+
+    def read(self, max_records: int) -> list:
+        return []
+
+    @property
+    def exhausted(self) -> bool:
+        return True
+
+    def offset(self) -> None:
+        return None
+
+    def seek(self, offset: object) -> None:
+        pass
+
+
+def _fingerprint(row: dict) -> str:
+    """A short digest of a row's values: rows with equal values are interchangeable."""
+    return hashlib.blake2b(repr(tuple(row.values())).encode(), digest_size=12).hexdigest()
 
 
 class _TableReader(GrowingInputReader):
@@ -138,15 +199,16 @@ class _TableReader(GrowingInputReader):
     ``last`` is the value up to which every row was read. When a batch would end among rows that
     share one value, that value's rows are fetched as a group, in an order fixed by their contents
     (rows that are equal are interchangeable), and handed out from memory: the offset notes the
-    value and how many of its rows went out (``tied``, ``taken``), so that a resume goes on inside
-    the group and each row is read once.
+    value (``tied``) and the fingerprints of its rows that went out (``taken``), so that a resume
+    fetches the group again, leaves out exactly those rows (a row added to the group since is
+    read, none twice) and each row is read once.
     """
 
     def __init__(self, source: PostgresSource) -> None:
         self.source = source
         self.last = None
         self.tied = None
-        self.taken = 0
+        self.taken: list[str] | int = []  # int: an offset of an earlier version (a position)
         self.group: list | None = None  # rows of ``tied`` not yet handed out (None: to fetch)
         self.engine = None
         self.query = None
@@ -167,12 +229,12 @@ class _TableReader(GrowingInputReader):
         while len(out) < limit:
             if self.tied is not None:
                 if self.group is None:  # resumed inside the group: fetch it again
-                    self.group = self._group(self.tied)[self.taken:]
+                    self.group = self._unread(self._group(self.tied))
                 handed, self.group = self.group[:limit - len(out)], self.group[limit - len(out):]
                 out.extend(handed)
-                self.taken += len(handed)
+                self.taken.extend(_fingerprint(row) for row in handed)
                 if not self.group:
-                    self.last, self.tied, self.taken, self.group = self.tied, None, 0, None
+                    self.last, self.tied, self.taken, self.group = self.tied, None, [], None
                 continue
             wanted = limit - len(out)
             rows = self._after(self.last, wanted + 1)  # one more: does the batch split a group?
@@ -190,8 +252,23 @@ class _TableReader(GrowingInputReader):
             out.extend(before)
             if before:
                 self.last = self._value(before[-1])
-            self.tied, self.taken, self.group = boundary, 0, self._group(boundary)
+            self.tied, self.taken, self.group = boundary, [], self._group(boundary)
         return out
+
+    def _unread(self, group: list[dict]) -> list[dict]:
+        """The rows of ``group`` the offset's ``taken`` does not account for."""
+        if isinstance(self.taken, int):  # an offset of an earlier version: a position
+            taken, self.taken = self.taken, [_fingerprint(row) for row in group[:self.taken]]
+            return group[taken:]
+        left = Counter(self.taken)
+        unread = []
+        for row in group:
+            fingerprint = _fingerprint(row)
+            if left[fingerprint]:
+                left[fingerprint] -= 1
+            else:
+                unread.append(row)
+        return unread
 
     def _value(self, row: dict):
         source = self.source
@@ -204,8 +281,9 @@ class _TableReader(GrowingInputReader):
         if self.engine is None:
             self.engine = _engine(self.source.url)
             table = _table(self.engine, self.source.table)
-            if self.source.column not in table.c:
-                msg = f"PostgresSource: table {self.source.table!r} has no column {self.source.column!r}"
+            problem = missing_columns(table, [self.source.column, *(self.source.columns or ())])
+            if problem is not None:
+                msg = f"{self.source.describe()}: {problem}"
                 raise DataError(msg)
             order = table.c[self.source.column]
             chosen = [table.c[c] for c in self.source.columns] if self.source.columns else [table]
@@ -229,14 +307,14 @@ class _TableReader(GrowingInputReader):
         return sorted(rows, key=lambda row: repr(tuple(row.values())))
 
     def offset(self) -> dict:
-        return {"last": self.last, "tied": self.tied, "taken": self.taken,
-                "idle_since": self.last_data}
+        taken = self.taken if isinstance(self.taken, int) else list(self.taken)
+        return {"last": self.last, "tied": self.tied, "taken": taken, "idle_since": self.last_data}
 
     def seek(self, offset: object) -> None:
         offset = dict(offset) if offset else {}
         self.last = offset.get("last")
         self.tied = offset.get("tied")
-        self.taken = offset.get("taken", 0)
+        self.taken = offset.get("taken", [])
         self.group = None
         self.last_data = offset.get("idle_since", time.time())
         self.ended = False
@@ -257,10 +335,16 @@ class PostgresSink(Sink):
     window is completed, so a resumed job neither loses nor repeats rows.
 
     With ``key`` (a column or columns with a unique constraint) rows are upserted; without it they
-    are appended, and ``window_column`` (when not None) receives the window id. A start from
-    nothing (``--fresh``) deletes the rows the sink appended (every row with a window id) and a
-    resume ``--from-window N`` those of windows after N. Bookkeeping lives in the tables
-    ``gyreflow_sink_staged`` and ``gyreflow_sink_windows``, under ``name`` (default: the table).
+    are appended, and ``window_column`` (when not None) receives the window id. A column a record
+    leaves out is not written: an appended row gets the column's default (NULL without one), an
+    upserted row that exists keeps its value. Records are checked against the table when their
+    window ends, before it is completed, so a record the table refuses can be fixed and its window
+    computed again with ``--resume``. A start from nothing (``--fresh``) deletes the rows the sink
+    appended (every row with a window id) and a resume ``--from-window N`` those of windows after
+    N; ``sink_column`` (a column that receives ``name``) keeps those deletes to the sink's own rows
+    when several sinks append to one table (without it such a delete is refused). Bookkeeping
+    lives in the tables ``gyreflow_sink_staged``, ``gyreflow_sink_windows`` and
+    ``gyreflow_sink_targets``, under ``name`` (default: the table).
     """
 
     url: str
@@ -268,10 +352,22 @@ class PostgresSink(Sink):
     key: tuple[str, ...] | None = attrs.field(default=None, converter=_tuple)
     window_column: str | None = "window_id"
     name: str | None = None
+    sink_column: str | None = None
     default_parallelism = 1
 
     def __attrs_post_init__(self) -> None:
-        _check_database(self.url, f"PostgresSink({self.table})")
+        check_database(self.url, f"PostgresSink({self.table})")
+        if self.key and self.sink_column:
+            msg = (f"{self.describe()}: sink_column marks the rows a sink appends; an upsert by "
+                   "key deletes none: leave it out")
+            raise ConfigError(msg)
+        _check_table(self.url, self.table, self.describe(), self._table_problem)
+
+    def _table_problem(self, engine, table) -> str | None:
+        """What keeps the sink from writing into ``table`` whatever the records."""
+        if self.key:
+            return key_problem(engine, table, self.key)
+        return missing_columns(table, [c for c in (self.window_column, self.sink_column) if c])
 
     @property
     def sink_id(self) -> str:
@@ -287,7 +383,7 @@ class PostgresSink(Sink):
 
     def reset(self) -> None:
         with _database_errors(self.describe(), self.url), _Bookkeeping(self) as books:
-            books.take_back(0)
+            books.take_back(0, refused=ConfigError)
 
     def describe(self) -> str:
         mode = f"upsert by {', '.join(self.key)}" if self.key else "append"
@@ -311,7 +407,12 @@ def _bookkeeping_tables():
         sa.Column("task", sa.Integer, primary_key=True),
         sa.Column("published", sa.BigInteger, nullable=False),
     )
-    return metadata, staged, windows
+    targets = sa.Table(  # the table each sink writes: who else a delete of appended rows hits
+        "gyreflow_sink_targets", metadata,
+        sa.Column("sink", sa.String(512), primary_key=True),
+        sa.Column("target", sa.String(512), nullable=False),
+    )
+    return metadata, staged, windows, targets
 
 
 class _Bookkeeping:
@@ -324,12 +425,19 @@ class _Bookkeeping:
         import sqlalchemy as sa
 
         self.engine = _engine(self.sink.url)
-        self.metadata, self.staged, self.windows = _bookkeeping_tables()
+        self.metadata, self.staged, self.windows, self.targets = _bookkeeping_tables()
+        t, sink_id = self.targets, self.sink.sink_id
         with self.engine.begin() as conn:
             if self.engine.dialect.name == "postgresql":
                 conn.execute(sa.text("select pg_advisory_xact_lock(7370617)"))
             self.metadata.create_all(conn)
-        self.target = _table(self.engine, self.sink.table)
+            conn.execute(sa.delete(t).where(t.c.sink == sink_id))
+            conn.execute(sa.insert(t).values(sink=sink_id, target=self.sink.table))
+        try:
+            self.target = _table(self.engine, self.sink.table)
+        except BaseException:
+            self.engine.dispose()
+            raise
         return self
 
     def __exit__(self, *exc) -> None:
@@ -370,8 +478,9 @@ class _Bookkeeping:
                 staged = (s.c.sink == self.sink.sink_id) & (s.c.task == task)
                 due = staged & (s.c.window > (last or 0)) & (s.c.window <= window)
                 for number, blob in conn.execute(sa.select(s.c.window, s.c.records).where(due)
-                                                 .order_by(s.c.window)):
-                    self._write(conn, number, pickle.loads(blob))
+                                                 .order_by(s.c.window)).all():
+                    with _database_errors(self.sink.describe(), self.sink.url, number):
+                        self._write(conn, number, pickle.loads(blob))
                 conn.execute(sa.delete(s).where(staged & (s.c.window <= window)))
                 if last is None:
                     conn.execute(sa.insert(w).values(sink=self.sink.sink_id, task=task,
@@ -379,27 +488,35 @@ class _Bookkeeping:
                 else:
                     conn.execute(sa.update(w).where(mine).values(published=window))
 
+    def rows(self, window: int, records: list) -> list[dict]:
+        """The rows ``records`` of ``window`` make (the window and sink columns added); a record
+        the table would refuse stops the job (``DataError`` naming the sink, window and record)."""
+        sink, dialect = self.sink, self.engine.dialect.name
+        rows = []
+        for record in records:
+            row = dict(record) if isinstance(record, dict) else record
+            if isinstance(row, dict) and sink.key is None:
+                if sink.window_column is not None:
+                    row[sink.window_column] = window
+                if sink.sink_column is not None:
+                    row[sink.sink_column] = sink.sink_id
+            problem = record_problem(self.target, dialect, sink.key, row)
+            if problem is not None:
+                msg = f"{sink.describe()}: window {window}: {problem} (record {record!r:.200})"
+                raise DataError(msg, window)
+            rows.append(row)
+        return rows
+
     def _write(self, conn, window: int, records: list) -> None:
+        """Write the rows of ``records``: a column a record leaves out is not written (its
+        default, or the value an upserted row has)."""
         if not records:
             return
         target, sink = self.target, self.sink
-        rows = []
-        for record in records:
-            if not isinstance(record, dict):
-                msg = (f"{sink.describe()}: window {window}: records must be dicts of column "
-                       f"values, got {type(record).__name__}: {record!r:.200}")
-                raise DataError(msg, window)
-            row = dict(record)
-            if sink.key is None and sink.window_column is not None:
-                row[sink.window_column] = window
-            rows.append(row)
-        unknown = sorted({c for row in rows for c in row} - set(target.c.keys()))
-        if unknown:
-            msg = (f"{sink.describe()}: window {window}: table {sink.table!r} has no column "
-                   f"{', '.join(map(repr, unknown))} (record {records[0]!r:.200})")
-            raise DataError(msg, window)
-        if sink.key is None:
-            conn.execute(target.insert(), rows)
+        rows = self.rows(window, records)
+        if sink.key is None:  # one statement per run of rows with the same columns, in order
+            for _, run in itertools.groupby(rows, key=frozenset):
+                conn.execute(target.insert(), list(run))
             return
         dialect = conn.dialect.name
         if dialect == "postgresql":
@@ -409,17 +526,27 @@ class _Bookkeeping:
         else:
             msg = f"{sink.describe()}: upsert is supported on PostgreSQL and SQLite, not {dialect}"
             raise DataError(msg, window)
-        latest = {tuple(row[k] for k in sink.key): row for row in rows}  # last one wins
-        columns = set().union(*(row.keys() for row in latest.values()))
-        statement = insert(target)
-        updates = {c: statement.excluded[c] for c in columns if c not in sink.key}
-        statement = (statement.on_conflict_do_update(index_elements=list(sink.key), set_=updates)
-                     if updates else statement.on_conflict_do_nothing(index_elements=list(sink.key)))
-        conn.execute(statement, list(latest.values()))
+        latest: dict[tuple, dict] = {}  # records of one key in order: a later value wins
+        for row in rows:
+            key = tuple(row[k] for k in sink.key)
+            latest[key] = {**latest.get(key, {}), **row}
+        by_columns: dict[frozenset, list[dict]] = {}
+        for row in latest.values():
+            by_columns.setdefault(frozenset(row), []).append(row)
+        for columns, group in by_columns.items():
+            statement = insert(target)
+            updates = {c: statement.excluded[c] for c in columns if c not in sink.key}
+            statement = (statement.on_conflict_do_update(index_elements=list(sink.key),
+                                                         set_=updates)
+                         if updates else
+                         statement.on_conflict_do_nothing(index_elements=list(sink.key)))
+            conn.execute(statement, group)
 
-    def take_back(self, window: int, tasks: Iterable[int] | None = None) -> None:
-        """Forget what was staged after ``window``; appended rows of later windows are deleted and
-        the published window ids set back to ``window``."""
+    def take_back(self, window: int, tasks: Iterable[int] | None = None,
+                  refused: type[Exception] = DataError) -> None:
+        """Forget what was staged after ``window``; the rows the sink appended in later windows are
+        deleted and the published window ids set back to ``window``. A delete that could not tell
+        the sink's rows from those of another sink on the table raises ``refused``."""
         import sqlalchemy as sa
 
         s, w, sink = self.staged, self.windows, self.sink
@@ -432,10 +559,31 @@ class _Bookkeeping:
             conn.execute(sa.delete(s).where(staged))
             later = conn.execute(sa.select(w.c.task).where(noted)).scalars().all()
             if later and sink.key is None and sink.window_column is not None:
-                column = self.target.c[sink.window_column]
-                conn.execute(sa.delete(self.target).where(column > window))
+                mine = self.target.c[sink.window_column] > window
+                if sink.sink_column is not None:
+                    mine &= self.target.c[sink.sink_column] == sink.sink_id
+                else:
+                    self._refuse_shared(conn, window, refused)
+                conn.execute(sa.delete(self.target).where(mine))
             if later:
                 conn.execute(sa.update(w).where(noted).values(published=window))
+
+
+    def _refuse_shared(self, conn, window: int, refused: type[Exception]) -> None:
+        """Raise ``refused`` when other sinks write the table too: their rows have window ids."""
+        import sqlalchemy as sa
+
+        t, sink = self.targets, self.sink
+        others = conn.execute(sa.select(t.c.sink).where((t.c.target == sink.table)
+                                                        & (t.c.sink != sink.sink_id))
+                              .order_by(t.c.sink)).scalars().all()
+        if others:
+            msg = (f"{sink.describe()}: cannot delete the rows it appended after window {window}: "
+                   f"the sinks {', '.join(map(repr, others))} write table {sink.table!r} too, and "
+                   "nothing tells their rows from this one's; give each sink on the table a "
+                   "sink_column (a column that receives its name), or a table of its own; nothing "
+                   "was deleted")
+            raise refused(msg)
 
 
 class _TableWriter(SinkWriter):
@@ -464,8 +612,13 @@ class _TableWriter(SinkWriter):
         self.pending.setdefault(window, []).extend(records)
 
     def finish_window(self, window: int) -> None:
+        """Check the window's records against the table, then stage them: a record the table
+        refuses stops the job before the window is completed, so ``--resume`` computes it again."""
+        records = self.pending.pop(window, [])
         with self._database_errors(window):
-            self._books().stage(self.task, window, self.pending.pop(window, []))
+            books = self._books()
+            books.rows(window, records)
+            books.stage(self.task, window, records)
 
     def publish(self, window: int) -> None:
         with self._database_errors(window):
