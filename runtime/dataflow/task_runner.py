@@ -112,6 +112,8 @@ def _task_error(task: Task, item, exc: Exception) -> Exception:
         where = f"task {task.name!r} could not restore window {window}"
     else:
         window = task.ctx.window if task.ctx else 0
+        if isinstance(exc, DataError) and exc.window:  # output of a window the error names
+            window = exc.window
         where = f"task {task.name!r} failed in window {window}"
     if isinstance(exc, SnapshotCorruptedError):
         error: Exception = SnapshotCorruptedError(f"{where}: {exc}")
