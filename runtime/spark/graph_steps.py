@@ -72,9 +72,10 @@ def _merge_boxes(items: list, merge) -> dict[int, dict]:
     return boxes
 
 
-def _graph_job(spec: Round, events: dict[int, object] | None, step: int = 0):
+def _graph_job(spec: Round, events: dict[int, object] | None, step: int = 0,
+               keep_live: bool = True):
     """The function of one graph job, step ``step`` of its window: ``events`` by task index, or None
-    for the input job (step 0)."""
+    for the input job (step 0); ``keep_live`` False rebuilds every task from its pickled state."""
 
     def run(index: int, iterator):
         state, loops, messages = None, [], []
@@ -91,20 +92,21 @@ def _graph_job(spec: Round, events: dict[int, object] | None, step: int = 0):
             else:
                 messages.append(body)
         return iter(_run_graph_task(spec, index, state, loops, messages,
-                                    None if events is None else events.get(index), step))
+                                    None if events is None else events.get(index), step,
+                                    keep_live))
 
     return run
 
 
 def _run_graph_task(spec: Round, index: int, state, loops: list, messages: list, event,
-                    step: int = 0) -> list:
+                    step: int = 0, keep_live: bool = True) -> list:
     plan = _plan(spec)
     window = spec.window
     key = (spec.run_id, spec.vertex_id, index)
     for stale in [k for k in _LIVE if k[0] != spec.run_id]:
         _quietly_destroy(_LIVE.pop(stale)[1])
     live = _LIVE.pop(key, None)
-    if live is not None and (event is None or live[0] != (window, step - 1)):
+    if live is not None and (event is None or live[0] != (window, step - 1) or not keep_live):
         _quietly_destroy(live[1])  # another window's or step's task: the pickled state is the truth
         live = None
     if live is None:
@@ -146,7 +148,8 @@ def _run_graph_task(spec: Round, index: int, state, loops: list, messages: list,
             exported = pickle.dumps(task.export_progress(), pickle.HIGHEST_PROTOCOL)
             items.append((STATE, index, exported))
             items.extend((LOOP, target, body) for target, body in loop.outgoing)
-            if event is None or event.kind is not EventKind.FINISH_ITERATION:  # a step follows
+            if keep_live and (event is None or event.kind is not EventKind.FINISH_ITERATION):
+                # a step follows: this worker goes on with the task if it runs that step
                 live = _LIVE[key] = ((window, step), task, holder)
             else:
                 live = None
@@ -193,6 +196,10 @@ class SparkGraphRunner:
     kept between windows. The jobs' Done events go to the driver (``link``); the driver's answers,
     the next step's iteration events, come back through ``deliver``."""
 
+    # False: no Python worker keeps a task between steps, every step rebuilds it from the pickled
+    # state of the step before, as on another worker (tests set it, to take that path every time).
+    keep_live = True
+
     def __init__(self, link, graph, partition_by) -> None:
         self.link = link
         self.partition_by = partition_by  # the host's partition function: equal partitioners
@@ -235,7 +242,8 @@ class SparkGraphRunner:
             loops = (rdd.filter(_is(LOOP)).map(_loop_item).partitionBy(parallelism, self.partition_by)
                      .map(_same, preservesPartitioning=True))  # in the serializer of ``rdd``
             step += 1
-            rdd = self._job(rdd.union(loops), parallelism, _graph_job(spec, events, step))
+            rdd = self._job(rdd.union(loops), parallelism,
+                            _graph_job(spec, events, step, self.keep_live))
             jobs.append(rdd)
         if previous is not None:
             _unpersist(previous[1])

@@ -230,7 +230,7 @@ class ArraySupersteps:
         self._materialize_before()
         return pickle.dumps((self.window, done, self.parallelism, payload, self.values, inbox,
                              (self.touched, self.added), (self.before, self.fresh),
-                             self.num_vertices, [], {}, self.removed),
+                             self.num_vertices, [], {}, self.removed, self._removal_state()),
                             pickle.HIGHEST_PROTOCOL)
 
     def restore_progress(self, record: tuple) -> tuple:
@@ -239,7 +239,8 @@ class ArraySupersteps:
          (self.before, self.fresh), self.num_vertices, _, _) = record[:11]
         self.removed = record[11] if len(record) > 11 else []
         self.reported = None  # where the supersteps before changed values is not recorded
-        self.removed_halves = None
+        # (a record written before the removal state was kept: none, as then)
+        self._take_removal_state(record[12] if len(record) > 12 else (frozenset(), None))
         self.known_ids.forget()
         if inbox:
             self.loop.put(self.index, done + 1, inbox, self.merge)
@@ -256,20 +257,31 @@ class ArraySupersteps:
         # keeps the bytes a Spark step persists per task to the graph itself.
         return (tables, self.values, self.collecting, self.pending, (self.touched, self.added),
                 self.before, self.fresh, self.num_vertices, self.window,
-                (self.removed, self.removals))
+                (self.removed, self.removals), self._removal_state())
 
     def import_state(self, state: tuple) -> None:
         """Take over what ``export_state`` gave."""
         (tables, self.values, self.collecting, self.pending, (self.touched, self.added),
          self.before, self.fresh, self.num_vertices, self.window,
-         (self.removed, self.removals)) = state
-        self.reported = None  # where the supersteps before changed values is not carried
-        self.removed_halves = None
+         (self.removed, self.removals), removal) = state
+        self.reported = None  # ``_materialize_before`` turned it into ``before``
+        self._take_removal_state(removal)
         self._tables()
         self.known_ids.forget()
         for name, exported in tables.items():
             self.ctx.state.table(name).take_over(exported)
         self.part = self._build(self.graph.data) if self.graph.data else None
+
+    def _removal_state(self) -> tuple:
+        """What every superstep of a window that removed something reads besides the values:
+        the joined removal scope (``ctx.removal_scope``, set by the first superstep) and the
+        removal halves (``ctx.removed``, from the window's input). A task rebuilt between
+        supersteps (Spark, an iteration snapshot) must have them: a repairing program that finds
+        no scope stops trimming and repairs while the other tasks still trim."""
+        return self.scope, self.removed_halves
+
+    def _take_removal_state(self, state: tuple) -> None:
+        self.scope, self.removed_halves = state
 
 
 def _marked(positions: np.ndarray, size: int) -> np.ndarray:
