@@ -34,12 +34,12 @@ def snapshots(config_path: str | None, as_json: bool) -> None:
         for job in store.jobs():
             try:
                 meta = store.read_meta(job)
+                parts = dict(sorted(store.sizes(job).items()))
             except SnapshotCorruptedError as exc:
                 jobs.append({"job": job, "corrupted": str(exc)})
                 continue
             jobs.append({"job": job, "last_completed": meta.last_completed,
-                         "retained": list(meta.retained), "parts": dict(sorted(
-                             store.sizes(job).items()))})
+                         "retained": list(meta.retained), "parts": parts})
     finally:
         store.close()
     if as_json:

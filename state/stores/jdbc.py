@@ -294,6 +294,9 @@ class JdbcSnapshotStore(SnapshotStore):
             yield
         except sa.exc.OperationalError as exc:
             text = " ".join(str(exc.orig).split())
+            if text.startswith("Could not decode to UTF-8"):  # SQLite: a value not as written
+                msg = f"database {self.location()} holds a damaged value ({text})"
+                raise SnapshotCorruptedError(msg) from None
             msg = f"{self.location()}: {text}"
             raise BackendUnavailableError(msg) from None
         except sa.exc.DatabaseError as exc:

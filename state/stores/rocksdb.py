@@ -436,7 +436,12 @@ class RocksDBSnapshotStore(SnapshotStore):
         names = []
         for quoted in sorted(os.listdir(self.path)):
             job = urllib.parse.unquote(quoted)
-            if os.path.isdir(os.path.join(self.path, quoted, "meta")) and self.read_meta(job):
+            if not os.path.isdir(os.path.join(self.path, quoted, "meta")):
+                continue
+            try:
+                if self.read_meta(job):
+                    names.append(job)
+            except SnapshotCorruptedError:  # a job all the same: reading its meta tells what broke
                 names.append(job)
         return names
 

@@ -117,6 +117,58 @@ def test_snapshots_never_cut_a_job_name_and_speak_json(tmp_path):
     assert job["retained"][-1] == 2 and all(size >= 0 for size in job["parts"].values())
 
 
+TWO_JOBS = LONG_JOB.replace("a-pipeline-whose-name-is-long-enough-to-pass-eighty-columns-alone",
+                            "first").replace("pipeline.execute()", """pipeline.execute()
+other = Environment.local().pipeline("second")
+other.task(lambda ctx: ctx.source(list(range(6)), SizeTumblingWindow(3)).collect("c"))
+other.execute()""")
+
+
+@pytest.mark.processes
+def test_snapshots_lists_a_damaged_rocksdb_job_as_damaged_and_the_others_as_they_are(tmp_path):
+    (tmp_path / "two.py").write_text(TWO_JOBS)
+    state = {"GYREFLOW_STATE__BACKEND": "rocksdb", "GYREFLOW_STATE__PATH": str(tmp_path / "st")}
+    done = gyreflow(["run", "two.py", "-q"], tmp_path, **state)
+    assert done.returncode == 0, done.stderr
+    (tmp_path / "st" / "first%2Fthe_task_with_a_long_name_too" / "meta" / "CURRENT").write_text(
+        "garbage")
+    listed = gyreflow(["snapshots", "--json"], tmp_path, **state)
+    assert listed.returncode == 0 and "Traceback" not in listed.stderr, listed.stderr
+    jobs = {job["job"]: job for job in json.loads(listed.stdout)["jobs"]}
+    assert set(jobs) == {"first/the_task_with_a_long_name_too", "second/<lambda>"}, jobs
+    assert "corrupted" in jobs["first/the_task_with_a_long_name_too"]
+    assert jobs["second/<lambda>"]["last_completed"] == 2
+
+
+COUNTS_JOB = """from gyreflow.api import Environment, SizeTumblingWindow
+pipeline = Environment.local().pipeline("counts")
+pipeline.task(lambda ctx: ctx.source([f"w{i % 3}" for i in range(30)], SizeTumblingWindow(5))
+              .key_by().count().collect("c"))
+pipeline.execute()
+"""
+
+
+@pytest.mark.processes
+def test_a_state_value_sqlite_cannot_decode_is_damaged_state(tmp_path):
+    """A value changed behind the store's back into text SQLite cannot decode: exit 3, one line
+    naming the database, as any damaged snapshot."""
+    import sqlite3
+
+    (tmp_path / "counts.py").write_text(COUNTS_JOB)
+    state = {"GYREFLOW_STATE__BACKEND": "jdbc", "GYREFLOW_STATE__PATH": str(tmp_path / "st")}
+    crashed = gyreflow(["run", "counts.py", "-q"], tmp_path, GYREFLOW_CRASH_AT="after-commit:2",
+                       **state)
+    assert crashed.returncode == -9, crashed.stderr
+    (database,) = (tmp_path / "st").glob("*.db")
+    with sqlite3.connect(database) as db:
+        changed = db.execute("UPDATE gyreflow_state SET v = v || x'00'").rowcount
+    assert changed > 0
+    resumed = gyreflow(["run", "counts.py", "-q", "--resume"], tmp_path, **state)
+    assert resumed.returncode == 3, resumed.stderr
+    assert resumed.stderr.startswith("error:") and "damaged" in resumed.stderr.splitlines()[0]
+    assert "Traceback" not in resumed.stderr, resumed.stderr
+
+
 def test_one_argument_is_singular():
     result = CliRunner().invoke(main, ["query", "MATCH (a) RETURN a"])
     assert result.exit_code == 2
