@@ -211,10 +211,23 @@ class RocksDBSnapshotStore(SnapshotStore):
             db = self._open(path, write=False)
             if db is None:
                 continue
+            chunks = set()
             for key, value in scan(db, CHUNK, start, stop):
                 group, v = SLOT.unpack_from(key, 1)
                 if v <= version:
                     found.append((group, v, value))
+                    chunks.add(key[1:])
+            # Each chunk is written and removed with its count entry, in one batch: one without
+            # the other was deleted behind the store's back.
+            counted = {key[1:] for key, _ in scan(db, STATS, start, stop)
+                       if SLOT.unpack_from(key, 1)[1] <= version}
+            if chunks != counted:
+                slot = min(chunks ^ counted)
+                group, v = SLOT.unpack(slot)
+                lost = "count entry" if slot in chunks else "chunk"
+                msg = (f"the state of {self.location()} job={job} table={table} key group {group} "
+                       f"version={v} has lost its {lost} (window {version} was completed)")
+                raise SnapshotCorruptedError(msg)
         if len(paths) > 1:
             found.sort(key=lambda item: (item[0], item[1]))
         return found

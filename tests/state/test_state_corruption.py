@@ -210,3 +210,24 @@ def test_rocksdb_damaged_values_name_the_keys_of_their_chunk(rocks):
     for part in ("rocksdb:", "job=job", "table=t", f"key group={rocks.key_group}", "'victim'",
                  "version=2"):
         assert part in message, (part, message)
+
+
+@pytest.mark.parametrize("lost", ["c", "n"], ids=["chunk", "count-entry"])
+def test_rocksdb_a_chunk_or_its_count_entry_deleted_alone_is_reported(rocks, lost):
+    """A chunk and its count entry are written and removed together: the newest chunk of a key
+    group deleted alone would restore the older one silently (the count entry alone: the same
+    check, the other way round)."""
+    slot = chunk_key(rocks.key_group, 2)[1:]
+    db = Rdict(rocks.path, options=Options(raw_mode=True))
+    try:
+        assert lost.encode() + slot in db
+        del db[lost.encode() + slot]
+    finally:
+        db.close()
+    store = rocks.backend.open_store()
+    try:
+        kind, message = outcome(lambda: dict(store.read_rows(rocks.job, "t", ALL, 2)))
+    finally:
+        store.close()
+    assert kind == "corrupted", (kind, message)
+    assert f"key group {rocks.key_group} version=2 has lost its" in message, message
