@@ -16,6 +16,7 @@ from gyreflow.api.dsl.parsing import (
     _options,
     _split_commas,
     _tokens,
+    place_offset,
 )
 from gyreflow.api.graph.query.gql_paths import Element, PathReader
 
@@ -111,6 +112,9 @@ class NodePattern:
     var: str
     labels: list[str]
     where: exp.Expression | None
+    # offsets in the statement's query text: each label, and the element's WHERE (or property map)
+    label_at: list[int] = attrs.Factory(list)
+    where_at: int | None = None
 
 
 @attrs.define
@@ -120,6 +124,8 @@ class EdgePattern:
     where: exp.Expression | None
     direction: str  # "out", "in", "both"
     hops: tuple[int, int] | None = None
+    label_at: list[int] = attrs.Factory(list)
+    where_at: int | None = None
 
 
 @attrs.define
@@ -146,6 +152,7 @@ class GqlQuery:
     # path sub-queries, called __sub_K() in the expressions: K -> (aggregate or "exists", path, value)
     subqueries: dict = attrs.Factory(dict)
     call: tuple | None = None  # CALL name(args) YIELD (columns): (name, [args], [columns])
+    at: int | None = None  # the block's offset in the statement's query text
 
 
 _CLAUSES = {"match", "return", "then", "let", "where", "optional"}
@@ -160,16 +167,30 @@ def _expression(text: str, statement: Statement) -> exp.Expression:
 
 
 class _Reader(PathReader):
-    def __init__(self, text: str, statement: Statement, prefix: str = "") -> None:
+    def __init__(self, text: str, statement: Statement, prefix: str = "",
+                 origin: list[int] | None = None) -> None:
         super().__init__(text, _tokens(text, statement.line))
         self.statement, self.prefix = statement, prefix
+        self.origin = origin  # each character's offset in the statement's query text
         self.anonymous = 0
+
+    def error(self, message: str, token=None, hint: str | None = None) -> Exception:
+        """An error at ``token`` (None: the end of the text), placed in the script."""
+        line = column = None
+        if self.origin:
+            offset = token.start if token is not None else len(self.text.rstrip())
+            line, column = place_offset(self.statement, self.origin[offset] if offset < len(self.origin)
+                                        else self.origin[-1] + 1)
+        return self.statement.error(message, hint, line=line, column=column)
+
+    def offset(self, token) -> int | None:
+        """Where ``token`` starts in the statement's query text."""
+        return self.origin[token.start] if self.origin and token.start < len(self.origin) else None
 
     def fail(self, what: str, token=None) -> Exception:
         token = token if token is not None else self.peek()
         found = token.text if token is not None else "the end"
-        return self.statement.error(f"expected {what} in a MATCH, found {found!r}",
-                                    line=token.line if token else None)
+        return self.error(f"expected {what} in a MATCH, found {found!r}", token)
 
     def until(self, stop_words: set[str], stop_at_close: bool = True) -> str:
         """The text up to a stop word at depth 0 (or the close of the enclosing bracket)."""
@@ -208,8 +229,15 @@ def _pattern(reader: _Reader, element: Element) -> NodePattern | EdgePattern:
     labels = [token.text.lower() for token in element.labels]
     var = element.var.text if element.var is not None else None
     if element.kind == "node":
-        return NodePattern(var or reader.fresh("v"), labels, where)
-    return EdgePattern(var or reader.fresh("e"), labels, where, element.direction, element.hops)
+        pattern = NodePattern(var or reader.fresh("v"), labels, where)
+    else:
+        pattern = EdgePattern(var or reader.fresh("e"), labels, where, element.direction, element.hops)
+    pattern.label_at = [reader.offset(token) for token in element.labels]
+    starts = [values[0] for _, values in element.properties] + (
+        [element.where[0]] if element.where is not None else [])
+    if starts and min(starts) < len(reader.toks):
+        pattern.where_at = reader.offset(reader.toks[min(starts)])
+    return pattern
 
 
 def _path(reader: _Reader) -> list:
@@ -232,12 +260,27 @@ def _alternatives(reader: _Reader) -> tuple[list[list], list[bool]]:
     return paths, keep
 
 
-def parse_gql(text: str, statement: Statement, graph: str | None) -> GqlQuery:
-    """A MATCH block (``MATCH ... [WHERE] [RETURN ... [ORDER BY] [LIMIT]] [THEN FILTER ...]``)."""
-    text = re.sub(r"\.\s*~(label|id)\b", r".__\1", text)
-    query = GqlQuery(graph, [], None, [], text=text)
-    text = _cut_subqueries(text, statement, query)
-    reader = _Reader(text, statement)
+def _sub(pattern: re.Pattern, replace: str, text: str, origin: list[int]) -> tuple[str, list[int]]:
+    """``pattern.sub(replace, text)``, and where each character of the result came from."""
+    out, where, last = [], [], 0
+    for match in pattern.finditer(text):
+        new = match.expand(replace)
+        out += [text[last:match.start()], new]
+        where += origin[last:match.start()] + [origin[match.start()]] * len(new)
+        last = match.end()
+    return "".join(out) + text[last:], where + origin[last:]
+
+
+_TILDE = re.compile(r"\.\s*~(label|id)\b")
+
+
+def parse_gql(text: str, statement: Statement, graph: str | None, at: int = 0) -> GqlQuery:
+    """A MATCH block (``MATCH ... [WHERE] [RETURN ... [ORDER BY] [LIMIT]] [THEN FILTER ...]``),
+    at offset ``at`` of the statement's query text."""
+    text, origin = _sub(_TILDE, r".__\1", text, list(range(at, at + len(text))))
+    query = GqlQuery(graph, [], None, [], text=text, at=at)
+    text, origin = _cut_subqueries(text, statement, query, origin)
+    reader = _Reader(text, statement, origin=origin)
     while reader.peek() is not None:
         word = reader.word()
         if word == "match":
@@ -295,8 +338,8 @@ def parse_gql(text: str, statement: Statement, graph: str | None) -> GqlQuery:
                     break
                 reader.take()
         else:
-            raise statement.error(f"{reader.peek().text!r} is not a GQL clause gyreflow knows",
-                                  hint="clauses: MATCH, WHERE, LET, RETURN, ORDER BY, LIMIT, THEN FILTER")
+            raise reader.error(f"{reader.peek().text!r} is not a GQL clause gyreflow knows", reader.peek(),
+                               hint="clauses: MATCH, WHERE, LET, RETURN, ORDER BY, LIMIT, THEN FILTER")
     if not query.matches and query.call is None:
         raise statement.error("a graph query starts with MATCH or CALL")
     return query
@@ -324,9 +367,11 @@ def _close(text: str, at: int) -> int:
     return len(text) - 1
 
 
-def _cut_subqueries(text: str, statement: Statement, query: GqlQuery) -> str:
-    """``COUNT((b)->(c) => c.id)`` and ``EXISTS (b)->(c)`` replaced by ``__sub_K()``, kept in ``query``."""
-    out, at = [], 0
+def _cut_subqueries(text: str, statement: Statement, query: GqlQuery,
+                    origin: list[int]) -> tuple[str, list[int]]:
+    """``COUNT((b)->(c) => c.id)`` and ``EXISTS (b)->(c)`` replaced by ``__sub_K()``, kept in ``query``;
+    ``origin`` (and the list returned): where each character came from."""
+    out, where, at = [], [], 0
     while True:
         found = [m for m in (_AGGREGATE_PATH.search(text, at), _EXISTS_PATH.search(text, at)) if m]
         if not found:
@@ -339,28 +384,32 @@ def _cut_subqueries(text: str, statement: Statement, query: GqlQuery) -> str:
             inner = text[opening + 1:closing]
             if "=>" not in inner:
                 out.append(text[at:match.end()])
+                where += origin[at:match.end()]
                 at = match.end()
                 continue
             path_text, _, value_text = inner.partition("=>")
-            path = _path(_Reader(path_text.strip(), statement, f"s{key}_"))
-            value = _expression(_cut_subqueries(value_text, statement, query), statement)
+            lead = opening + 1 + len(path_text) - len(path_text.lstrip())
+            path = _path(_Reader(path_text.strip(), statement, f"s{key}_", origin[lead:]))
+            value_at = opening + 1 + len(path_text) + 2
+            value_text, _ = _cut_subqueries(value_text, statement, query, origin[value_at:])
+            value = _expression(value_text, statement)
             query.subqueries[key] = (match.group(1).lower(), path, value)
             end = closing + 1
         elif text[match.end() + 1:].lstrip().startswith("("):  # EXISTS((b)->(c)): the path in parentheses
             closing = _close(text, match.end())
-            path = _path(_Reader(text[match.end() + 1:closing], statement, f"s{key}_"))
+            path = _path(_Reader(text[match.end() + 1:closing], statement, f"s{key}_",
+                                 origin[match.end() + 1:]))
             query.subqueries[key] = ("exists", path, None)
             end = closing + 1
         else:
-            reader = _Reader(text[match.end():], statement, f"s{key}_")
+            reader = _Reader(text[match.end():], statement, f"s{key}_", origin[match.end():])
             path = _path(reader)
             end = match.end() + reader.toks[reader.at - 1].end + 1
             query.subqueries[key] = ("exists", path, None)
-        out.append(text[at:match.start()])
-        out.append(f"__sub_{key}()")
+        out += [text[at:match.start()], f"__sub_{key}()"]
+        where += origin[at:match.start()] + [origin[match.start()]] * len(out[-1])
         at = end
-    out.append(text[at:])
-    return "".join(out)
+    return "".join(out) + text[at:], where + origin[at:]
 
 
 def _top_level_commas(text: str) -> list[str]:
@@ -395,10 +444,11 @@ def _depth_zero(text: str, at: int) -> bool:
     return text[:at].count("(") == text[:at].count(")")
 
 
-def cut_matches(text: str, prefix: str = "__gql_") -> tuple[str, list[tuple[str, str]]]:
-    """``text`` with each MATCH block replaced by a table name ``{prefix}k``, and the blocks."""
+def cut_matches(text: str, prefix: str = "__gql_") -> tuple[str, list[tuple[str, str, int]], list[int]]:
+    """``text`` with each MATCH block replaced by a table name ``{prefix}k``, the blocks (name, text,
+    offset in ``text``) and, for each character of the new text, its offset in ``text``."""
     toks = _tokens(text)
-    blocks, pieces, last = [], [], 0
+    blocks, pieces, origin, last = [], [], [], 0
     i = 0
     while i < len(toks):
         token = toks[i]
@@ -417,16 +467,17 @@ def cut_matches(text: str, prefix: str = "__gql_") -> tuple[str, list[tuple[str,
                 j += 1
             name = f"{prefix}{len(blocks)}"
             end = toks[j - 1].end + 1
-            blocks.append((name, text[token.start:end]))
+            blocks.append((name, text[token.start:end], token.start))
             enclosed = i > 0 and toks[i - 1].token_type == TokenType.L_PAREN
             pieces.append(text[last:token.start])
+            origin.extend(range(last, token.start))
             pieces.append(f"SELECT * FROM {name}" if enclosed or i == 0 or
                           toks[i - 1].text.lower() not in ("from", "join") else name)
-            if not enclosed and (i == 0 or toks[i - 1].text.lower() not in ("from", "join")):
-                pieces[-1] = f"SELECT * FROM {name}"
+            origin.extend([end - 1] * len(pieces[-1]))  # the block's place: its last character
             last = end
             i = j
             continue
         i += 1
     pieces.append(text[last:])
-    return "".join(pieces), blocks
+    origin.extend(range(last, len(text)))
+    return "".join(pieces), blocks, origin

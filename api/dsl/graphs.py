@@ -159,14 +159,14 @@ class _Filters:
         return fn((row, None)) is True
 
 
-def _steps(graph: Graph, vertex, edge: EdgePattern, filters: _Filters):
+def _steps(graph: Graph, vertex, edge: EdgePattern, filters: _Filters, binding=None):
     if edge.direction in ("out", "both"):
         for e in graph.out_edges.get(vertex.id, ()):
-            if filters.test(edge, e) and e.dst in graph.vertices:
+            if filters.test(edge, e, binding) and e.dst in graph.vertices:
                 yield e, graph.vertices[e.dst]
     if edge.direction in ("in", "both"):
         for e in graph.in_edges.get(vertex.id, ()):
-            if filters.test(edge, e) and e.src in graph.vertices:
+            if filters.test(edge, e, binding) and e.src in graph.vertices:
                 yield e.turned(), graph.vertices[e.src]
 
 
@@ -175,12 +175,13 @@ def _walks(graph, vertex, edge: EdgePattern, filters, node=None, binding=None):
     GeaFlow, whose loop body is the edge and its end node, every vertex a walk steps on passes the
     end ``node``'s filters (``-[:replyOf]->{0,}(post:Post)`` goes on through posts only)."""
     if edge.hops is None:
-        yield from _steps(graph, vertex, edge, filters)
+        yield from _steps(graph, vertex, edge, filters, binding)
         return
     low, high = edge.hops
     frontier = [(None, vertex)]
     for length in range(1, high + 1):
-        frontier = [(e, end) for _, start in frontier for e, end in _steps(graph, start, edge, filters)
+        frontier = [(e, end) for _, start in frontier
+                    for e, end in _steps(graph, start, edge, filters, binding)
                     if node is None or filters.test(node, end, binding)]
         if length >= low:
             yield from frontier

@@ -140,16 +140,23 @@ _CREATE_WORDS = {"create", "or", "replace", "temporary", "table", "view", "if", 
                  "function", "graph", "insert", "into", "overwrite"}
 
 
-def parse_query(text: str, statement: Statement, offset_line: int = 0) -> exp.Expression:
-    """A SELECT / VALUES / UNION query parsed by sqlglot, errors placed in the script."""
+def parse_query(text: str, statement: Statement, offset_line: int = 0,
+                origin: list[int] | None = None) -> exp.Expression:
+    """A SELECT / VALUES / UNION query parsed by sqlglot, errors placed in the script; ``origin``:
+    for text rewritten from the statement's query text, each character's offset in that text."""
     try:
         parsed = sqlglot.parse_one(readable(text), dialect=GeaFlowDialect)
     except ParseError as exc:
         detail = exc.errors[0] if exc.errors else {}
         line = statement.line + offset_line + (detail.get("line") or 1) - 1
+        column = detail.get("col")
         message = (detail.get("description") or str(exc)).split("\n")[0]
-        raise statement.error(f"cannot parse the query: {message}", line=line,
-                              column=detail.get("col")) from None
+        if origin and detail.get("line"):  # the place in the rewritten text, mapped back
+            lines = text.split("\n")
+            offset = sum(len(t) + 1 for t in lines[:detail["line"] - 1]) + max((column or 1) - 1, 0)
+            at = place_offset(statement, origin[min(offset, len(origin) - 1)])
+            line, column = at if at[0] is not None else (line, column)
+        raise statement.error(f"cannot parse the query: {message}", line=line, column=column) from None
     if not isinstance(parsed, (exp.Query, exp.Values)):
         raise statement.error(f"expected a query, found {parsed.key.upper()}")
     return group_windows(parsed)
@@ -259,6 +266,13 @@ def place(statement: Statement, line: int | None, column: int | None) -> tuple[i
     if line == 1:
         return start_line, start_column + (column or 1) - 1
     return start_line + line - 1, column
+
+
+def place_offset(statement: Statement, offset: int) -> tuple[int | None, int | None]:
+    """Where the character at ``offset`` of a statement's query text (its ``body``) is in the script."""
+    text = statement.body if statement.body is not None else statement.text
+    line = text.count("\n", 0, offset) + 1
+    return place(statement, line, offset - text.rfind("\n", 0, offset))
 
 
 def _query_or_gql(text: str, statement: Statement, offset_line: int) -> exp.Expression:

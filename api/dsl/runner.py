@@ -9,6 +9,7 @@ import tempfile
 import gyreflow.api.dsl.streaming as streaming
 from gyreflow.api.dsl.catalog import Catalog
 from gyreflow.api.dsl.gql import cut_matches, parse_create_graph, parse_gql
+from gyreflow.api.dsl.graph_checks import check_gql, written
 from gyreflow.api.dsl.lowering import shape_of
 from gyreflow.api.dsl.parsing import DslError, Statement, parse_query, parse_script, place
 from gyreflow.api.dsl.queries import QueryError
@@ -62,10 +63,19 @@ def _graph_target(statement: Statement, catalog: Catalog):
 
 def _read_gql(statement: Statement, catalog: Catalog) -> None:
     """A statement's MATCH blocks cut out, parsed and kept in the catalogue under names of their own."""
-    text, blocks = cut_matches(statement.body, f"__gql_{statement.number}_")
-    statement.query = parse_query(text, statement, statement.body_line)
-    for name, block in blocks:
-        catalog.gql[name] = parse_gql(block, statement, catalog.current_graph)
+    text, blocks, origin = cut_matches(statement.body, f"__gql_{statement.number}_")
+    errors = []  # the first in the script is reported: an unclosed MATCH shows in both
+    try:
+        statement.query = parse_query(text, statement, statement.body_line, origin)
+    except DslError as exc:
+        errors.append(exc)
+    for name, block, at in blocks:
+        try:
+            catalog.gql[name] = parse_gql(block, statement, catalog.current_graph, at)
+        except DslError as exc:
+            errors.append(exc)
+    if errors:
+        raise min(errors, key=lambda e: (e.line or 0, e.column or 0))
 
 
 def apply(statement: Statement, catalog: Catalog, *, check: bool) -> None:
@@ -97,9 +107,8 @@ def apply(statement: Statement, catalog: Catalog, *, check: bool) -> None:
         if statement.value == "gql" and statement.query is None:
             _read_gql(statement, catalog)
         elif statement.value == "gql":
-            text, blocks = cut_matches(statement.body, f"__gql_{statement.number}_")
-            for name, block in blocks:
-                catalog.gql[name] = parse_gql(block, statement, catalog.current_graph)
+            for name, block, at in cut_matches(statement.body, f"__gql_{statement.number}_")[1]:
+                catalog.gql[name] = parse_gql(block, statement, catalog.current_graph, at)
         if check:
             _check(statement, catalog)
         if kind == "view":
@@ -109,6 +118,10 @@ def apply(statement: Statement, catalog: Catalog, *, check: bool) -> None:
 def _check(statement: Statement, catalog: Catalog) -> None:
     """Refuses what cannot run, before any data moves: unknown tables, columns and functions."""
     dry = catalog.bound({})
+    if statement.value == "gql":
+        for name, query in catalog.gql.items():
+            if name.startswith(f"__gql_{statement.number}_"):
+                check_gql(query, statement, catalog)
     try:
         result = evaluate(statement.query, dry)
         # SESSION runs only on the plan's event-time windows (TUMBLE and HOP also over rows)
@@ -117,7 +130,10 @@ def _check(statement: Statement, catalog: Catalog) -> None:
             raise QueryError("SESSION runs only as the one table of a GROUP BY window_start, "
                              "window_end query, not under a join or a sub-query")
     except QueryError as exc:
-        line, column = place(statement, exc.line, exc.column) if statement.value != "gql" else (None, None)
+        if statement.value == "gql":  # the expression's place is in text cut from the script's
+            line, column = written(statement, exc.message)
+        else:
+            line, column = place(statement, exc.line, exc.column)
         raise statement.error(exc.message, exc.hint, line=line, column=column) from None
     if statement.kind != "insert":
         return
