@@ -85,8 +85,13 @@ def spark_session(config, announce: bool = False) -> Callable[[], object]:
             builder = builder.config(key, value)
         log = spark_log_path()
         logged = os.path.getsize(log) if os.path.exists(log) else 0
+        from pyspark import SparkContext
+
+        # The active session is per thread: a context started by another thread (or whose session
+        # stopped) is taken over by ``getOrCreate``, never started a second time.
         starts_jvm = ("PYSPARK_GATEWAY_PORT" not in os.environ
-                      and SparkSession.getActiveSession() is None)
+                      and SparkSession.getActiveSession() is None
+                      and SparkContext._active_spark_context is None)
         if starts_jvm:
             problem = java_problem()
             if problem is not None:  # before spark-submit, whose own words are JAVA_GATEWAY_EXITED

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from _recovery_data import word_count_oracle
-from _recovery_jobs import _create_database
 
 from gyreflow.api import (
     PostgresSink,
@@ -24,20 +23,15 @@ from gyreflow.api import (
     TimeTumblingWindow,
 )
 from gyreflow.api.config import ConfigError
-from gyreflow.state.stores.sql_urls import engine_url
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "postgres_sink.py"
 
 
 @pytest.fixture
-def database(postgres_url):
+def database(postgres_database):
     """A new database on the test server, dropped afterwards."""
-    url, drop = _create_database(postgres_url)
-    engine = sa.create_engine(engine_url(url))
-    yield url, engine
-    engine.dispose()
-    drop()
+    return postgres_database
 
 
 def run(env, build, name: str = "job"):

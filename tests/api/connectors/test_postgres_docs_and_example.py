@@ -12,9 +12,6 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from _recovery_jobs import _create_database
-
-from gyreflow.state.stores.sql_urls import engine_url
 
 ROOT = Path(__file__).resolve().parents[3]
 LINES = ["a b", "b c", "b", "d a"]
@@ -23,12 +20,9 @@ pytestmark = pytest.mark.processes
 
 
 @pytest.fixture
-def database(postgres_url):
-    url, drop = _create_database(postgres_url)
-    engine = sa.create_engine(engine_url(url))
-    yield url, engine
-    engine.dispose()
-    drop()
+def database(postgres_database):
+    """A new database on the test server, dropped afterwards."""
+    return postgres_database
 
 
 def sink_block() -> str:

@@ -37,12 +37,8 @@ def database(request, tmp_path):
 
 
 @pytest.fixture
-def postgres(postgres_url):
-    url, drop = _create_database(postgres_url)
-    engine = sa.create_engine(engine_url(url))
-    yield url, engine
-    engine.dispose()
-    drop()
+def postgres(postgres_database):
+    return postgres_database
 
 
 def execute(engine, *statements: str) -> None:

@@ -12,20 +12,14 @@ from collections import Counter
 
 import pytest
 import sqlalchemy as sa
-from _recovery_jobs import _create_database
 
 from gyreflow.api import PostgresSource, SizeTumblingWindow
-from gyreflow.state.stores.sql_urls import engine_url
 
 
 @pytest.fixture
-def database(postgres_url):
+def database(postgres_database):
     """A new database on the test server, dropped afterwards."""
-    url, drop = _create_database(postgres_url)
-    engine = sa.create_engine(engine_url(url))
-    yield url, engine
-    engine.dispose()
-    drop()
+    return postgres_database
 
 
 def make_events(engine, rows: list[tuple[int, int | None]]) -> None:
