@@ -27,10 +27,8 @@ if _typing.TYPE_CHECKING:
     from gyreflow.api.connectors.file_source import (
         FileSource,
     )
-    from gyreflow.api.connectors.postgres import (
-        PostgresSink,
-        PostgresSource,
-    )
+    from gyreflow.api.connectors.postgres import PostgresSink
+    from gyreflow.api.connectors.postgres_source import PostgresSource
     from gyreflow.api.connectors.sinks import (
         PrintSink,
         Sink,
@@ -122,7 +120,7 @@ _EXPORTS: dict[str, str] = {
     "PipelineResult": "gyreflow.api.language.pipeline",
     "PipelineTaskContext": "gyreflow.api.language.pipeline",
     "PostgresSink": "gyreflow.api.connectors.postgres",
-    "PostgresSource": "gyreflow.api.connectors.postgres",
+    "PostgresSource": "gyreflow.api.connectors.postgres_source",
     "PrintSink": "gyreflow.api.connectors.sinks",
     "ProcessFunction": "gyreflow.api.language.functions",
     "Session": "gyreflow.api.language.windows",
