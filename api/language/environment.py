@@ -174,7 +174,7 @@ class LocalEnvironment(Environment):
     def describe(self, graph: PipelineGraph) -> str:
         workers = self.config["environment.workers"]
         where = "in this process" if workers <= 1 else f"in {workers} worker processes"
-        return f"local, {where}, parallelism {self.config['environment.parallelism']}"
+        return f"local, {where}, {parallelism_text(self.config['environment.parallelism'], graph)}"
 
     def run_task(self, name: str, graph: PipelineGraph, listener: JobListener | None,
                  recovery: RecoveryOptions | None = None) -> TaskResult:
@@ -182,6 +182,16 @@ class LocalEnvironment(Environment):
         check_requirements(requirements_of(graph))  # before any data moves
         return self._drive(name, graph, listener, recovery, self.state_backend,
                            lambda backend: LocalHost(self.config, backend))
+
+
+def parallelism_text(default: int, graph: PipelineGraph) -> str:
+    """The run summary's parallelism: the environment's, and the operators that run with another
+    (``parallelism 1 (count 2, files 2)``), as many tasks as each really ran."""
+    other = [vertex for vertex in graph.vertices if vertex.parallelism != default]
+    if not other:
+        return f"parallelism {default}"
+    named = ", ".join(f"{vertex.name} {vertex.parallelism}" for vertex in other[:4])
+    return f"parallelism {default} ({named}{', ...' if len(other) > 4 else ''})"
 
 
 def spark_mode(configured: str, graph: PipelineGraph) -> str:
@@ -243,8 +253,8 @@ class SparkEnvironment(Environment):
 
     def describe(self, graph: PipelineGraph) -> str:
         mode = spark_mode(self.config["spark.mode"], graph)
-        return (f"Spark {self.config['spark.master']}, {mode} mode, parallelism "
-                f"{self.config['environment.parallelism']}")
+        return (f"Spark {self.config['spark.master']}, {mode} mode, "
+                f"{parallelism_text(self.config['environment.parallelism'], graph)}")
 
     def _session_parallelism(self) -> int:
         """A cluster's default parallelism: the cores of its executors (starts the session)."""
