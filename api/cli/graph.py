@@ -98,6 +98,7 @@ def graph(algorithm: str, vertices_path: str, edges_path: str, directed: bool,
     from rich.console import Console
 
     from gyreflow.api.cli.errors import fail_user_function
+    from gyreflow.api.cli.query import query_state
     from gyreflow.api.config.loading import Config, ConfigError, chosen_environment
     from gyreflow.api.config.session import RunSettings, using_settings
     from gyreflow.api.graph.files import (
@@ -109,6 +110,7 @@ def graph(algorithm: str, vertices_path: str, edges_path: str, directed: bool,
     )
     from gyreflow.runtime.errors import UserFunctionError
     from gyreflow.runtime.spark.session import SparkStartError
+    from gyreflow.state.shared.job_lock import JobLockedError
     from gyreflow.state.shared.snapshot import BackendUnavailableError, SnapshotCorruptedError
 
     console = Console(stderr=True)
@@ -133,12 +135,14 @@ def graph(algorithm: str, vertices_path: str, edges_path: str, directed: bool,
             environment = chosen_environment(config_path)
         if environment is None and len(edges[0]) < SMALL_GRAPH_EDGES:
             environment = "local"
+        env_type = environment or Config.load(config_path)["environment.type"]
         settings = RunSettings(config_path=config_path, environment=environment, quiet=quiet,
                                show_progress=not quiet, summaries=[])
         with using_settings(settings):
             from gyreflow.api.language.environment import Environment
 
-            env = Environment.from_config()
+            # Its own state: the configured store, and any job of the same name, are left alone.
+            env = Environment.from_config(overrides=query_state(config_path, env_type))
             pipeline = build_pipeline(env, algorithm, vertex_ids, edges, directed,
                                       source=source_vertex, iterations=iterations, damping=damping)
             started = time.perf_counter()
@@ -156,6 +160,8 @@ def graph(algorithm: str, vertices_path: str, edges_path: str, directed: bool,
         fail_user_function(console, exc, None)
     except (BackendUnavailableError, SnapshotCorruptedError) as exc:
         _fail(console, str(exc), 3)
+    except JobLockedError as exc:  # a cluster's run, which keeps its state in the store
+        _fail(console, str(exc), 4)
     vertices = vertex_ids.tolist()
     missing = [v for v in vertices if v not in values]
     if missing:

@@ -53,7 +53,10 @@ def _read_json_lines(path: str, kind: str) -> list:
 
 def read_graph(vertices_path: str, edges_path: str) -> tuple[list, list]:
     """``(vertices, edges)`` from JSON-lines files (``.jsonl``/``.json``) or Graphalytics files
-    (ids, and ``src dst [weight]`` lines: a weight becomes the edge property ``weight``)."""
+    (ids, and ``src dst [weight]`` lines: a weight becomes the edge property ``weight``).
+
+    A JSON-lines edge may name a vertex the vertex file does not have: the vertex exists, without
+    a label or properties, as in a graph built by a pipeline (Graphalytics files refuse it)."""
     from gyreflow.api.graph.files import read_edges, read_vertices
 
     if vertices_path.endswith((".jsonl", ".json")):
@@ -62,6 +65,7 @@ def read_graph(vertices_path: str, edges_path: str) -> tuple[list, list]:
         vertices = [(v, None) for v in read_vertices(vertices_path)]
     if edges_path.endswith((".jsonl", ".json")):
         edges = _read_json_lines(edges_path, "edge")
+        vertices = vertices + _named_only_by_edges(vertices, edges)
     else:
         known = {v for v, _ in vertices}
         with open(edges_path, encoding="utf-8") as file:
@@ -70,6 +74,31 @@ def read_graph(vertices_path: str, edges_path: str) -> tuple[list, list]:
                  for e in read_edges(edges_path, known, weighted=weighted,
                                      vertices_path=vertices_path)]
     return vertices, edges
+
+
+def _named_only_by_edges(vertices: list, edges: list) -> list:
+    """``(id, {})`` for each vertex an edge names that ``vertices`` lacks, in the edges' order."""
+    known = {vertex for vertex, _ in vertices}
+    implied: dict = {}
+    for source, target, _ in edges:
+        for end in (source, target):
+            if end not in known and end not in implied:
+                implied[end] = {}
+    return list(implied.items())
+
+
+def query_state(config_path: str | None, environment: str) -> dict:
+    """The state of a command's own one-shot pipeline: in memory (it leaves the configured store,
+    and any job of the same name there, alone, and two runs at once do not meet), except on a
+    Spark cluster, whose executors cannot reach this process's memory."""
+    from gyreflow.api.config.loading import Config
+    from gyreflow.api.language.cluster import is_cluster_master
+
+    if environment == "spark":
+        config = Config.load(config_path, {"environment.type": "spark"})
+        if is_cluster_master(config["spark.master"]):
+            return {}
+    return {"state.backend": "memory"}
 
 
 def _properties_directed(path: str) -> bool | None:
@@ -165,6 +194,7 @@ def query(arguments: tuple[str, ...], params: tuple[str, ...], directed: bool | 
     from gyreflow.api.graph.views import GraphView
     from gyreflow.runtime.errors import DataError, UserFunctionError
     from gyreflow.runtime.spark.session import SparkStartError
+    from gyreflow.state.shared.job_lock import JobLockedError
     from gyreflow.state.shared.snapshot import BackendUnavailableError, SnapshotCorruptedError
 
     console = Console(stderr=True)
@@ -181,7 +211,12 @@ def query(arguments: tuple[str, ...], params: tuple[str, ...], directed: bool | 
         parsed.check_parameters(values)
         if config_path is not None:
             Config.load(config_path)
-        stored_job = False
+        if len(where) == 2 or os.path.isdir(where[0]) or where[0].endswith(".properties"):
+            only_jobs = [option for option, value in (("--window", window),
+                                                      ("--graph", graph_name)) if value is not None]
+            if only_jobs:
+                raise click.UsageError(f"{' and '.join(only_jobs)} choose among a job's stored "
+                                       "graphs: files and folders hold one graph")
         if len(where) == 2:
             vertices, edges = read_graph(*where)
         elif os.path.isdir(where[0]) or where[0].endswith(".properties"):
@@ -190,14 +225,14 @@ def query(arguments: tuple[str, ...], params: tuple[str, ...], directed: bool | 
             directed = said if directed is None else directed
         else:
             stored = _job_graph(where[0], config_path, window, graph_name)
-            vertices, edges, stored_job = stored.vertices, stored.edges, True
+            vertices, edges = stored.vertices, stored.edges
             directed = stored.directed if directed is None else directed
         directed = True if directed is None else directed
-        # A job's graph is read from its state store: the query's own pipeline leaves it alone.
-        overrides = {"state.backend": "memory"} if stored_job else {}
         # A query's work is small: it runs in this process unless Spark is asked for (--env
         # spark, or environment.type set in the configuration), not after a JVM's start.
         environment = environment or chosen_environment(config_path) or "local"
+        # A job's graph is read from its state store: the query's own pipeline leaves it alone.
+        overrides = query_state(config_path, environment)
         settings = RunSettings(config_path=config_path, environment=environment, quiet=True,
                                show_progress=False, summaries=[])
         with using_settings(settings):
@@ -229,6 +264,8 @@ def query(arguments: tuple[str, ...], params: tuple[str, ...], directed: bool | 
         _fail(console, str(exc), 2)
     except SnapshotCorruptedError as exc:
         _fail(console, str(exc), 3)
+    except JobLockedError as exc:  # a cluster's query, which keeps its state in the store
+        _fail(console, str(exc), 4)
     except UserFunctionError as exc:
         fail_user_function(console, exc, None)
     for row in rows:

@@ -239,3 +239,82 @@ def test_integer_division_truncates_and_by_zero_is_one_error_line():
     assert rows(done) == [{"q": -3, "r": -1, "s": 1, "f": -1.5}]
     done = gyreflow("query", graph, "MATCH (a) WHERE id(a) / 0 = 1 RETURN a", store={})
     one_error_line(done, 2, "integer division by zero in a query: ", " / 0 (openCypher raises")
+
+
+def test_an_edge_may_name_a_vertex_the_vertex_file_lacks(tmp_path):
+    """A JSON-lines edge to a vertex missing from vertices.jsonl makes the vertex, as a pipeline's
+    graph does: a pattern and its mirror image agree, against networkx."""
+    nx = pytest.importorskip("networkx")
+    edges = [(1, 2), (2, 3), (3, 1), (4, 2), (5, 5), (2, 3)]  # 3, 4, 5 only named by edges
+    (tmp_path / "vertices.jsonl").write_text('{"id": 1, "name": "Ann"}\n{"id": 2}\n', "utf-8")
+    (tmp_path / "edges.jsonl").write_text(
+        "".join(json.dumps({"src": s, "dst": d}) + "\n" for s, d in edges), "utf-8")
+    oracle = nx.MultiDiGraph()
+    oracle.add_nodes_from([1, 2])
+    oracle.add_edges_from(edges)
+    forward = rows(gyreflow("query", str(tmp_path), "MATCH (a)-->(b) RETURN a, b", store={}))
+    mirrored = rows(gyreflow("query", str(tmp_path), "MATCH (b)<--(a) RETURN a, b", store={}))
+    expected = Counter(oracle.edges())
+    assert Counter((r["a"], r["b"]) for r in forward) == expected
+    assert Counter((r["a"], r["b"]) for r in mirrored) == expected
+    alone = rows(gyreflow("query", str(tmp_path), "MATCH (a) RETURN a, a.name AS name", store={}))
+    assert sorted((r["a"], r["name"]) for r in alone) == [(1, "Ann")] + [
+        (v, None) for v in sorted(oracle.nodes) if v != 1]
+
+
+def test_window_and_graph_options_on_files_are_refused(tmp_path):
+    (tmp_path / "vertices.jsonl").write_text('{"id": 1}\n', "utf-8")
+    (tmp_path / "edges.jsonl").write_text('{"src": 1, "dst": 1}\n', "utf-8")
+    for options in (["--window", "9"], ["--graph", "g"], ["--window", "1", "--graph", "g"]):
+        done = gyreflow("query", *options, str(tmp_path), "MATCH (a) RETURN a", store={})
+        assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr
+        assert done.stderr.startswith("error: ") and "a job's stored graphs" in done.stderr
+        for option in options[::2]:
+            assert option in done.stderr.splitlines()[0]
+
+
+def test_queries_and_graph_runs_at_once_leave_the_configured_store_alone(tmp_path):
+    """Two file queries and two ``gyreflow graph`` runs at once, with RocksDB configured: each
+    ends well, with the plain loop's answer, and neither meets the other nor writes to the store."""
+    import random
+
+    draw = random.Random(7)
+    edges = [(draw.randrange(300), draw.randrange(300)) for _ in range(1200)]
+    (tmp_path / "vertices.jsonl").write_text(
+        "".join(json.dumps({"id": v}) + "\n" for v in range(300)), "utf-8")
+    (tmp_path / "edges.jsonl").write_text(
+        "".join(json.dumps({"src": s, "dst": d}) + "\n" for s, d in edges), "utf-8")
+    (tmp_path / "g.v").write_text("".join(f"{v}\n" for v in range(300)), "utf-8")
+    (tmp_path / "g.e").write_text("".join(f"{s} {d}\n" for s, d in set(edges)), "utf-8")
+    store = {"GYREFLOW_STATE__BACKEND": "rocksdb", "GYREFLOW_STATE__PATH": str(tmp_path / "state")}
+    out_degree = Counter(s for s, _ in edges)
+    # (a)-->(b)-->(c): walks of two edges, never one edge twice (a self loop followed by itself)
+    two_hops = sum(out_degree[d] for _, d in edges) - sum(s == d for s, d in edges)
+    query = [sys.executable, "-m", "gyreflow", "query", str(tmp_path),
+             "MATCH (a)-->(b)-->(c) RETURN count(*) AS n"]
+    graph = [sys.executable, "-m", "gyreflow", "graph", "wcc", "--vertices", str(tmp_path / "g.v"),
+             "--edges", str(tmp_path / "g.e"), "--env", "local", "-q", "--output"]
+    runs = [subprocess.Popen(command, env=environ(store), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+            for command in (query, query, graph + [str(tmp_path / "w1")],
+                            graph + [str(tmp_path / "w2")])]
+    done = [(run.wait(TIMEOUT), *run.communicate()) for run in runs]
+    for status, _stdout, stderr in done:
+        assert status == 0 and "Traceback" not in stderr, stderr
+    assert [json.loads(stdout) for _, stdout, _ in done[:2]] == [{"n": two_hops}] * 2
+    parent = list(range(300))  # union-find: the components the WCC labels must draw
+
+    def root(v: int) -> int:
+        while parent[v] != v:
+            parent[v] = parent[parent[v]]
+            v = parent[v]
+        return v
+
+    for s, d in edges:
+        parent[root(s)] = root(d)
+    for name in ("w1", "w2"):
+        labels = dict(line.split() for line in (tmp_path / name).read_text("utf-8").splitlines())
+        pairs = {(root(int(v)), label) for v, label in labels.items()}
+        assert len(pairs) == len({r for r, _ in pairs}) == len({lab for _, lab in pairs})
+    listed = gyreflow("snapshots", "--json", store=store)
+    assert listed.returncode == 0 and json.loads(listed.stdout)["jobs"] == [], listed.stdout
