@@ -185,13 +185,16 @@ class LocalEnvironment(Environment):
 
 
 def parallelism_text(default: int, graph: PipelineGraph) -> str:
-    """The run summary's parallelism: the environment's, and the operators that run with another
-    (``parallelism 1 (count 2, files 2)``), as many tasks as each really ran."""
-    other = [vertex for vertex in graph.vertices if vertex.parallelism != default]
-    if not other:
-        return f"parallelism {default}"
-    named = ", ".join(f"{vertex.name} {vertex.parallelism}" for vertex in other[:4])
-    return f"parallelism {default} ({named}{', ...' if len(other) > 4 else ''})"
+    """The run summary's parallelism: the environment's, then a line for each other number of
+    tasks that operators ran with (``  with 2 tasks: count``)."""
+    other: dict[int, list[str]] = {}
+    for vertex in graph.vertices:
+        if vertex.parallelism != default:
+            other.setdefault(vertex.parallelism, []).append(vertex.name)
+    lines = [f"parallelism {default}"]
+    for tasks, names in sorted(other.items()):
+        lines.append(f"\n  with {tasks} task{'s' if tasks != 1 else ''}: {', '.join(names)}")
+    return "".join(lines)
 
 
 def spark_mode(configured: str, graph: PipelineGraph) -> str:

@@ -180,9 +180,9 @@ def test_the_summary_names_the_environment_and_the_output(tmp_path):
     assert result.returncode == 0, result.stderr
     n = local_auto()
     where = "in this process" if n == 1 else f"in {n} worker processes"
-    single = "" if n == 1 else " (lines 1, files 1)"  # the example's source and sink: one task
-    assert result.stderr.splitlines()[-2:] == [
-        f"word-count/word_count ran on local, {where}, parallelism {n}{single}",
+    single = [] if n == 1 else ["  with 1 task: lines, files"]  # the example's source and sink
+    assert result.stderr.splitlines()[-2 - len(single):] == [
+        f"word-count/word_count ran on local, {where}, parallelism {n}", *single,
         "  output: FileSink(out)"]  # as the user wrote it, relative to the working directory
     assert read_output(out) == window_counts(500)
     quiet = gyreflow(["run", "-q", "--env", "local", "--fresh", WORD_COUNT, "--", "--output", out],
@@ -196,9 +196,9 @@ def test_workers_without_a_parallelism_leave_no_worker_idle(tmp_path):
     result = gyreflow(["run", "--env", "local", "--workers", "2", WORD_COUNT, "--", "--output",
                        out, "--window", "700"], tmp_path)
     assert result.returncode == 0, result.stderr
-    assert result.stderr.splitlines()[-2] == (
-        "word-count/word_count ran on local, in 2 worker processes, parallelism 2 "
-        "(lines 1, files 1)")
+    assert result.stderr.splitlines()[-3:-1] == [
+        "word-count/word_count ran on local, in 2 worker processes, parallelism 2",
+        "  with 1 task: lines, files"]
     assert read_output(out) == window_counts(700)
 
 
@@ -240,9 +240,10 @@ def test_spark_says_what_starts_before_the_wait(tmp_path):
     lines = result.stderr.splitlines()
     assert lines[0].startswith("starting Spark local[*] (a JVM; about ")
     assert lines[0].endswith(" s) — --env local starts none")
-    single = "" if cores() == 1 else " (lines 1, files 1)"  # the example's source and sink
-    assert lines[-2:] == [f"word-count/word_count ran on Spark local[*], workers mode, parallelism "
-                          f"{cores()}{single}", "  output: FileSink(out)"]
+    single = [] if cores() == 1 else ["  with 1 task: lines, files"]  # its source and sink
+    assert lines[-2 - len(single):] == [
+        f"word-count/word_count ran on Spark local[*], workers mode, parallelism {cores()}",
+        *single, "  output: FileSink(out)"]
     assert read_output(out) == window_counts(2500)
 
 
