@@ -46,6 +46,11 @@ class DataError(RuntimeError):
         self.window = window
 
 
+class OutputError(DataError):
+    """Output the job cannot write: a folder made read-only while it runs, a full disk. Completed
+    windows stay completed: fix the output, then ``--resume``."""
+
+
 class RecordError(Exception):
     """Internal: a user function raised on ``record`` inside operator ``operator``."""
 

@@ -216,6 +216,7 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
     from gyreflow.api.service.listeners import JsonLinesListener, NoticeListener, combined
     from gyreflow.runtime.errors import (
         DataError,
+        OutputError,
         PipelineDefinitionError,
         SnapshotNotRetainedError,
         SnapshotWriteError,
@@ -295,6 +296,8 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
                                                              "with --resume"))
     except JobLockedError as exc:
         _fail(console, str(exc), 4)
+    except OutputError as exc:  # its message says what to fix
+        _fail(console, str(exc), 5, hint=_kept(stop.backend, "run again with --resume"))
     except DataError as exc:
         _fail(console, str(exc), 5, hint=_kept(stop.backend, "fix the input (the data, or the "
                                                              "system it comes from) and run "

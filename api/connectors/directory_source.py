@@ -60,7 +60,9 @@ class DirectorySource(Source):
     each record as a dict.
 
     Each file is read exactly once across crashes and resumes: the files done and the position
-    in the current one are the source task's offset, stored with every snapshot.
+    in the current one are the source task's offset, stored with every snapshot. A resume refuses
+    a current file that was cut short or replaced since (it ends before the position), naming the
+    file and the position, rather than lose the records between.
 
     ``follow=True`` keeps watching the directory for new files (every ``poll_interval`` seconds)
     until the job is stopped, or until no new record arrived for ``until_idle`` seconds

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import abc
 import csv
+import functools
 import io
 import json
 from collections.abc import Callable, Iterable, Mapping
@@ -206,7 +207,9 @@ class ParquetEncoder(WindowEncoder):
 
     The columns are ``columns``, else every key of the window's records in order of appearance (a
     record without a key has None there). A column holds one type, as pyarrow infers it from the
-    values; a value that does not fit it is refused, naming the record and the column.
+    values; a value that does not fit it, or would read back as another value (text in a column
+    of bytes, a dict without another's keys, a tuple or a set as a list, a bool as a number), is
+    refused, naming the record and the column.
     """
 
     def __init__(self, columns: tuple[str, ...] | None, compression: str) -> None:
@@ -237,7 +240,10 @@ class ParquetEncoder(WindowEncoder):
                 raise UnwritableRecordError(records[0], "a row without columns cannot be stored")
         table = self._table(records, names)
         buffer = io.BytesIO()
-        pq.write_table(table, buffer, compression=self.compression)
+        try:
+            pq.write_table(table, buffer, compression=self.compression)
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises several types
+            raise _unwritable_column(pq, table, records, exc) from None
         return buffer.getvalue()
 
     @staticmethod
@@ -259,4 +265,145 @@ class ParquetEncoder(WindowEncoder):
                         culprit = record
                         break
                 raise UnwritableRecordError(culprit, f"column {name!r}: {exc}") from None
+            _refuse_other_values(name, arrays[name], values, records)
         return pa.table(arrays)
+
+
+def _refuse_other_values(name: str, array, values: list, records: list) -> None:
+    """Refuse the first record whose value in column ``name`` would read back from ``array``
+    (what pyarrow made of ``values``) as another value. A column of one plain type (integers,
+    text, ...) is known to read back as written from the types of its values alone (one pass
+    over them); any other is compared value by value with what it reads back as."""
+    import pyarrow as pa
+
+    kind = array.type
+    if _holds(kind, lambda t: pa.types.is_struct(t) and t.num_fields == 0):
+        index = next((i for i, value in enumerate(values) if _has_empty_dict(value)), 0)
+        raise UnwritableRecordError(records[index], f"column {name!r}: an empty dict (a struct "
+                                    "without fields) cannot be stored in Parquet")
+    found = set(map(type, values))
+    found.discard(type(None))
+    if any(test(kind) and found <= types for test, types in _plain_types()):
+        return
+    check = _checker(kind)
+    if check is not None and all(map(check, values)):
+        return
+    for record, value, back in zip(records, values, array.to_pylist(), strict=True):
+        if not _reads_back(value, back):
+            hint = _NOT_LISTS.get(type(value).__name__, "")
+            raise UnwritableRecordError(record, f"column {name!r}: {value!r:.100} would read back "
+                                                f"as {back!r:.100} (the column is {kind}){hint}")
+
+
+@functools.cache
+def _plain_types() -> tuple:
+    """(test of an Arrow type, the Python types whose values it holds as they are) pairs; an int
+    in a column of floats is one of equal value (pyarrow refuses one a float cannot hold)."""
+    import datetime
+
+    import pyarrow as pa
+
+    t = pa.types
+    return ((t.is_integer, {int}), (t.is_floating, {float, int}), (t.is_boolean, {bool}),
+            (t.is_string, {str}), (t.is_large_string, {str}), (t.is_binary, {bytes}),
+            (t.is_large_binary, {bytes}), (t.is_null, set()), (t.is_date32, {datetime.date}),
+            (t.is_time64, {datetime.time}), (t.is_duration, {datetime.timedelta}))
+
+
+def _checker(kind):
+    """A test of a value telling from its type (and a dict's keys) alone that it reads back as
+    itself from a column of Arrow type ``kind``: plain values, lists and dicts of them; None for
+    other types (timestamps, decimals), which only a comparison tells. A value it fails may still
+    read back the same (a dict subclass): the values are then compared one by one."""
+    import pyarrow as pa
+
+    for test, types in _plain_types():
+        if test(kind):
+            return lambda value: value is None or type(value) in types
+    if pa.types.is_struct(kind):
+        names = frozenset(kind.field(i).name for i in range(kind.num_fields))
+        fields = [(kind.field(i).name, _checker(kind.field(i).type)) for i in range(kind.num_fields)]
+        if any(check is None for _, check in fields):
+            return None
+        return lambda value: value is None or (type(value) is dict and value.keys() == names
+                                               and all(check(value[name])
+                                                       for name, check in fields))
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        inner = _checker(kind.value_type)
+        if inner is None:
+            return None
+        return lambda value: value is None or (type(value) is list and all(map(inner, value)))
+    return None
+
+
+_NOT_LISTS = {"tuple": ": give a list", "set": ": give a sorted list",
+              "frozenset": ": give a sorted list", "ndarray": ": give .tolist()"}
+
+
+def _reads_back(written, back) -> bool:
+    """Whether ``back`` (read from Parquet) is ``written``: equal values of the same kind (text
+    stays text, a bool a bool, a list a list, a dict has the same keys); an int may come back as
+    the float of its value, NaN as NaN."""
+    if written is None or back is None:
+        return written is back
+    if isinstance(back, bool):  # a column of booleans takes nothing else (a numpy bool at most)
+        return (isinstance(written, bool) or not isinstance(written, int | float)) \
+            and bool(written == back)
+    if isinstance(written, bool):  # a bool among numbers would read back as a number
+        return False
+    if isinstance(written, str) or isinstance(back, str):
+        return isinstance(written, str) and isinstance(back, str) and written == back
+    if isinstance(written, bytes | bytearray | memoryview) or isinstance(back, bytes):
+        return isinstance(back, bytes) and isinstance(written, bytes | bytearray | memoryview) \
+            and written == back
+    if isinstance(written, Mapping) or isinstance(back, dict):
+        return (isinstance(written, Mapping) and isinstance(back, dict)
+                and written.keys() == back.keys()
+                and all(_reads_back(written[key], back[key]) for key in written))
+    if isinstance(written, list) or isinstance(back, list):
+        return (isinstance(written, list) and isinstance(back, list) and len(written) == len(back)
+                and all(_reads_back(w, b) for w, b in zip(written, back, strict=True)))
+    if isinstance(written, float) and written != written:  # NaN
+        return isinstance(back, float) and back != back
+    try:
+        return bool(written == back)
+    except Exception:  # noqa: BLE001 - a value whose equality is no bool (an array)
+        return False
+
+
+def _has_empty_dict(value) -> bool:
+    if isinstance(value, Mapping):
+        return not value or any(_has_empty_dict(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_has_empty_dict(v) for v in value)
+    return False
+
+
+def _holds(kind, test) -> bool:
+    """Whether the Arrow type ``kind``, or a type nested in it, passes ``test``."""
+    if test(kind):
+        return True
+    return any(_holds(kind.field(i).type, test) for i in range(kind.num_fields))
+
+
+def _unwritable_column(pq, table, records: list, exc: Exception) -> UnwritableRecordError:
+    """The error for a table pyarrow cannot write: the first column that cannot be written alone,
+    and its first record that cannot."""
+    import pyarrow as pa
+
+    for name in table.column_names:
+        column = table.column(name)
+        if _writes(pq, pa.table({name: column})):
+            continue
+        culprit = next((record for index, record in enumerate(records)
+                        if not _writes(pq, pa.table({name: column.slice(index, 1)}))), records[0])
+        return UnwritableRecordError(culprit, f"column {name!r}: {exc}")
+    return UnwritableRecordError(records[0] if records else None, f"{type(exc).__name__}: {exc}")
+
+
+def _writes(pq, table) -> bool:
+    try:
+        pq.write_table(table, io.BytesIO())
+    except Exception:  # noqa: BLE001
+        return False
+    return True

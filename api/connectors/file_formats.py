@@ -6,6 +6,8 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import os
+import zlib
 from collections.abc import Callable, Mapping
 
 import attrs
@@ -13,6 +15,7 @@ import attrs
 from gyreflow.api.config.loading import ConfigError
 from gyreflow.plan.words import plural
 from gyreflow.runtime.dataflow.columns.batch import ColumnBatch
+from gyreflow.runtime.errors import DataError
 
 FORMATS = ("text", "jsonl", "csv", "parquet")
 COLUMNAR_FORMATS = ("csv", "jsonl", "parquet")  # formats read as column batches with columnar=True
@@ -95,6 +98,42 @@ def open_binary(path: str):
     return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
 
 
+def changed_input(path: str, read: str, now: str) -> DataError:
+    """The error for a file that no longer holds what a resumed job read of it (``read``: up to
+    where; ``now``: what it is now), the words of ``FileSource``'s: reading on from the offset
+    would silently lose, or read wrongly, the records between."""
+    msg = (f"input file {path}: the job read it up to {read}, but {now}: it was cut or replaced "
+           "since; put the file back as it was to resume, or start over with --fresh")
+    return DataError(msg)
+
+
+def refuse_if_cut(file, path: str, offset: int) -> None:
+    """Refuse a plain file now shorter than ``offset``, the byte a job read it up to (a .gz file's
+    length is known only decompressed: :func:`seek_resumed` checks it)."""
+    if isinstance(file, gzip.GzipFile):
+        return
+    size = os.fstat(file.fileno()).st_size
+    if size < offset:
+        raise changed_input(path, f"byte {offset}", f"it now has {size} bytes")
+
+
+def seek_resumed(file, path: str, offset: int) -> None:
+    """Seek ``file`` (from :func:`open_binary`) to ``offset``, the byte a job read it up to,
+    refusing a file that ends before it."""
+    if not isinstance(file, gzip.GzipFile):
+        refuse_if_cut(file, path, offset)
+        file.seek(offset)
+        return
+    try:
+        file.seek(offset)  # decompresses up to it, or to the end of a shorter stream
+    except (OSError, EOFError, zlib.error) as exc:  # a stream cut short, damaged or replaced
+        raise changed_input(path, f"byte {offset} of its uncompressed data",
+                            f"it cannot be read that far now ({exc})") from None
+    if file.tell() < offset:
+        raise changed_input(path, f"byte {offset} of its uncompressed data",
+                            f"it now has {file.tell()} bytes")
+
+
 def _allow_any_field_size() -> None:
     """Lift the csv module's limit on a cell (128 KiB by default), process-wide: a CsvSink writes
     cells of any size, and a reader must read them back."""
@@ -130,14 +169,20 @@ class _LineCursor(FileCursor):
         self.columns = csv_options.columns
         self.pending = b""  # CSV: the rest of a line read past a lone CR
         self.position = (0, 0)
-        if fmt == "csv":
-            _allow_any_field_size()
-            if csv_options.header:
-                self._read_header()
-        if position is not None and tuple(position) != self.position:
-            self.file.seek(position[0])
-            self.pending = b""
-            self.position = tuple(position)
+        try:
+            if position is not None:  # resumed: before the header, which a cut may have cut
+                refuse_if_cut(self.file, path, position[0])
+            if fmt == "csv":
+                _allow_any_field_size()
+                if csv_options.header:
+                    self._read_header()
+            if position is not None and tuple(position) != self.position:
+                seek_resumed(self.file, path, position[0])
+                self.pending = b""
+                self.position = tuple(position)
+        except BaseException:
+            self.file.close()
+            raise
 
     def _lines(self, max_records: int):
         """(raw line, line number, offset after it) for up to ``max_records`` lines."""
@@ -336,14 +381,36 @@ class _ParquetCursor(FileCursor):
         self.path = path
         self.columnar = columnar  # batches as column batches (ColumnBatch), not lists of dicts
         self.columns = list(columns) if columns is not None else None
+        resumed = position is not None and tuple(position) != (0, 0)
         try:
             self.file = pq.ParquetFile(path)
             if columnar:  # text columns as dictionaries: counted and routed by their codes
                 self.file = pq.ParquetFile(path, read_dictionary=_text_columns(self.file))
         except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a bad file
+            if resumed:  # it was a Parquet file when the job read it: cut short, or replaced
+                raise changed_input(path, _row_named(position),
+                                    f"it is no Parquet file now ({exc})") from None
             raise MalformedRecordError("file footer", f"not a Parquet file ({exc})") from None
-        self.position = position if position is not None else (0, 0)
+        self.position = tuple(position) if position is not None else (0, 0)
         self._group: list | None = None
+        if resumed:
+            self._refuse_if_cut()
+
+    def _refuse_if_cut(self) -> None:
+        """Refuse a file that no longer has the row the position is at (a file rewritten with
+        fewer row groups or rows): reading on would silently skip the rows between."""
+        group, row = self.position
+        groups = self.file.num_row_groups
+        if group > groups or (group == groups and row > 0):
+            self.close()
+            raise changed_input(self.path, _row_named(self.position),
+                                f"it now has {plural(groups, 'row group')}")
+        if group < groups and row > 0:
+            rows = self.file.metadata.row_group(group).num_rows
+            if row >= rows:
+                self.close()
+                raise changed_input(self.path, _row_named(self.position),
+                                    f"row group {group} now has {plural(rows, 'row')}")
 
     def read(self, max_records: int) -> list:
         # A row group without rows is skipped: an empty list means the end of the file.
@@ -380,6 +447,11 @@ class _ParquetCursor(FileCursor):
         close = getattr(self.file, "close", None)
         if close is not None:
             close()
+
+
+def _row_named(position) -> str:
+    group, row = position
+    return f"row group {group}, row {row}" if row else f"row group {group}"
 
 
 def _text_columns(file) -> list[str]:

@@ -16,6 +16,14 @@ import attrs
 from gyreflow.api.config.loading import ConfigError
 from gyreflow.api.connectors.folders import folder_problem
 from gyreflow.api.connectors.sinks import Sink, SinkWriter
+from gyreflow.api.connectors.staged_files import (
+    SUMMARY_ATTRIBUTE,
+    make_dirs,
+    one_complete,
+    publish_as,
+    remove_if_empty,
+    verify_staged,
+)
 from gyreflow.state.shared.private import user_umask
 from gyreflow.state.shared.snapshot import SnapshotCorruptedError
 
@@ -44,7 +52,8 @@ class _FileWriter(SinkWriter):
         self.published = 0
         self.staging = os.path.join(sink.directory, _STAGING)  # exists while windows are staged
         self.stages = False  # whether this writer staged a window (else it only publishes)
-        _make_dirs(sink.directory)
+        with _output_problem(sink, None, sink.directory, "create"):
+            make_dirs(sink.directory)
         self._final = re.compile(
             rf"^{re.escape(sink.prefix)}-(\d{{6,}}){re.escape(self.suffix)}{re.escape(sink.extension)}$")
         self._staged = re.compile(
@@ -62,18 +71,20 @@ class _FileWriter(SinkWriter):
         entry = self.open_files.get(window)
         if entry is None:
             path = self.staging_path(window)
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-            except FileNotFoundError:
-                _make_dirs(self.staging)  # another writer removed it, empty, when it closed
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-            os.fchmod(fd, 0o666 & ~user_umask())
+            with _output_problem(self.sink, window, path, "write"):
+                try:
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+                except FileNotFoundError:
+                    make_dirs(self.staging)  # another writer removed it, empty, when it closed
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+                os.fchmod(fd, 0o666 & ~user_umask())
             self.stages = True
             entry = self.open_files[window] = [os.fdopen(fd, "wb"), 0, 0, 0, self.sink.encoder()]
         return entry
 
-    def _append(self, entry: list, data: bytes) -> None:
-        entry[0].write(data)
+    def _append(self, window: int, entry: list, data: bytes) -> None:
+        with _output_problem(self.sink, window, self.staging_path(window), "write"):
+            entry[0].write(data)  # a full disk, a quota
         entry[2] += len(data)
         entry[3] = zlib.crc32(data, entry[3])
 
@@ -83,7 +94,7 @@ class _FileWriter(SinkWriter):
             data = entry[4].add(window, records)
         except Exception as exc:  # noqa: BLE001 - a record the format cannot hold
             raise _unwritable(self.sink, window, records, exc) from None
-        self._append(entry, data)
+        self._append(window, entry, data)
         entry[1] += len(records)
 
     def finish_window(self, window: int) -> None:
@@ -92,7 +103,12 @@ class _FileWriter(SinkWriter):
             tail = entry[4].end()
         except Exception as exc:  # noqa: BLE001
             raise _unwritable(self.sink, window, [], exc) from None
-        self._append(entry, tail)
+        self._append(window, entry, tail)
+        with _output_problem(self.sink, window, self.staging_path(window), "write"):
+            self._stage(window, entry)
+
+    def _stage(self, window: int, entry: list) -> None:
+        """Make the staged file of ``window`` durable, with its summary."""
         handle, records, size, crc, _ = entry
         handle.flush()
         summary = json.dumps({"window": window, "records": records, "bytes": size, "crc32": crc})
@@ -144,33 +160,42 @@ class _FileWriter(SinkWriter):
         return found
 
     def _publish(self, window: int, staged: str) -> None:
-        _publish_as(staged, self.final_path(window))
+        publish_as(staged, self.final_path(window))
 
     def publish(self, window: int) -> None:
         # Staged windows are looked up on disk: the writer that publishes (on the driver, with
-        # Spark) need not be the one that staged them.
+        # Spark) need not be the one that staged them. A window that cannot be published (the
+        # folder made read-only meanwhile) stays staged: a resume publishes it.
         if window <= self.published:
             return
-        for staged, paths in sorted(self._staged_on_disk().items()):
+        with _output_problem(self.sink, window, self.staging, "list"):
+            staged_windows = sorted(self._staged_on_disk().items())
+        for staged, paths in staged_windows:
             if self.published < staged <= window:
-                self._publish(staged, _one_complete(paths, staged) if len(paths) > 1 else paths[0])
+                with _output_problem(self.sink, staged, self.final_path(staged), "publish"):
+                    self._publish(staged,
+                                  one_complete(paths, staged) if len(paths) > 1 else paths[0])
         self.published = window
         if not self.stages:
             # A writer that stages windows keeps the folder until it closes: removed here, its next
             # window made it again (an rmdir, a mkdir and a chmod a window, about a millisecond).
-            _remove_if_empty(self.staging)
+            remove_if_empty(self.staging)
 
     def recover(self, window: int) -> None:
         """Publish the staged windows up to ``window`` once each checks against its summary; drop
         later ones; refuse, before changing anything, when a completed window's output is damaged
         or missing."""
+        with _output_problem(self.sink, window, self.sink.directory, "publish"):
+            self._recover(window)
+
+    def _recover(self, window: int) -> None:
         self.published = window
         staged = self._staged_on_disk()
         for number, paths in staged.items():
             if number <= window:
                 if len(paths) > 1:  # copies of a task that ran again: keep one complete copy
-                    staged[number] = paths = [_one_complete(paths, number)]
-                _verify_staged(paths[0], number)
+                    staged[number] = paths = [one_complete(paths, number)]
+                verify_staged(paths[0], number)
         # Parts another layout of the sink staged (it had another number of tasks before the
         # resume) belong to no task of this one: the first task checks and publishes them under
         # the names they were staged for; every task counts their windows as present.
@@ -178,8 +203,8 @@ class _FileWriter(SinkWriter):
         if self.task_index == 0:
             for (number, _), paths in foreign.items():
                 if number <= window:
-                    paths[:] = [_one_complete(paths, number)] if len(paths) > 1 else paths
-                    _verify_staged(paths[0], number)
+                    paths[:] = [one_complete(paths, number)] if len(paths) > 1 else paths
+                    verify_staged(paths[0], number)
         any_part = re.compile(rf"^{re.escape(self.sink.prefix)}-(\d{{6,}})(-part-\d{{4}})?"
                               rf"{re.escape(self.sink.extension)}$")
         present = {number for number in staged if number <= window}
@@ -212,7 +237,7 @@ class _FileWriter(SinkWriter):
             for (number, name), paths in sorted(foreign.items()):
                 for path in paths:
                     if number <= window:
-                        _publish_as(path, os.path.join(self.sink.directory, name))
+                        publish_as(path, os.path.join(self.sink.directory, name))
                     else:
                         for doomed in (path, path + ".sum"):
                             with contextlib.suppress(FileNotFoundError):
@@ -224,14 +249,14 @@ class _FileWriter(SinkWriter):
                     os.unlink(os.path.join(self.staging, name))
         for name in later:
             os.unlink(os.path.join(self.sink.directory, name))
-        _remove_if_empty(self.staging)
+        remove_if_empty(self.staging)
 
     def close(self) -> None:
         for window, entry in list(self.open_files.items()):
             entry[0].close()
             os.unlink(self.staging_path(window))
         self.open_files.clear()
-        _remove_if_empty(self.staging)
+        remove_if_empty(self.staging)
 
 
 def _unwritable(sink: FileSink, window: int, records: list, exc: BaseException):
@@ -251,51 +276,28 @@ def _unwritable(sink: FileSink, window: int, records: list, exc: BaseException):
     return DataError(msg, window)
 
 
+@contextlib.contextmanager
+def _output_problem(sink: FileSink, window: int | None, path: str, what: str):
+    """Turn an OSError of the file system (a folder made read-only while the job runs, a full
+    disk) into one line naming the sink, the window and the path (exit status 5): what was
+    completed stays staged or published, and a resume, once the folder is fixed, goes on from
+    there. ``what``: what could not be done to ``path`` (``write``, ``publish``, ...)."""
+    from gyreflow.runtime.errors import OutputError
+
+    try:
+        yield
+    except OSError as exc:
+        where = f"window {window}: " if window is not None else ""
+        named = exc.filename2 or exc.filename or path  # os.replace names the published path second
+        reason = exc.strerror or f"{type(exc).__name__}: {exc}"
+        msg = (f"{sink.describe()}: {where}cannot {what} {named} ({reason}); make the output "
+               "folder writable (or free space) and run again with --resume")
+        raise OutputError(msg, window) from None
+
+
 def _part_suffix(task_index: int, parallelism: int) -> str:
     """What a sink task adds to its files' names: nothing when it is the only one."""
     return "" if parallelism == 1 else f"-part-{task_index + 1:04d}"
-
-
-def _publish_as(staged: str, final: str) -> None:
-    """Publish the staged file ``staged`` as ``final`` (a rename), with no summary left over."""
-    os.replace(staged, final)
-    with contextlib.suppress(OSError):  # published output carries no attribute of gyreflow's
-        os.removexattr(final, _SUMMARY_ATTRIBUTE)
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(staged + ".sum")
-
-
-def _one_complete(paths: list[str], window: int) -> str:
-    """Of a window's staged files of one part (a Spark task that ran again, after its executor was
-    lost, stages the window anew under a run of its own), the first one that checks against its
-    summary; the others (a copy, or what a lost attempt left half-written) are removed."""
-    chosen = None
-    for path in sorted(paths):
-        if chosen is None:
-            try:
-                _verify_staged(path, window)
-            except SnapshotCorruptedError:
-                pass
-            else:
-                chosen = path
-                continue
-        for doomed in (path, path + ".sum"):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(doomed)
-    if chosen is None:
-        msg = f"FileSink: no staged copy of window {window} is complete: {', '.join(sorted(paths))}"
-        raise SnapshotCorruptedError(msg)
-    return chosen
-
-
-def _remove_if_empty(staging: str) -> None:
-    """Remove the staging folder when no window is in flight (a writer staging one creates it
-    again), so that a finished job leaves only its published files."""
-    with contextlib.suppress(OSError):
-        os.rmdir(staging)
-
-
-_SUMMARY_ATTRIBUTE = "user.gyreflow.summary"  # a staged file's window, records, bytes and CRC-32
 
 
 def _attach_summary(fd: int, summary: str) -> bool:
@@ -306,58 +308,10 @@ def _attach_summary(fd: int, summary: str) -> bool:
     block of its own, freed again when the published file drops the attribute (a discard on a
     file system mounted with one: 1-3 ms of waiting a window)."""
     try:
-        os.setxattr(fd, _SUMMARY_ATTRIBUTE, summary.encode())
+        os.setxattr(fd, SUMMARY_ATTRIBUTE, summary.encode())
     except (OSError, AttributeError):
         return False
     return True
-
-
-def _read_summary(path: str) -> str:
-    """A staged file's summary: its extended attribute, else the ``.sum`` file beside it (written
-    where the file system has no attributes, and by earlier versions). FileNotFoundError when it
-    has neither."""
-    try:
-        return os.getxattr(path, _SUMMARY_ATTRIBUTE).decode()
-    except (OSError, AttributeError):
-        pass
-    with open(path + ".sum", encoding="utf-8") as handle:
-        return handle.read()
-
-
-def _verify_staged(path: str, window: int) -> None:
-    """Check a staged file against the summary written with it when it was staged."""
-    problem = None
-    try:
-        summary = json.loads(_read_summary(path))
-        if isinstance(summary, list):  # the attribute's form
-            summary = dict(zip(("window", "records", "bytes", "crc32"), summary, strict=True))
-        with open(path, "rb") as handle:
-            data = handle.read()
-        if (summary.get("window") != window or summary.get("bytes") != len(data)
-                or summary.get("crc32") != zlib.crc32(data)):
-            problem = "does not match its summary (size or CRC-32)"
-    except FileNotFoundError:
-        problem = "has no summary"
-    except (OSError, ValueError, AttributeError) as exc:
-        problem = f"has an unreadable summary ({exc})"
-    if problem is not None:
-        msg = (f"FileSink: the staged output of completed window {window} ({path}) {problem}: it "
-               "was damaged; restore it, or recompute with --from-window or --fresh")
-        raise SnapshotCorruptedError(msg)
-
-
-def _make_dirs(path: str) -> None:
-    """Create ``path`` and its missing parents with the user's umask (not the private one held
-    while state is open)."""
-    missing = []
-    probe = os.path.abspath(path)
-    while not os.path.isdir(probe):
-        missing.append(probe)
-        probe = os.path.dirname(probe)
-    for directory in reversed(missing):
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(directory)
-            os.chmod(directory, 0o777 & ~user_umask())
 
 
 def _shown(path: str) -> str:
@@ -418,7 +372,7 @@ class FileSink(Sink):
                 for name in os.listdir(folder):
                     if ours.match(name) and os.path.isfile(os.path.join(folder, name)):
                         os.unlink(os.path.join(folder, name))
-        _remove_if_empty(staging)
+        remove_if_empty(staging)
 
     def published_after(self, window: int, parallelism: int) -> list[str]:
         if not os.path.isdir(self.directory):
@@ -469,7 +423,9 @@ class CsvSink(FileSink):
 @attrs.frozen(eq=False)
 class ParquetSink(FileSink):
     """One Parquet file per window (and task): ``window-000001.parquet``, published like
-    ``FileSink``. Records are dicts; ``columns`` selects and orders the columns. Needs pyarrow."""
+    ``FileSink``. Records are dicts; ``columns`` selects and orders the columns. A value that would
+    not read back as itself (text in a column of bytes, dicts without the same keys, a set) is
+    refused, naming the record and the column. Needs pyarrow."""
 
     extension: str = ".parquet"
     columns: tuple[str, ...] | None = attrs.field(

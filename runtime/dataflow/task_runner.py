@@ -117,8 +117,8 @@ def _task_error(task: Task, item, exc: Exception) -> Exception:
         where = f"task {task.name!r} failed in window {window}"
     if isinstance(exc, SnapshotCorruptedError):
         error: Exception = SnapshotCorruptedError(f"{where}: {exc}")
-    elif isinstance(exc, DataError):
-        error = DataError(f"{where}: {exc}", window)
+    elif isinstance(exc, DataError):  # its class too: an input or an output to fix
+        error = type(exc)(f"{where}: {exc}", window)
     else:
         error = failed_task(where, exc, window)
     error.__cause__ = exc
