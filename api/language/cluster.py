@@ -281,9 +281,24 @@ def probe_shared(spark_context, backend, locations: list[tuple[str, str]]) -> No
     """
     if not locations:
         return
-    import fsspec
 
     from gyreflow.state.backends import _nested
+
+    options = _nested(getattr(backend, "storage_options", ()))
+    made: list[tuple[str, str]] = []  # (folder, its first ancestor this probe made) on this machine
+    try:
+        _probe_shared(spark_context, options, locations, made)
+    except Exception:
+        for folder, first in made:  # a refused run leaves no empty folders behind
+            _remove_empty(folder, first)
+        raise
+
+
+def _probe_shared(spark_context, options: dict, locations: list[tuple[str, str]],
+                  made: list[tuple[str, str]]) -> None:
+    """``probe_shared`` for ``locations``, adding to ``made`` each local folder it creates."""
+    import fsspec
+
     from gyreflow.state.shared.snapshot import BackendUnavailableError
     from gyreflow.state.stores.checkpoint_location import (
         check_endpoint,
@@ -291,7 +306,6 @@ def probe_shared(spark_context, backend, locations: list[tuple[str, str]]) -> No
         shown_location,
     )
 
-    options = _nested(getattr(backend, "storage_options", ()))
     tokens = []
     for what, location in locations:
         is_url = "://" in location and not location.startswith("file://")
@@ -301,7 +315,10 @@ def probe_shared(spark_context, backend, locations: list[tuple[str, str]]) -> No
                 check_endpoint(location, options)
             fs, root = fsspec.core.url_to_fs(location, **(options if is_url else {}))
             if not is_url:
+                first = _first_missing(root)
                 fs.makedirs(root, exist_ok=True)
+                if first is not None:
+                    made.append((root, first))
             path = f"{root.rstrip('/')}/{_PROBE_NAME}{token}"
             fs.pipe_file(path, token.encode())
         except BackendUnavailableError:
@@ -327,6 +344,32 @@ def probe_shared(spark_context, backend, locations: list[tuple[str, str]]) -> No
                "must be a directory every node mounts (or an object-store URL), not a path of the "
                "driver's machine")
         raise ConfigError(msg)
+
+
+def _first_missing(folder: str) -> str | None:
+    """The outermost folder on ``folder``'s path that does not exist yet, or None."""
+    first = None
+    path = os.path.abspath(folder)
+    while not os.path.lexists(path):
+        first = path
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return first
+
+
+def _remove_empty(folder: str, first: str) -> None:
+    """Remove ``folder`` and its parents up to ``first`` while they are empty."""
+    path = os.path.abspath(folder)
+    while True:
+        try:
+            os.rmdir(path)
+        except OSError:
+            return
+        if path == first or os.path.dirname(path) == path:
+            return
+        path = os.path.dirname(path)
 
 
 def _reader(tokens, options):

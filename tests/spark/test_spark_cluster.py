@@ -199,9 +199,12 @@ def test_an_output_only_the_driver_sees_is_refused(cluster, words, tmp_path):
     env.update(shared_state(tmp_path))
     env.update({"GYREFLOW_ENVIRONMENT__TYPE": "spark", "GYREFLOW_SPARK__MASTER": master,
                 "GYREFLOW_SPARK__CONF": json.dumps({"spark.ui.enabled": "false"})})
-    run = (f"mount -t tmpfs gyreflow-private {private} && exec {sys.executable} -m gyreflow run "
+    # The output folder lives only in the driver's namespace: whether the refusal left it behind
+    # is asked there, after the run.
+    run = (f"mount -t tmpfs gyreflow-private {private} && {{ {sys.executable} -m gyreflow run "
            f"--quiet {ROOT / 'examples' / 'word_count.py'} -- --input {input_path} "
-           f"--output {private / 'out'}")
+           f"--output {private / 'out' / 'words'}; status=$?; "
+           f"if [ -e {private / 'out'} ]; then echo 'left behind: out' >&2; fi; exit $status; }}")
     done = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", run],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
                           check=False)
@@ -210,6 +213,7 @@ def test_an_output_only_the_driver_sees_is_refused(cluster, words, tmp_path):
     text = " ".join(done.stderr.split())
     assert done.returncode == 2, done.stderr[-3000:]
     assert "is not reachable from the executor" in text and "Traceback" not in text, text
+    assert "left behind" not in text  # the folders the check made for it are gone again
     assert not list((tmp_path / "checkpoints").glob("*/meta"))
 
 
