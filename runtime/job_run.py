@@ -44,6 +44,8 @@ class JobRun:
             make_host = lambda backend: WorkerHost(config, backend)  # noqa: E731
         self.make_host = make_host  # a host whose tasks keep their state in the backend given
         self.workers: int | None = None  # worker processes a rescale asked for (worker hosts)
+        self.graph: PipelineGraph | None = None  # the graph as the last rescale left it
+        self.rescales = 0  # rescales and rebalances (restarts of the tasks at another layout)
         self.listener = listener
         self.stop = stop
         self.control = control
@@ -67,6 +69,7 @@ class JobRun:
         from gyreflow.state.shared.job_lock import lock_outputs
 
         result = None
+        self.graph = graph
         strategy = RestartStrategy.from_config(self.config)
         relock = False  # a store that was away lost the connection a database's lock lives on
         try:
@@ -100,6 +103,8 @@ class JobRun:
                     else:
                         graph = graph.with_parallelism(request.operator, request.parallelism)
                     self.untold.append(_rescale(before, graph, host, request))
+                    self.graph = graph
+                    self.rescales += 1
                     recovery = RecoveryOptions(resume=True)
                     result = request.result
                     self.restarts += 1

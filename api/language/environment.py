@@ -12,6 +12,7 @@ from gyreflow.api.connectors.requirements import check_requirements, requirement
 from gyreflow.api.language.windows import AllWindow
 from gyreflow.plan.graph import PipelineGraph
 from gyreflow.plan.operators import GraphComputeSpec, SourceSpec
+from gyreflow.plan.words import plural
 from gyreflow.runtime.checkpoint import RecoveryOptions
 from gyreflow.runtime.control import ControlInbox
 from gyreflow.runtime.driver import JobListener
@@ -53,9 +54,9 @@ class Environment:
     def _session_parallelism(self) -> int:
         raise NotImplementedError
 
-    def describe(self, graph: PipelineGraph) -> str:
-        """Where ``graph`` runs, for the run summary: the environment, its processes and the
-        parallelism."""
+    def describe(self, graph: PipelineGraph, workers: int | None = None) -> str:
+        """Where ``graph`` runs, for the run summary: the environment, its processes (``workers``:
+        as a rescale left them) and the parallelism."""
         raise NotImplementedError
 
     @staticmethod
@@ -145,7 +146,9 @@ class Environment:
         from gyreflow.api.service.control import ControlEndpoint, control_directory, initial_parameters
 
         ran = current_settings().ran
+        entry = None
         if ran is not None:  # gyreflow run names them under its summary
+            entry = len(ran)
             ran.append((name, self.describe(graph), outputs(graph)))
         inbox = ControlInbox(initial_parameters(self.config))
         endpoint = None
@@ -154,7 +157,14 @@ class Environment:
         try:
             run = JobRun(self.config, backend, make_host, listener, stop=current_settings().stop,
                          control=inbox)
-            return run.execute(name, graph, recovery)
+            try:
+                return run.execute(name, graph, recovery)
+            finally:
+                if entry is not None and run.rescales:  # the layout the run ended with
+                    again = "once" if run.rescales == 1 else f"{run.rescales} times"
+                    where = self.describe(run.graph or graph, workers=run.workers)
+                    ran[entry] = (name, f"{where}\n  (rescaled {again} while it ran)",
+                                  ran[entry][2])
         finally:
             if endpoint is not None:
                 endpoint.close()
@@ -171,9 +181,11 @@ class LocalEnvironment(Environment):
     def __init__(self, config: Config, *, in_process: bool = False) -> None:
         super().__init__(resolve(config, in_process=in_process))
 
-    def describe(self, graph: PipelineGraph) -> str:
-        workers = self.config["environment.workers"]
-        where = "in this process" if workers <= 1 else f"in {workers} worker processes"
+    def describe(self, graph: PipelineGraph, workers: int | None = None) -> str:
+        rescaled = workers is not None  # a worker host keeps its processes, one included
+        workers = self.config["environment.workers"] if workers is None else workers
+        where = ("in this process" if workers <= 1 and not rescaled else
+                 f"in {plural(workers, 'worker process', 'worker processes')}")
         return f"local, {where}, {parallelism_text(self.config['environment.parallelism'], graph)}"
 
     def run_task(self, name: str, graph: PipelineGraph, listener: JobListener | None,
@@ -254,7 +266,7 @@ class SparkEnvironment(Environment):
         self.session = spark_session(config, announce=not settings.quiet and config["progress.enabled"])
         self._probed: set = set()
 
-    def describe(self, graph: PipelineGraph) -> str:
+    def describe(self, graph: PipelineGraph, workers: int | None = None) -> str:
         mode = spark_mode(self.config["spark.mode"], graph)
         return (f"Spark {self.config['spark.master']}, {mode} mode, "
                 f"{parallelism_text(self.config['environment.parallelism'], graph)}")

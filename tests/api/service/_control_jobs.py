@@ -61,12 +61,13 @@ class Job:
     """``gyreflow run`` of the example in the background."""
 
     def __init__(self, tmp_path: Path, environment: str, args: list[str],
-                 flags: tuple[str, ...] = (), **extra: str) -> None:
+                 flags: tuple[str, ...] = (), *, summary: bool = False, **extra: str) -> None:
         self.env = environ(tmp_path, environment, **extra)
         self.log = tmp_path / f"job-{time.monotonic_ns()}.log"
+        quiet = () if summary else ("--quiet",)  # a summary: progress off, as in a log
         with open(self.log, "w", encoding="utf-8") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "gyreflow", "run", "--quiet", *flags, str(QUIET_WORDS),
+                [sys.executable, "-m", "gyreflow", "run", *quiet, *flags, str(QUIET_WORDS),
                  "--", *args], env=self.env, stdout=log, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL)
         self.out = Path(args[args.index("--output") + 1])

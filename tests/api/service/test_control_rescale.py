@@ -99,3 +99,29 @@ def test_the_workers_rescale_mid_run_and_the_output_stays_exact(words, workdir, 
     assert job.wait() == 0, job.output()
     assert 4 < up < down <= WINDOWS, (up, down)
     assert read_alerts(out) == quiet_oracle(lines, lambda w: QUIET)
+
+
+@pytest.mark.parametrize("what", ["operator", "workers"])
+def test_the_run_summary_names_the_layout_a_rescale_left(words, workdir, what):
+    """The summary at the end names the tasks and processes the run ended with, not the ones it
+    started with, and says that a rescale changed them."""
+    path, lines = words
+    out = workdir / "out"
+    extra = {"GYREFLOW_ENVIRONMENT__WORKERS": "2"} if what == "workers" else {}
+    job = Job(workdir, "local", job_args(path, out, parallelism=1, pace=0.01), summary=True,
+              GYREFLOW_PROGRESS__ENABLED="false", **extra)
+    job.wait_published(4)
+    if what == "operator":
+        job.answer("rescale", "quiet", "3")
+    else:
+        job.answer("rescale", "3")
+    assert job.wait() == 0, job.output()
+    assert read_alerts(out) == quiet_oracle(lines, lambda w: QUIET)
+    summary = [line for line in job.output().splitlines() if "ran on local" in line
+               or line.startswith("  ")]
+    if what == "operator":
+        assert summary[0].endswith("ran on local, in this process, parallelism 1"), summary
+        assert "  with 3 tasks: quiet, alerts" in summary, summary  # the sink chained to it
+    else:
+        assert summary[0].endswith("ran on local, in 3 worker processes, parallelism 2"), summary
+    assert "  (rescaled once while it ran)" in summary, summary
