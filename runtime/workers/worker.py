@@ -36,7 +36,7 @@ from gyreflow.runtime.dataflow.combine import build_emitter, combine_kinds, take
 from gyreflow.runtime.dataflow.iteration import IterationTask, task_class_for
 from gyreflow.runtime.dataflow.task import TaskCheckpoints
 from gyreflow.runtime.dataflow.task_runner import TaskRunner
-from gyreflow.runtime.errors import RecordError
+from gyreflow.runtime.errors import RecordError, UserFunctionError
 from gyreflow.runtime.workers.loop_ids import SentIds, TakenIds
 from gyreflow.runtime.workers.wire import (
     Encoded,
@@ -210,7 +210,14 @@ class Worker:
     def _flush(self) -> None:
         for target, items in self.out.items():
             if items:
-                data = encode(items)
+                try:
+                    data = encode(items)
+                except Exception:
+                    if target != DRIVER:
+                        raise
+                    # a task's collected records go to the driver: one that does not pickle fails
+                    # its task, named, as a record for another worker does (``_not_picklable``)
+                    data = encode([self._collected_or_failed(item) for item in items])
                 items.clear()
                 self.conns[target].send_bytes(data)
                 if target != DRIVER:
@@ -471,6 +478,26 @@ class Worker:
             append(("data", task, channel, message))
 
         return deliver
+
+    def _collected_or_failed(self, item: tuple) -> tuple:
+        """``item``; for a report whose collected records do not all pickle, the failure of its
+        task naming the collect and the first such record (exit status 1, as a user function)."""
+        import pickle
+
+        done = item[1] if item[0] == "report" else None
+        for name, records in getattr(done, "collected", ()):
+            for record in records:
+                try:
+                    pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL)
+                except Exception as exc:  # noqa: BLE001 - the record to name
+                    task = self.runners[done.task].task
+                    operator = next((op.name for op in task.collectors if op.result_name == name),
+                                    f"collect {name!r}")
+                    cause = TypeError(f"a record collected as {name!r} goes to the driver process "
+                                      f"and must pickle: {type(exc).__name__}: {exc}")
+                    error = UserFunctionError(operator, done.window, task.name, record, cause)
+                    return "report", TaskFailed(done.cycle, done.task, done.window, error)
+        return item
 
     def _report(self, report) -> None:
         if isinstance(report, TaskFailed):

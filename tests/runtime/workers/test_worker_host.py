@@ -159,6 +159,39 @@ def test_a_record_that_cannot_cross_to_another_worker_is_named_as_a_user_error(t
     assert "Traceback" not in done.stderr and 'File "' not in done.stderr, done.stderr
 
 
+COLLECTED_GENERATOR = """
+from gyreflow.api import AllWindow, Environment
+
+pipeline = Environment.from_config(None).pipeline("collected")
+
+@pipeline.task
+def job(ctx):
+    numbers = ctx.source([1, 2, 3], AllWindow())
+    numbers.map(lambda n: (i for i in range(n))).with_name("lazy").collect("out")
+
+pipeline.execute()
+"""
+
+
+def test_a_collected_record_that_cannot_reach_the_driver_is_named_as_a_user_error(tmp_path):
+    """A collected record (here a generator) travels from its worker process to the driver: one
+    that does not pickle is one line naming the collect, the window, the task and the record
+    (exit 1), not a worker that dies and restarts."""
+    script = tmp_path / "collected.py"
+    script.write_text(COLLECTED_GENERATOR, encoding="utf-8")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("GYREFLOW_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "gyreflow", "run", "-q", "--env", "local", "--workers", "2",
+         str(script)], capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path,
+        env={**environ, "COLUMNS": "400"})
+    assert done.returncode == 1, done.stderr
+    first = done.stderr.splitlines()[0]
+    assert re.match(r"error: operator 'collect-\d+' failed in window 1 on task '[^']*collect-\d+"
+                    r"\[\d/2\]' while processing record '<generator object", first), first
+    assert "collected as 'out'" in first and "must pickle" in first, first
+    assert "Traceback" not in done.stderr and "restart" not in done.stderr, done.stderr
+
+
 def test_user_errors_are_restarted_only_when_configured_then_the_last_one_stops_the_job():
     restarts = []
 
