@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import types
 from collections.abc import Mapping
 
@@ -36,6 +38,8 @@ class ConfigKey:
     choices: tuple[str, ...] | None = None
     minimum: int | float | None = None
     auto: bool = False  # the word "auto" is a value too (resolved by the environment; api/config/auto.py)
+    # A table key's example setting, shown when a value is not a table.
+    example: tuple[tuple[str, str], ...] = ()
 
     @property
     def section(self) -> str:
@@ -55,7 +59,7 @@ class ConfigKey:
         """
         expected = self.type
         if expected is dict:
-            return _validate_table(value, subject)
+            return _validate_table(value, subject, self.example)
         if self.auto and isinstance(value, str) and value.strip().lower() == AUTO:
             return AUTO
         is_bool = isinstance(value, bool)
@@ -65,6 +69,13 @@ class ConfigKey:
             alternative = f' or "{AUTO}"' if self.auto else ""
             msg = (f"{subject} must be of type {expected.__name__}{alternative} (got "
                    f"{type(value).__name__})")
+            raise ConfigError(msg)
+        if isinstance(value, float) and not math.isfinite(value):
+            at_least = "" if self.minimum is None else f", at least {self.minimum}"
+            if math.isnan(value):
+                msg = f"{subject} is not a number; {self.name} must be a number (not NaN){at_least}"
+            else:
+                msg = f"{subject} is infinite; {self.name} must be a finite number{at_least}"
             raise ConfigError(msg)
         if self.choices is not None and value not in self.choices:
             msg = f"{subject} is not a valid choice; valid choices: {', '.join(self.choices)}"
@@ -83,6 +94,8 @@ class ConfigKey:
         try:
             if self.type is dict:
                 value: object = json.loads(text)
+                if not isinstance(value, dict):
+                    raise ValueError(text)  # a JSON number or list: not a table either
             elif self.type is bool:
                 value = _BOOL_WORDS[text.strip().lower()]
             elif self.type is str or (self.auto and text.strip().lower() == AUTO):
@@ -90,19 +103,25 @@ class ConfigKey:
             else:
                 value = self.type(text.strip())
         except (KeyError, ValueError):
-            hint = {bool: " (true/false, 1/0 or yes/no)", dict: " (a JSON object)"}.get(self.type, "")
+            example = f", e.g. {json.dumps(dict(self.example))}" if self.example else ""
+            hint = {bool: " (true/false, 1/0 or yes/no)",
+                    dict: f" (a JSON object{example})"}.get(self.type, "")
             hint = f' or "{AUTO}"' if self.auto else hint
-            msg = f"{subject} cannot be parsed as {self.type.__name__}{hint}"
+            kind = "a table" if self.type is dict else self.type.__name__
+            msg = f"{subject} cannot be parsed as {kind}{hint}"
             raise ConfigError(msg) from None
         return self.validate(value, subject)
 
 
-def _validate_table(value: object, subject: str) -> tuple[tuple[str, str], ...]:
-    """A table of string settings (e.g. Spark conf), stored as sorted ``(key, value)`` pairs."""
+def _validate_table(value: object, subject: str,
+                    example: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """A table of string settings (e.g. Spark conf), stored as sorted ``(key, value)`` pairs;
+    ``example`` (pairs) shows the user one when ``value`` is not a table."""
     if isinstance(value, tuple) and all(isinstance(p, tuple) and len(p) == 2 for p in value):
         value = dict(value)
     if not isinstance(value, dict):
-        msg = f"{subject} must be a table of settings, e.g. {{ \"spark.executor.memory\" = \"2g\" }}"
+        shown = f", e.g. {_toml_value(example)}" if example else ""
+        msg = f"{subject} must be a table of settings{shown}"
         raise ConfigError(msg)
     pairs = []
     for key, item in value.items():
@@ -140,7 +159,8 @@ SCHEMA: tuple[ConfigKey, ...] = (
               "state.path on this machine. Required for rocksdb on a cluster."),
     ConfigKey("state.checkpoint_options", dict, (),
               "fsspec options of state.checkpoint_url, dotted keys, e.g. "
-              "{ \"client_kwargs.endpoint_url\" = \"http://127.0.0.1:9000\" }."),
+              "{ \"client_kwargs.endpoint_url\" = \"http://127.0.0.1:9000\" }.",
+              example=(("client_kwargs.endpoint_url", "http://127.0.0.1:9000"),)),
     ConfigKey("state.local_copies", str, "auto",
               "With state.checkpoint_url on Spark, each executor keeps the snapshot objects its "
               "tasks write or read in RocksDB on its own disk, and a restore takes from there what "
@@ -179,7 +199,8 @@ SCHEMA: tuple[ConfigKey, ...] = (
               "under the temporary directory)."),
     ConfigKey("control.parameters", dict, (),
               "Operator parameters a process function reads with ctx.parameter(name), as "
-              "{ \"OPERATOR.NAME\" = value }; gyreflow control set changes them while the job runs."),
+              "{ \"OPERATOR.NAME\" = value }; gyreflow control set changes them while the job runs.",
+              example=(("OPERATOR.NAME", "value"),)),
     ConfigKey("control.auto_rebalance", bool, False,
               "Move hot key groups between an operator's tasks by measured load, by itself, at a "
               "window boundary when one task's records in a window exceed "
@@ -195,7 +216,8 @@ SCHEMA: tuple[ConfigKey, ...] = (
     ConfigKey("spark.master", str, "local[*]",
               "Spark master URL: local[N] runs Spark in this machine, spark://host:port a cluster."),
     ConfigKey("spark.app_name", str, "gyreflow", "Spark application name."),
-    ConfigKey("spark.conf", dict, (), "Extra Spark settings passed through as they are."),
+    ConfigKey("spark.conf", dict, (), "Extra Spark settings passed through as they are.",
+              example=(("spark.executor.memory", "2g"),)),
     ConfigKey("spark.mode", str, "auto",
               "How the spark environment runs a job's tasks: workers (one Spark barrier stage of "
               "long-lived worker processes for the whole job, exchanging batches directly), "
@@ -310,12 +332,46 @@ def _meant_variable(variable: str) -> str | None:
     return None
 
 
+def _misshapen_variable(variable: str) -> str | None:
+    """Why ``variable`` (``GYREFLOW_...``) is no ``GYREFLOW_SECTION__KEY``, naming the variables it
+    may mean, when its section or key is empty or has an underscore too many; else None.
+
+    >>> print(_misshapen_variable("GYREFLOW__BACKEND"))  # doctest: +NORMALIZE_WHITESPACE
+    environment variable GYREFLOW__BACKEND sets nothing: config variables are named
+    GYREFLOW_SECTION__KEY, e.g. GYREFLOW_STATE__BACKEND; did you mean GYREFLOW_STATE__BACKEND?
+    Rename or unset it
+    >>> _misshapen_variable("GYREFLOW_STATE__BACKEND"), _misshapen_variable("GYREFLOW_CRASH_AT")
+    (None, None)
+    """
+    rest = variable[len(ENV_PREFIX):]
+    _, parted, key = rest.partition("__")
+    # Every GYREFLOW_ variable that is not configuration (GYREFLOW_CRASH_AT, GYREFLOW_TEST_*) starts
+    # with a letter and has no "__": only a config variable gone wrong is refused here.
+    if not rest.startswith("_") and (not parted or (key and key.strip("_") == key)):
+        return None
+    spelt = _words(rest)
+    meant = [spec for spec in SCHEMA if _words(f"{spec.section}_{spec.key}") == spelt]
+    meant = meant or [spec for spec in SCHEMA if _words(spec.key) == spelt]
+    guess = " or ".join(f"{ENV_PREFIX}{s.section.upper()}__{s.key.upper()}" for s in meant)
+    guess = f"; did you mean {guess}?" if guess else "."
+    return (f"environment variable {variable} sets nothing: config variables are named "
+            f"{ENV_PREFIX}SECTION__KEY, e.g. {ENV_PREFIX}STATE__BACKEND{guess} Rename or unset it")
+
+
+def _words(name: str) -> str:
+    """``name`` lower-cased with each run of underscores made one: how misspellings compare."""
+    return re.sub("_+", "_", name.strip("_").lower())
+
+
 def _read_environ(environ: Mapping[str, str]) -> dict[str, object]:
     values: dict[str, object] = {}
     for variable in sorted(environ):
         rest = variable[len(ENV_PREFIX):]
         if not variable.startswith(ENV_PREFIX):
             continue
+        misshapen = _misshapen_variable(variable)
+        if misshapen is not None:
+            raise ConfigError(misshapen)
         if "__" not in rest:
             # Not configuration (GYREFLOW_CRASH_AT, GYREFLOW_TEST_*, a script's own), unless it is
             # a config variable with one underscore too few: ignoring that would run with a setting
