@@ -407,6 +407,10 @@ def explain(script: str, script_args: tuple[str, ...], fmt: str, config_path: st
             environment: str | None) -> None:
     """Print the PipelineGraph and ExecutionGraph of the pipelines SCRIPT defines, without running.
 
+    The script runs with every execute() recording its pipeline's plan instead of running it; where
+    the script first reads what execute() returned (result["task"], result.output(...)) it stops,
+    as nothing ran: the plans shown are those of the pipelines it executed up to there.
+
     SCRIPT may also be a graph query ('MATCH ...', see gyreflow query): its compiled plan is
     printed, as text; or a SQL script (FILE.sql, see gyreflow sql): the plan of each statement
     that runs.
@@ -425,10 +429,15 @@ def explain(script: str, script_args: tuple[str, ...], fmt: str, config_path: st
         explain_sql(script, fmt, config_path, environment, script_args)  # script_args: --set K=V
         return
 
+    from gyreflow.api.language.pipeline import ExplainStop, stopping_at_results, take_not_executed
+
     settings = RunSettings(config_path=config_path, environment=environment, quiet=True,
                            explain_format=fmt, explained=[])
     try:
-        _run_script(script, script_args, settings)
+        with stopping_at_results():
+            _run_script(script, script_args, settings)
+    except ExplainStop:  # the script read a result of execute(): its plans so far are the answer
+        take_not_executed()  # the pipelines it would define after that point are no mistake
     except ConfigError as exc:
         _fail(Console(stderr=True), f"configuration: {exc}", 2)
     except click.ClickException:

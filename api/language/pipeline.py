@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
+import contextvars
 import sys
 import weakref
 from collections.abc import Callable, Iterator, Mapping
@@ -67,7 +69,7 @@ class PipelineTask:
 
     def build(self, config) -> PipelineGraph:
         """Run the task's function and return the graph it built."""
-        builder = GraphBuilder(config["environment.parallelism"], config)
+        builder = GraphBuilder(config["environment.parallelism"], config, self.name)
         ctx = PipelineTaskContext(builder, config)
         self.fn(ctx)
         graph = builder.build()
@@ -109,6 +111,63 @@ class PipelineResult(Mapping):
                 return task.by_window(name)
         msg = f"no task collected output named {name!r}"
         raise KeyError(msg)
+
+
+class ExplainStop(BaseException):
+    """Raised under ``gyreflow explain`` when a script reads the result of ``execute()``: nothing ran,
+    so there is no result, and the plans of the pipelines executed so far are what explain shows.
+
+    A ``BaseException``, as ``SystemExit`` is, so that a script's ``except Exception`` lets it pass.
+    """
+
+
+class _ExplainedResult(PipelineResult):
+    """What ``execute()`` returns under ``gyreflow explain``: reading it stops the script."""
+
+    def __init__(self, pipeline: str) -> None:
+        super().__init__({})
+        self.pipeline = pipeline
+
+    def _stop(self):
+        msg = (f"pipeline {self.pipeline!r} was explained, not run: the script stops where it "
+               "reads the result of execute()")
+        raise ExplainStop(msg)
+
+    def __getitem__(self, name: str) -> TaskResult:
+        self._stop()
+
+    def __iter__(self) -> Iterator[str]:
+        self._stop()
+
+    def __len__(self) -> int:
+        self._stop()
+
+    def __contains__(self, name: object) -> bool:
+        self._stop()
+
+    def output(self, name: str = "collect") -> list:
+        """Stops the script: nothing ran."""
+        self._stop()
+
+    def by_window(self, name: str = "collect") -> dict[int, list]:
+        """Stops the script: nothing ran."""
+        self._stop()
+
+
+# Under ``gyreflow explain SCRIPT``: execute() returns a result whose reading stops the script
+# (raises ExplainStop), rather than an empty one the script would fail on with a KeyError.
+_STOP_AT_RESULT: contextvars.ContextVar[bool] = contextvars.ContextVar("gyreflow_explain_stop",
+                                                                       default=False)
+
+
+@contextlib.contextmanager
+def stopping_at_results():
+    """Inside the block, reading what an explained ``execute()`` returned raises ``ExplainStop``."""
+    token = _STOP_AT_RESULT.set(True)
+    try:
+        yield
+    finally:
+        _STOP_AT_RESULT.reset(token)
 
 
 class Pipeline:
@@ -188,6 +247,8 @@ class Pipeline:
                 settings.explained.extend(self.titled_plans())
             else:
                 sys.stdout.write(self.explain(settings.explain_format) + "\n")
+            if _STOP_AT_RESULT.get():
+                return _ExplainedResult(self.name)
             return PipelineResult({})
         if settings.listener is not None:
             listener = settings.listener if listener is None else Listeners((listener,

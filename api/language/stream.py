@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable
 
 from gyreflow.plan import operators as specs
 from gyreflow.plan.graph import Partitioning, PipelineEdge, PipelineGraph, PipelineVertex
 from gyreflow.runtime.dataflow.columns.batch import Column, ColumnAggregate
-from gyreflow.runtime.errors import KeyRequiredError, ParallelismError, parallelism_error
+from gyreflow.runtime.errors import (
+    KeyRequiredError,
+    ParallelismError,
+    PipelineDefinitionError,
+    parallelism_error,
+)
 from gyreflow.state.records import define
 
 
@@ -20,13 +27,39 @@ class _Draft:
     inputs: list[tuple[int, Partitioning, Callable | None]]
 
 
+class DuplicateCollectError(PipelineDefinitionError, ValueError):
+    """Two streams of one pipeline task are collected under the same name: their records would be
+    merged into one list of ``execute()``'s result. Refused where the second ``collect`` is called,
+    before any data moves; the message names both lines.
+
+    Outputs are kept per task: two tasks may each collect under the same name.
+    """
+
+
 class GraphBuilder:
     """Collects operators while a pipeline task's function runs, then builds the PipelineGraph."""
 
-    def __init__(self, default_parallelism: int, config=None) -> None:
+    def __init__(self, default_parallelism: int, config=None, task: str | None = None) -> None:
         self.default_parallelism = default_parallelism
         self.config = config  # the run's Config (None when built outside a pipeline)
+        self.task = task  # the pipeline task's name, for errors
         self.drafts: list[_Draft] = []
+        self.collected: dict[str, str] = {}  # collect name -> "file:line" of the call that took it
+
+    def claim_collect_name(self, name: str) -> None:
+        """Take ``name`` for one ``collect`` of this task, or refuse it if another took it already."""
+        here = _user_line()
+        if name not in self.collected:
+            self.collected[name] = here
+            return
+        first = self.collected[name]
+        task = f"pipeline task {self.task!r}" if self.task else "one pipeline task"
+        where = (f"both at {here} (a loop or a helper that collects more than once)"
+                 if first == here else f"at {first} and at {here}")
+        msg = (f"two streams of {task} are collected under the same name {name!r}, {where}: "
+               f"their records would be merged into one list; give one of them another name, "
+               f"e.g. .collect(\"another name\")")
+        raise DuplicateCollectError(msg)
 
     def add(self, spec: specs.OperatorSpec, inputs: list[Stream], parallelism: int | None = None,
             name: str | None = None) -> int:
@@ -194,7 +227,12 @@ class Stream:
         return self._then(specs.SinkSpec(sink), parallelism=getattr(sink, "default_parallelism", None))
 
     def collect(self, name: str = "collect") -> Stream:
-        """Return every record from ``execute()`` under ``name``, by window."""
+        """Return every record from ``execute()`` under ``name``, by window.
+
+        A name stands for one stream within a pipeline task: collecting a second stream of the
+        same task under it raises ``DuplicateCollectError`` (two tasks may share a name).
+        """
+        self.builder.claim_collect_name(name)
         return self._then(specs.CollectSpec(name))
 
 
@@ -368,3 +406,24 @@ def _callable(fn: Callable, operation: str) -> Callable:
         msg = f"{operation} needs a function, got {type(fn).__name__}"
         raise TypeError(msg)
     return fn
+
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_GYREFLOW_DIRS = tuple(os.path.join(_ROOT, part) + os.sep
+                       for part in ("api", "plan", "scheduler", "runtime", "state", "gyreflow"))
+
+
+def _user_line() -> str:
+    """``file:line`` of the innermost frame of the user's code calling into gyreflow (the path
+    relative to the working folder when inside it), as errors of a script name its lines."""
+    frame = sys._getframe(1)  # the cheap way up the stack; every collect() asks
+    # gyreflow's own frames (runtime.user_code.internal_frame without its look at the standard
+    # library's folders, which imports sysconfig: the first frame outside gyreflow is the user's)
+    while frame is not None and frame.f_code.co_filename.startswith(_GYREFLOW_DIRS):
+        frame = frame.f_back
+    if frame is None:
+        return "<unknown line>"
+    path = frame.f_code.co_filename
+    if os.path.isabs(path) and not os.path.relpath(path).startswith(".."):
+        path = os.path.relpath(path)
+    return f"{path}:{frame.f_lineno}"
