@@ -74,10 +74,22 @@ def sql(script: str, environment: str | None, config_path: str | None, settings:
         from gyreflow.api.dsl.queries import QueryError
 
         cause = exc.cause if isinstance(exc.cause, QueryError) else None
-        _fail(console, f"{script}: {cause if cause is not None else str(exc).splitlines()[0]}", 1)
+        if cause is None:
+            _fail(console, f"{script}: {str(exc).splitlines()[0]}", 1)
+        _fail(console, f"{script}: {_with_window(str(cause), exc.window)}", 1)
     for _, rows in selected_rows(result):
         for row in rows:
             sys.stdout.write(format_row(row) + "\n")
+
+
+def _with_window(message: str, window: int | None) -> str:
+    """A query's run-time error naming its window as the query operator's do (``statement 2, line
+    3, window 1: ...``): the errors of one-table operators (a filter, a projection, an aggregate)
+    name the statement only, the job's error the window."""
+    head, colon, rest = message.partition(": ")
+    if window is None or not colon or not head.startswith("statement ") or ", window " in head:
+        return message
+    return f"{head}, window {window}: {rest}"
 
 
 def _explain_settings(args: tuple[str, ...]) -> dict[str, str]:

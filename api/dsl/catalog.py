@@ -10,6 +10,7 @@ from sqlglot import exp
 import gyreflow.api.dsl.functions as fns
 from gyreflow.api.dsl.parsing import DslError, Statement
 from gyreflow.api.dsl.rows import iter_text_chunks, resolve_path
+from gyreflow.api.dsl.sql_types import typed_columns
 from gyreflow.api.dsl.windowing import window_call
 
 TABLE_TYPES = ("file", "jdbc")
@@ -72,7 +73,7 @@ class Table:
         separator = self.separator(settings)
         trim = str(self.option("geaflow.dsl.column.trim", settings, "true")).lower() != "false"
         chunks = iter_text_chunks(path, types, separator, trim, settings.get(TIME_ZONE) or None, needed,
-                                  millis)
+                                  millis, [c for c, _ in self.columns])
         return chunks if lazy else [row for rows in chunks for row in rows]
 
 
@@ -244,7 +245,7 @@ class Catalog:
         table = self.tables.get(key)
         if table is None:
             raise QueryError(f"no table or view {name}")
-        columns = [(None, c.lower()) for c, _ in table.columns]
+        columns = typed_columns(None, table.columns)  # each knows its declared type (sql_types)
         rows = self.rows.get(key, []) if self.rows is not None else table.read(self.settings, self.root)
         if table.kind == "jdbc" and rows and len(rows[0]) > len(columns):  # GeaFlow scans SELECT *
             columns += [(None, f"col{i}") for i in range(len(columns), len(rows[0]))]

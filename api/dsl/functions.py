@@ -12,6 +12,7 @@ import re
 import statistics
 import zlib
 
+import gyreflow.api.dsl.java_math as jm
 from gyreflow.api.dsl.errors import QueryError
 from gyreflow.api.dsl.rows import java_string, to_timestamp
 
@@ -25,11 +26,9 @@ def _nulls(fn):
     return strict
 
 
-def _sign(x):
-    return float((x > 0) - (x < 0))
-
-
 def _trunc(x, scale=None):
+    if isinstance(x, float) and not math.isfinite(x):
+        return x  # NaN and the infinities stay
     if scale is None:
         return float(math.trunc(x)) if isinstance(x, float) else x
     factor = 10 ** scale
@@ -38,9 +37,11 @@ def _trunc(x, scale=None):
 
 def _cbrt(x):
     x = float(x)
+    if not math.isfinite(x):
+        return x  # Math.cbrt: NaN and the infinities stay
     root = abs(x) ** (1.0 / 3.0)
     rounded = round(root)
-    if abs(rounded ** 3 - abs(x)) < 1e-9 * max(1.0, abs(x)):
+    if rounded ** 3 == abs(x):  # an exact cube: its exact root (27 ** (1 / 3) is 3.0000000000000004)
         root = float(rounded)
     return math.copysign(root, x)
 
@@ -274,17 +275,18 @@ SCALAR = {
     "direction": lambda edge: getattr(edge, "direction", None),
     "srcid": lambda edge: getattr(edge, "src", None),
     "targetid": lambda edge: getattr(edge, "dst", None),
-    "abs": _nulls(abs), "ceil": _nulls(lambda x: float(math.ceil(x)) if isinstance(x, float) else x),
-    "floor": _nulls(lambda x: float(math.floor(x)) if isinstance(x, float) else x),
-    "ln": _nulls(lambda x: math.log(x)), "log10": _nulls(lambda x: math.log10(x)),
+    # doubles as Java's Math computes them: NaN outside a function's domain (SQRT(-1), ASIN(2)),
+    # infinities at poles and on overflow (LN(0), POWER(0, -1), EXP(1000)), never an error
+    "abs": _nulls(abs), "ceil": _nulls(jm.rounded(math.ceil)), "floor": _nulls(jm.rounded(math.floor)),
+    "ln": _nulls(jm.java_log), "log10": _nulls(jm.java_log10),
     # sqlglot reads LOG10(x) as LOG(10, x): the base first
-    "log": _nulls(lambda a, b=None: math.log(a) if b is None else math.log(b, a)),
-    "exp": _nulls(lambda x: math.exp(x)), "sin": _nulls(math.sin), "cos": _nulls(math.cos),
-    "tan": _nulls(math.tan), "cot": _nulls(lambda x: 1.0 / math.tan(x)), "asin": _nulls(math.asin),
-    "acos": _nulls(math.acos), "atan": _nulls(math.atan), "sign": _nulls(_sign),
+    "log": _nulls(lambda a, b=None: jm.java_log(a) if b is None else jm.java_log_base(a, b)),
+    "exp": _nulls(jm.java_exp), "sin": _nulls(jm.java_sin), "cos": _nulls(jm.java_cos),
+    "tan": _nulls(jm.java_tan), "cot": _nulls(jm.java_cot), "asin": _nulls(jm.java_asin),
+    "acos": _nulls(jm.java_acos), "atan": _nulls(math.atan), "sign": _nulls(jm.java_signum),
     "degrees": _nulls(math.degrees), "radians": _nulls(math.radians),
-    "power": _nulls(lambda x, y: float(x) ** y), "pow": _nulls(lambda x, y: float(x) ** y),
-    "sqrt": _nulls(lambda x: math.sqrt(x)), "cbrt": _nulls(_cbrt), "trunc": _nulls(_trunc),
+    "power": _nulls(jm.java_pow), "pow": _nulls(jm.java_pow),
+    "sqrt": _nulls(jm.java_sqrt), "cbrt": _nulls(_cbrt), "trunc": _nulls(_trunc),
     "round": _nulls(_round), "atan2": _nulls(math.atan2), "pi": lambda: math.pi,
     "rand": lambda seed=None: random.Random(seed).random(),
     "rand_integer": lambda *a: random.Random(a[0] if len(a) > 1 else None).randrange(a[-1] or 1),
@@ -322,8 +324,14 @@ CONSTANTS = {"pi": math.pi, "e": math.e}
 
 
 def _total(values: list):
-    """The exact sum, rounded once, of doubles (Java adds in an order of its own); ints as they are."""
-    return math.fsum(values) if any(isinstance(v, float) for v in values) else sum(values)
+    """The exact sum, rounded once, of doubles (Java adds in an order of its own); ints as they are.
+    A sum past the largest double is an infinity, and Infinity plus -Infinity NaN, as Java's."""
+    if not any(isinstance(v, float) for v in values):
+        return sum(values)
+    try:
+        return math.fsum(values)
+    except (OverflowError, ValueError):
+        return sum(map(float, values))
 
 
 def _sum(values):
@@ -337,10 +345,23 @@ def _avg(values):
     return _total(values) / len(values) if values else None
 
 
+def _double_order(value):
+    """A sort key of Java's ``Double.compareTo``: NaN above every other value, equal to itself."""
+    return (1, 0.0) if value != value else (0, value)
+
+
 def _extreme(fn):
+    """MIN or MAX (``fn``) of the non-NULL values, NaN the largest double (Java's ``compareTo``)."""
     def pick(values):
         values = [v for v in values if v is not None]
-        return fn(values) if values else None
+        if not values:
+            return None
+        found = fn(values)
+        if type(found) is float or type(found) is int:
+            total = sum(values)  # NaN when a value is (Python's min and max skip it or stop at it)
+            if total != total:
+                return fn(values, key=_double_order)
+        return found
     return pick
 
 

@@ -15,6 +15,7 @@ from sqlglot import exp
 
 from gyreflow.api.dsl.catalog import Catalog
 from gyreflow.api.dsl.codegen import row_method, rows_method
+from gyreflow.api.dsl.grouping import SameKeyOf, same_key
 from gyreflow.api.dsl.queries import QueryError, Relation, Scope
 from gyreflow.api.dsl.running import ChangedRows, CountRows, RunningGroups, WindowRows, runs_as_running
 from gyreflow.api.dsl.select import _expand
@@ -192,10 +193,11 @@ def _key_of(nodes: list, compiled: list | None, scope: Scope):
 
 
 def _plain_key(shape: Shape, catalog: Catalog):
-    """GROUP BY columns as ``operator.itemgetter`` (one call in C per row, and picklable), else None."""
+    """GROUP BY columns by ``operator.itemgetter`` (picklable), each NaN made one value
+    (``grouping.SameKeyOf``), else None."""
     scope = Scope(Relation(shape.columns, []), catalog)
     at = [scope.index(k.name, k.table or None) if isinstance(k, exp.Column) else None for k in shape.keys]
-    return operator.itemgetter(*at) if at and None not in at else None
+    return SameKeyOf(operator.itemgetter(*at), len(at) > 1) if at and None not in at else None
 
 
 class RowFilter(_Compiled):
@@ -215,12 +217,12 @@ class Projection(_Compiled):
 
 
 class GroupKey(_Compiled):
-    """GROUP BY's keys of a row, as one tuple."""
+    """GROUP BY's keys of a row, as one tuple (each NaN made one value: ``grouping.same_key``)."""
 
     def __call__(self, row) -> tuple:
         key = (self._fns or self.compiled())[4]
         try:
-            return key(row)
+            return same_key(key(row))
         except QueryError as exc:
             raise self.failed(exc) from None
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from gyreflow.api.dsl.errors import QueryError
+from gyreflow.api.dsl.grouping import same_key
 from gyreflow.api.dsl.queries import _sort_key, ordering
 
 RANKING = ("row_number", "rank", "dense_rank")
@@ -66,7 +67,7 @@ def over_values(node: exp.Window, contexts: list, scope, grouped: bool) -> list:
     aggregate = scope.compile(function) if name not in RANKING else None
     partitions: dict[tuple, list] = {}
     for ctx in contexts:
-        partitions.setdefault(tuple(p(ctx) for p in partition), []).append(ctx)
+        partitions.setdefault(same_key(tuple(p(ctx) for p in partition)), []).append(ctx)  # NaN: one
     values = [None] * len(contexts)
     for members in partitions.values():
         members.sort(key=ordering(keys))

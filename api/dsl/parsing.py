@@ -44,11 +44,38 @@ class Statement:
 _TOKENIZER = GeaFlowDialect().tokenizer_class()
 
 
-def _tokens(text: str, line: int = 1) -> list:
+def _tokens(text: str, line: int = 1, column: int = 1) -> list:
+    """The tokens of ``text``, which starts at ``line`` and ``column`` of the script; what the
+    tokenizer cannot read (a string left open) is reported where it starts, in plain words."""
     try:
         return _TOKENIZER.tokenize(text)
     except TokenError as exc:
-        raise DslError(f"cannot read the script: {exc}", line=line) from None
+        offset, what = _unreadable(text, exc)
+        at_line = line + text.count("\n", 0, offset)
+        at_column = offset - text.rfind("\n", 0, offset)
+        if at_line == line:
+            at_column += column - 1
+        raise DslError(what, line=at_line, column=at_column) from None
+
+
+_OPEN = {"'": "a string is not closed (a ' is missing)", '"': 'a quoted name is not closed (a " is missing)',
+         "`": "a quoted name is not closed (a ` is missing)"}
+
+
+def _unreadable(text: str, exc: TokenError) -> tuple[int, str]:
+    """``(offset, what)`` of what the tokenizer could not read in ``text`` (sqlglot names an
+    unclosed quote and where it starts in the error it chains; an unclosed comment it does not)."""
+    missing = re.fullmatch(r"Missing (.+) from \d+:(\d+)", str(exc.__cause__ or ""))
+    if missing is not None:
+        delimiter, offset = missing.group(1), min(int(missing.group(2)), max(len(text) - 1, 0))
+        if text[offset:offset + len(delimiter)] != delimiter:  # sqlglot named where it stopped
+            offset = max(text.rfind(delimiter, 0, offset), 0)
+        return offset, _OPEN.get(delimiter, f"{delimiter} is missing")
+    comment = text.rfind("/*")
+    if comment >= 0 and text.find("*/", comment + 2) < 0:
+        return comment, "a comment is not closed (*/ is missing)"
+    offset = (exc.start or 0) + 50 if (exc.end or 0) < len(text) - 1 else (exc.end or 0)
+    return min(offset, max(len(text) - 1, 0)), "cannot read the script here"
 
 
 def split_statements(text: str) -> list[tuple[str, int, int]]:
@@ -150,7 +177,9 @@ def parse_query(text: str, statement: Statement, offset_line: int = 0,
         detail = exc.errors[0] if exc.errors else {}
         line = statement.line + offset_line + (detail.get("line") or 1) - 1
         column = detail.get("col")
-        message = (detail.get("description") or str(exc)).split("\n")[0]
+        if column and detail.get("highlight"):  # sqlglot's column is the token's last character
+            column = max(column - len(detail["highlight"]) + 1, 1)
+        message = plain_message((detail.get("description") or str(exc)).split("\n")[0], detail)
         if origin and detail.get("line"):  # the place in the rewritten text, mapped back
             lines = text.split("\n")
             offset = sum(len(t) + 1 for t in lines[:detail["line"] - 1]) + max((column or 1) - 1, 0)
@@ -162,6 +191,45 @@ def parse_query(text: str, statement: Statement, offset_line: int = 0,
     return group_windows(parsed)
 
 
+# sqlglot's "Required keyword: 'this' missing for <class '...Where'>" in words, by the node's class
+_REQUIRED = re.compile(r"Required keyword: '(\w+)' missing for <class '[\w.]*?(\w+)'>")
+_NEEDS = {"Where": "WHERE needs a condition", "Having": "HAVING needs a condition",
+          "Order": "ORDER BY needs what to sort by", "Group": "GROUP BY needs what to group by",
+          "Limit": "LIMIT needs a number", "Offset": "OFFSET needs a number",
+          "Between": "BETWEEN needs a lower bound, AND and an upper bound", "Like": "LIKE needs a pattern",
+          "ILike": "ILIKE needs a pattern", "Union": "UNION needs a query on each side",
+          "Except": "EXCEPT needs a query on each side", "Intersect": "INTERSECT needs a query on each side",
+          "Not": "NOT needs a condition after it", "Neg": "- needs a value after it",
+          "In": "IN needs a list or a query", "Is": "IS needs NULL, NOT NULL, TRUE or FALSE"}
+_OPERATORS = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/", "Mod": "%", "EQ": "=", "NEQ": "<>",
+              "GT": ">", "GTE": ">=", "LT": "<", "LTE": "<=", "And": "AND", "Or": "OR", "DPipe": "||"}
+_TOKEN = re.compile(r"<Token token_type: TokenType\.(\w+), text: (.*?), line: .*?>")
+
+
+def plain_message(message: str, detail: dict | None = None) -> str:
+    """A sqlglot parse error in plain words (no class or token objects).
+
+    >>> plain_message("Required keyword: 'this' missing for <class 'sqlglot.expressions.query.Where'>")
+    'WHERE needs a condition'
+    """
+    required = _REQUIRED.search(message)
+    if required is not None:
+        part, node = required.groups()
+        if node in _NEEDS:
+            return _NEEDS[node]
+        if node in _OPERATORS:
+            return f"{_OPERATORS[node]} needs a value {'after' if part == 'expression' else 'before'} it"
+        return f"{node.upper()} is not complete (its {part} is missing)"
+    token = _TOKEN.search(message)
+    if token is not None:
+        kind, text = token.groups()
+        found = "the end of the query" if kind == "SENTINEL" else repr(text)
+        return message[:token.start()].replace("but got", "but found").rstrip() + f" {found}"
+    if message.startswith("Invalid expression / Unexpected token") and (detail or {}).get("highlight"):
+        return f"unexpected {detail['highlight']!r}"
+    return message
+
+
 _GQL = re.compile(r"\b(match|call)\b\s*[(\w]", re.I)
 
 
@@ -169,7 +237,7 @@ def classify(number: int, text: str, line: int, column: int) -> Statement:
     """One statement read: ``kind`` is set, create, view, function, insert, query, use or graph."""
     words = _words(text, 6)
     statement = Statement(number, "", text, line, column)
-    toks = _tokens(text, line)
+    toks = _tokens(text, line, column)
     if not words:
         raise statement.error("an empty statement")
     head = words[0]

@@ -10,6 +10,7 @@ import attrs
 from gyreflow.api.connectors.file_sink import FileSink
 from gyreflow.api.connectors.sources import Source, SourceReader, _IteratorReader
 from gyreflow.api.dsl.catalog import Catalog, Table
+from gyreflow.api.dsl.incremental import is_incremental
 from gyreflow.api.dsl.lowering import plan_shape, shape_of
 from gyreflow.api.dsl.queries import QueryError, _over, own_nodes
 from gyreflow.api.dsl.query_state import (
@@ -100,18 +101,6 @@ def _line(separator: str, window: int, row: tuple) -> str:
     return format_row(row, separator)
 
 
-def is_incremental(query) -> bool:
-    """Whether a query's result over a stream is recomputed over everything so far (aggregates,
-    DISTINCT, ORDER BY, joins) rather than computed over each window's rows alone."""
-    from sqlglot import exp
-
-    if isinstance(query, (exp.Union, exp.Except, exp.Intersect)):
-        return True
-    return any(isinstance(n, (exp.AggFunc, exp.Group, exp.Distinct, exp.Order, exp.Join, exp.Anonymous,
-                              exp.Window))
-               for n in query.walk())
-
-
 class QueryFunction(ProcessFunction):
     """Runs a query over the rows its tables delivered: per window, over that window's rows, or (for
     aggregates and the like) over every row so far, emitting the rows that changed. The tables of a
@@ -181,7 +170,7 @@ class QueryFunction(ProcessFunction):
             if self.top is not None and self.top[0] in rows:
                 name, candidates = self.top
                 replaced[name] = kept[name] = self._run(candidates, self.catalog.bound(
-                    {name: kept.get(name, []) + rows[name]}))
+                    {name: kept.get(name, []) + rows[name]}), window)
             if self.incremental:
                 rows = kept
             elif self.graph:
@@ -194,7 +183,7 @@ class QueryFunction(ProcessFunction):
 
             catalog.window = Window(window, self.changes.touched(added), value["memory"],
                                     self.changes.calls)
-        result = self._run(self.query, catalog)
+        result = self._run(self.query, catalog, window)
         plus = minus = ()
         emitted = result
         if self.incremental:
@@ -208,11 +197,18 @@ class QueryFunction(ProcessFunction):
         for row in emitted:
             ctx.emit(row)
 
-    def _run(self, query, catalog: Catalog) -> list:
+    def _run(self, query, catalog: Catalog, window: int | None = None) -> list:
+        """The rows of ``query``; an error names the statement, the window and (``RowError``) the
+        expression and the row it failed on, not the operator's notification of the window."""
         try:
             return evaluate(query, catalog).rows
         except QueryError as exc:
-            raise QueryError(f"{self.where}: {exc.message}" if self.where else exc.message) from None
+            raise QueryError(f"{self._where(window)}: {exc.message}", hint=exc.hint) from None
+        except (ArithmeticError, TypeError, LookupError) as exc:  # not one expression's on one row
+            raise QueryError(f"{self._where(window)}: {type(exc).__name__}: {exc}") from exc
+
+    def _where(self, window: int | None) -> str:
+        return ", ".join(p for p in (self.where, f"window {window}" if window is not None else "") if p)
 
 
 def window_of(table: Table, settings: dict):

@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import math
 import operator
 
 from sqlglot import exp
 
 import gyreflow.api.dsl.functions as fns
+from gyreflow.api.dsl.arithmetic import (
+    OPERATORS,
+    compile_arithmetic,
+    compile_negation,
+    refuse_text_aggregate,
+)
 from gyreflow.api.dsl.errors import QueryError
+from gyreflow.api.dsl.java_math import java_div, java_mod
+from gyreflow.api.dsl.row_errors import row_error
 from gyreflow.api.dsl.rows import cast_value
+from gyreflow.api.dsl.sorting import _order as _order  # ORDER BY's order: select, over and graphs
+from gyreflow.api.dsl.sorting import _sort_key as _sort_key  # read these names from here
+from gyreflow.api.dsl.sorting import ordering as ordering
+from gyreflow.api.dsl.sql_types import requalified
 from gyreflow.api.dsl.windowing import interval_seconds
 
 
@@ -24,7 +35,7 @@ class Relation:
         self.columns, self.rows = columns, rows
 
     def requalified(self, qualifier: str | None) -> Relation:
-        return Relation([(qualifier, n) for _, n in self.columns], self.rows)
+        return Relation([requalified(c, qualifier) for c in self.columns], self.rows)
 
     def names(self) -> list[str]:
         return [n for _, n in self.columns]
@@ -32,21 +43,6 @@ class Relation:
 
 def _lower(name) -> str:
     return str(name).lower()
-
-
-def _java_div(a, b):
-    if isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool):
-        if b == 0:
-            raise QueryError("division by zero")
-        q = abs(a) // abs(b)
-        return q if (a >= 0) == (b > 0) else -q
-    return a / b if b else (math.copysign(math.inf, a) if a else math.nan)
-
-
-def _java_mod(a, b):
-    if isinstance(a, int) and isinstance(b, int):
-        return a - b * _java_div(a, b)
-    return math.fmod(a, b)
 
 
 def _strict2(fn):
@@ -80,8 +76,8 @@ def _cmp(fn):
 
 BINARY = {
     exp.Add: _strict2(lambda a, b: a + b), exp.Sub: _strict2(lambda a, b: a - b),
-    exp.Mul: _strict2(lambda a, b: a * b), exp.Div: _strict2(_java_div),
-    exp.Mod: _strict2(_java_mod), exp.EQ: _cmp(lambda a, b: a == b),
+    exp.Mul: _strict2(lambda a, b: a * b), exp.Div: _strict2(java_div),
+    exp.Mod: _strict2(java_mod), exp.EQ: _cmp(lambda a, b: a == b),
     exp.NEQ: _cmp(lambda a, b: a != b), exp.GT: _cmp(lambda a, b: a > b),
     exp.GTE: _cmp(lambda a, b: a >= b), exp.LT: _cmp(lambda a, b: a < b),
     exp.LTE: _cmp(lambda a, b: a <= b), exp.DPipe: fns._concat,
@@ -180,8 +176,7 @@ class Scope:
         if isinstance(node, exp.Column):
             return self._column(node)
         if isinstance(node, exp.Neg):
-            inner = self.compile(node.this)
-            return lambda ctx: None if (v := inner(ctx)) is None else -v
+            return compile_negation(self, node)
         if isinstance(node, exp.Not):
             inner = self.compile(node.this)
             return lambda ctx: None if (v := inner(ctx)) is None else not v
@@ -191,6 +186,8 @@ class Scope:
         if isinstance(node, exp.Or):
             left, right = self.compile(node.this), self.compile(node.expression)
             return lambda ctx: _or(left(ctx), right(ctx))
+        if type(node) in OPERATORS:  # + - * / %: Java's, integers checked (arithmetic.py)
+            return compile_arithmetic(self, node)
         if type(node) in BINARY:
             op = BINARY[type(node)]
             left, right = self.compile(node.this), self.compile(node.expression)
@@ -220,8 +217,7 @@ class Scope:
             no = self.compile(node.args["false"]) if node.args.get("false") else (lambda ctx: None)
             return lambda ctx: yes(ctx) if cond(ctx) else no(ctx)
         if isinstance(node, (exp.Cast, exp.TryCast)):
-            inner, kind = self.compile(node.this), node.to.sql().lower()
-            return lambda ctx: cast_value(inner(ctx), kind)
+            return self._cast(node)
         if isinstance(node, exp.Subquery) or isinstance(node, exp.Select):
             return self._scalar_subquery(node)
         if isinstance(node, exp.Filter) and self.has_aggregate(node.this):
@@ -342,6 +338,23 @@ class Scope:
             raise QueryError("a window function (OVER) runs only in a SELECT list")
         return lambda ctx: values[ctx[2]]
 
+    def _cast(self, node: exp.Cast):
+        """``CAST(x AS type)``: a value that does not fit the type (text that is no number, a number
+        out of an integer type's range) stops the query; ``TRY_CAST`` gives NULL for it."""
+        inner, kind = self.compile(node.this), node.to.sql().lower()
+        lenient = isinstance(node, exp.TryCast)
+
+        def cast(ctx):
+            value = inner(ctx)
+            try:
+                return cast_value(value, kind)
+            except (ValueError, OverflowError) as exc:
+                if lenient:
+                    return None
+                raise row_error(QueryError(str(exc)), node, ctx[0], ctx[1] is not None,
+                                self.relation.columns) from None
+        return cast
+
     def _scalar_subquery(self, node):
         inner = self.catalog.evaluate(node.this if isinstance(node, exp.Subquery) else node)
         value = inner.rows[0][0] if inner.rows else None
@@ -356,9 +369,16 @@ class Scope:
         args = [self.compile(a) for a in function_args(node)]
         fn = self.catalog.scalar(name)
         if fn is None:
-            raise QueryError(f"no function {name.upper()}",
-                             hint="see docs/dsl.md for GeaFlow's built-in functions gyreflow has")
-        return lambda ctx: fn(*(a(ctx) for a in args))
+            raise _no_function(node, name)
+
+        def call(ctx):
+            values = [a(ctx) for a in args]
+            try:
+                return fn(*values)
+            except TypeError:  # a value of a type the function does not take
+                cause = QueryError(f"{name.upper()} cannot take ({', '.join(map(repr, values))})")
+                raise row_error(cause, node, ctx[0], ctx[1] is not None, self.relation.columns) from None
+        return call
 
     def _aggregate(self, node: exp.Func, name: str):
         args = function_args(node)
@@ -372,6 +392,9 @@ class Scope:
             column, fraction = self.compile(args[0]), self.compile(args[1])
             return lambda ctx: parameter([column((r, None)) for r in ctx[1]], fraction(ctx))
         fn = self.catalog.aggregate(name)
+        if fn is None:  # sqlglot knows it (MEDIAN, STRING_AGG, ...): gyreflow has no implementation
+            raise _no_function(node, name)
+        refuse_text_aggregate(node, name, args, self)
         compiled = [self.compile(a) for a in args]
         if len(compiled) == 1:
             one = compiled[0]
@@ -384,10 +407,35 @@ class Scope:
 
         def aggregate(ctx):
             found = values(ctx[1])
-            if distinct:
-                found = list(dict.fromkeys(v for v in found if v is not None))
-            return fn(found)
+            if distinct:  # every NaN one value (Java's Double.equals, DuckDB)
+                found = list(dict.fromkeys(_one_nan(v) for v in found if v is not None))
+            try:
+                return fn(found)
+            except TypeError:  # a value of a type the aggregate does not take: name one
+                odd = next((v for v in found if v is not None and type(v) not in (int, float)), None)
+                cause = QueryError(f"{name.upper()} cannot take {odd!r}")
+                raise row_error(cause, node, ctx[0], True, self.relation.columns) from None
         return aggregate
+
+
+def _one_nan(value):
+    """``value``, every NaN as one object: a dict's keys take them as one."""
+    return math.nan if type(value) is float and value != value else value
+
+
+def _no_function(node: exp.Func, name: str) -> QueryError:
+    """A function gyreflow has no implementation of, at the place its name is written (sqlglot keeps
+    the name's end and length; some functions it rebuilds keep none: their first argument's place)."""
+    meta = node.this.meta if isinstance(node, exp.Anonymous) and isinstance(node.this, exp.Identifier) \
+        else node.meta
+    line, column = meta.get("line"), None
+    if "col" in meta:
+        column = meta["col"] - (meta["end"] - meta["start"] if "end" in meta else len(name) - 1)
+    else:
+        inner = next((i.meta for i in node.find_all(exp.Identifier) if "col" in i.meta), {})
+        line, column = inner.get("line"), inner.get("col")
+    return QueryError(f"no function {name.upper()}", line=line, column=column,
+                      hint="see docs/dsl.md for GeaFlow's built-in functions gyreflow has")
 
 
 def own_nodes(node: exp.Expression):
@@ -423,30 +471,3 @@ def _number(text: str):
         return int(text)
     except ValueError:
         return float(text)
-
-
-def _sort_key(value):
-    """Orders values with NULL last (ascending), as Calcite's default collation does."""
-    if value is None:
-        return (1, 0)
-    if isinstance(value, dict) and hasattr(value, "label"):  # a vertex or edge: by its id
-        return (0, getattr(value, "id", None) if hasattr(value, "id") else (value.src, value.dst))
-    return (0, value)
-
-
-def ordering(keys: list):
-    """A sort key by ORDER BY ``keys`` of ``(fn, descending)``, NULLs last ascending (as
-    Calcite); ties keep the rows' order."""
-    def compare(a, b):
-        for fn, descending in keys:
-            x, y = _sort_key(fn(a)), _sort_key(fn(b))
-            if x != y:
-                result = -1 if x < y else 1
-                return -result if descending else result
-        return 0
-    return functools.cmp_to_key(compare)
-
-
-def _order(rows: list, keys: list) -> list:
-    """``rows`` of ``(output, ctx)`` sorted by ``keys`` of ``(fn, descending)``."""
-    return sorted(rows, key=ordering(keys))

@@ -5,9 +5,11 @@ from __future__ import annotations
 import datetime as _dt
 import itertools
 import math
-import operator
 import os
+import re
 from decimal import Decimal
+
+from gyreflow.api.dsl.java_math import integer_range
 
 # SQL type names as the scripts write them, by the Python type a value of it takes.
 _INTEGERS = {"int", "integer", "bigint", "long", "smallint", "tinyint"}
@@ -64,25 +66,16 @@ def cast_value(value, sql_type: str, zone: str | None = None):
         return None
     kind = base_type(sql_type)
     if kind in _INTEGERS:
-        if isinstance(value, str):
-            text = value.strip()
-            if text == "" or text.lower() == "null":
-                return None
-            try:
-                return int(text)
-            except ValueError:
-                return int(float(text))
-        if isinstance(value, bool):
-            return int(value)
-        if isinstance(value, float):
-            return int(value)  # Java's narrowing: towards zero
-        return value
+        return _integer(value, kind)
     if kind in _DOUBLES:
         if isinstance(value, str):
             text = value.strip()
             if text == "" or text.lower() == "null":
                 return None
-            return float(text)
+            try:
+                return float(text)
+            except ValueError:
+                raise ValueError(f"{text!r} is not a number ({kind.upper()})") from None
         return float(value)
     if kind == "boolean":
         if isinstance(value, str):
@@ -99,6 +92,37 @@ def cast_value(value, sql_type: str, zone: str | None = None):
     if isinstance(value, str):
         return value
     return java_string(value)
+
+
+# what Java's Integer.parseInt and Long.parseLong read (after String.trim's blanks, every character up
+# to ' '): a sign and ASCII digits
+_INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
+_JAVA_BLANKS = "".join(map(chr, range(33)))
+
+
+def _integer(value, kind: str):
+    """``value`` as an integer of type ``kind`` (int, bigint, ...): text as Java parses it (no
+    fraction, no ``_``), a double towards zero; ValueError when it is not one or out of the type's
+    range (GeaFlow's Integer is 32 bits, its Long 64)."""
+    if isinstance(value, str):
+        text = value.strip(_JAVA_BLANKS)
+        if text == "" or text.lower() == "null":
+            return None
+        if _INTEGER_TEXT.fullmatch(text) is None:
+            raise ValueError(f"{text!r} is not an integer ({kind.upper()})")
+        number = int(text)
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{java_double(value)} is not an integer ({kind.upper()})")
+        number = int(value)  # Java's narrowing: towards zero
+    elif isinstance(value, (int, Decimal)):
+        number = int(value)
+    else:
+        return value
+    low, high = integer_range(kind)
+    if not low <= number <= high:
+        raise ValueError(f"{number} is out of the range of {kind.upper()} ({low} to {high})")
+    return number
 
 
 def to_timestamp(value, zone: str | None = None):
@@ -152,8 +176,9 @@ def iter_text_rows(path: str, types: list[str], separator: str = ",", trim: bool
 
 def iter_text_chunks(path: str, types: list[str], separator: str = ",", trim: bool = True,
                      zone: str | None = None, needed: frozenset | None = None,
-                     millis: frozenset = frozenset()):
-    """The rows of ``iter_text_rows``, a list of the lines of some ``CHUNK_CHARS`` characters at a time."""
+                     millis: frozenset = frozenset(), names: list[str] | None = None):
+    """The rows of ``iter_text_rows``, a list of the lines of some ``CHUNK_CHARS`` characters at a
+    time; a line that does not fit is a RowFormatError naming its file, line and column (``names``)."""
     files = [path]
     if os.path.isdir(path):
         files = sorted(os.path.join(path, n) for n in os.listdir(path) if not n.startswith("."))
@@ -163,6 +188,9 @@ def iter_text_chunks(path: str, types: list[str], separator: str = ",", trim: bo
     for at in millis:  # only windows read them: in UTC, epoch milliseconds are as good
         if base_type(types[at]) == "timestamp" and _utc(zone):
             columns[at] = _plain_millis(readers[at])
+    plain = [getattr(read, "plain", read) for read in columns]  # for a chunk of ASCII without _
+    checked = [read if needed is None or at in needed else None for at, read in enumerate(readers)]
+    names = names or [f"{at + 1}" for at in range(len(types))]
     for name in files:
         with open(name, encoding="utf-8") as file:
             carry = ""  # the start of a line the last block cut
@@ -173,9 +201,10 @@ def iter_text_chunks(path: str, types: list[str], separator: str = ",", trim: bo
                     cut = text.rfind("\n") + 1
                     text, carry = text[:cut], text[cut:]
                 try:
-                    rows = _read_columns(text, separator, columns) if text else []
+                    chosen = plain if text.isascii() and "_" not in text else columns
+                    rows = _read_columns(text, separator, chosen) if text else []
                 except ValueError:  # a line that does not fit: read line by line, to name it
-                    _refuse(name, types, separator, readers)
+                    _refuse(name, names, separator, checked)
                     raise
                 if rows:
                     yield rows
@@ -183,21 +212,24 @@ def iter_text_chunks(path: str, types: list[str], separator: str = ",", trim: bo
                     break
 
 
-def _refuse(name: str, types: list[str], separator: str, readers: list) -> None:
-    """Raises RowFormatError naming the first line of file ``name`` that does not fit."""
+def _refuse(name: str, names: list[str], separator: str, readers: list) -> None:
+    """Raises RowFormatError naming the first line of file ``name`` that does not fit: its field
+    count, or a field a reader of ``readers`` (None: a column not read) does not take."""
     with open(name, encoding="utf-8") as file:
         for number, line in enumerate(file, 1):
             line = line.rstrip("\n").rstrip("\r")
             if not line.strip():
                 continue
             fields = line.split(separator)
-            if len(fields) != len(types):
+            if len(fields) != len(names):
                 raise RowFormatError(f"{name}, line {number}: {len(fields)} fields for "
-                                     f"{len(types)} columns")
-            try:
-                tuple(map(operator.call, readers, fields))
-            except ValueError as exc:
-                raise RowFormatError(f"{name}, line {number}: {exc}") from None
+                                     f"{len(names)} columns")
+            for column, read, field in zip(names, readers, fields, strict=True):
+                try:
+                    if read is not None:
+                        read(field)
+                except ValueError as exc:
+                    raise RowFormatError(f"{name}, line {number}, column {column}: {exc}") from None
 
 
 def _read_columns(text: str, separator: str, columns: list) -> list[tuple]:
@@ -277,13 +309,32 @@ def _column_reader(sql_type: str, trim: bool, field, zone: str | None = None):
     kind = base_type(sql_type)
     if kind == "timestamp" and _utc(zone):
         return _utc_timestamps(field)
-    if kind in _INTEGERS or kind in _DOUBLES:
-        number = int if kind in _INTEGERS else float
+    if kind in _INTEGERS:
+        low, high = integer_range(kind)
 
+        def plain_integers(texts):
+            """The integers of texts known to be ASCII without ``_`` (the chunk's text is)."""
+            try:
+                values = list(map(int, texts))
+            except ValueError:  # blanks, "null", "1.5": field by field
+                return list(map(field, texts))
+            if values and (min(values) < low or max(values) > high):  # int: 32 bits, bigint: 64
+                return list(map(field, texts))
+            return values
+
+        def integers(texts):
+            # int() also takes 1_000 and digits of other scripts: Java's parseInt does not
+            joined = "".join(texts)
+            if "_" in joined or not joined.isascii():
+                return list(map(field, texts))
+            return plain_integers(texts)
+        integers.plain = plain_integers
+        return integers
+    if kind in _DOUBLES:
         def numbers(texts):
             try:
-                return list(map(number, texts))
-            except ValueError:  # blanks, "null", "1.5" in an int column: field by field
+                return list(map(float, texts))
+            except ValueError:  # blanks, "null": field by field
                 return list(map(field, texts))
         return numbers
     return lambda texts: list(map(field, texts))
@@ -297,15 +348,25 @@ def field_reader(sql_type: str, trim: bool = True, zone: str | None = None):
     def slow(text):
         return cast_value(text.strip() if trim else text, sql_type, zone)
 
-    if kind in _INTEGERS or kind in _DOUBLES:
-        number = int if kind in _INTEGERS else float
+    if kind in _INTEGERS:
+        low, high = integer_range(kind)
 
-        def read_number(text):
+        def read_integer(text):
             try:
-                return number(text)  # blanks around a number are ignored, as cast_value strips them
+                value = int(text)  # blanks around a number are ignored, as cast_value strips them
+            except ValueError:
+                return _integer(text, kind)  # NULL, or refused naming the text
+            if low <= value <= high and "_" not in text and text.isascii():
+                return value
+            return _integer(text, kind)  # as Java's parseInt reads it (its blanks only): refused
+        return read_integer
+    if kind in _DOUBLES:
+        def read_double(text):
+            try:
+                return float(text)  # blanks around a number are ignored, as cast_value strips them
             except ValueError:
                 return slow(text)
-        return read_number
+        return read_double
     if kind in _STRINGS:
         return str.strip if trim else str
     if kind == "timestamp":

@@ -10,10 +10,11 @@ import gyreflow.api.dsl.streaming as streaming
 from gyreflow.api.dsl.catalog import Catalog
 from gyreflow.api.dsl.gql import cut_matches, parse_create_graph, parse_gql
 from gyreflow.api.dsl.graph_checks import check_gql, written
+from gyreflow.api.dsl.incremental import refuse_windowed_negation
 from gyreflow.api.dsl.lowering import shape_of
 from gyreflow.api.dsl.parsing import DslError, Statement, parse_query, parse_script, place
 from gyreflow.api.dsl.queries import QueryError
-from gyreflow.api.dsl.select import evaluate
+from gyreflow.api.dsl.select import dry_run, evaluate
 from gyreflow.api.dsl.windowing import window_calls
 
 PERSISTENT_ROOT = "geaflow.file.persistent.root"
@@ -116,14 +117,17 @@ def apply(statement: Statement, catalog: Catalog, *, check: bool) -> None:
 
 
 def _check(statement: Statement, catalog: Catalog) -> None:
-    """Refuses what cannot run, before any data moves: unknown tables, columns and functions."""
+    """Refuses what cannot run, before any data moves: unknown tables, columns and functions, a
+    column neither grouped nor aggregated, NOT IN (sub-query) over tables read in windows."""
     dry = catalog.bound({})
     if statement.value == "gql":
         for name, query in catalog.gql.items():
             if name.startswith(f"__gql_{statement.number}_"):
                 check_gql(query, statement, catalog)
     try:
-        result = evaluate(statement.query, dry)
+        with dry_run():  # compiled, not evaluated over rows: a value error depends on the data
+            result = evaluate(statement.query, dry)
+        refuse_windowed_negation(statement.query, catalog)
         # SESSION runs only on the plan's event-time windows (TUMBLE and HOP also over rows)
         calls = window_calls(statement.query) if statement.query is not None else []
         if any(c.kind == "session" for c in calls) and shape_of(statement.query, catalog) is None:

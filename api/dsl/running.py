@@ -11,6 +11,7 @@ from sqlglot import exp
 
 import gyreflow.api.dsl.functions as fns
 from gyreflow.api.dsl.codegen import adder
+from gyreflow.api.dsl.grouping import key_value, same_key
 from gyreflow.api.dsl.queries import QueryError, Relation, Scope, function_args
 from gyreflow.api.dsl.windowing import moment
 from gyreflow.api.language.functions import AggregateFunction, ProcessFunction
@@ -110,10 +111,12 @@ def _start(name: str):
 def _add(name: str, state, value):
     if name == "count":
         return state + 1
+    # NaN is the largest double (Java's compareTo, DuckDB): MIN takes any value over a NaN, MAX
+    # keeps a NaN once met (< and > alone are false for every NaN)
     if name == "min":
-        return value if state is None or value < state else state
+        return value if state is None or value < state or state != state else state
     if name == "max":
-        return value if state is None or value > state else state
+        return value if state is None or value > state or value != value else state
     state[0] += 1
     if isinstance(value, float):
         _exact_add(state[2], value)
@@ -254,7 +257,7 @@ class CountRows:
         for slot in self.slots:
             kind = slot[0]
             if kind == "key":
-                row.append(key if slot[1] is None else key[slot[1]])
+                row.append(key_value(key if slot[1] is None else key[slot[1]]))
             elif kind == "count":
                 row.append(window.value)
             else:
@@ -278,7 +281,9 @@ class ChangedRows(ProcessFunction):
 
     def process(self, record, ctx) -> None:
         _, row = record
-        if row != ctx.get_state(None):
+        last = ctx.get_state(None)
+        # a row with a NaN is unequal to itself: compared as keys, so that NaN equals NaN
+        if row != last and (row is None or last is None or same_key(row) != same_key(last)):
             if row is not None:
                 ctx.emit(row)
             ctx.set_state(row)

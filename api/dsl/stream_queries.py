@@ -21,10 +21,11 @@ import attrs
 from sqlglot import exp
 
 from gyreflow.api.dsl.catalog import Catalog
+from gyreflow.api.dsl.grouping import same_key
 from gyreflow.api.dsl.lowering import Shape, plan_shape, shape_of
-from gyreflow.api.dsl.queries import Relation, Scope
+from gyreflow.api.dsl.queries import QueryError, Relation, Scope
 from gyreflow.api.dsl.running import runs_as_running
-from gyreflow.api.dsl.select import _expand
+from gyreflow.api.dsl.select import Joined, _expand, using_layout
 from gyreflow.api.language.functions import ProcessFunction
 
 _FAMILIES = {"int": "number", "integer": "number", "bigint": "number", "long": "number",
@@ -43,7 +44,7 @@ class JoinPlan:
     left_keys: tuple
     right_keys: tuple
     how: str
-    nulls_match: bool  # USING compares with ==: NULL keys match each other
+    using: tuple  # USING's (left, right) positions: each its COALESCE before the joined row
     left_where: exp.Expression | None
     right_where: exp.Expression | None
     left_columns: list
@@ -205,16 +206,18 @@ def _join_plan(query: exp.Select, catalog: Catalog) -> JoinPlan | None:
     scope = Scope(Relation(lcols + rcols, []), catalog)
     lkeys, rkeys, extra = [], [], []
     using = join.args.get("using")
-    if using:
-        lscope, rscope = Scope(Relation(lcols, []), catalog), Scope(Relation(rcols, []), catalog)
-        for column in using:
-            i, j = lscope.index(column.name, None), rscope.index(column.name, None)
-            if i is None or j is None:
-                return None
-            lkeys.append(i)
-            rkeys.append(j)
+    pairs: tuple = ()
+    joined = Relation(lcols + rcols, [])
+    if using:  # a.k = b.k for each, and k their COALESCE (``select.using_layout``)
         if join.args.get("on") is not None:
             return None
+        try:
+            found, columns, star = using_layout(Relation(lcols, []), Relation(rcols, []), using, catalog)
+        except QueryError:
+            return None  # the query operator reports it
+        pairs = tuple(found)
+        lkeys, rkeys = [i for i, _ in pairs], [j for _, j in pairs]
+        joined = Joined(columns, [], star)
     for node in _conjuncts(join.args.get("on")):
         sides = _sides(node, scope, width)
         if sides is None:
@@ -245,9 +248,9 @@ def _join_plan(query: exp.Select, catalog: Catalog) -> JoinPlan | None:
             return None  # it decides which rows match: the query operator runs it
     condition = query.args.get("where")
     conditions = after + ([condition.this] if condition is not None else [])
-    items = _expand(query.expressions, Relation(lcols + rcols, []))
+    items = _expand(query.expressions, joined)
     aliases = {i.alias.lower(): i.this for i in items if isinstance(i, exp.Alias)}
-    item_scope = Scope(Relation(lcols + rcols, []), catalog, aliases)
+    item_scope = Scope(Relation(joined.columns, []), catalog, aliases)
     group, having = query.args.get("group"), query.args.get("having")
     keys = list(group.expressions) if group is not None else []
     having = having.this if having is not None else None
@@ -258,9 +261,9 @@ def _join_plan(query: exp.Select, catalog: Catalog) -> JoinPlan | None:
     if aggregated or keys:
         if how != "inner" or not runs_as_running(items, keys, having, item_scope):
             return None  # an outer join's padded rows go: an aggregate over them would not
-    shape = Shape(f"{lname} join {rname}", lcols + rcols, _all(conditions), items, keys, having,
+    shape = Shape(f"{lname} join {rname}", joined.columns, _all(conditions), items, keys, having,
                   None, running=bool(aggregated or keys))
-    return JoinPlan(lname, rname, tuple(lkeys), tuple(rkeys), how, bool(using),
+    return JoinPlan(lname, rname, tuple(lkeys), tuple(rkeys), how, pairs,
                     _all(before["left"]), _all(before["right"]), lcols, rcols, shape)
 
 
@@ -295,17 +298,21 @@ def _all(conditions: list):
 
 
 class JoinedRow:
-    """A joined row: the left row then the right one, a missing side as NULLs."""
+    """A joined row: the left row then the right one, a missing side as NULLs; with USING
+    (``using``: the key's positions on each side) each key's COALESCE of the two sides first."""
 
-    def __init__(self, left_width: int, right_width: int) -> None:
-        self.widths = (left_width, right_width)
+    def __init__(self, left_width: int, right_width: int, using: tuple = ()) -> None:
+        self.widths, self.using = (left_width, right_width), using
 
     def __reduce__(self):
-        return (JoinedRow, self.widths)
+        return (JoinedRow, (*self.widths, self.using))
 
     def __call__(self, left, right) -> tuple:
-        return ((left if left is not None else (None,) * self.widths[0])
-                + (right if right is not None else (None,) * self.widths[1]))
+        left = left if left is not None else (None,) * self.widths[0]
+        right = right if right is not None else (None,) * self.widths[1]
+        if self.using:
+            return tuple(left[i] if left[i] is not None else right[j] for i, j in self.using) + left + right
+        return left + right
 
 
 class HasNullKey:
@@ -355,7 +362,7 @@ def _build(plan: Plan, catalog: Catalog, source_of, where: str):
         return plan_shape(plan.shape, catalog, source_of, where)
     if plan.kind == "distinct":
         inner = _build(plan.parts[0], catalog, source_of, where)
-        return inner.key_by().process(FirstSeen()).with_name("distinct")
+        return inner.key_by(same_key).process(FirstSeen()).with_name("distinct")  # NaN is one value
     if plan.kind == "union":
         first, *rest = (_build(p, catalog, source_of, where) for p in plan.parts)
         return first.union(*rest).with_name("union all")
@@ -369,7 +376,7 @@ def _join_stream(join: JoinPlan, catalog: Catalog, source_of, where: str):
     from gyreflow.api.dsl.lowering import RowFilter
 
     frozen = catalog.copy()
-    joined_row = JoinedRow(len(join.left_columns), len(join.right_columns))
+    joined_row = JoinedRow(len(join.left_columns), len(join.right_columns), join.using)
     sides = []
     padded = []
     for is_left, name, columns, keys, condition in (
@@ -380,12 +387,12 @@ def _join_stream(join: JoinPlan, catalog: Catalog, source_of, where: str):
         if condition is not None:
             shape = Shape(name, columns, condition, [], [], None, None)
             rows = rows.filter(RowFilter(shape, frozen, where)).with_name(f"on {name}")
-        if not join.nulls_match:  # a NULL key matches nothing: such rows go round the join
-            if preserved:
-                padded.append(rows.filter(HasNullKey(keys)).with_name(f"{name} with a NULL key")
-                              .map(Padded(joined_row, is_left))
-                              .with_name("padded"))
-            rows = rows.filter(HasNullKey(keys, null=False)).with_name(f"{name} keys")
+        # a NULL key matches nothing (USING's too: a.k = b.k): such rows go round the join
+        if preserved:
+            padded.append(rows.filter(HasNullKey(keys)).with_name(f"{name} with a NULL key")
+                          .map(Padded(joined_row, is_left))
+                          .with_name("padded"))
+        rows = rows.filter(HasNullKey(keys, null=False)).with_name(f"{name} keys")
         sides.append(rows.key_by(_key_getter(keys)))
     out = sides[0].join(sides[1], joined_row, how=join.how, across_windows=True).with_name(
         f"{join.how} join")

@@ -157,6 +157,8 @@ class ProcessOperator(Operator):
                 self._store(key, entry[0], tuple(w for w in entry[1] if w != window))
                 context.key = key
                 notify(window, context)
+        except RecordError:
+            raise  # a function that names its own record (a query's row)
         except Exception as exc:
             raise RecordError(self.name, (key, f"notification of window {window}"), exc) from exc
         finally:

@@ -250,7 +250,22 @@ def test_a_query_that_fails_while_it_runs_names_its_statement_and_line(tmp_path)
     done = subprocess.run([sys.executable, "-m", "gyreflow", "sql", "div.sql"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout) == (1, "")
-    assert done.stderr.splitlines() == ["error: div.sql: statement 2, line 3: division by zero"]
+    assert done.stderr.splitlines() == [
+        "error: div.sql: statement 2, line 3, window 1: division by zero, in id / (age - age) "
+        "on row (id=1, age=30)"]
+
+
+@pytest.mark.processes
+def test_a_one_table_query_that_fails_in_a_later_window_names_that_window(tmp_path):
+    """A filter's error (an operator of its own, not the query operator) names its window too."""
+    script = write_people(tmp_path).replace(");\n", ", geaflow.dsl.window.size = 1);\n")
+    script += "SELECT id FROM people WHERE 10 / (id - 2) > 0;\n"
+    (tmp_path / "win.sql").write_text(script, encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "gyreflow", "sql", "win.sql"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.splitlines() == [
+        "error: win.sql: statement 2, line 2, window 2: division by zero, in 10 / (id - 2) on row (id=2)"]
 
 
 @pytest.mark.processes

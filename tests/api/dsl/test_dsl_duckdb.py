@@ -220,7 +220,7 @@ def test_group_by_over_windows_of_rows_against_duckdb(tmp_path_factory, rows, si
 
 @pytest.mark.parametrize(("separator", "types", "lines"), [
     (",", ["bigint", "varchar", "int", "timestamp"],
-     ["1,x||y|, 3 ,1700000000123", "", "  ", "2,z,null,2024-01-02 03:04:05.5\r", "3,|w,1.5,-1500"]),
+     ["1,x||y|, 3 ,1700000000123", "", "  ", "2,z,null,2024-01-02 03:04:05.5\r", "3,|w, 15 ,-1500"]),
     # a line ending in | before one starting with |: lines joined by || would split wrongly there
     ("||", ["varchar", "int", "varchar"], ["a|| 1 ||p|", "|q||null||b"]),
 ])
