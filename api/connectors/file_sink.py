@@ -210,6 +210,7 @@ class _FileWriter(SinkWriter):
         present = {number for number in staged if number <= window}
         present.update(number for number, _ in foreign if number <= window)
         later = []
+        ours = {_part_suffix(i, self.parallelism) for i in range(self.parallelism)}
         for name in os.listdir(self.sink.directory):
             match = self._final.match(name)
             if match is not None and int(match.group(1)) > window:
@@ -217,7 +218,12 @@ class _FileWriter(SinkWriter):
                 continue
             match = any_part.match(name)
             if match is not None:
-                present.add(int(match.group(1)))
+                if int(match.group(1)) <= window:
+                    present.add(int(match.group(1)))
+                elif self.task_index == 0 and (match.group(2) or "") not in ours:
+                    # a later window published by another layout (before a rescale): this one
+                    # computes it again, under its own names
+                    later.append(name)
         missing = next((w for w in range(1, window + 1) if w not in present), None)
         if missing is not None and present:
             msg = (f"FileSink: the output of completed window {missing} "

@@ -157,6 +157,30 @@ def test_a_window_staged_again_by_a_task_run_again_is_published_once_and_whole(t
     lost.open_files.clear()
 
 
+@pytest.mark.parametrize(("before", "after"), [(3, 1), (1, 3), (2, 3)])
+def test_a_resume_from_an_earlier_window_removes_later_windows_of_another_layout(
+        tmp_path, before, after):
+    """``--from-window 2`` after a rescale from ``before`` to ``after`` sink tasks: the later
+    windows the old layout published are computed again under the new layout's names, so its own
+    files of those windows go (they would double every row); the earlier windows stay as they are."""
+    sink = FileSink(str(tmp_path / "out"))
+    old = [sink.create_writer(i, before) for i in range(before)]
+    for window in range(1, 5):
+        for index, writer in enumerate(old):
+            writer.write(window, [f"w{window} part {index}"])
+            writer.finish_window(window)
+        for writer in old:
+            writer.publish(window)
+    files = lambda: {p.name: p.read_text() for p in (tmp_path / "out").glob("window-*")}  # noqa: E731
+    kept = {name: text for name, text in files().items() if int(name[7:13]) <= 2}
+    new = [sink.create_writer(i, after) for i in range(after)]
+    for writer in new:
+        writer.recover(2)
+    assert files() == kept  # windows 3 and 4 are recomputed; nothing of theirs is left behind
+    for writer in [*old, *new]:
+        writer.close()
+
+
 def test_state_files_are_private_and_output_follows_the_umask(tmp_path):
     """With umask 022: every file of the RocksDB state (those its threads create later too) is
     0600 and every directory 0700, while the published output is 0644 in 0755 directories."""
