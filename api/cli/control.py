@@ -71,7 +71,9 @@ def _ask(config_path: str | None, job_name: str | None, command: dict, as_json: 
     if as_json:
         sys.stdout.write(json.dumps(answer, indent=2, sort_keys=True) + "\n")
     if not answer.get("ok"):
-        _fail(console, f"job {job['job']!r}: {answer.get('error', 'refused')}", 1)
+        error = str(answer.get("error", "refused"))
+        named = f"job {job['job']!r}"
+        _fail(console, error if error.startswith(named) else f"{named}: {error}", 1)
     return answer
 
 
