@@ -1,7 +1,6 @@
 """Configuration: the documented keys, loading from TOML and GYREFLOW_* variables, and run settings."""
 
 from gyreflow.api.config.loading import (
-    ENV_PREFIX,
     ENVIRONMENT_TYPES,
     KEYS,
     SCHEMA,
@@ -11,6 +10,7 @@ from gyreflow.api.config.loading import (
     ConfigKey,
     schema_markdown,
 )
+from gyreflow.api.config.variables import ENV_PREFIX
 
 __all__ = [
     "ENVIRONMENT_TYPES",

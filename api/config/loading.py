@@ -10,16 +10,14 @@ from collections.abc import Mapping
 
 import attrs
 
+from gyreflow.api.config.errors import ConfigError
+from gyreflow.api.config.variables import read_environ
+
 ENVIRONMENT_TYPES: tuple[str, ...] = ("spark", "local")
 SPARK_MODES: tuple[str, ...] = ("auto", "workers", "rounds")
 STATE_BACKENDS: tuple[str, ...] = ("memory", "rocksdb", "jdbc")
-ENV_PREFIX = "GYREFLOW_"
 AUTO = "auto"
 _BOOL_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
-
-
-class ConfigError(ValueError):
-    """A configuration value is unknown, malformed or out of range."""
 
 
 @attrs.frozen
@@ -373,9 +371,7 @@ class Config:
         values = dict(cls.defaults()._items)
         if path is not None:
             values.update(_read_file(path))
-        from gyreflow.api.config.variables import read_environ  # it reads this module's schema
-
-        values.update(read_environ(os.environ if environ is None else environ))
+        values.update(read_environ(os.environ if environ is None else environ, SCHEMA, _lookup))
         values.update(_read_overrides(overrides or {}))
         return cls._from(values)
 
@@ -429,9 +425,7 @@ def chosen_environment(path: str | os.PathLike | None = None,
     (None, 'spark')
     """
     values = _read_file(path) if path is not None else {}
-    from gyreflow.api.config.variables import read_environ
-
-    values.update(read_environ(os.environ if environ is None else environ))
+    values.update(read_environ(os.environ if environ is None else environ, SCHEMA, _lookup))
     return values.get("environment.type")  # type: ignore[return-value]
 
 
