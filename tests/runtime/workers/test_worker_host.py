@@ -141,17 +141,22 @@ pipeline.execute()
 """
 
 
+def run_on_two_workers(tmp_path, text: str) -> subprocess.CompletedProcess:
+    """``gyreflow run`` of the script ``text`` on two worker processes, its output piped."""
+    script = tmp_path / "script.py"
+    script.write_text(text, encoding="utf-8")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("GYREFLOW_")}
+    return subprocess.run(
+        [sys.executable, "-m", "gyreflow", "run", "-q", "--env", "local", "--workers", "2",
+         str(script)], capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path,
+        env={**environ, "COLUMNS": "400"})
+
+
 def test_a_record_that_cannot_cross_to_another_worker_is_named_as_a_user_error(tmp_path):
     """A record with a lock in it cannot be pickled to another worker process: one line naming
     the operator, the window, the task and the record (exit 1, as a user function that raised),
     no traceback of gyreflow's."""
-    script = tmp_path / "unpicklable.py"
-    script.write_text(UNPICKLABLE, encoding="utf-8")
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("GYREFLOW_")}
-    done = subprocess.run(
-        [sys.executable, "-m", "gyreflow", "run", "-q", "--env", "local", "--workers", "2",
-         str(script)], capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path,
-        env={**environ, "COLUMNS": "400"})
+    done = run_on_two_workers(tmp_path, UNPICKLABLE)
     assert done.returncode == 1, done.stderr
     first = done.stderr.splitlines()[0]
     assert re.match(r"error: operator 'pairs' failed in window \d+ on task 'pairs\[\d/2\]'", first), first
@@ -177,13 +182,7 @@ def test_a_collected_record_that_cannot_reach_the_driver_is_named_as_a_user_erro
     """A collected record (here a generator) travels from its worker process to the driver: one
     that does not pickle is one line naming the collect, the window, the task and the record
     (exit 1), not a worker that dies and restarts."""
-    script = tmp_path / "collected.py"
-    script.write_text(COLLECTED_GENERATOR, encoding="utf-8")
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("GYREFLOW_")}
-    done = subprocess.run(
-        [sys.executable, "-m", "gyreflow", "run", "-q", "--env", "local", "--workers", "2",
-         str(script)], capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path,
-        env={**environ, "COLUMNS": "400"})
+    done = run_on_two_workers(tmp_path, COLLECTED_GENERATOR)
     assert done.returncode == 1, done.stderr
     first = done.stderr.splitlines()[0]
     assert re.match(r"error: operator 'collect-\d+' failed in window 1 on task '[^']*collect-\d+"
