@@ -36,8 +36,8 @@ from gyreflow.runtime.dataflow.combine import build_emitter, combine_kinds, take
 from gyreflow.runtime.dataflow.iteration import IterationTask, task_class_for
 from gyreflow.runtime.dataflow.task import TaskCheckpoints
 from gyreflow.runtime.dataflow.task_runner import TaskRunner
-from gyreflow.runtime.errors import RecordError, UserFunctionError
 from gyreflow.runtime.workers.loop_ids import SentIds, TakenIds
+from gyreflow.runtime.workers.pickling import collected_or_failed, not_picklable
 from gyreflow.runtime.workers.wire import (
     Encoded,
     KeyedListener,
@@ -216,8 +216,8 @@ class Worker:
                     if target != DRIVER:
                         raise
                     # a task's collected records go to the driver: one that does not pickle fails
-                    # its task, named, as a record for another worker does (``_not_picklable``)
-                    data = encode([self._collected_or_failed(item) for item in items])
+                    # its task, named, as a record for another worker does (``not_picklable``)
+                    data = encode([collected_or_failed(item, self.runners) for item in items])
                 items.clear()
                 self.conns[target].send_bytes(data)
                 if target != DRIVER:
@@ -473,52 +473,13 @@ class Worker:
                 try:
                     message = Encoded(encode(message))
                 except Exception as exc:
-                    raise _not_picklable(label, message, exc) from exc
+                    raise not_picklable(label, message, exc) from exc
                 counter[0] += len(message.data)
             append(("data", task, channel, message))
 
         return deliver
 
-    def _collected_or_failed(self, item: tuple) -> tuple:
-        """``item``; for a report whose collected records do not all pickle, the failure of its
-        task naming the collect and the first such record (exit status 1, as a user function)."""
-        import pickle
-
-        done = item[1] if item[0] == "report" else None
-        for name, records in getattr(done, "collected", ()):
-            for record in records:
-                try:
-                    pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL)
-                except Exception as exc:  # noqa: BLE001 - the record to name
-                    task = self.runners[done.task].task
-                    operator = next((op.name for op in task.collectors if op.result_name == name),
-                                    f"collect {name!r}")
-                    cause = TypeError(f"a record collected as {name!r} goes to the driver process "
-                                      f"and must pickle: {type(exc).__name__}: {exc}")
-                    error = UserFunctionError(operator, done.window, task.name, record, cause)
-                    return "report", TaskFailed(done.cycle, done.task, done.window, error)
-        return item
-
     def _report(self, report) -> None:
         if isinstance(report, TaskFailed):
             report = attrs.evolve(report, error=portable(report.error))
         self.send(DRIVER, ("report", report))
-
-
-def _not_picklable(label: str, batch, exc: Exception) -> RecordError:
-    """The error of a batch for another worker process that does not pickle: it names the edge's
-    operator and the first record that does not (a whole batch of combined counts when the key
-    itself is the cause: the record is then the batch's first)."""
-    import pickle
-
-    records = batch if type(batch) is list else []
-    record = records[0] if records else batch
-    for item in records:
-        try:
-            pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception:  # noqa: BLE001 - the one to name
-            record = item
-            break
-    cause = TypeError(f"a record going to another worker process (edge {label}) must pickle: "
-                      f"{type(exc).__name__}: {exc}")
-    return RecordError(label.split("->")[0], record, cause)
