@@ -117,12 +117,15 @@ def _duckdb_nan_table(rows):
     return db
 
 
-def test_nan_in_a_double_column_sorts_ranks_and_aggregates_as_duckdb(make_env, tmp_path):
+def test_nan_in_a_double_column_sorts_ranks_and_aggregates_as_duckdb(make_env, environment_type,
+                                                                     tmp_path):
+    # every query on one host; on Spark, where each is a Spark job of the same operators, three
+    queries = NAN_QUERIES[:3] if environment_type == "spark" else NAN_QUERIES
     script = _write_nan_table(tmp_path / "t.txt", NAN_ROWS)
-    script += "".join(query + ";\n" for query, _, _ in NAN_QUERIES)
+    script += "".join(query + ";\n" for query, _, _ in queries)
     result = make_env(2).sql(script)
     db = _duckdb_nan_table(NAN_ROWS)
-    for number, (query, duck, ordered) in enumerate(NAN_QUERIES, 2):
+    for number, (query, duck, ordered) in enumerate(queries, 2):
         got = rows_of(result.output(f"rows-{number}"))
         want = rows_of(db.execute(duck or query).fetchall())
         assert (got if ordered else Counter(got)) == (want if ordered else Counter(want)), query
