@@ -10,12 +10,10 @@ from __future__ import annotations
 import csv
 import io
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from _cli_runs import clean_environ
+from _cli_runs import run_module
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -160,9 +158,7 @@ def test_a_columnar_json_line_with_a_bom_stops_the_command_with_one_line(tmp_pat
         f"s = DirectorySource({str(tmp_path / 'in')!r}, format='jsonl', columnar=True)\n"
         "p.task(lambda ctx: ctx.source(s).collect('o'), name='job')\n"
         "p.execute()\n", encoding="utf-8")
-    done = subprocess.run([sys.executable, "-m", "gyreflow", "run", "--quiet", "job.py"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
-                          env=clean_environ())
+    done = run_module(["run", "--quiet", "job.py"], cwd=tmp_path)
     assert done.returncode == 5, done.stderr
     assert "Traceback" not in done.stderr, done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]

@@ -13,13 +13,11 @@ import datetime
 import decimal
 import io
 import math
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
-from _cli_runs import clean_environ
+from _cli_runs import run_module
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -187,9 +185,7 @@ def test_a_refused_value_stops_the_command_with_one_line_and_exit_5(tmp_path):
         f"p.task(lambda ctx: ctx.source(rows, AllWindow()).sink(ParquetSink({str(tmp_path)!r}"
         " + '/out')), name='job')\n"
         "p.execute()\n", encoding="utf-8")
-    done = subprocess.run([sys.executable, "-m", "gyreflow", "run", "--quiet", "job.py"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
-                          env=clean_environ())
+    done = run_module(["run", "--quiet", "job.py"], cwd=tmp_path)
     assert done.returncode == 5, done.stderr
     assert "Traceback" not in done.stderr and "ArrowNotImplementedError" not in done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
