@@ -45,12 +45,12 @@ class JobRun:
         self.make_host = make_host  # a host whose tasks keep their state in the backend given
         self.workers: int | None = None  # worker processes a rescale asked for (worker hosts)
         self.graph: PipelineGraph | None = None  # the graph as the last rescale left it
-        self.rescales = 0  # rescales and rebalances (restarts of the tasks at another layout)
+        self.rescales = 0  # parallelism or worker processes changed (``control rescale``)
+        self.rebalances = 0  # key groups moved between an operator's tasks (``control rebalance``)
         self.listener = listener
         self.stop = stop
         self.control = control
-        self.restarts = 0
-        self.rebalances = 0
+        self.restarts = 0  # every restart of the tasks: rescales, rebalances and failovers
         self.clock: Callable[[], float] = time.monotonic
         self.started: float | None = None  # when its tasks first ran: the wall time counts from it
         self.announced = False  # listeners heard ``on_start``
@@ -100,11 +100,12 @@ class JobRun:
                         self.rebalances += 1
                     elif request.operator is None:
                         self.workers = request.parallelism
+                        self.rescales += 1
                     else:
                         graph = graph.with_parallelism(request.operator, request.parallelism)
+                        self.rescales += 1
                     self.untold.append(_rescale(before, graph, host, request))
                     self.graph = graph
-                    self.rescales += 1
                     recovery = RecoveryOptions(resume=True)
                     result = request.result
                     self.restarts += 1

@@ -160,11 +160,10 @@ class Environment:
             try:
                 return run.execute(name, graph, recovery)
             finally:
-                if entry is not None and run.rescales:  # the layout the run ended with
-                    again = "once" if run.rescales == 1 else f"{run.rescales} times"
+                changes = layout_changes(run.rescales, run.rebalances)
+                if entry is not None and changes:  # the layout the run ended with
                     where = self.describe(run.graph or graph, workers=run.workers)
-                    ran[entry] = (name, f"{where}\n  (rescaled {again} while it ran)",
-                                  ran[entry][2])
+                    ran[entry] = (name, f"{where}\n  ({changes} while it ran)", ran[entry][2])
         finally:
             if endpoint is not None:
                 endpoint.close()
@@ -194,6 +193,22 @@ class LocalEnvironment(Environment):
         check_requirements(requirements_of(graph))  # before any data moves
         return self._drive(name, graph, listener, recovery, self.state_backend,
                            lambda backend: LocalHost(self.config, backend))
+
+
+def layout_changes(rescales: int, rebalances: int) -> str:
+    """What the run summary says changed the tasks' layout while a run ran: its rescales (an
+    operator's parallelism or the worker processes) and, apart, its rebalances (key groups moved
+    between an operator's tasks); empty when neither happened.
+
+    >>> layout_changes(1, 0), layout_changes(1, 2), layout_changes(0, 1), layout_changes(0, 0)
+    ('rescaled once', 'rescaled once and rebalanced 2 times', 'rebalanced once', '')
+    """
+    def times(count: int) -> str:
+        return "once" if count == 1 else f"{count} times"
+
+    said = [f"{verb} {times(count)}" for verb, count in (("rescaled", rescales),
+                                                          ("rebalanced", rebalances)) if count]
+    return " and ".join(said)
 
 
 def parallelism_text(default: int, graph: PipelineGraph) -> str:

@@ -29,9 +29,10 @@ class ListenerSpecError(ValueError):
 
 class JsonLinesListener(JobListener):
     """Appends one JSON object per event to ``path``, flushed as it happens:
-    ``{"event": "start" | "window" | "checkpoint" | "restart" | "finish", "task": ..., ...}``; a
-    restart says its ``kind``: ``rescale``, ``rebalance`` or ``restart`` (a failover, with its
-    ``cause``, ``attempt`` and ``attempts``)."""
+    ``{"event": KIND, "task": ..., ...}``, ``KIND`` one of ``"start"``, ``"window"``,
+    ``"checkpoint"``, ``"restart"``, ``"iteration_restored"`` and ``"finish"``; a restart says its
+    ``kind``: ``rescale``, ``rebalance`` or ``restart`` (a failover, with its ``cause``,
+    ``attempt`` and ``attempts``)."""
 
     def __init__(self, path: str, on_error: Callable[[str], None] | None = None) -> None:
         self.path = os.path.abspath(path)
