@@ -8,6 +8,9 @@ meta store in one atomic write (sinks publish once that is durable) and prunes o
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import sys
 from collections.abc import Callable
 
 import attrs
@@ -15,6 +18,7 @@ import attrs
 from gyreflow.plan.execution import ExecutionGraph
 from gyreflow.plan.operators import OperatorKind
 from gyreflow.runtime.errors import SnapshotNotRetainedError
+from gyreflow.runtime.plan_signature import plan_difference, plan_signature
 from gyreflow.state.keys.keygroups import contiguous_runs, task_key_groups
 from gyreflow.state.records import frozen
 from gyreflow.state.shared.snapshot import (
@@ -25,14 +29,36 @@ from gyreflow.state.shared.snapshot import (
     StateExistsError,
 )
 
+_changed_plan_allowed: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "gyreflow_changed_plan_allowed", default=False)
+
+
+@contextlib.contextmanager
+def allowing_changed_plan(allowed: bool = True):
+    """Resume the jobs run inside the block even where their plan changed since their checkpoint
+    (``gyreflow run --resume --allow-changed-plan``); the stored state is read as it is.
+
+    >>> with allowing_changed_plan():
+    ...     RecoveryOptions(resume=True).allow_changed_plan
+    True
+    """
+    token = _changed_plan_allowed.set(allowed)
+    try:
+        yield
+    finally:
+        _changed_plan_allowed.reset(token)
+
 
 @frozen
 class RecoveryOptions:
-    """How a run treats state left by an earlier run of the same job."""
+    """How a run treats state left by an earlier run of the same job. ``allow_changed_plan``:
+    resume although the plan differs from the checkpoint's (by default, as
+    :func:`allowing_changed_plan` sets it where the options are made)."""
 
     resume: bool = False
     fresh: bool = False
     from_window: int | None = None
+    allow_changed_plan: bool = attrs.field(factory=_changed_plan_allowed.get)
 
 
 def plan_parallelism(graph: ExecutionGraph) -> dict[str, int]:
@@ -65,6 +91,7 @@ class CheckpointCoordinator:
         self.store = store
         self.backend = backend
         self.fingerprint = graph.fingerprint()
+        self.signature = plan_signature(graph.pipeline)
         self.parallelism = plan_parallelism(graph)
         self.assignments = plan_assignments(graph)
         self.retained: tuple[int, ...] = ()
@@ -105,14 +132,10 @@ class CheckpointCoordinator:
                 "discard it and start over"
             )
             raise StateExistsError(msg)
-        if meta.fingerprint != self.fingerprint:
-            msg = (
-                f"cannot resume job {self.job!r}: its plan changed since the state in "
-                f"{self.store.location()} was written (operators, names or edges differ; stored "
-                f"fingerprint {meta.fingerprint}, now {self.fingerprint}). Restore the original "
-                "pipeline, or start over with --fresh"
-            )
-            raise IncompatiblePlanError(msg)
+        if options.allow_changed_plan:
+            self._check_forced(meta)
+        else:
+            self._check_plan(meta)
         for name, before in meta.parallelism.items():
             now = self.parallelism.get(name)
             if name.startswith("source:") and now != before:
@@ -158,6 +181,50 @@ class CheckpointCoordinator:
         self.retained = retained
         return window
 
+    def _check_plan(self, meta: JobMeta) -> None:
+        """Refuse a plan that differs from the checkpoint's, naming the first difference (a meta
+        written before signatures were recorded has the fingerprint alone)."""
+        if meta.plan:
+            difference = plan_difference(meta.plan, self.signature)
+        elif meta.fingerprint != self.fingerprint:
+            difference = (f"operators, names or edges differ (stored fingerprint "
+                          f"{meta.fingerprint}, now {self.fingerprint})")
+        else:
+            return
+        if difference is None:
+            return
+        msg = (f"cannot resume job {self.job!r}: its plan changed since the state in "
+               f"{self.store.location()} was written: {difference}. Restore the original pipeline, "
+               "resume anyway with --resume --allow-changed-plan (the stored state is then read "
+               "as it is), or start over with --fresh")
+        raise IncompatiblePlanError(msg)
+
+    def _check_forced(self, meta: JobMeta) -> None:
+        """A resume told to accept a changed plan still needs every source's offset and every
+        keyed operator's state: both are found by the operator's name, and a source without an
+        offset would read its input again from the start. Say what is resumed anyway."""
+        for vertex in self.graph.pipeline.vertices:
+            if vertex.kind is OperatorKind.SOURCE:
+                name, what = f"source:{vertex.name}", f"source {vertex.name!r} has no offset"
+            elif vertex.spec.keyed:
+                name, what = vertex.name, f"keyed operator {vertex.name!r} has no state"
+            else:
+                continue
+            if meta.parallelism and name not in meta.parallelism:
+                stored = ", ".join(repr(n.removeprefix("source:")) for n in meta.parallelism
+                                   if n.startswith("source:") == name.startswith("source:"))
+                msg = (f"cannot resume job {self.job!r}: {what} in "
+                       f"{self.store.location()}, even with --allow-changed-plan (state is found "
+                       f"by the operator's name; the checkpoint has {stored or 'none'}): keep "
+                       "the names of sources and keyed operators, or start over with --fresh")
+                raise IncompatiblePlanError(msg)
+        difference = (plan_difference(meta.plan, self.signature) if meta.plan
+                      else None if meta.fingerprint == self.fingerprint
+                      else "operators, names or edges differ")
+        if difference is not None:
+            sys.stderr.write(f"warning: resuming job {self.job!r} with a changed plan "
+                             f"(--allow-changed-plan): {difference}\n")
+
     def _relaid_tables(self) -> dict[str, str]:
         """The stored tables of the operators whose key groups moved, with their operator (an
         operator's tables are named after it: ``name`` or ``name:part``)."""
@@ -175,7 +242,7 @@ class CheckpointCoordinator:
         supersteps is then resumable from its last iteration snapshot."""
         if self.iteration_snapshots:
             self.store.commit(JobMeta(self.job, self.fingerprint, 0, (), dict(self.parallelism),
-                                      dict(self.assignments)))
+                                      dict(self.assignments), self.signature))
 
     def _cycle_ends(self, window: int) -> dict[int, int]:
         from gyreflow.state.shared.snapshot import loads
@@ -251,7 +318,7 @@ class CheckpointCoordinator:
         old_horizon = self.retained[0] if self.retained else 0
         retained = (*self.retained, window)[-keep:]
         writer.commit(JobMeta(self.job, self.fingerprint, window, retained, dict(self.parallelism),
-                              dict(self.assignments)),
+                              dict(self.assignments), self.signature),
                       on_done)
         self.retained = retained
         horizon = retained[0]

@@ -16,10 +16,11 @@ import struct
 from abc import ABC, abstractmethod
 
 from gyreflow.api.connectors.file_formats import (
+    ByteFileCursor,
     CsvOptions,
-    FileCursor,
     MalformedRecordError,
     _LineCursor,
+    checked,
     open_binary,
     open_cursor,
     seek_resumed,
@@ -34,7 +35,7 @@ _NEWLINE = 10
 _LONG_INTEGER = re.compile(rb"\d{19,}")  # may not fit 64 bits: checked line by line
 
 
-class _BlockCursor(FileCursor, ABC):
+class _BlockCursor(ByteFileCursor, ABC):
     """Whole lines of a file, ``max_records`` at most at a time, with the position after them.
 
     The line endings of what was read ahead are found once, as an array, when it is read.
@@ -480,12 +481,16 @@ def _read_csv(raw: bytes, names: list[str], delimiter: str, longest: int):
 
 
 def open_any_cursor(path: str, fmt: str, csv_options: CsvOptions, columns, position,
-                    columnar: bool = False) -> FileCursor:
+                    columnar: bool = False, check=None):
     """A cursor over ``path`` in format ``fmt`` from ``position`` (None: the start): column
     batches of JSON lines and CSV here with ``columnar``, everything else through
-    ``open_cursor``."""
+    ``open_cursor``; ``check``: the fingerprint stored with ``position`` (``FileCursor``)."""
     if columnar and fmt == "jsonl":
-        return JsonColumnsCursor(path, position)
+        return checked(JsonColumnsCursor(path, position), check)
     if columnar and fmt == "csv":
-        return CsvColumnsCursor(path, csv_options, position)
-    return open_cursor(path, fmt, csv_options, columns, position, columnar)
+        return checked(CsvColumnsCursor(path, csv_options, position), check)
+    if fmt == "parquet":
+        from gyreflow.api.connectors.file_parquet import ParquetCursor
+
+        return checked(ParquetCursor(path, columns, position, columnar), check)
+    return open_cursor(path, fmt, csv_options, columns, position, columnar, check)

@@ -60,9 +60,11 @@ class DirectorySource(Source):
     each record as a dict.
 
     Each file is read exactly once across crashes and resumes: the files done and the position
-    in the current one are the source task's offset, stored with every snapshot. A resume refuses
-    a current file that was cut short or replaced since (it ends before the position), naming the
-    file and the position, rather than lose the records between.
+    in the current one are the source task's offset, stored with every snapshot, with a
+    fingerprint of the current file up to the position. A resume refuses a current file that was
+    cut short or replaced since (it ends before the position, or its first bytes or those before
+    the position differ: for Parquet, its schema or the row groups read), naming the file and the
+    position, rather than lose or mix up records; a file that was only appended to is read on.
 
     ``follow=True`` keeps watching the directory for new files (every ``poll_interval`` seconds)
     until the job is stopped, or until no new record arrived for ``until_idle`` seconds
@@ -168,7 +170,8 @@ def owner_task(name: str, parallelism: int) -> int:
 
 
 class _DirectoryReader(GrowingInputReader):
-    """One task's files: the offset is ``{"done": names read whole, "file": current, "at": position}``."""
+    """One task's files: the offset is ``{"done": names read whole, "file": current, "at": position,
+    "check": the current file's fingerprint at the position}`` (``file_fingerprints``)."""
 
     def __init__(self, source: DirectorySource, task_index: int, parallelism: int) -> None:
         self.source = source
@@ -215,12 +218,13 @@ class _DirectoryReader(GrowingInputReader):
         self._open(self.queue.pop(0), None)
         return True
 
-    def _open(self, name: str, position) -> None:
+    def _open(self, name: str, position, check=None) -> None:
         self.current = name
         path = os.path.join(self.source.directory, name)
         try:
             self.cursor = open_any_cursor(path, self.source.format, self.source.csv_options,
-                                      self.source.columns, position, self.source.columnar)
+                                          self.source.columns, position, self.source.columnar,
+                                          check)
         except MalformedRecordError as bad:
             self.cursor = None
             self._malformed(bad)
@@ -298,8 +302,10 @@ class _DirectoryReader(GrowingInputReader):
             handle.write(json.dumps(entry, ensure_ascii=False) + "\n")
 
     def offset(self) -> dict:
+        cursor = self.cursor
         return {"done": sorted(self.done), "file": self.current,
-                "at": self.cursor.position if self.cursor is not None else None,
+                "at": cursor.position if cursor is not None else None,
+                "check": cursor.fingerprint() if cursor is not None else None,
                 "idle_since": self.last_data}
 
     def seek(self, offset: object) -> None:
@@ -311,8 +317,8 @@ class _DirectoryReader(GrowingInputReader):
         self.ended = False
         self.last_data = offset.get("idle_since", time.time())
         self._trim_letters(offset.get("file"), offset.get("at"))
-        if offset.get("file") is not None:
-            self._open(offset["file"], offset["at"])
+        if offset.get("file") is not None:  # an offset stored without "check" is taken as it is
+            self._open(offset["file"], offset["at"], offset.get("check"))
 
     def _trim_letters(self, current: str | None, position) -> None:
         """Dead letters of records after the offset are read again: drop them, so that each is

@@ -1,5 +1,5 @@
-"""Record formats of files: text lines, JSON lines, CSV and Parquet, read by cursor (the writing
-side is ``file_encoders``)."""
+"""Record formats of files: text lines, JSON lines, CSV and Parquet, read by cursor (Parquet's in
+``file_parquet``; the writing side is ``file_encoders``)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 import attrs
 
 from gyreflow.api.config.loading import ConfigError
+from gyreflow.api.connectors.file_fingerprints import byte_check_problem, byte_fingerprint
 from gyreflow.plan.words import plural
-from gyreflow.runtime.dataflow.columns.batch import ColumnBatch
 from gyreflow.runtime.errors import DataError
 
 FORMATS = ("text", "jsonl", "csv", "parquet")
@@ -73,7 +73,9 @@ def check_delimiter(what: str, delimiter: str) -> None:
 
 class FileCursor:
     """Reads the records of one file from a position; ``position`` is picklable and ``open``
-    with it continues after the last record returned."""
+    with it continues after the last record returned. ``fingerprint()`` says what was read up to
+    there (``file_fingerprints``), stored with the position; ``refuse_if_changed`` refuses a file
+    that no longer matches it."""
 
     position: object
 
@@ -82,8 +84,36 @@ class FileCursor:
         an empty list at the end of the file."""
         raise NotImplementedError
 
+    def fingerprint(self) -> tuple | None:
+        """The fingerprint of the file up to ``position``; None if the format has none."""
+        return None
+
+    def refuse_if_changed(self, check) -> None:
+        """Raise a DataError naming the file and the position if the file is not the one
+        ``check`` (a ``fingerprint()`` of it, at this cursor's position) was taken of."""
+
     def close(self) -> None:
         """Release the file."""
+
+
+class ByteFileCursor(FileCursor):
+    """A cursor whose position starts with a byte offset in ``file`` (from :func:`open_binary`)."""
+
+    path: str
+    file: object
+
+    def fingerprint(self) -> tuple:
+        return byte_fingerprint(self.file, self.position[0])
+
+    def refuse_if_changed(self, check) -> None:
+        offset = self.position[0]
+        if not offset:
+            return
+        problem = byte_check_problem(self.file, check)
+        if problem is not None:
+            read = (f"byte {offset} of its uncompressed data"
+                    if isinstance(self.file, gzip.GzipFile) else f"byte {offset}")
+            raise changed_input(self.path, read, problem)
 
 
 def strip_line_ending(raw: bytes) -> bytes:
@@ -153,7 +183,7 @@ def _decoded(raw: bytes) -> tuple[str, UnicodeDecodeError | None]:
         return raw.decode("utf-8", "surrogateescape"), exc
 
 
-class _LineCursor(FileCursor):
+class _LineCursor(ByteFileCursor):
     """Text, JSON lines and CSV: the position is (byte offset in the uncompressed data, line).
 
     Text and JSON lines end at ``\\n`` (a ``\\r`` before it is part of the ending). CSV lines end
@@ -372,105 +402,25 @@ def _lines_named(first: int, last: int) -> str:
 _JSON_WHITESPACE = " \t\r\n"  # what JSON itself skips; other blank-looking text is no JSON
 
 
-class _ParquetCursor(FileCursor):
-    """Parquet: row groups are read one at a time as batches; the position is (row group, row)."""
-
-    def __init__(self, path: str, columns: tuple[str, ...] | None, position,
-                 columnar: bool = False) -> None:
-        pq = require_pyarrow("a Parquet source")
-        self.path = path
-        self.columnar = columnar  # batches as column batches (ColumnBatch), not lists of dicts
-        self.columns = list(columns) if columns is not None else None
-        resumed = position is not None and tuple(position) != (0, 0)
-        try:
-            self.file = pq.ParquetFile(path)
-            if columnar:  # text columns as dictionaries: counted and routed by their codes
-                self.file = pq.ParquetFile(path, read_dictionary=_text_columns(self.file))
-        except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a bad file
-            if resumed:  # it was a Parquet file when the job read it: cut short, or replaced
-                raise changed_input(path, _row_named(position),
-                                    f"it is no Parquet file now ({exc})") from None
-            raise MalformedRecordError("file footer", f"not a Parquet file ({exc})") from None
-        self.position = tuple(position) if position is not None else (0, 0)
-        self._group: list | None = None
-        if resumed:
-            self._refuse_if_cut()
-
-    def _refuse_if_cut(self) -> None:
-        """Refuse a file that no longer has the row the position is at (a file rewritten with
-        fewer row groups or rows): reading on would silently skip the rows between."""
-        group, row = self.position
-        groups = self.file.num_row_groups
-        if group > groups or (group == groups and row > 0):
-            self.close()
-            raise changed_input(self.path, _row_named(self.position),
-                                f"it now has {plural(groups, 'row group')}")
-        if group < groups and row > 0:
-            rows = self.file.metadata.row_group(group).num_rows
-            if row >= rows:
-                self.close()
-                raise changed_input(self.path, _row_named(self.position),
-                                    f"row group {group} now has {plural(rows, 'row')}")
-
-    def read(self, max_records: int) -> list:
-        # A row group without rows is skipped: an empty list means the end of the file.
-        while True:
-            group = self.position[0]
-            batch = self._read_group(max_records)
-            if batch or self.position[0] == group:
-                return batch
-
-    def _read_group(self, max_records: int) -> list:
-        group, row = self.position
-        if group >= self.file.num_row_groups:
-            return []
-        if self._group is None:
-            try:
-                # Values Python cannot hold exactly (nanoseconds in a timestamp) are refused here,
-                # with the row group, rather than rounded.
-                table = self.file.read_row_group(group, columns=self.columns)
-                self._group = ColumnBatch.of(table) if self.columnar else table.to_pylist()
-            except Exception as exc:  # noqa: BLE001
-                self.position = (group + 1, 0)
-                return [MalformedRecordError(f"row group {group}", f"cannot be read ({exc})")]
-        batch = self._group[row:row + max_records]
-        row += len(batch)
-        if row >= len(self._group):
-            self._group = None
-            self.position = (group + 1, 0)
-        else:
-            self.position = (group, row)
-        return batch
-
-    def close(self) -> None:
-        self._group = None
-        close = getattr(self.file, "close", None)
-        if close is not None:
-            close()
-
-
-def _row_named(position) -> str:
-    group, row = position
-    return f"row group {group}, row {row}" if row else f"row group {group}"
-
-
-def _text_columns(file) -> list[str]:
-    """The string and binary columns of a Parquet file (read as dictionary arrays: most such
-    columns repeat their values, and the file often stores them as dictionaries already)."""
-    import pyarrow as pa
-
-    kinds = (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary,
-             pa.types.is_large_binary)
-    return [field.name for field in file.schema_arrow if any(kind(field.type) for kind in kinds)]
-
-
 def open_cursor(path: str, fmt: str, csv_options: CsvOptions, columns, position,
-                columnar: bool = False) -> FileCursor:
-    """A cursor over ``path`` in format ``fmt`` from ``position`` (None: the start); ``columnar``
-    reads column batches (Parquet; ``column_formats`` reads the other ``COLUMNAR_FORMATS``)."""
-    if fmt == "parquet":
-        return _ParquetCursor(path, columns, position, columnar)
-    if columnar:
-        msg = f"columnar=True of format {fmt!r} is read by column_formats.open_column_cursor"
+                columnar: bool = False, check=None) -> FileCursor:
+    """A cursor over ``path`` in a line format ``fmt`` from ``position`` (None: the start);
+    ``check``: the fingerprint stored with ``position``, refused if the file no longer matches.
+    ``column_formats.open_any_cursor`` opens every format: Parquet (``file_parquet``) and column
+    batches there."""
+    if fmt == "parquet" or columnar:
+        msg = f"format {fmt!r} (columnar={columnar}) is read by column_formats.open_any_cursor"
         raise ValueError(msg)
-    return _LineCursor(path, fmt, csv_options, position)
+    return checked(_LineCursor(path, fmt, csv_options, position), check)
+
+
+def checked(cursor: FileCursor, check) -> FileCursor:
+    """``cursor``, once its file is found to match ``check`` (None: an offset stored without a
+    fingerprint, which is taken as it is); closed before a refusal."""
+    if check is not None:
+        try:
+            cursor.refuse_if_changed(check)
+        except BaseException:
+            cursor.close()
+            raise
+    return cursor

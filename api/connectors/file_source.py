@@ -12,7 +12,8 @@ import zlib
 import attrs
 
 from gyreflow.api.config.loading import ConfigError
-from gyreflow.api.connectors.file_formats import strip_line_ending
+from gyreflow.api.connectors.file_fingerprints import byte_check_problem, byte_fingerprint
+from gyreflow.api.connectors.file_formats import changed_input, strip_line_ending
 from gyreflow.api.connectors.sources import Source, SourceReader
 from gyreflow.runtime.errors import DataError
 
@@ -185,18 +186,29 @@ class _TextFileReader(SourceReader):
         self._pos = pos
         return out
 
-    def offset(self) -> int:
-        return self._pos
+    def offset(self) -> dict:
+        """The byte position, the end of the task's split (fixed at the first start, so that a
+        file appended to is not split anew on a resume) and the file's fingerprint there."""
+        return {"at": self._pos, "stop": self._stop,
+                "check": byte_fingerprint(self._file, self._pos)}
 
     def seek(self, offset: object) -> None:
-        offset = int(offset)
+        check = None
+        if isinstance(offset, dict):
+            self._stop = offset["stop"]
+            check = offset["check"]
+            offset = offset["at"]
+        offset = int(offset)  # an offset stored before fingerprints: the position alone
         if not self._path.endswith(".gz"):
             size = os.fstat(self._file.fileno()).st_size
             if offset > size:  # resumed past the end: the lines read before were changed
-                msg = (f"input file {self._path}: the job read it up to byte {offset}, but it now "
-                       f"has {size} bytes: it was cut or replaced since; put the file back as it "
-                       "was to resume, or start over with --fresh")
-                raise DataError(msg)
+                raise changed_input(self._path, f"byte {offset}", f"it now has {size} bytes")
+        if check is not None and offset:
+            problem = byte_check_problem(self._file, check)
+            if problem is not None:
+                read = (f"byte {offset} of its uncompressed data" if self._path.endswith(".gz")
+                        else f"byte {offset}")
+                raise changed_input(self._path, read, problem)
         self._file.seek(offset)
         self._pos = offset
         self._ahead, self._ahead_lines, self._at_end = b"", 0, False
@@ -218,7 +230,9 @@ class FileSource(Source):
 
     With parallelism ``p`` the file is cut into ``p`` byte ranges and each task reads the lines that
     start in its range. A ``.gz`` file is read decompressed, by one task (the offset counts
-    uncompressed bytes).
+    uncompressed bytes). The offset carries a fingerprint of the file up to it
+    (``file_fingerprints``): a resume refuses a file cut short or replaced since, naming the file
+    and the offset, and reads on in a file that was appended to.
     """
 
     # Absolute from where the job starts: Spark executors resolve nothing in their own folders.
@@ -250,7 +264,8 @@ class FileSource(Source):
                                    self.encoding)
         size = os.path.getsize(self.path)
         start = size * task_index // parallelism
-        stop = size * (task_index + 1) // parallelism
+        # The last task reads to the end, wherever it is when it gets there.
+        stop = size * (task_index + 1) // parallelism if task_index + 1 < parallelism else sys.maxsize
         return _TextFileReader(self.path, start, stop, self.encoding)
 
     def describe(self) -> str:

@@ -61,7 +61,7 @@ class StateExistsError(RuntimeError):
 
 
 class IncompatiblePlanError(RuntimeError):
-    """The stored plan fingerprint differs from the plan being resumed."""
+    """The stored plan (its fingerprint or signature) differs from the plan being resumed."""
 
 
 _DELETED_CRC = zlib.crc32(bytes([_DELETED]))
@@ -204,6 +204,9 @@ class JobMeta:
     parallelism: dict[str, int] = attrs.field(factory=dict)
     # Stateful operators whose key groups a rebalance assigned: the task of each key group.
     assignments: dict[str, tuple[int, ...]] = attrs.field(factory=dict)
+    # What gives the state its meaning (runtime.plan_signature); empty in a meta written before
+    # it was recorded, whose ``fingerprint`` alone is compared.
+    plan: dict = attrs.field(factory=dict)
 
     def to_bytes(self, seal=None) -> bytes:
         """Serialise with a checksum, or with ``seal``'s tag."""
