@@ -13,6 +13,7 @@ from gyreflow.api.cli.errors import GyreflowGroup, fail_script, one_line, script
 from gyreflow.api.cli.errors import fail as _fail
 from gyreflow.api.cli.graph import graph
 from gyreflow.api.cli.query import query
+from gyreflow.api.cli.resume_flags import allow_changed_plan_option
 from gyreflow.api.cli.snapshots import snapshots
 from gyreflow.api.cli.sql import sql
 
@@ -23,12 +24,14 @@ SPARK_MODES = ("auto", "workers", "rounds")
 EXPLAIN_FORMATS = ("text", "dot", "mermaid")
 
 
-def _run_script(script: str, args: tuple[str, ...], settings) -> None:
+def _run_script(script: str, args: tuple[str, ...], settings) -> list[str]:
+    """Run ``script`` as ``__main__`` under ``settings``; returns the names of the pipelines it gave
+    tasks but never executed."""
     import runpy
 
     from gyreflow.api.config.loading import Config
     from gyreflow.api.config.session import using_settings
-    from gyreflow.api.language.pipeline import not_executed_warning, take_not_executed
+    from gyreflow.api.language.pipeline import take_not_executed
 
     if not os.path.isfile(script):
         if script.startswith("-"):  # unknown options reach the script's place: a misspelt option
@@ -48,12 +51,11 @@ def _run_script(script: str, args: tuple[str, ...], settings) -> None:
     try:
         with using_settings(settings):
             namespace = runpy.run_path(script, run_name="__main__")
-        names = take_not_executed()  # while the script's pipelines are still alive
+        never_executed = take_not_executed()  # while the script's pipelines are still alive
         del namespace
-        if names:
-            sys.stderr.write(not_executed_warning(names) + "\n")
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
+    return never_executed
 
 
 def _load_listeners(console, specs: tuple[str, ...], events_path: str | None) -> list:
@@ -201,6 +203,7 @@ def main() -> None:
 @click.option("--events", "events_path", type=click.Path(dir_okay=False, writable=True),
               default=None, metavar="FILE",
               help="Append every window, checkpoint and job end to FILE as JSON lines.")
+@allow_changed_plan_option
 def run(script: str, script_args: tuple[str, ...], config_path: str | None,
         environment: str | None, workers: int | None, spark_mode: str | None, quiet: bool,
         resume: bool, fresh: bool,
@@ -211,6 +214,7 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
     import threading
 
     from gyreflow.api.cli.errors import fail_user_function
+    from gyreflow.api.cli.run_failures import check_a_pipeline_ran, fail_other, kept
     from gyreflow.api.config.loading import ConfigError
     from gyreflow.api.config.session import RunSettings
     from gyreflow.api.service.listeners import JsonLinesListener, NoticeListener, combined
@@ -275,7 +279,8 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
     os.environ.update(flags)
     try:
         try:
-            _run_script(script, script_args, settings)
+            never_executed = _run_script(script, script_args, settings)
+            check_a_pipeline_ran(script, settings.ran, never_executed)  # as explain, exit 1
         except BaseException as exc:
             if ui is not None:
                 ui.monitor.finish(exc if not isinstance(exc, SystemExit) or exc.code else None)
@@ -292,16 +297,16 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
         _fail(console, script_location(exc) + str(exc), 2,
               hint="Fix the pipeline definition and run again.")
     except UserFunctionError as exc:
-        fail_user_function(console, exc, _kept(stop.backend, "fix the function and run again "
-                                                             "with --resume"))
+        fail_user_function(console, exc, kept(stop.backend, "fix the function and run again "
+                                                            "with --resume"))
     except JobLockedError as exc:
         _fail(console, str(exc), 4)
     except OutputError as exc:  # its message says what to fix
-        _fail(console, str(exc), 5, hint=_kept(stop.backend, "run again with --resume"))
+        _fail(console, str(exc), 5, hint=kept(stop.backend, "run again with --resume"))
     except DataError as exc:
-        _fail(console, str(exc), 5, hint=_kept(stop.backend, "fix the input (the data, or the "
-                                                             "system it comes from) and run "
-                                                             "again with --resume"))
+        _fail(console, str(exc), 5, hint=kept(stop.backend, "fix the input (the data, or the "
+                                                            "system it comes from) and run "
+                                                            "again with --resume"))
     except (StateExistsError, IncompatiblePlanError, BackendUnavailableError,
             SnapshotCorruptedError, SnapshotNotRetainedError, SnapshotWriteError) as exc:
         hint = ""
@@ -313,8 +318,8 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
             hint = ("To resume from an earlier retained snapshot, run with --resume "
                     "--from-window N (see gyreflow snapshots).")
         _fail(console, str(exc), 3, hint=hint)
-    except Exception as exc:  # noqa: BLE001 - classified in _fail_other, raised again if unknown
-        _fail_other(console, exc, stop.backend)
+    except Exception as exc:  # noqa: BLE001 - classified in fail_other, raised again if unknown
+        fail_other(console, exc, stop.backend)
     finally:
         try:
             if metrics_json is not None:
@@ -353,48 +358,6 @@ def run(script: str, script_args: tuple[str, ...], config_path: str | None,
                               soft_wrap=True)
 
 
-def _kept(backend: str | None, what: str) -> str:
-    """The hint after a failure: completed windows are kept and ``what`` resumes them, or (the
-    memory backend) nothing is kept."""
-    from gyreflow.runtime.stop import resume_advice
-
-    if backend == "memory":
-        advice = resume_advice(backend)
-        return advice[0].upper() + advice[1:] + "."
-    return f"Completed windows are kept: {what}."
-
-
-def _fail_other(console, error: Exception, backend: str | None = None) -> None:
-    """Spark that did not start (exit 2, nothing ran), a worker process that died once the restart
-    strategy gave up (exit 6, one line: a signal or the machine, not a bug) and a task that failed
-    outside user functions (exit 6, a fault of gyreflow or its host: one line, then its traceback
-    for a report); the user's own source or sink that raised exits 1, as a user function does;
-    anything else the script raised is told by ``fail_script``."""
-    from gyreflow.runtime.dataflow.task_runner import TaskError, UserCodeError
-    from gyreflow.runtime.spark.session import SparkStartError
-    from gyreflow.runtime.user_code import fault_traceback
-    from gyreflow.runtime.workers.wire import WorkerLostError
-
-    if isinstance(error, SparkStartError):
-        _fail(console, str(error), 2)
-    if isinstance(error, WorkerLostError):  # a signal, the OOM killer, a lost executor: no bug
-        _fail(console, str(error), 6,
-              hint=_kept(backend, "run again with --resume (restart.attempts sets how many "
-                                  "times a run starts its workers again by itself)"))
-    if isinstance(error, UserCodeError):  # the user's source or sink: as a user function
-        traceback_text = error.original_traceback
-        _fail(console, str(error), 1,
-              hint=_kept(backend, "fix the code and run again with --resume"),
-              detail=(f"Original traceback:\n{traceback_text}"
-                      if traceback_text.startswith("Traceback") else None))
-    if isinstance(error, TaskError):
-        _fail(console, str(error), 6,
-              hint=_kept(backend, "run again with --resume; if it fails again, report it "
-                                  "with the traceback below"),
-              detail=fault_traceback(error))
-    fail_script(console, error)
-
-
 @main.command(context_settings={"ignore_unknown_options": True})
 @click.argument("script", type=click.Path(dir_okay=False))
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
@@ -403,8 +366,10 @@ def _fail_other(console, error: Exception, backend: str | None = None) -> None:
 @click.option("--env", "environment", type=click.Choice(ENVIRONMENT_TYPES),
               help="Environment for pipelines built with Environment.from_config() (its "
                    "parallelism shapes the plan; nothing starts).")
+@click.option("--set", "variables", multiple=True, metavar="KEY=VALUE",
+              help="A SQL script's variable, as gyreflow sql takes it (before or after SCRIPT).")
 def explain(script: str, script_args: tuple[str, ...], fmt: str, config_path: str | None,
-            environment: str | None) -> None:
+            environment: str | None, variables: tuple[str, ...]) -> None:
     """Print the PipelineGraph and ExecutionGraph of the pipelines SCRIPT defines, without running.
 
     The script runs with every execute() recording its pipeline's plan instead of running it; where
@@ -423,19 +388,28 @@ def explain(script: str, script_args: tuple[str, ...], fmt: str, config_path: st
     if not os.path.exists(script) and script.lstrip()[:5].upper() == "MATCH":
         _explain_query(script, fmt)
         return
+    given = tuple(arg for text in variables for arg in ("--set", text))
     if script.lower().endswith(".sql"):  # a script of gyreflow's SQL: each INSERT and SELECT's plan
         from gyreflow.api.cli.sql import explain_sql
 
-        explain_sql(script, fmt, config_path, environment, script_args)  # script_args: --set K=V
+        explain_sql(script, fmt, config_path, environment, given + script_args)
         return
+    script_args = given + script_args  # a Python script's own --set, as it was given
 
-    from gyreflow.api.language.pipeline import ExplainStop, stopping_at_results, take_not_executed
+    from gyreflow.api.language.pipeline import (
+        ExplainStop,
+        not_executed_warning,
+        stopping_at_results,
+        take_not_executed,
+    )
 
     settings = RunSettings(config_path=config_path, environment=environment, quiet=True,
                            explain_format=fmt, explained=[])
     try:
         with stopping_at_results():
-            _run_script(script, script_args, settings)
+            never_executed = _run_script(script, script_args, settings)
+        if never_executed:
+            sys.stderr.write(not_executed_warning(never_executed) + "\n")
     except ExplainStop:  # the script read a result of execute(): its plans so far are the answer
         take_not_executed()  # the pipelines it would define after that point are no mistake
     except ConfigError as exc:

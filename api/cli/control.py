@@ -30,6 +30,44 @@ def _parsed(value: str):
     return parse_value(value)
 
 
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+class _NumbersAsArguments(click.Command):
+    """A command whose arguments may be negative numbers (``rescale quiet -1``, ``set op rate -0.5``):
+    click reads ``-1`` as an unknown option, so that a negative N would never reach the job's own
+    range check as 0 and 129 do. Any other unknown option is still refused, as click refuses it."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs["context_settings"] = {**kwargs.get("context_settings", {}),
+                                      "ignore_unknown_options": True}
+        super().__init__(*args, **kwargs)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        import difflib
+
+        options = {name: param for param in self.get_params(ctx) if isinstance(param, click.Option)
+                   for name in (*param.opts, *param.secondary_opts)}
+        tokens = iter(args)
+        for token in tokens:
+            name = token.partition("=")[0]
+            if token == "--":
+                break
+            if name in options:
+                if not options[name].is_flag and "=" not in token:
+                    next(tokens, None)  # the option's value, whatever it looks like
+            elif token.startswith("-") and len(token) > 1 and not _is_number(token):
+                close = difflib.get_close_matches(name, [n for n in options if n.startswith("--")],
+                                                  n=1)
+                raise click.NoSuchOption(name, possibilities=close, ctx=ctx)
+        return super().parse_args(ctx, args)
+
+
 @click.group()
 def control() -> None:
     """Send commands to a running job (see docs/control.md)."""
@@ -120,7 +158,7 @@ def status(job_name: str | None, config_path: str | None, as_json: bool) -> None
                 click.echo(f"  {operator}.{name} = {json.dumps(value)}")
 
 
-@control.command("set")
+@control.command("set", cls=_NumbersAsArguments)
 @click.argument("operator")
 @click.argument("name")
 @click.argument("value")
@@ -173,7 +211,7 @@ def resume_sources(job_name: str | None, config_path: str | None, as_json: bool)
         click.echo(answer["message"])
 
 
-@control.command()
+@control.command(cls=_NumbersAsArguments)
 @click.argument("target", nargs=-1, required=True, metavar="[OPERATOR] N")
 @_JOB
 @_CONFIG
@@ -191,7 +229,7 @@ def rescale(target: tuple[str, ...], job_name: str | None, config_path: str | No
     try:
         parallelism = int(count)
     except ValueError:
-        msg = f"N must be an integer, got {count!r}"
+        msg = f"expected an integer N (tasks or worker processes), got {count!r}"
         raise click.UsageError(msg) from None
     answer = _ask(config_path, job_name, {"command": "rescale", "operator": operator,
                                           "parallelism": parallelism}, as_json)

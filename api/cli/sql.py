@@ -32,8 +32,8 @@ def sql(script: str, environment: str | None, config_path: str | None, settings:
     """Run the statements of SCRIPT in order as one job: SET, CREATE TABLE/VIEW/FUNCTION, INSERT INTO
     and SELECT (whose rows are printed, one line each in GeaFlow's row format).
 
-    Exit status 2: a statement that does not parse or that gyreflow's SQL does not run (nothing ran);
-    1: a query failed while it ran.
+    Exit status 2: a statement that does not parse or that gyreflow's SQL does not run, or Spark
+    that did not start (nothing ran); 1: a query failed while it ran.
     """
     from rich.console import Console
 
@@ -43,6 +43,7 @@ def sql(script: str, environment: str | None, config_path: str | None, settings:
     from gyreflow.api.dsl.rows import RowFormatError, format_row
     from gyreflow.api.dsl.runner import run, selected_rows
     from gyreflow.runtime.errors import UserFunctionError
+    from gyreflow.runtime.spark.session import SparkStartError
 
     console = Console(stderr=True)
     try:
@@ -70,6 +71,8 @@ def sql(script: str, environment: str | None, config_path: str | None, settings:
         _fail(console, str(exc), 5)
     except ConfigError as exc:
         _fail(console, f"configuration: {exc}", 2)
+    except SparkStartError as exc:  # no Java, no Spark, a master or setting spark-submit refused
+        _fail(console, str(exc), 2)
     except UserFunctionError as exc:
         from gyreflow.api.dsl.queries import QueryError
 

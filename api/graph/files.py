@@ -159,18 +159,16 @@ def _read_edge_lines(path, vertices, weighted: bool, vertices_path) -> list[tupl
         for vertex in (src, dst):
             if vertex not in vertices:
                 raise GraphFileError(path, number, f"vertex {vertex} is not in the vertex file{origin}")
-        if not weighted:
-            append((src, dst))
-            continue
-        if count < 3:
+        if count < 3 and weighted:
             raise GraphFileError(path, number, "missing the weight column ('src dst weight')")
-        try:
-            weight = float(columns[2])
-        except ValueError:
-            raise GraphFileError(path, number, f"weight {columns[2]!r} is not a number") from None
-        if math.isnan(weight):
-            raise GraphFileError(path, number, "weight is NaN")
-        append((src, dst, weight))
+        if count == 3:  # a weight, where given, is checked whatever reads it: the file is one format
+            try:
+                weight = float(columns[2])
+            except ValueError:
+                raise GraphFileError(path, number, f"weight {columns[2]!r} is not a number") from None
+            if math.isnan(weight):
+                raise GraphFileError(path, number, "weight is NaN")
+        append((src, dst, weight) if weighted else (src, dst))
     return edges
 
 
@@ -182,8 +180,9 @@ def _edges_with_numpy(path, known, weighted: bool) -> tuple | None:
 
     if not weighted:
         array = _numbers(path, 2, np.int64)
-        if array is None:
-            return None
+        if array is None:  # perhaps a weight column that this reader checks and leaves out
+            weighted_edges = _edges_with_numpy(path, known, True)
+            return None if weighted_edges is None else (*weighted_edges[:2], None)
         src, dst = array[:, 0], array[:, 1]
         weights = None
     else:

@@ -93,7 +93,7 @@ def spark_session(config, announce: bool = False) -> Callable[[], object]:
                       and SparkSession.getActiveSession() is None
                       and SparkContext._active_spark_context is None)
         if starts_jvm:
-            problem = java_problem()
+            problem = spark_home_problem() or java_problem()
             if problem is not None:  # before spark-submit, whose own words are JAVA_GATEWAY_EXITED
                 raise SparkStartError(f"Spark did not start with master {config['spark.master']}: "
                                       f"{problem}")
@@ -134,6 +134,25 @@ def java_problem(environ=None) -> str | None:
         return (f"Java 17 is missing: no java on PATH and JAVA_HOME is not set; install Java 17 "
                 f"(e.g. apt-get install openjdk-17-jre-headless) or set JAVA_HOME ({NO_JAVA_HINT})")
     return None
+
+
+def spark_home_problem(environ=None) -> str | None:
+    """Why PySpark cannot start Spark from SPARK_HOME, or None: when SPARK_HOME is set, PySpark runs
+    ``$SPARK_HOME/bin/spark-submit`` (else the copy inside the pyspark package), and a folder
+    without it fails with a bare "No such file or directory"."""
+    environ = os.environ if environ is None else environ
+    home = environ.get("SPARK_HOME")
+    if home is None:
+        return None
+    submit = os.path.join(home, "bin", "spark-submit")
+    if os.path.isfile(submit) and os.access(submit, os.X_OK):
+        return None
+    import pyspark
+
+    wrong = f"{home} has no bin/spark-submit" if home else "it is set but empty"
+    return (f"SPARK_HOME is wrong: {wrong}; point SPARK_HOME at a Spark {pyspark.__version__} "
+            f"installation (the pyspark package's folder, {os.path.dirname(pyspark.__file__)}, is "
+            f"one) or unset it to use the Spark pyspark comes with ({NO_JAVA_HINT})")
 
 
 FIRST_START_SECONDS = 20  # what a first start of local[*] took on a 2-core machine (15-25 s)
@@ -179,9 +198,11 @@ def _start_failure(master: str, exc: Exception, log: str, logged: int) -> str:
         if SparkContext._active_spark_context is not None:
             SparkContext._active_spark_context.stop()
     reason = ""
+    written = ""
     with contextlib.suppress(OSError), open(log, "rb") as handle:
         handle.seek(logged)
-        for line in handle.read().decode("utf-8", "replace").splitlines():
+        written = handle.read().decode("utf-8", "replace")
+        for line in written.splitlines():
             if "All masters are unresponsive" in line:
                 reason = ("no Spark master answered at that address (Spark: All masters are "
                           "unresponsive! Giving up.); check that the URL names the master's port "
@@ -191,8 +212,28 @@ def _start_failure(master: str, exc: Exception, log: str, logged: int) -> str:
         text = str(java) if java is not None else str(exc)
         reason = (text.strip().splitlines() or [type(exc).__name__])[0].strip()
         if "JAVA_GATEWAY_EXITED" in reason:
-            reason += f" (Spark needs Java 17: check java -version and JAVA_HOME; {NO_JAVA_HINT})"
+            refusal = _jvm_refusal(written)
+            reason = (f"spark-submit stopped before Spark started: {refusal} (check spark.master, "
+                      "[spark] conf and PYSPARK_SUBMIT_ARGS)" if refusal is not None else
+                      f"{reason} (Spark needs Java 17: check java -version and JAVA_HOME; "
+                      f"{NO_JAVA_HINT})")
     return f"Spark did not start with master {master}: {reason} (Spark's log: {log})"
+
+
+def _jvm_refusal(written: str) -> str | None:
+    """What spark-submit or its JVM said as it stopped before Spark started (``written``: Spark's log
+    since the start), or None: the message of spark-submit's ``Exception in thread "main"`` (a
+    master it refuses, yarn without HADOOP_CONF_DIR) or the line before the JVM's "Could not create
+    the Java Virtual Machine" (an option it refuses, such as spark.driver.memory = lots)."""
+    lines = [line.strip() for line in written.splitlines()]
+    for at, line in enumerate(lines):
+        if line.startswith('Exception in thread "main" '):
+            thrown = line.removeprefix('Exception in thread "main" ')
+            kind, colon, message = thrown.partition(": ")
+            return message if colon and " " not in kind else thrown
+        if line.startswith("Error: Could not create the Java Virtual Machine") and at and lines[at - 1]:
+            return lines[at - 1]
+    return None
 
 
 def _settings(config) -> list[tuple[str, str]]:

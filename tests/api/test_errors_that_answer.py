@@ -126,9 +126,16 @@ def t(ctx):
 
 @pytest.mark.parametrize("cli", [("run", "--quiet"), ()])
 def test_a_pipeline_never_executed_gets_a_warning(tmp_path, cli):
+    """Run as a script, a warning; under ``gyreflow run``, which is there to run a pipeline, the
+    script that ran none is an error naming it (exit 1)."""
     done = run_script(tmp_path, NEVER_RUN, *cli)
-    assert done.returncode == 0
-    assert done.stderr.count("warning: pipeline 'forgotten' has tasks but was never executed") == 1
+    if cli:
+        assert done.returncode == 1
+        assert "ran no pipeline: pipeline 'forgotten' has tasks but was never executed" in done.stderr
+        assert "Traceback" not in done.stderr
+    else:
+        assert done.returncode == 0
+        assert done.stderr.count("warning: pipeline 'forgotten' has tasks but was never executed") == 1
     ran = run_script(tmp_path, NEVER_RUN + "p.execute()\n", *cli)
     assert "warning" not in ran.stderr
 

@@ -221,7 +221,10 @@ def test_run_uses_the_config_file(tmp_path):
         "from gyreflow.api import Environment\n"
         "env = Environment.from_config()\n"
         "config = env.config\n"
-        "print(config['environment.parallelism'], config['scheduler.max_flying_windows'])\n",
+        "print(config['environment.parallelism'], config['scheduler.max_flying_windows'])\n"
+        "pipeline = env.pipeline('show')\n"
+        "pipeline.task(lambda ctx: ctx.source([1]).collect('out'))\n"
+        "pipeline.execute()\n",
         encoding="utf-8",
     )
     result = run_cli(["run", "--quiet", "--config", str(config), str(script)])
