@@ -13,11 +13,10 @@ import gzip
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _killed_directory_job import WINDOW, gyreflow_run, published
 
 from gyreflow.api import DirectorySource, FileSink, SizeTumblingWindow
 from gyreflow.api.connectors.column_formats import open_any_cursor
@@ -28,7 +27,6 @@ pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
 RECORDS = 300
-WINDOW = 20
 GROUP = 50  # Parquet rows per row group: windows end inside row groups
 CUT = 40  # records left in a cut file
 CASES = [("text", False), ("csv", False), ("csv", True), ("jsonl", False), ("jsonl", True),
@@ -85,11 +83,6 @@ def cut(path: Path, fmt: str) -> str:
     return f"it now has {len(kept)} bytes"
 
 
-def published(out: Path) -> list:
-    return [json.loads(line) for name in sorted(os.listdir(out)) if name.startswith("window-")
-            for line in (out / name).read_text(encoding="utf-8").splitlines()]
-
-
 class StopAt:
     """A map that raises at record ``150`` while ``flag`` exists (the job stops in window 8)."""
 
@@ -136,45 +129,6 @@ def test_a_file_cut_before_a_resume_is_refused_naming_it_and_the_offset(make_env
     path.write_bytes(original)  # put back as it was: the resume goes on from window 8
     run(resume=True)
     assert published(tmp_path / "out") == expected
-
-
-JOB = """
-import os, sys, time
-from gyreflow.api import DirectorySource, Environment, FileSink, SizeTumblingWindow
-fmt, columnar, folder, out = sys.argv[1], sys.argv[2] == "1", sys.argv[3], sys.argv[4]
-
-
-def slowed(record):
-    # The run that is killed (at a crash point after a commit of window 3 or a later one) reads
-    # slowly from window 4 on: the snapshots of window 3 are durable long before the source could
-    # reach the end of the file, so the kill finds it inside the file.
-    ident = int(record.split(",")[0]) if isinstance(record, str) else int(record["id"])
-    if ident >= 60 and os.environ.get("GYREFLOW_CRASH_AT"):
-        time.sleep(0.02)
-    return record
-
-
-pipeline = Environment.from_config(None).pipeline("cut")
-source = DirectorySource(folder, format=fmt, columnar=columnar)
-pipeline.task(lambda ctx: ctx.source(source, SizeTumblingWindow(WINDOW)).map(slowed)
-              .sink(FileSink(out)), name="job")
-pipeline.execute()
-""".replace("WINDOW", str(WINDOW))
-
-
-def gyreflow_run(tmp_path: Path, fmt: str, columnar: bool, workers: str, *flags: str,
-                 crash: str | None = None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GYREFLOW_")}
-    env.update({"COLUMNS": "400", "GYREFLOW_ENVIRONMENT__TYPE": "local",
-                "GYREFLOW_ENVIRONMENT__WORKERS": workers, "GYREFLOW_STATE__BACKEND": "rocksdb",
-                "GYREFLOW_STATE__PATH": str(tmp_path / "state")})
-    if crash is not None:
-        env["GYREFLOW_CRASH_AT"] = crash  # the job SIGKILLs itself there
-    (tmp_path / "job.py").write_text(JOB, encoding="utf-8")
-    return subprocess.run(
-        [sys.executable, "-m", "gyreflow", "run", "--quiet", *flags, str(tmp_path / "job.py"),
-         "--", fmt, "1" if columnar else "0", str(tmp_path / "in"), str(tmp_path / "out")],
-        env=env, capture_output=True, text=True, timeout=180, check=False)
 
 
 @pytest.mark.parametrize(("fmt", "columnar", "workers"), [

@@ -13,13 +13,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _killed_directory_job import WINDOW, gyreflow_run, published
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -28,30 +26,7 @@ pytestmark = pytest.mark.processes
 
 RECORDS = 300
 MORE = 90  # records appended
-WINDOW = 20
 GROUP = 50  # Parquet rows per row group: windows end inside row groups
-
-JOB = """
-import os, sys, time
-from gyreflow.api import DirectorySource, Environment, FileSink, SizeTumblingWindow
-fmt, columnar, folder, out = sys.argv[1], sys.argv[2] == "1", sys.argv[3], sys.argv[4]
-
-
-def slowed(record):
-    # The run that is killed (at a crash point after a commit of window 3 or a later one) reads
-    # slowly from window 4 on, so that the kill finds the source inside the file.
-    ident = int(record.split(",")[0]) if isinstance(record, str) else int(record["id"])
-    if ident >= 60 and os.environ.get("GYREFLOW_CRASH_AT"):
-        time.sleep(0.02)
-    return record
-
-
-pipeline = Environment.from_config(None).pipeline("replaced")
-source = DirectorySource(folder, format=fmt, columnar=columnar)
-pipeline.task(lambda ctx: ctx.source(source, SizeTumblingWindow(WINDOW)).map(slowed)
-              .sink(FileSink(out)), name="job")
-pipeline.execute()
-""".replace("WINDOW", str(WINDOW))
 
 
 def rows(first: int, count: int, name: str = "n") -> list[tuple[int, str]]:
@@ -111,26 +86,6 @@ def boundaries(path: Path, fmt: str) -> list[str]:
             skipped = 1 if fmt == "csv" else 0
             found.append(f"byte {sum(len(line) + 1 for line in lines[:records + skipped])}")
     return found
-
-
-def published(out: Path) -> list:
-    return [json.loads(line) for name in sorted(os.listdir(out)) if name.startswith("window-")
-            for line in (out / name).read_text(encoding="utf-8").splitlines()]
-
-
-def gyreflow_run(tmp_path: Path, fmt: str, columnar: bool, workers: str, *flags: str,
-                 crash: str | None = None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GYREFLOW_")}
-    env.update({"COLUMNS": "400", "GYREFLOW_ENVIRONMENT__TYPE": "local",
-                "GYREFLOW_ENVIRONMENT__WORKERS": workers, "GYREFLOW_STATE__BACKEND": "rocksdb",
-                "GYREFLOW_STATE__PATH": str(tmp_path / "state")})
-    if crash is not None:
-        env["GYREFLOW_CRASH_AT"] = crash  # the job SIGKILLs itself there
-    (tmp_path / "job.py").write_text(JOB, encoding="utf-8")
-    return subprocess.run(
-        [sys.executable, "-m", "gyreflow", "run", "--quiet", *flags, str(tmp_path / "job.py"),
-         "--", fmt, "1" if columnar else "0", str(tmp_path / "in"), str(tmp_path / "out")],
-        env=env, capture_output=True, text=True, timeout=180, check=False)
 
 
 @pytest.mark.parametrize(("fmt", "columnar", "workers"), [
