@@ -28,12 +28,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 from _object_store import S3_SECRET, ObjectStoreServer
+from _spark_master import jvm_options_with_archive
 from graph_reference import pagerank as pagerank_oracle
 from test_spark_recovery import (
     WINDOW,
@@ -50,29 +50,19 @@ from test_worker_host import published, updated_totals
 
 from gyreflow.state.stores.local_copies import COPIES_FOLDER
 
-# One parallel worker runs the module, on one cluster (the module's ``cluster``): a second cluster
-# for the executor kills cost its start (a master and two worker JVMs) on a machine whose parallel
-# workers are all busy until the suite's end, for a group far shorter than the suite. The executor
-# kills run last, each with no other application on the cluster.
+# One parallel worker runs the module and test_spark_submit.py's cluster tests, on one cluster
+# (tests/spark/conftest.py's ``cluster``): a second cluster for the executor kills cost its start (a
+# master and two worker JVMs) on a machine whose parallel workers are all busy until the suite's end,
+# for a group far shorter than the suite. The executor kills run last in the module, each with no
+# other application on the cluster.
 ON_ONE_CLUSTER = pytest.mark.xdist_group("spark-cluster")
+# Every application on the cluster starts two executor JVMs: with the suite's options and its
+# class-data archive (their class path is the installed pyspark's, as the driver's), about half the
+# CPU each.
+CLUSTER_CONF = {"spark.ui.enabled": "false", "spark.executor.extraJavaOptions": jvm_options_with_archive()}
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "spark-cluster.sh"
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    """The master URL of a two-worker standalone cluster (stopped after the module)."""
-    directory = Path(tempfile.mkdtemp(prefix="gyreflow-test-cluster-"))
-    started = subprocess.run(["bash", str(SCRIPT), "start", str(directory), "2"],
-                             capture_output=True, text=True, check=False,
-                             env={**os.environ, "PYTHON": sys.executable})
-    if started.returncode != 0:
-        subprocess.run(["bash", str(SCRIPT), "stop", str(directory)], check=False)
-        pytest.fail(f"the Spark cluster did not start:\n{started.stderr}")
-    yield started.stdout.strip().split("=", 1)[1], directory
-    subprocess.run(["bash", str(SCRIPT), "stop", str(directory)], check=False)
-    shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +133,7 @@ def test_graph_on_the_cluster_with_state_in_an_object_store(cluster, object_stor
     env = {k: v for k, v in os.environ.items() if not k.startswith("GYREFLOW_")}
     env.update(s3_state(object_store_server))
     env.update({"GYREFLOW_ENVIRONMENT__TYPE": "spark", "GYREFLOW_SPARK__MASTER": master,
-                "GYREFLOW_SPARK__CONF": json.dumps({"spark.ui.enabled": "false"})})
+                "GYREFLOW_SPARK__CONF": json.dumps(CLUSTER_CONF)})
     done = subprocess.run(
         [sys.executable, "-m", "gyreflow", "run", "--quiet", str(ROOT / "examples" / "pagerank.py"),
          "--", "--vertices", "v.txt", "--edges", "e.txt", "--iterations", "5", "--parallelism", "2",
@@ -177,7 +167,8 @@ def test_what_cannot_work_on_a_cluster_is_refused_before_any_data_moves(cluster,
     state, hint = REFUSED[case]
     input_path, _ = words
     out = tmp_path / "out"
-    job = Job(f"refused-{case}", tmp_path, input_path, out, state, 2, master=master)
+    job = Job(f"refused-{case}", tmp_path, input_path, out, state, 2, master=master,
+              spark_conf=CLUSTER_CONF)
     status = job.wait()
     text = job.output()
     assert status == 2, text
@@ -198,7 +189,7 @@ def test_an_output_only_the_driver_sees_is_refused(cluster, words, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("GYREFLOW_")}
     env.update(shared_state(tmp_path))
     env.update({"GYREFLOW_ENVIRONMENT__TYPE": "spark", "GYREFLOW_SPARK__MASTER": master,
-                "GYREFLOW_SPARK__CONF": json.dumps({"spark.ui.enabled": "false"})})
+                "GYREFLOW_SPARK__CONF": json.dumps(CLUSTER_CONF)})
     # The output folder lives only in the driver's namespace: whether the refusal left it behind
     # is asked there, after the run.
     run = (f"mount -t tmpfs gyreflow-private {private} && {{ {sys.executable} -m gyreflow run "
@@ -224,13 +215,14 @@ def test_driver_killed_mid_run_then_resume_on_the_cluster(cluster, words, object
     input_path, expected = words
     out = tmp_path / "out"
     state = s3_state(object_store_server)
-    job = Job("cluster-driver-kill", tmp_path, input_path, out, state, 2, master=master)
+    job = Job("cluster-driver-kill", tmp_path, input_path, out, state, 2, master=master,
+              spark_conf=CLUSTER_CONF)
     killed = job.kill_when(lambda: len(published_windows(out)) >= 3)
     status = job.wait()
     assert killed, f"the job ended before it could be killed (exit {status}):\n{job.output()}"
     assert status == -signal.SIGKILL
     assert 3 <= len(published_windows(out)) < len(expected)
-    resume(tmp_path, input_path, out, state, 2, expected, master=master)
+    resume(tmp_path, input_path, out, state, 2, expected, master=master, spark_conf=CLUSTER_CONF)
 
 
 @ON_ONE_CLUSTER
@@ -239,7 +231,8 @@ def test_executor_killed_mid_run_the_output_is_still_exact(cluster, words, tmp_p
     input_path, expected = words
     out = tmp_path / "out"
     state = {**shared_state(tmp_path), "GYREFLOW_STATE__LOCAL_COPIES": "on"}
-    job = Job("cluster-executor-kill", tmp_path, input_path, out, state, 2, master=master)
+    job = Job("cluster-executor-kill", tmp_path, input_path, out, state, 2, master=master,
+              spark_conf=CLUSTER_CONF)
     deadline = time.monotonic() + 300
     victims: list[int] = []
     copies: list[Path] = []
@@ -260,7 +253,8 @@ def test_executor_killed_mid_run_the_output_is_still_exact(cluster, words, tmp_p
     if status != 0:  # stopped with one error line: --resume must finish it exactly
         text = job.output()
         assert "Traceback" not in text, text
-        resume(tmp_path, input_path, out, state, 2, expected, master=master)
+        resume(tmp_path, input_path, out, state, 2, expected, master=master,
+               spark_conf=CLUSTER_CONF)
     assert_output_is_the_oracle(out, expected)
     assert any((directory / f"worker-{i}" / "work").iterdir() for i in (1, 2))
 
@@ -274,7 +268,7 @@ def test_executor_killed_in_workers_mode_the_job_recovers_by_itself(cluster, tmp
     words = 2000
     script, config, out = write_job(tmp_path, words, 0.05)
     env = {**os.environ, **shared_state(tmp_path), "GYREFLOW_SPARK__MASTER": master,
-           "GYREFLOW_RESTART__DELAY": "0.5"}
+           "GYREFLOW_RESTART__DELAY": "0.5", "GYREFLOW_SPARK__CONF": json.dumps(CLUSTER_CONF)}
     job = subprocess.Popen([sys.executable, "-m", "gyreflow", "run", "--config", str(config), "-q",
                             str(script), str(out)], env=env, cwd=tmp_path, text=True,
                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

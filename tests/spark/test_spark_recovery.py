@@ -22,7 +22,12 @@ Crashes:
   instead, the test kills it itself (so the resume is still checked) and then fails on the crash point;
 - a SIGKILL sent from the test in a late window (the resume changes the counting parallelism).
 
-Resumes with another counting parallelism: RocksDB 2 -> 4 (timed kill), SQLite 3 -> 2 (crash point).
+On RocksDB one store takes three drivers in a row: the first SIGKILLs itself at a crash point, the
+test SIGKILLs its ``--resume`` in a late window, and a second ``--resume`` finishes the job (each
+driver start is a JVM start: the chain checks both kinds of kill with one start fewer).
+
+Resumes with another counting parallelism: RocksDB 2 -> 4 (after the timed kill), SQLite 3 -> 2
+(crash point).
 
 After every driver exits (killed or not), no process of its Spark application may remain: the JVM
 (found with ``pgrep -f spark.app.name=<unique name>``) and the Python workers (found by a marker
@@ -52,10 +57,8 @@ from _spark_master import master as spark_master
 from _staged_output import is_staged_window
 from _staged_output import read_dir as read_staged_dir
 
-# The tests that need the uninterrupted reference run (a Spark job in a process of its own) share
-# one worker, so that it is made once; the crash-point tests compare with the oracle and spread over
-# every worker.
-REFERENCE_GROUP = pytest.mark.xdist_group("spark-recovery")
+# Every test compares with the oracle, none with another test's run: they spread over every parallel
+# worker.
 
 ROOT = Path(__file__).resolve().parents[2]
 WORD_COUNT = ROOT / "examples" / "word_count.py"
@@ -224,10 +227,11 @@ class Job:
 
     def __init__(self, label: str, workdir: Path, input_path: Path, out: Path, state: dict[str, str],
                  parallelism: int, flags: tuple[str, ...] = (), crash_at: str | None = None,
-                 master: str | None = None) -> None:
+                 master: str | None = None, spark_conf: dict[str, str] | None = None) -> None:
         self.label = label
         self.app = f"gyreflow-recovery-{uuid.uuid4().hex}"
         self.log = workdir / f"{label}.log"
+        self.out = out
         env = {k: v for k, v in os.environ.items() if not k.startswith("GYREFLOW_")}
         env.update(state)
         env.update({
@@ -236,7 +240,7 @@ class Job:
             "GYREFLOW_SPARK__MASTER": master or spark_master(),
             "GYREFLOW_SPARK__MODE": state.get("GYREFLOW_SPARK__MODE", "rounds"),
             "GYREFLOW_SPARK__APP_NAME": self.app,
-            "GYREFLOW_SPARK__CONF": json.dumps({"spark.ui.enabled": "false"}),
+            "GYREFLOW_SPARK__CONF": json.dumps(spark_conf or {"spark.ui.enabled": "false"}),
             MARKER: self.app,
         })
         if crash_at is not None:
@@ -246,6 +250,7 @@ class Job:
         command = [sys.executable, "-m", "gyreflow", "run", "--quiet", *flags, str(WORD_COUNT),
                    "--", *args]
         self.started = time.monotonic()
+        self.published_at: dict[int, float] = {}  # window -> when ``kill_when`` first saw its file
         # Output to a file, not a pipe: a JVM that outlived the driver would hold a pipe open.
         with open(self.log, "w", encoding="utf-8") as log:
             self.process = subprocess.Popen(command, env=env, cwd=workdir, stdin=subprocess.DEVNULL,
@@ -261,6 +266,7 @@ class Job:
         while self.process.poll() is None and not condition():
             if time.monotonic() > deadline:
                 return False  # wait() reports the time-out
+            self.note_published()
             time.sleep(0.05)
         if delay and self.process.poll() is None:
             time.sleep(delay)
@@ -269,6 +275,11 @@ class Job:
         os.kill(self.process.pid, signal.SIGKILL)
         self.killed_by_test = True
         return True
+
+    def note_published(self) -> None:
+        now = time.monotonic()
+        for window in published_windows(self.out):
+            self.published_at.setdefault(window, now)
 
     def wait(self) -> int:
         """Wait for the driver, then check that its Spark processes went away with it."""
@@ -284,10 +295,12 @@ class Job:
 
 
 def resume(tmp_path: Path, input_path: Path, out: Path, state: dict[str, str], parallelism: int,
-           expected: dict[int, dict[str, int]], master: str | None = None) -> None:
+           expected: dict[int, dict[str, int]], master: str | None = None,
+           spark_conf: dict[str, str] | None = None) -> None:
     """``--resume`` without any crash point: it must finish and give exactly the oracle's output."""
     label = "resume"
-    job = Job(label, tmp_path, input_path, out, state, parallelism, flags=("--resume",), master=master)
+    job = Job(label, tmp_path, input_path, out, state, parallelism, flags=("--resume",), master=master,
+              spark_conf=spark_conf)
     status = job.wait()
     assert status == 0, f"{label} exited {status}:\n{job.output()}"
     assert_output_is_the_oracle(out, expected)
@@ -363,80 +376,53 @@ def state_env(request, tmp_path):
         drop()
 
 
-@pytest.fixture(scope="module")
-def uninterrupted(word_input, tmp_path_factory) -> dict:
-    """One uninterrupted Spark run (RocksDB, parallelism 2): its directory, status, log and the
-    seconds one window takes once the job runs (used to time a kill inside a window)."""
-    path, _ = word_input
-    workdir = tmp_path_factory.mktemp("spark-uninterrupted")
-    out = workdir / "out"
-    state = cluster_state_env({"GYREFLOW_STATE__BACKEND": "rocksdb",
-                               "GYREFLOW_STATE__PATH": str(workdir / "state")}, workdir)
-    job = Job("uninterrupted", workdir, path, out, state, 2)
-    first = None
-    seen: set[str] = set()  # which kinds of the run's processes the leftover check can see
-    polls = 0
-    while job.process.poll() is None and time.monotonic() - job.started < RUN_TIMEOUT:
-        if first is None and published_windows(out):
-            first = time.monotonic()
-        if polls % 10 == 0:
-            for line in run_processes(job.app).values():
-                seen.update(kind for kind in ("java", "pyspark.daemon", "gyreflow run") if kind in line)
-        polls += 1
-        time.sleep(0.05)
-    status = job.wait()
-    end = time.monotonic()
-    per_window = (end - first) / (WINDOWS - 1) if first is not None else 1.0
-    return {"out": out, "status": status, "log": job.output(), "per_window": per_window, "seen": seen}
-
-
 # Tests -------------------------------------------------------------------------------------------
 
 
-@REFERENCE_GROUP
-def test_uninterrupted_spark_run_matches_the_oracle(uninterrupted, word_input):
-    _, expected = word_input
-    assert uninterrupted["status"] == 0, uninterrupted["log"]
-    assert_output_is_the_oracle(uninterrupted["out"], expected)
-    # The leftover check finds the driver, the JVM and the Python workers of a running job.
-    # (On a cluster the Python workers belong to the executors, not to the job's process tree.)
-    expected_kinds = {"java", "gyreflow run"} | (set() if ON_CLUSTER else {"pyspark.daemon"})
-    assert uninterrupted["seen"] == expected_kinds, uninterrupted["seen"]
-
-
-# point, window, backend, parallelism of the crashed run, of the resume (the driver-side points are
-# one code for both environments: tests/recovery/test_word_count_recovery.py takes every point on
-# the local one)
-ARMED = [
-    pytest.param("window-finished", 3, "rocksdb", 2, 2, id="window-finished-3-rocksdb"),
-    pytest.param("after-commit", 4, "postgresql", 2, 2, id="after-commit-4-postgresql"),
-    pytest.param("mid-publish", 5, "sqlite", 3, 2, id="mid-publish-5-sqlite-resume-p2"),
-]
-
-
-@pytest.mark.parametrize(("point", "window", "kind", "parallelism", "resume_parallelism"), ARMED)
-def test_driver_crash_point_then_resume(point, window, kind, parallelism, resume_parallelism,
-                                        word_input, state_env, tmp_path):
-    """The driver SIGKILLs itself at ``point`` of ``window``; ``--resume`` gives the oracle's output
-    (the resume checks run first, so a missed crash point still exercises a crash near it)."""
+def test_uninterrupted_spark_run_matches_the_oracle(word_input, tmp_path):
+    """One Spark run (RocksDB, parallelism 2) gives the oracle's output, and while it runs the
+    leftover check sees every kind of process of its application."""
     path, expected = word_input
     out = tmp_path / "out"
-    state = state_env(kind)
-    crash_at = f"{point}:{window}"
-    job = Job("crash", tmp_path, path, out, state, parallelism, crash_at=crash_at)
-    # The armed point lies before window + 1 is published: if that file appears, the point was missed.
+    state = cluster_state_env({"GYREFLOW_STATE__BACKEND": "rocksdb",
+                               "GYREFLOW_STATE__PATH": str(tmp_path / "state")}, tmp_path)
+    job = Job("uninterrupted", tmp_path, path, out, state, 2)
+    seen: set[str] = set()  # which kinds of the run's processes the leftover check can see
+    while job.process.poll() is None and time.monotonic() - job.started < RUN_TIMEOUT:
+        for line in run_processes(job.app).values():
+            seen.update(kind for kind in ("java", "pyspark.daemon", "gyreflow run") if kind in line)
+        time.sleep(0.5)
+    status = job.wait()
+    assert status == 0, job.output()
+    assert_output_is_the_oracle(out, expected)
+    # (On a cluster the Python workers belong to the executors, not to the job's process tree.)
+    expected_kinds = {"java", "gyreflow run"} | (set() if ON_CLUSTER else {"pyspark.daemon"})
+    assert seen == expected_kinds, seen
+
+
+def crash_at_point(workdir: Path, input_path: Path, out: Path, state: dict[str, str], point: str,
+                   window: int, parallelism: int,
+                   expected: dict[int, dict[str, int]]) -> tuple[Job, int, int | None]:
+    """Run a driver armed to SIGKILL itself at ``point`` of ``window``; returns the job, how many
+    windows are visible after it ended (checked: whole files of the first windows) and the last
+    completed window in the store. The armed point lies before window + 1 is published: if that
+    file appears, the point was missed, and the test kills the driver itself (so that what follows
+    still starts from a crash near the point); ``assert_crashed_at`` then fails."""
+    job = Job("crash", workdir, input_path, out, state, parallelism, crash_at=f"{point}:{window}")
     job.kill_when(lambda: window + 1 in published_windows(out))
     status = job.wait()
-    fired = status == KILLED and not job.killed_by_test
     assert status in (KILLED, 0), f"crash run exited {status}:\n{job.output()}"
-    visible = assert_visible_prefix(out, expected)
-    committed = last_completed(state)
+    return job, assert_visible_prefix(out, expected), last_completed(state)
 
-    resume(tmp_path, path, out, state, resume_parallelism, expected)
 
+def assert_crashed_at(job: Job, point: str, window: int, visible: int, committed: int | None) -> None:
+    """The driver of ``crash_at_point`` killed itself at the armed point: what it published and
+    committed before is what that point allows."""
+    crash_at = f"{point}:{window}"
+    status = job.process.returncode
     outcome = ("the test killed it after it published window "
                f"{window + 1}" if job.killed_by_test else f"it exited {status}")
-    assert fired, (
+    assert status == KILLED and not job.killed_by_test, (
         f"GYREFLOW_CRASH_AT={crash_at} did not make the Spark driver kill itself: {outcome}. "
         "The crash points of the job driver (runtime/driver.py) are not reached on the Spark host")
     if point in ("window-finished", "before-commit", "after-commit"):
@@ -451,19 +437,50 @@ def test_driver_crash_point_then_resume(point, window, kind, parallelism, resume
         assert committed == window, f"{crash_at}: last completed window {committed}"
 
 
-@REFERENCE_GROUP
-def test_timed_kill_in_a_late_window_then_resume_with_other_parallelism(
-        uninterrupted, word_input, state_env, tmp_path):
-    """RocksDB: kill the driver about half a window after window 3 of 6 was published (so inside
-    window 4 or 5); resume with 4 counting tasks instead of 2 (state is read back by key group, the new tasks
-    merge the old layout's ranges). The resume runs on ``local[4]`` so that the four counting tasks
-    run at once, as on a cluster: two of them read the same old-layout range."""
+# point, window, backend, parallelism of the crashed run, of the resume (the driver-side points are
+# one code for both environments: tests/recovery/test_word_count_recovery.py takes every point on
+# the local one). window-finished on RocksDB starts the chain of the test after this one.
+ARMED = [
+    pytest.param("after-commit", 4, "postgresql", 2, 2, id="after-commit-4-postgresql"),
+    pytest.param("mid-publish", 5, "sqlite", 3, 2, id="mid-publish-5-sqlite-resume-p2"),
+]
+
+
+@pytest.mark.parametrize(("point", "window", "kind", "parallelism", "resume_parallelism"), ARMED)
+def test_driver_crash_point_then_resume(point, window, kind, parallelism, resume_parallelism,
+                                        word_input, state_env, tmp_path):
+    """The driver SIGKILLs itself at ``point`` of ``window``; ``--resume`` gives the oracle's output
+    (the resume checks run first, so a missed crash point still exercises a crash near it)."""
+    path, expected = word_input
+    out = tmp_path / "out"
+    state = state_env(kind)
+    crashed, visible, committed = crash_at_point(tmp_path, path, out, state, point, window,
+                                                 parallelism, expected)
+    resume(tmp_path, path, out, state, resume_parallelism, expected)
+    assert_crashed_at(crashed, point, window, visible, committed)
+
+
+def test_crash_point_then_a_resume_killed_in_a_late_window_then_resume_with_other_parallelism(
+        word_input, state_env, tmp_path):
+    """RocksDB, three drivers on one store. The first SIGKILLs itself at ``window-finished:3``. The
+    test SIGKILLs its ``--resume`` (2 counting tasks) about half a window after window 3 of 6 was
+    published, so inside window 4 or 5. The second ``--resume`` runs 4 counting tasks instead of 2
+    (state is read back by key group, the new tasks merge the old layout's ranges), on ``local[4]``
+    so that the four run at once, as on a cluster: two of them read the same old-layout range. Its
+    output is the oracle's (the resume checks run first, as in the test above)."""
     path, expected = word_input
     out = tmp_path / "out"
     state = state_env("rocksdb")
-    job = Job("crash", tmp_path, path, out, state, 2)
-    killed = job.kill_when(lambda: 3 in published_windows(out), 0.5 * uninterrupted["per_window"])
-    status = job.wait()
-    assert killed and status == KILLED, f"the run ended (status {status}) before the kill:\n{job.output()}"
+    crashed, visible, committed = crash_at_point(tmp_path, path, out, state, "window-finished", 3,
+                                                 2, expected)
+    # One window's seconds, from the first driver's publications (to time the kill inside a window).
+    seen = sorted(crashed.published_at.values())
+    per_window = (seen[-1] - seen[0]) / (len(seen) - 1) if len(seen) > 1 else 1.0
+    killed_resume = Job("killed-resume", tmp_path, path, out, state, 2, flags=("--resume",))
+    killed = killed_resume.kill_when(lambda: 3 in published_windows(out), 0.5 * per_window)
+    status = killed_resume.wait()
+    assert killed and status == KILLED, (
+        f"the resumed run ended (status {status}) before the kill:\n{killed_resume.output()}")
     assert 3 <= assert_visible_prefix(out, expected) < WINDOWS
     resume(tmp_path, path, out, state, 4, expected, master=spark_master(4))
+    assert_crashed_at(crashed, "window-finished", 3, visible, committed)

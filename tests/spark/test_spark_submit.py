@@ -27,15 +27,14 @@ import sys
 from pathlib import Path
 
 import pytest
-import test_spark_cluster
+from _spark_master import jvm_options_with_archive
 from test_spark_cluster import ON_ONE_CLUSTER
 
-cluster = test_spark_cluster.cluster  # a two-worker standalone cluster, for this module
-
+# The cluster tests run on tests/spark/conftest.py's ``cluster``, in test_spark_cluster.py's group.
 ROOT = Path(__file__).resolve().parents[2]
 WORD_COUNT = ROOT / "examples" / "word_count.py"
-JVM_OPTIONS = os.environ.get("GYREFLOW_TEST_SPARK_DRIVER_OPTIONS",
-                             "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# spark-submit's JVM (the driver) and the executors: the suite's options and class-data archive.
+JVM_OPTIONS = jvm_options_with_archive()
 
 
 def spark_home() -> Path:

@@ -219,9 +219,20 @@ def test_a_failed_job_reports_its_error_until_exit(tmp_path):
             time.sleep(0.1)
         assert job["state"] == "failed"
         assert "ZeroDivisionError" in job["error"] and job["windows_completed"] == 3
+        for _ in range(5):  # and goes on reporting it while the port lingers
+            time.sleep(0.1)
+            later = json.loads(get(url + "api/job")[2])
+            assert (later["state"], later["error"]) == ("failed", job["error"])
     finally:
+        # A stop signal that comes while the port lingers ends the linger. One that comes between
+        # the failure and the linger counts as a stop of the run, after which the linger goes on
+        # (30 s here) and only a second signal ends the process at once.
         process.terminate()
-        process.wait(timeout=60)
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.terminate()
+            process.wait(timeout=60)
     assert closed(url)
 
 
